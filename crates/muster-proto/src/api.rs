@@ -1,0 +1,140 @@
+//! JSON bodies of the REST API, named and shaped as Nakama's gRPC gateway renders them
+//! (proto field names, unpopulated fields omitted) so Nakama's client SDKs read them unchanged.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// The answer to every authenticate and refresh call.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Session {
+    pub token: String,
+    pub refresh_token: String,
+    /// True only when this call created the account.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub created: bool,
+}
+
+/// Body of `POST /v2/account/authenticate/device` and `/custom`: an opaque identifier.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuthenticateIdRequest {
+    pub id: String,
+    /// Session variables copied into the token's `vrs` claim.
+    pub vars: HashMap<String, String>,
+}
+
+/// Body of `POST /v2/account/authenticate/email`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuthenticateEmailRequest {
+    pub email: String,
+    pub password: String,
+    pub vars: HashMap<String, String>,
+}
+
+/// Body of `POST /v2/account/session/refresh`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionRefreshRequest {
+    /// The refresh token.
+    pub token: String,
+    /// Replaces the session variables when not empty.
+    pub vars: HashMap<String, String>,
+}
+
+/// Body of `POST /v2/session/logout`: the tokens to revoke.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionLogoutRequest {
+    pub token: String,
+    pub refresh_token: String,
+}
+
+/// A user as others may see it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct User {
+    pub id: String,
+    pub username: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub avatar_url: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub lang_tag: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub location: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub timezone: String,
+    /// A JSON object, as a string (Nakama's convention).
+    pub metadata: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub online: bool,
+    /// RFC 3339 time the account was created.
+    pub create_time: String,
+    /// RFC 3339 time the account was last changed.
+    pub update_time: String,
+}
+
+/// A device identifier linked to an account.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AccountDevice {
+    pub id: String,
+}
+
+/// The caller's own account: `GET /v2/account`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Account {
+    pub user: User,
+    /// The wallet, a JSON object of currency to amount, as a string (Nakama's convention).
+    pub wallet: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub email: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<AccountDevice>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub custom_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disable_time: Option<String>,
+}
+
+/// Body of `PUT /v2/account`: every field optional; an absent field is left unchanged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UpdateAccountRequest {
+    pub username: Option<String>,
+    pub display_name: Option<String>,
+    pub avatar_url: Option<String>,
+    pub lang_tag: Option<String>,
+    pub location: Option<String>,
+    pub timezone: Option<String>,
+    /// A JSON object, as a string.
+    pub metadata: Option<String>,
+}
+
+/// The error body of every failed REST call: `{"error","message","code"}` where `code` is the
+/// gRPC status code Nakama uses (3 invalid argument, 5 not found, 16 unauthenticated, ...).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub error: String,
+    pub message: String,
+    pub code: i32,
+}
+
+/// gRPC status codes used in [`ErrorBody::code`].
+pub mod code {
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const NOT_FOUND: i32 = 5;
+    pub const ALREADY_EXISTS: i32 = 6;
+    pub const PERMISSION_DENIED: i32 = 7;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const INTERNAL: i32 = 13;
+    pub const UNAVAILABLE: i32 = 14;
+    pub const UNAUTHENTICATED: i32 = 16;
+}

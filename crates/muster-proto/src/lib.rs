@@ -1,0 +1,8 @@
+//! Muster's wire types, usable on their own by clients, load generators and tools.
+//!
+//! - [`api`]: the JSON bodies of the Nakama-compatible REST API under `/v2`.
+//! - [`realtime`]: the realtime envelope carried over the WebSocket, in both of Nakama's formats
+//!   (JSON text frames and protobuf binary frames), with decoders that never panic on input.
+
+pub mod api;
+pub mod realtime;

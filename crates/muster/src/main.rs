@@ -1,0 +1,110 @@
+//! The `muster` binary: parses flags and calls the library. `muster` alone serves.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use muster::config::{Config, EXAMPLE_TOML};
+
+#[derive(Parser)]
+#[command(
+    name = "muster",
+    version,
+    about = "A realtime multiplayer game backend speaking Nakama's client API"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API and realtime sockets (the default).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Print every setting with its default and documentation.
+    Config,
+}
+
+/// The settings most often given on the command line; every other one is set in the config file
+/// or by environment (see `muster config`).
+#[derive(Args)]
+struct Settings {
+    /// Configuration file (TOML).
+    #[arg(long, short, env = "MUSTER_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:7350.
+    #[arg(long, global = true)]
+    listen: Option<String>,
+    /// Directory for the embedded SQLite database.
+    #[arg(long, global = true)]
+    data_dir: Option<String>,
+    /// PostgreSQL URL (postgres://...); SQLite in data_dir when absent.
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    /// Server key clients authenticate with.
+    #[arg(long, global = true)]
+    server_key: Option<String>,
+    /// Log filter, e.g. info or muster=debug.
+    #[arg(long, global = true)]
+    log: Option<String>,
+}
+
+impl Settings {
+    fn overrides(&self) -> Vec<(&'static str, String)> {
+        [
+            ("listen", &self.listen),
+            ("data_dir", &self.data_dir),
+            ("database_url", &self.database_url),
+            ("server_key", &self.server_key),
+            ("log", &self.log),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.clone().map(|v| (key, v)))
+        .collect()
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Config) = cli.command {
+        print!("{EXAMPLE_TOML}");
+        return ExitCode::SUCCESS;
+    }
+    let config = match Config::load(cli.settings.config.as_deref(), &cli.settings.overrides()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("muster: configuration error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    muster::server::init_logging(&config.log);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("muster: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Some(Command::Migrate) => {
+                let (applied, version) = muster::store::migrate(&config).await?;
+                println!("applied {applied} migration(s); schema at version {version}");
+                Ok(())
+            }
+            _ => muster::server::serve(config).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("muster: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

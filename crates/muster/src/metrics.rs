@@ -1,0 +1,138 @@
+//! Prometheus metrics, pulled from `GET /metrics`. Counts are kept as counters and gauges updated
+//! where things happen, never computed by walking a collection.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    pub sockets_open: IntGauge,
+    pub users_online: IntGauge,
+    pub sockets_closed: IntCounterVec,
+    pub accounts_created: IntCounter,
+    pub authentications: IntCounterVec,
+    pub http_requests: HistogramVec,
+    pub db_operations: HistogramVec,
+    pub db_batch_size: Histogram,
+    pub realtime_messages: IntCounterVec,
+    pub realtime_errors: IntCounterVec,
+    pub rate_limited: IntCounterVec,
+    pub outgoing_dropped: IntCounter,
+}
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry =
+            Registry::new_custom(Some("muster".into()), None).expect("static prefix is valid");
+        macro_rules! register {
+            ($metric:expr) => {{
+                let metric = $metric.expect("static metric definition is valid");
+                registry
+                    .register(Box::new(metric.clone()))
+                    .expect("metric names are unique");
+                metric
+            }};
+        }
+        let latency = |name: &str, help: &str| {
+            HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())
+        };
+        Metrics {
+            sockets_open: register!(IntGauge::new("sockets_open", "Realtime sockets open now.")),
+            users_online: register!(IntGauge::new(
+                "users_online",
+                "Distinct users with at least one socket open."
+            )),
+            sockets_closed: register!(IntCounterVec::new(
+                Opts::new(
+                    "sockets_closed_total",
+                    "Realtime sockets closed, by reason."
+                ),
+                &["reason"]
+            )),
+            accounts_created: register!(IntCounter::new(
+                "accounts_created_total",
+                "Accounts created."
+            )),
+            authentications: register!(IntCounterVec::new(
+                Opts::new(
+                    "authentications_total",
+                    "Authentication calls, by method and outcome."
+                ),
+                &["method", "outcome"]
+            )),
+            http_requests: register!(HistogramVec::new(
+                latency(
+                    "http_request_duration_seconds",
+                    "HTTP request latency, by route and status."
+                ),
+                &["route", "status"]
+            )),
+            db_operations: register!(HistogramVec::new(
+                latency(
+                    "db_operation_duration_seconds",
+                    "Database operation latency as callers see it, by operation."
+                ),
+                &["op"]
+            )),
+            db_batch_size: register!(Histogram::with_opts(
+                HistogramOpts::new("db_group_commit_size", "Writes per SQLite group commit.")
+                    .buckets(vec![
+                        1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0
+                    ])
+            )),
+            realtime_messages: register!(IntCounterVec::new(
+                Opts::new(
+                    "realtime_messages_total",
+                    "Realtime envelopes received, by kind."
+                ),
+                &["kind"]
+            )),
+            realtime_errors: register!(IntCounterVec::new(
+                Opts::new(
+                    "realtime_errors_total",
+                    "Realtime envelopes rejected, by reason."
+                ),
+                &["reason"]
+            )),
+            rate_limited: register!(IntCounterVec::new(
+                Opts::new(
+                    "rate_limited_total",
+                    "Requests refused by a per-IP rate limit, by limit."
+                ),
+                &["limit"]
+            )),
+            outgoing_dropped: register!(IntCounter::new(
+                "outgoing_queue_full_total",
+                "Sockets closed because their outgoing queue was full."
+            )),
+            registry,
+        }
+    }
+
+    pub fn observe_db(&self, op: &str, elapsed: Duration) {
+        self.db_operations
+            .with_label_values(&[op])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}

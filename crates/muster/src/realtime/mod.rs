@@ -1,0 +1,92 @@
+//! Realtime sessions over WebSocket.
+//!
+//! `GET /ws?token=...&format=json|protobuf` is checked (rate limit, token, format, socket cap)
+//! before the upgrade, so a bad request is answered 4xx with Nakama's error body and never becomes
+//! a socket. After the upgrade, [`socket::serve`] owns the connection: one task per socket reads
+//! envelopes, answers them through [`dispatch`], writes what other tasks queue in its [`outbox`],
+//! and keeps the peer alive with pings. [`registry`] knows who is online.
+
+pub mod dispatch;
+pub mod outbox;
+pub mod registry;
+pub mod socket;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::api::extract::{ApiQuery, ClientIp};
+use crate::error::ApiError;
+use crate::server::AppState;
+
+/// The two envelope encodings a socket may choose at connect time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Protobuf,
+}
+
+#[derive(Deserialize)]
+pub struct ConnectQuery {
+    token: Option<String>,
+    format: Option<String>,
+}
+
+pub async fn upgrade(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    ApiQuery(query): ApiQuery<ConnectQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    if !state.connect_limit.allow(ip) {
+        state
+            .metrics
+            .rate_limited
+            .with_label_values(&["connect"])
+            .inc();
+        return Err(ApiError::TooManyRequests(
+            "Too many connections; slow down.".into(),
+        ));
+    }
+    let token = query
+        .token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::Unauthenticated("Auth token required.".into()))?;
+    let claims = state
+        .tokens
+        .verify_session(&token)
+        .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
+    let format = match query.format.as_deref() {
+        None | Some("") | Some("json") => Format::Json,
+        Some("protobuf") => Format::Protobuf,
+        Some(other) => {
+            return Err(ApiError::InvalidArgument(format!(
+                "Unknown format '{other}': use json or protobuf."
+            )))
+        }
+    };
+    let max = state.config.socket.max_sockets;
+    if max > 0 && state.registry.sockets() >= max {
+        return Err(ApiError::Unavailable(
+            "Server is at its socket limit; try another node.".into(),
+        ));
+    }
+    let upgrade = upgrade.map_err(|rejection| {
+        ApiError::InvalidArgument(format!(
+            "Not a WebSocket upgrade request: {}",
+            rejection.body_text()
+        ))
+    })?;
+    let socket_config = &state.config.socket;
+    let response = upgrade
+        .read_buffer_size(socket_config.read_buffer_bytes)
+        .write_buffer_size(0)
+        .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
+        .max_message_size(socket_config.max_message_size_bytes)
+        .max_frame_size(socket_config.max_message_size_bytes)
+        .on_upgrade(move |ws| socket::serve(ws, claims, format, state))
+        .into_response();
+    Ok(response)
+}

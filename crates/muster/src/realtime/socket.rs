@@ -1,0 +1,170 @@
+//! One socket's life: register, read and answer envelopes, write queued messages, keep the peer
+//! alive, and close with a reason. A single task does all of it, so an idle socket costs one task,
+//! its WebSocket state and a registry entry — no second task, no channel, no spare buffers.
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket};
+use muster_proto::realtime::{DecodeError, Envelope};
+use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
+
+use super::{dispatch, Format};
+use crate::server::AppState;
+use crate::tokens::Claims;
+
+/// Why a socket ended; the close code and reason the client sees, and the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    ClientClosed,
+    ServerShutdown,
+    KeepAliveTimeout,
+    QueueFull,
+    MessageTooBig,
+    ProtocolError,
+    WriteFailed,
+}
+
+impl Ending {
+    fn close_frame(self) -> Option<(u16, &'static str)> {
+        match self {
+            Ending::ClientClosed | Ending::WriteFailed => None,
+            Ending::ServerShutdown => Some((1001, "server shutting down")),
+            Ending::KeepAliveTimeout => Some((1001, "keep-alive timeout")),
+            Ending::QueueFull => Some((1008, "outgoing queue full: client too slow")),
+            Ending::MessageTooBig => Some((1009, "message too big")),
+            Ending::ProtocolError => Some((1002, "protocol error")),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Ending::ClientClosed => "client_closed",
+            Ending::ServerShutdown => "server_shutdown",
+            Ending::KeepAliveTimeout => "keepalive_timeout",
+            Ending::QueueFull => "queue_full",
+            Ending::MessageTooBig => "message_too_big",
+            Ending::ProtocolError => "protocol_error",
+            Ending::WriteFailed => "write_failed",
+        }
+    }
+}
+
+fn classify(error: axum::Error) -> Ending {
+    match error.into_inner().downcast::<tungstenite::Error>() {
+        Ok(e) if matches!(*e, tungstenite::Error::Capacity(_)) => Ending::MessageTooBig,
+        Ok(e)
+            if matches!(
+                *e,
+                tungstenite::Error::Protocol(_) | tungstenite::Error::Utf8(_)
+            ) =>
+        {
+            Ending::ProtocolError
+        }
+        _ => Ending::ClientClosed,
+    }
+}
+
+/// Sends one frame, giving up on a peer that does not take it within `limit`.
+async fn send(socket: &mut WebSocket, frame: Frame, limit: Duration) -> Result<(), Ending> {
+    match timeout(limit, socket.send(frame)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Ending::WriteFailed),
+    }
+}
+
+pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state: AppState) {
+    let _tracked = state.sockets.token();
+    let config = &state.config.socket;
+    let guard =
+        state
+            .registry
+            .register(claims.uid, &claims.usn, format, config.outgoing_queue_size);
+    let session = &guard.entry;
+    let ping_period = Duration::from_millis(config.ping_period_ms);
+    let pong_wait = Duration::from_millis(config.pong_wait_ms);
+    let mut keepalive = interval_at(Instant::now() + ping_period, ping_period);
+    keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_heard = Instant::now();
+
+    let ending = loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => break Ending::ServerShutdown,
+            incoming = socket.recv() => {
+                let frame = match incoming {
+                    None => break Ending::ClientClosed,
+                    Some(Err(error)) => break classify(error),
+                    Some(Ok(frame)) => frame,
+                };
+                last_heard = Instant::now();
+                if let Frame::Close(_) = frame {
+                    break Ending::ClientClosed;
+                }
+                let Some(decoded) = dispatch::decode(&frame) else { continue };
+                let reply = match decoded {
+                    Ok(envelope) => dispatch::handle(envelope, session, &state).await,
+                    Err(error) => Some(reject(&error, &state)),
+                };
+                if let Some(reply) = reply {
+                    if let Err(ending) = send(&mut socket, dispatch::encode(format, &reply), pong_wait).await {
+                        break ending;
+                    }
+                }
+            }
+            () = session.outbox.ready() => {
+                let drained = session.outbox.drain();
+                if drained.overflowed {
+                    state.metrics.outgoing_dropped.inc();
+                    break Ending::QueueFull;
+                }
+                let mut failed = None;
+                for frame in drained.messages {
+                    if let Err(ending) = send(&mut socket, frame, pong_wait).await {
+                        failed = Some(ending);
+                        break;
+                    }
+                }
+                if let Some(ending) = failed {
+                    break ending;
+                }
+            }
+            _ = keepalive.tick() => {
+                if last_heard.elapsed() >= pong_wait {
+                    break Ending::KeepAliveTimeout;
+                }
+                if let Err(ending) = send(&mut socket, Frame::Ping(Default::default()), pong_wait).await {
+                    break ending;
+                }
+            }
+        }
+    };
+
+    if let Some((code, reason)) = ending.close_frame() {
+        let frame = Frame::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        let _ = timeout(Duration::from_secs(1), socket.send(frame)).await;
+    }
+    state
+        .metrics
+        .sockets_closed
+        .with_label_values(&[ending.label()])
+        .inc();
+    tracing::debug!(session = %session.session_id, user = %session.user_id, reason = ending.label(), "socket closed");
+}
+
+/// The error envelope for a frame that could not be decoded; the socket stays open.
+fn reject(error: &DecodeError, state: &AppState) -> Envelope {
+    let reason = match error {
+        DecodeError::Malformed(_) => "malformed",
+        DecodeError::Unrecognized { .. } => "unrecognized",
+        DecodeError::Missing { .. } => "missing",
+        DecodeError::Ambiguous { .. } => "ambiguous",
+    };
+    state
+        .metrics
+        .realtime_errors
+        .with_label_values(&[reason])
+        .inc();
+    Envelope::error(error.cid(), error.code(), error.to_string())
+}

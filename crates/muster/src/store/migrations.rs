@@ -1,0 +1,71 @@
+//! Schema migrations, embedded in the binary: one folder per engine, files named
+//! `NNNN_name.sql`, applied in order, each in its own transaction, recorded in `muster_migrations`.
+//! A database whose schema is newer than this binary knows is refused rather than guessed at.
+
+/// One schema change.
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "accounts",
+    sql: include_str!("migrations/sqlite/0001_accounts.sql"),
+}];
+
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "accounts",
+    sql: include_str!("migrations/postgres/0001_accounts.sql"),
+}];
+
+/// The table recording applied migrations; the same SQL works on both engines.
+pub const LEDGER_TABLE: &str = "CREATE TABLE IF NOT EXISTS muster_migrations (
+    version BIGINT PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at_ms BIGINT NOT NULL
+)";
+
+/// What to do given the highest applied version.
+pub fn pending(
+    migrations: &'static [Migration],
+    applied: i64,
+) -> anyhow::Result<&'static [Migration]> {
+    let latest = migrations.last().map_or(0, |m| m.version);
+    if applied > latest {
+        anyhow::bail!(
+            "the database schema is at version {applied}, newer than this binary knows ({latest}); \
+             run a newer muster"
+        );
+    }
+    let start = migrations
+        .iter()
+        .position(|m| m.version > applied)
+        .unwrap_or(migrations.len());
+    Ok(&migrations[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_increasing_and_engines_agree() {
+        for set in [SQLITE, POSTGRES] {
+            for (i, m) in set.iter().enumerate() {
+                assert_eq!(m.version, i as i64 + 1, "{} out of order", m.name);
+            }
+        }
+        let names = |set: &[Migration]| set.iter().map(|m| m.name).collect::<Vec<_>>();
+        assert_eq!(names(SQLITE), names(POSTGRES));
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        assert!(pending(SQLITE, 99).is_err());
+        assert_eq!(pending(SQLITE, 0).expect("ok").len(), SQLITE.len());
+        assert!(pending(SQLITE, SQLITE.len() as i64).expect("ok").is_empty());
+    }
+}

@@ -1,0 +1,36 @@
+-- Accounts, their login identifiers, revoked tokens and generated secrets.
+CREATE TABLE users (
+    id UUID PRIMARY KEY NOT NULL,
+    username TEXT NOT NULL,
+    display_name TEXT NOT NULL DEFAULT '',
+    avatar_url TEXT NOT NULL DEFAULT '',
+    lang_tag TEXT NOT NULL DEFAULT 'en',
+    location TEXT NOT NULL DEFAULT '',
+    timezone TEXT NOT NULL DEFAULT '',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    email TEXT,
+    password_hash TEXT,
+    custom_id TEXT,
+    disable_time_ms BIGINT,
+    create_time_ms BIGINT NOT NULL,
+    update_time_ms BIGINT NOT NULL,
+    CONSTRAINT users_username_key UNIQUE (username),
+    CONSTRAINT users_email_key UNIQUE (email),
+    CONSTRAINT users_custom_id_key UNIQUE (custom_id)
+);
+
+CREATE TABLE user_devices (
+    id TEXT PRIMARY KEY NOT NULL,
+    user_id UUID NOT NULL REFERENCES users (id) ON DELETE CASCADE
+);
+CREATE INDEX user_devices_user_id ON user_devices (user_id);
+
+CREATE TABLE revoked_tokens (
+    token_id UUID PRIMARY KEY NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+
+CREATE TABLE secrets (
+    name TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);

@@ -1,0 +1,159 @@
+//! Persistence behind one trait, [`Store`], with two engines: [`sqlite`] (embedded, the default)
+//! and [`postgres`] (production; also CockroachDB). Domain code sees only the trait; the engines
+//! enforce in SQL what SQL can enforce (unique usernames, devices, emails) and nothing else.
+
+pub mod migrations;
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// A failed storage operation, as domain code needs to tell them apart.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("username is already in use")]
+    UsernameTaken,
+    #[error("not found")]
+    NotFound,
+    #[error("store is closed")]
+    Closed,
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+/// What an account is identified by when authenticating.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    Device(String),
+    Custom(String),
+    Email(String),
+}
+
+/// The part of an account authentication needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub user_id: Uuid,
+    pub username: String,
+    pub disabled: bool,
+    /// The argon2 hash, for email accounts only.
+    pub password_hash: Option<String>,
+}
+
+/// A new account, created by `find_or_create`.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    pub id: Uuid,
+    pub username: String,
+    pub password_hash: Option<String>,
+    /// Unix milliseconds.
+    pub now_ms: i64,
+}
+
+/// A whole account, as `GET /v2/account` shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccountRecord {
+    pub id: Uuid,
+    pub username: String,
+    pub display_name: String,
+    pub avatar_url: String,
+    pub lang_tag: String,
+    pub location: String,
+    pub timezone: String,
+    pub metadata: String,
+    pub email: Option<String>,
+    pub custom_id: Option<String>,
+    pub devices: Vec<String>,
+    pub disable_time_ms: Option<i64>,
+    pub create_time_ms: i64,
+    pub update_time_ms: i64,
+}
+
+/// Fields to change on an account; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccountUpdate {
+    pub username: Option<String>,
+    pub display_name: Option<String>,
+    pub avatar_url: Option<String>,
+    pub lang_tag: Option<String>,
+    pub location: Option<String>,
+    pub timezone: Option<String>,
+    pub metadata: Option<String>,
+}
+
+impl AccountUpdate {
+    pub fn is_empty(&self) -> bool {
+        *self == AccountUpdate::default()
+    }
+}
+
+/// A revoked token id and when the token would have expired anyway (unix seconds); after that
+/// the revocation can be forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Revocation {
+    pub token_id: Uuid,
+    pub expires_at: i64,
+}
+
+/// Every storage operation the server performs. Each write is durable when its future resolves.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The account linked to `credential`, if any.
+    async fn find_identity(&self, credential: &Credential) -> Result<Option<Identity>, StoreError>;
+
+    /// The account linked to `credential`, created from `new_user` when there is none.
+    /// Returns the identity and whether this call created it. Fails with `UsernameTaken` when
+    /// `new_user.username` belongs to another account.
+    async fn find_or_create(
+        &self,
+        credential: &Credential,
+        new_user: NewUser,
+    ) -> Result<(Identity, bool), StoreError>;
+
+    async fn account(&self, user_id: Uuid) -> Result<Option<AccountRecord>, StoreError>;
+
+    /// Applies `update`; `NotFound` when the account is gone, `UsernameTaken` on a clash.
+    async fn update_account(
+        &self,
+        user_id: Uuid,
+        update: AccountUpdate,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError>;
+
+    /// Revocations still in force at `now` (unix seconds); older ones are deleted.
+    async fn active_revocations(&self, now: i64) -> Result<Vec<Revocation>, StoreError>;
+
+    /// The secret named `name`, set to `candidate` if it did not exist yet. Every node sharing
+    /// the database reads the same value.
+    async fn secret(&self, name: &str, candidate: String) -> Result<String, StoreError>;
+
+    /// Finishes pending writes and releases the database.
+    async fn close(&self);
+}
+
+/// Opens the engine `config` names, checking (and, if allowed, migrating) its schema.
+pub async fn open(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Arc<dyn Store>> {
+    if config.database_url.is_empty() {
+        let store = sqlite::SqliteStore::open(config, metrics).await?;
+        Ok(Arc::new(store))
+    } else {
+        let store = postgres::PostgresStore::open(config, metrics).await?;
+        Ok(Arc::new(store))
+    }
+}
+
+/// Applies pending migrations and returns (applied now, schema version).
+pub async fn migrate(config: &Config) -> anyhow::Result<(usize, i64)> {
+    if config.database_url.is_empty() {
+        sqlite::migrate(config).await
+    } else {
+        postgres::migrate(config).await
+    }
+}
