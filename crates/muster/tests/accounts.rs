@@ -1,0 +1,503 @@
+//! Accounts and sessions over the REST API, on SQLite and PostgreSQL.
+
+mod common;
+
+use common::{assert_error, claims, status_and_json, Backend, Database, TestServer};
+use serde_json::json;
+
+on_both_backends!(
+    device_authentication,
+    custom_authentication,
+    email_authentication,
+    server_key_is_required,
+    refresh_rotates_tokens,
+    logout_revokes_and_survives_restart,
+    account_read_and_update,
+    bad_requests_get_clear_errors,
+    expired_token_is_refused,
+    concurrent_creation_of_one_device_makes_one_account,
+);
+
+async fn device_authentication(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+
+    let (status, first) = server
+        .authenticate(
+            "device",
+            "create=true&username=alice",
+            json!({"id": "device-alice-1", "vars": {"tier": "gold"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["created"], true);
+    let token = claims(first["token"].as_str().expect("token"));
+    assert_eq!(token["usn"], "alice");
+    assert_eq!(token["vrs"]["tier"], "gold");
+    assert!(token["exp"].as_i64().expect("exp") > token["iat"].as_i64().expect("iat"));
+    let refresh = claims(first["refresh_token"].as_str().expect("refresh"));
+    assert!(
+        refresh["exp"].as_i64() > token["exp"].as_i64(),
+        "refresh outlives session"
+    );
+
+    // Second time: same account, not created, username param ignored.
+    let (status, second) = server
+        .authenticate(
+            "device",
+            "create=true&username=other",
+            json!({"id": "device-alice-1"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        second.get("created").is_none(),
+        "created omitted when false: {second}"
+    );
+    assert_eq!(
+        claims(second["token"].as_str().expect("token"))["uid"],
+        token["uid"]
+    );
+
+    // create=false finds an existing device and refuses an unknown one.
+    let (status, _) = server
+        .authenticate("device", "create=false", json!({"id": "device-alice-1"}))
+        .await;
+    assert_eq!(status, 200);
+    let missing = server
+        .authenticate("device", "create=false", json!({"id": "device-nobody-1"}))
+        .await;
+    assert_error(&missing, 404, 5);
+
+    // A generated username when none is given.
+    let (_, generated) = server
+        .authenticate("device", "", json!({"id": "device-bob-0001"}))
+        .await;
+    let name = claims(generated["token"].as_str().expect("token"))["usn"]
+        .as_str()
+        .expect("usn")
+        .to_owned();
+    assert_eq!(name.len(), 10);
+
+    // A chosen username already taken: 409 and no account made for the device.
+    let taken = server
+        .authenticate("device", "username=alice", json!({"id": "device-carol-1"}))
+        .await;
+    assert_error(&taken, 409, 6);
+    let (status, _) = server
+        .authenticate("device", "create=false", json!({"id": "device-carol-1"}))
+        .await;
+    assert_eq!(status, 404);
+
+    for bad in [
+        json!({}),
+        json!({"id": "short"}),
+        json!({"id": "x".repeat(129)}),
+        json!({"id": "has spaces in it"}),
+    ] {
+        let result = server.authenticate("device", "", bad.clone()).await;
+        let message = assert_error(&result, 400, 3);
+        assert!(message.contains("Device ID"), "{bad}: {message}");
+    }
+    let bad_create = server
+        .authenticate("device", "create=maybe", json!({"id": "device-alice-1"}))
+        .await;
+    assert_error(&bad_create, 400, 3);
+    server.stop().await.expect("clean stop");
+}
+
+async fn custom_authentication(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (status, first) = server
+        .authenticate("custom", "", json!({"id": "steam-123"}))
+        .await;
+    assert_eq!((status, first["created"].clone()), (200, json!(true)));
+    let (status, second) = server
+        .authenticate("custom", "", json!({"id": "steam-123"}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        claims(first["token"].as_str().expect("t"))["uid"],
+        claims(second["token"].as_str().expect("t"))["uid"]
+    );
+    assert_error(
+        &server
+            .authenticate("custom", "", json!({"id": "abc"}))
+            .await,
+        400,
+        3,
+    );
+    assert_error(
+        &server
+            .authenticate("custom", "create=false", json!({"id": "steam-999"}))
+            .await,
+        404,
+        5,
+    );
+    let token = first["token"].as_str().expect("token");
+    let (_, account) = server.get_with_token("/v2/account", token).await;
+    assert_eq!(account["custom_id"], "steam-123");
+}
+
+async fn email_authentication(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let creds = json!({"email": "Player.One@Example.com", "password": "correct horse"});
+    let (status, first) = server
+        .authenticate("email", "username=player1", creds.clone())
+        .await;
+    assert_eq!(
+        (status, first["created"].clone()),
+        (200, json!(true)),
+        "{first}"
+    );
+    // Emails are case-insensitive.
+    let (status, again) = server
+        .authenticate(
+            "email",
+            "create=false",
+            json!({"email": "player.one@example.com", "password": "correct horse"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{again}");
+
+    // Wrong password and unknown email give the same answer: no account enumeration.
+    let wrong = server
+        .authenticate(
+            "email",
+            "create=false",
+            json!({"email": "player.one@example.com", "password": "wrong horse"}),
+        )
+        .await;
+    let unknown = server
+        .authenticate(
+            "email",
+            "create=false",
+            json!({"email": "nobody.here@example.com", "password": "wrong horse"}),
+        )
+        .await;
+    let wrong_message = assert_error(&wrong, 401, 16);
+    assert_eq!(wrong_message, assert_error(&unknown, 401, 16));
+    // create=true with the wrong password does not take over the account either.
+    let takeover = server
+        .authenticate(
+            "email",
+            "",
+            json!({"email": "player.one@example.com", "password": "other pass"}),
+        )
+        .await;
+    assert_error(&takeover, 401, 16);
+
+    assert_error(
+        &server
+            .authenticate("email", "", json!({"email": "a@b", "password": "12345678"}))
+            .await,
+        400,
+        3,
+    );
+    let short = server
+        .authenticate(
+            "email",
+            "",
+            json!({"email": "someone@example.com", "password": "1234567"}),
+        )
+        .await;
+    assert!(assert_error(&short, 400, 3).contains("at least 8"));
+
+    let token = first["token"].as_str().expect("token");
+    let (_, account) = server.get_with_token("/v2/account", token).await;
+    assert_eq!(account["email"], "player.one@example.com");
+    assert!(
+        account.to_string().find("argon2").is_none(),
+        "the hash never leaves the server"
+    );
+}
+
+async fn server_key_is_required(backend: Backend) {
+    let db = Database::new(backend).await;
+    let mut config = db.config();
+    config.server_key = "s3cret-key".into();
+    let server = TestServer::start(config).await;
+    let url = server.url("/v2/account/authenticate/device");
+    let body = json!({"id": "device-key-test"});
+    let none = status_and_json(
+        server
+            .http
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert!(assert_error(&none, 401, 16).contains("required"));
+    let wrong = status_and_json(
+        server
+            .http
+            .post(&url)
+            .basic_auth("defaultkey", Some(""))
+            .json(&body)
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert!(assert_error(&wrong, 401, 16).contains("invalid"));
+    let right = server
+        .http
+        .post(&url)
+        .basic_auth("s3cret-key", Some(""))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(right.status(), 200);
+}
+
+async fn refresh(
+    server: &TestServer,
+    refresh_token: &str,
+    vars: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let response = server
+        .http
+        .post(server.url("/v2/account/session/refresh"))
+        .basic_auth("defaultkey", Some(""))
+        .json(&json!({"token": refresh_token, "vars": vars}))
+        .send()
+        .await
+        .expect("send");
+    status_and_json(response).await
+}
+
+async fn refresh_rotates_tokens(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, refresh_token) = server.device_session("device-refresh-1").await;
+
+    let (status, renewed) = refresh(&server, &refresh_token, json!({"k": "v"})).await;
+    assert_eq!(status, 200, "{renewed}");
+    let new_token = renewed["token"].as_str().expect("token");
+    assert_ne!(new_token, token);
+    assert_eq!(claims(new_token)["uid"], claims(&token)["uid"]);
+    assert_eq!(claims(new_token)["vrs"]["k"], "v");
+    assert_eq!(server.get_with_token("/v2/account", new_token).await.0, 200);
+
+    // The used refresh token, and the session token of its pair, are now revoked.
+    let reused = refresh(&server, &refresh_token, json!({})).await;
+    assert!(assert_error(&reused, 401, 16).contains("revoked"));
+    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+
+    // A session token is not a refresh token (different signing key).
+    let confused = refresh(&server, new_token, json!({})).await;
+    assert_error(&confused, 401, 16);
+    assert_error(&refresh(&server, "", json!({})).await, 400, 3);
+    assert_error(&refresh(&server, "not.a.jwt", json!({})).await, 401, 16);
+}
+
+async fn logout_revokes_and_survives_restart(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, refresh_token) = server.device_session("device-logout-1").await;
+    let (other_token, _) = server.device_session("device-logout-2").await;
+    let response = server
+        .http
+        .post(server.url("/v2/session/logout"))
+        .bearer_auth(&token)
+        .json(&json!({"token": token, "refresh_token": refresh_token}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 200);
+    let refused = server.get_with_token("/v2/account", &token).await;
+    assert!(assert_error(&refused, 401, 16).contains("revoked"));
+    assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);
+    assert_eq!(
+        server.get_with_token("/v2/account", &other_token).await.0,
+        200,
+        "others unaffected"
+    );
+    server.stop().await.expect("stop");
+
+    // Same database, new process state: the revocation is remembered, the other token still works.
+    let server = TestServer::start(db.config()).await;
+    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+    assert_eq!(
+        server.get_with_token("/v2/account", &other_token).await.0,
+        200
+    );
+    let unauthenticated = status_and_json(
+        server
+            .http
+            .post(server.url("/v2/session/logout"))
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_error(&unauthenticated, 401, 16);
+}
+
+async fn account_read_and_update(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, _) = server.device_session("device-profile-1").await;
+    let (other, _) = server.device_session("device-profile-2").await;
+    let other_name = claims(&other)["usn"].as_str().expect("usn").to_owned();
+
+    let (status, account) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(status, 200);
+    assert_eq!(account["devices"][0]["id"], "device-profile-1");
+    assert_eq!(account["user"]["id"], claims(&token)["uid"]);
+    assert_eq!(account["wallet"], "{}");
+    assert!(account["user"]["create_time"]
+        .as_str()
+        .expect("time")
+        .ends_with('Z'));
+
+    let put = |body: serde_json::Value| {
+        let request = server
+            .http
+            .put(server.url("/v2/account"))
+            .bearer_auth(&token)
+            .json(&body);
+        async move { status_and_json(request.send().await.expect("send")).await }
+    };
+    let update = json!({
+        "username": "renamed-player", "display_name": "Renamed", "avatar_url": "https://example.com/a.png",
+        "lang_tag": "fr", "location": "Lyon", "timezone": "Europe/Paris", "metadata": "{\"level\":7}"
+    });
+    assert_eq!(put(update.clone()).await.0, 200);
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    for key in [
+        "username",
+        "display_name",
+        "avatar_url",
+        "lang_tag",
+        "location",
+        "timezone",
+        "metadata",
+    ] {
+        assert_eq!(account["user"][key], update[key], "{key}");
+    }
+    // Partial update leaves the rest alone.
+    assert_eq!(put(json!({"display_name": "Again"})).await.0, 200);
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(account["user"]["display_name"], "Again");
+    assert_eq!(account["user"]["location"], "Lyon");
+
+    assert_error(&put(json!({"username": other_name})).await, 409, 6);
+    assert_error(&put(json!({"username": "has space"})).await, 400, 3);
+    assert_error(&put(json!({"metadata": "[1,2]"})).await, 400, 3);
+    assert_error(&put(json!({"lang_tag": "x".repeat(40)})).await, 400, 3);
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(
+        account["user"]["username"], "renamed-player",
+        "failed updates changed nothing"
+    );
+
+    assert_error(
+        &server.get_with_token("/v2/account", "garbage").await,
+        401,
+        16,
+    );
+    let no_auth = status_and_json(
+        server
+            .http
+            .get(server.url("/v2/account"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert!(assert_error(&no_auth, 401, 16).contains("required"));
+}
+
+async fn bad_requests_get_clear_errors(backend: Backend) {
+    let db = Database::new(backend).await;
+    let mut config = db.config();
+    config.limits.max_request_size_bytes = 1024;
+    let server = TestServer::start(config).await;
+    let post = |body: String| {
+        server
+            .http
+            .post(server.url("/v2/account/authenticate/device"))
+            .basic_auth("defaultkey", Some(""))
+            .body(body)
+            .send()
+    };
+    let malformed = status_and_json(post("{\"id\":".into()).await.expect("send")).await;
+    assert!(assert_error(&malformed, 400, 3).contains("Malformed JSON"));
+    let wrong_type = status_and_json(post("{\"id\": 5}".into()).await.expect("send")).await;
+    assert_error(&wrong_type, 400, 3);
+    let huge = status_and_json(
+        post(format!("{{\"id\":\"{}\"}}", "x".repeat(4096)))
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_error(&huge, 413, 8);
+    let unknown = status_and_json(
+        server
+            .http
+            .get(server.url("/v2/nothing"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_error(&unknown, 404, 5);
+    let wrong_method = server
+        .http
+        .delete(server.url("/v2/account"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(wrong_method.status(), 405);
+}
+
+async fn expired_token_is_refused(backend: Backend) {
+    let db = Database::new(backend).await;
+    let mut config = db.config();
+    config.session.token_expiry_sec = 1;
+    let server = TestServer::start(config).await;
+    let (token, refresh_token) = server.device_session("device-expiry-1").await;
+    assert_eq!(server.get_with_token("/v2/account", &token).await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let expired = server.get_with_token("/v2/account", &token).await;
+    assert!(assert_error(&expired, 401, 16).contains("expired"));
+    let ws = server
+        .http
+        .get(server.url(&format!("/ws?token={token}")))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(ws.status(), 401);
+    // The refresh token lives longer and still works.
+    assert_eq!(refresh(&server, &refresh_token, json!({})).await.0, 200);
+}
+
+async fn concurrent_creation_of_one_device_makes_one_account(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = std::sync::Arc::new(TestServer::start(db.config()).await);
+    let calls = (0..16).map(|_| {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server
+                .authenticate("device", "", json!({"id": "device-raced-1"}))
+                .await
+        })
+    });
+    let mut users = std::collections::HashSet::new();
+    let mut created = 0;
+    for call in calls {
+        let (status, body) = call.await.expect("task");
+        assert_eq!(status, 200, "{body}");
+        users.insert(claims(body["token"].as_str().expect("token"))["uid"].clone());
+        created += usize::from(body["created"] == true);
+    }
+    assert_eq!(users.len(), 1, "one account for one device");
+    assert_eq!(created, 1, "exactly one call created it");
+}

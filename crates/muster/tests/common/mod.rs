@@ -1,0 +1,240 @@
+//! Test harness: a real Muster server on 127.0.0.1:0, on SQLite or PostgreSQL, driven over real
+//! sockets. PostgreSQL tests need `MUSTER_TEST_POSTGRES_URL` (the test command sets it up); each
+//! test gets a database of its own. Without it they are skipped with a note, unless
+//! `MUSTER_REQUIRE_POSTGRES=1` makes that a failure (as the test command does).
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine;
+use muster::config::Config;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs `$body` (an async fn taking a [`Backend`]) as two tests, one per engine.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(crate::common::Backend::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if crate::common::postgres_url().is_some() {
+                    super::$name(crate::common::Backend::Postgres).await;
+                }
+            }
+        }
+    )*};
+}
+
+/// The PostgreSQL admin URL, or None (with a note) when PostgreSQL tests should be skipped.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("MUSTER_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("MUSTER_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "MUSTER_REQUIRE_POSTGRES=1 but MUSTER_TEST_POSTGRES_URL is not set"
+            );
+            eprintln!("skipped: MUSTER_TEST_POSTGRES_URL not set");
+            None
+        }
+    }
+}
+
+/// A database of its own for one test: a fresh temp dir, or a fresh PostgreSQL database.
+pub struct Database {
+    pub dir: tempfile::TempDir,
+    pub url: String,
+}
+
+impl Database {
+    pub async fn new(backend: Backend) -> Database {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = match backend {
+            Backend::Sqlite => String::new(),
+            Backend::Postgres => {
+                let admin = postgres_url().expect("PostgreSQL configured");
+                let name = format!("muster_test_{}", uuid::Uuid::new_v4().simple());
+                let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+                    .await
+                    .expect("connect to test PostgreSQL");
+                tokio::spawn(connection);
+                client
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .expect("create test database");
+                let base = admin
+                    .rsplit_once('/')
+                    .map_or(admin.as_str(), |(base, _)| base);
+                format!("{base}/{name}")
+            }
+        };
+        Database { dir, url }
+    }
+
+    /// A test configuration on this database, with per-IP limits off (tests share one IP).
+    pub fn config(&self) -> Config {
+        let mut config = Config::default();
+        config.listen = "127.0.0.1:0".into();
+        config.data_dir = self.dir.path().to_path_buf();
+        config.database_url = self.url.clone();
+        config.limits.auth_per_ip_per_sec = 0;
+        config.limits.connect_per_ip_per_sec = 0;
+        config.shutdown_grace_ms = 3000;
+        config
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start(config: Config) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(muster::server::run(listener, config, async move {
+            let _ = stopped.await;
+        }));
+        let server = TestServer {
+            addr,
+            http: reqwest::Client::new(),
+            stop: Some(stop),
+            task: Some(task),
+        };
+        for _ in 0..200 {
+            if let Ok(r) = server.http.get(server.url("/healthcheck")).send().await {
+                if r.status().is_success() {
+                    return server;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("server did not become ready");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn ws_url(&self, query: &str) -> String {
+        format!("ws://{}/ws?{}", self.addr, query)
+    }
+
+    /// Shuts down gracefully and waits for `run` to return.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown().await
+    }
+
+    pub async fn shutdown(&mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("shutdown within 10 s")
+                .expect("server task"),
+            None => Ok(()),
+        }
+    }
+
+    /// POSTs to an authenticate endpoint with the default server key.
+    pub async fn authenticate(&self, kind: &str, query: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.url(&format!("/v2/account/authenticate/{kind}?{query}")))
+            .basic_auth("defaultkey", Some(""))
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        status_and_json(response).await
+    }
+
+    /// A device session for `device_id`: (token, refresh_token).
+    pub async fn device_session(&self, device_id: &str) -> (String, String) {
+        let (status, body) = self
+            .authenticate(
+                "device",
+                "create=true",
+                serde_json::json!({ "id": device_id }),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        (
+            body["token"].as_str().expect("token").to_owned(),
+            body["refresh_token"]
+                .as_str()
+                .expect("refresh token")
+                .to_owned(),
+        )
+    }
+
+    pub async fn get_with_token(&self, path: &str, token: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request");
+        status_and_json(response).await
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, json)
+}
+
+/// The claims inside a JWT (no signature check: the server checks those).
+pub fn claims(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("JWT has a payload");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("base64url");
+    serde_json::from_slice(&bytes).expect("JSON claims")
+}
+
+/// Asserts a Nakama error body with this status and gRPC code, returning its message.
+pub fn assert_error(result: &(u16, Value), status: u16, code: i64) -> String {
+    let (got, body) = result;
+    assert_eq!(*got, status, "{body}");
+    assert_eq!(body["code"].as_i64(), Some(code), "{body}");
+    assert_eq!(body["error"], body["message"], "{body}");
+    body["message"].as_str().expect("message").to_owned()
+}
