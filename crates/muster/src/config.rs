@@ -94,7 +94,7 @@ pub struct DatabaseConfig {
     pub migrate_on_start: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Bearer token required by `GET /metrics`; empty serves metrics without authentication
@@ -164,14 +164,6 @@ impl Default for DatabaseConfig {
             read_connections: 4,
             pool_size: 16,
             migrate_on_start: true,
-        }
-    }
-}
-
-impl Default for MetricsConfig {
-    fn default() -> Self {
-        MetricsConfig {
-            token: String::new(),
         }
     }
 }

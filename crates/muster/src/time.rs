@@ -28,6 +28,6 @@ mod tests {
     #[test]
     fn formats_whole_seconds_in_utc() {
         assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::rfc3339(1_795_000_000_999), "2026-11-18T07:06:40Z");
+        assert_eq!(super::rfc3339(1_795_000_000_999), "2026-11-18T11:06:40Z");
     }
 }

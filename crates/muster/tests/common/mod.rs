@@ -27,12 +27,12 @@ macro_rules! on_both_backends {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                super::$name(crate::common::Backend::Sqlite).await;
+                super::$name($crate::common::Backend::Sqlite).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                if crate::common::postgres_url().is_some() {
-                    super::$name(crate::common::Backend::Postgres).await;
+                if $crate::common::postgres_url().is_some() {
+                    super::$name($crate::common::Backend::Postgres).await;
                 }
             }
         }
@@ -87,10 +87,12 @@ impl Database {
 
     /// A test configuration on this database, with per-IP limits off (tests share one IP).
     pub fn config(&self) -> Config {
-        let mut config = Config::default();
-        config.listen = "127.0.0.1:0".into();
-        config.data_dir = self.dir.path().to_path_buf();
-        config.database_url = self.url.clone();
+        let mut config = Config {
+            listen: "127.0.0.1:0".into(),
+            data_dir: self.dir.path().to_path_buf(),
+            database_url: self.url.clone(),
+            ..Config::default()
+        };
         config.limits.auth_per_ip_per_sec = 0;
         config.limits.connect_per_ip_per_sec = 0;
         config.shutdown_grace_ms = 3000;

@@ -1,0 +1,181 @@
+//! The binary's life: migrations, configuration errors, and durability across `kill -9`.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Backend, Database};
+use serde_json::json;
+
+on_both_backends!(
+    acknowledged_accounts_survive_kill_9,
+    migrate_command_and_schema_check
+);
+
+fn muster(db: &Database) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
+    command
+        .env_clear()
+        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
+        .arg("--data-dir")
+        .arg(db.data_dir())
+        .arg("--log")
+        .arg("warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if !db.url.is_empty() {
+        command.arg("--database-url").arg(&db.url);
+    }
+    command
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+struct Running {
+    child: Child,
+    base: String,
+}
+
+async fn start(db: &Database) -> Running {
+    let port = free_port();
+    let mut child = muster(db)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .spawn()
+        .expect("spawn muster");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if http.get(format!("{base}/healthcheck")).send().await.is_ok() {
+            return Running { child, base };
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("muster binary did not start");
+}
+
+async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
+    let db = Database::new(backend).await;
+    let mut running = start(&db).await;
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let http = reqwest::Client::new();
+    let writers: Vec<_> = (0..16)
+        .map(|w| {
+            let (http, base, acknowledged) =
+                (http.clone(), running.base.clone(), acknowledged.clone());
+            tokio::spawn(async move {
+                for i in 0..100_000 {
+                    let id = format!("device-crash-{w}-{i}");
+                    let response = http
+                        .post(format!("{base}/v2/account/authenticate/device?create=true"))
+                        .basic_auth("defaultkey", Some(""))
+                        .json(&json!({ "id": id }))
+                        .send()
+                        .await;
+                    match response {
+                        Ok(r) if r.status() == 200 => acknowledged.lock().expect("lock").push(id),
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    running.child.kill().expect("SIGKILL");
+    running.child.wait().expect("reaped");
+    for writer in writers {
+        writer.await.expect("writer");
+    }
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    assert!(
+        acknowledged.len() > 50,
+        "only {} writes acknowledged before the kill",
+        acknowledged.len()
+    );
+
+    let mut running = start(&db).await;
+    let mut lost = Vec::new();
+    for id in &acknowledged {
+        let status = http
+            .post(format!(
+                "{}/v2/account/authenticate/device?create=false",
+                running.base
+            ))
+            .basic_auth("defaultkey", Some(""))
+            .json(&json!({ "id": id }))
+            .send()
+            .await
+            .expect("request")
+            .status();
+        if status != 200 {
+            lost.push(id.clone());
+        }
+    }
+    running.child.kill().expect("kill");
+    let _ = running.child.wait();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged accounts lost: {:?}",
+        lost.len(),
+        acknowledged.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+async fn migrate_command_and_schema_check(backend: Backend) {
+    let db = Database::new(backend).await;
+    // With migrations off at start, a fresh database is refused with a clear instruction.
+    let refused = muster(&db)
+        .env("MUSTER_DATABASE__MIGRATE_ON_START", "false")
+        .output()
+        .expect("run");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("muster migrate"), "{stderr}");
+
+    let first = muster(&db).arg("migrate").output().expect("run migrate");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("applied 1 migration(s); schema at version 1"),
+        "{stdout}"
+    );
+    let second = muster(&db).arg("migrate").output().expect("run migrate");
+    assert!(String::from_utf8_lossy(&second.stdout).contains("applied 0 migration(s)"));
+
+    // A bad setting names itself.
+    let bad = muster(&db)
+        .env("MUSTER_SOCKET__PING_PERIOD_MS", "soon")
+        .output()
+        .expect("run");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr)
+        .to_lowercase()
+        .contains("ping_period_ms"));
+}
+
+#[test]
+fn config_command_prints_documented_defaults() {
+    let output = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("config")
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    let parsed: muster::config::Config = toml::from_str(&text).expect("valid TOML");
+    assert_eq!(parsed, muster::config::Config::default());
+}
