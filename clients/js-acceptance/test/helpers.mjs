@@ -1,0 +1,173 @@
+// Shared helpers: start a real Muster server per test file, build nakama-js clients against it.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomUUID } from "node:crypto";
+import assert from "node:assert/strict";
+import WebSocket from "ws";
+import { Client } from "@heroiclabs/nakama-js";
+
+// Node 20 has no global WebSocket; nakama-js's WebSocketAdapterText does `new WebSocket(url)`
+// and compares readyState with `WebSocket.OPEN`, both against the global.
+globalThis.WebSocket = WebSocket;
+// nakama-js is written for browsers: its heartbeat-failure path reads `window.console`, which would
+// throw a ReferenceError in Node before `onheartbeattimeout` fires. Give it the browser's global.
+globalThis.window ??= globalThis;
+
+export { Client };
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const suiteDir = path.resolve(here, "..");
+export const MUSTER_BIN = process.env.MUSTER_BIN
+  ? path.resolve(process.env.MUSTER_BIN)
+  : path.resolve(suiteDir, "../../target/debug/muster");
+
+export const SERVER_KEY = "defaultkey";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export { sleep };
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitHealthy(base, child, logs, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) return false;
+    try {
+      const res = await fetch(`${base}/healthcheck`, { signal: AbortSignal.timeout(1000) });
+      if (res.status === 200) {
+        const body = await res.json();
+        assert.deepEqual(body, {}, "GET /healthcheck must answer {}");
+        return true;
+      }
+    } catch (e) {
+      if (e instanceof assert.AssertionError) throw e;
+      // not listening yet
+    }
+    await sleep(50);
+  }
+  throw new Error(`muster did not become healthy within ${timeoutMs} ms; output:\n${logs.join("")}`);
+}
+
+/**
+ * The environment for the server, without any inherited MUSTER_* variable: muster reads every
+ * MUSTER_* variable as a setting and refuses unknown ones (scripts/test exports
+ * MUSTER_TEST_POSTGRES_URL and MUSTER_REQUIRE_POSTGRES for the Rust tests, and MUSTER_BIN is ours).
+ * Each test file states the settings it needs.
+ */
+function inheritedEnv() {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toUpperCase().startsWith("MUSTER_")));
+}
+
+/**
+ * Start a Muster server on a free port with a fresh SQLite data dir.
+ * `env` adds MUSTER_* settings. Returns { host, port, base, stop() }.
+ */
+export async function startServer(env = {}) {
+  if (!existsSync(MUSTER_BIN)) {
+    throw new Error(`muster binary not found at ${MUSTER_BIN}; run \`cargo build -p muster\` or set MUSTER_BIN`);
+  }
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    const dataDir = mkdtempSync(path.join(tmpdir(), "muster-js-"));
+    const logs = [];
+    const child = spawn(MUSTER_BIN, ["--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--log", "warn"], {
+      env: {
+        ...inheritedEnv(),
+        NO_COLOR: "1",
+        // Every test comes from 127.0.0.1: per-IP rate limits would only add noise.
+        MUSTER_LIMITS__AUTH_PER_IP_PER_SEC: "0",
+        MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC: "0",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const keep = (chunk) => {
+      logs.push(chunk.toString());
+      if (logs.length > 200) logs.shift();
+    };
+    child.stdout.on("data", keep);
+    child.stderr.on("data", keep);
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+
+    const base = `http://127.0.0.1:${port}`;
+    const ok = await waitHealthy(base, child, logs, 15000);
+    if (!ok) {
+      // Exited early: most likely the port was taken between freePort() and bind. Retry.
+      rmSync(dataDir, { recursive: true, force: true });
+      if (attempt === 4) throw new Error(`muster exited at start; output:\n${logs.join("")}`);
+      continue;
+    }
+    return {
+      host: "127.0.0.1",
+      port: String(port),
+      base,
+      logs,
+      async stop() {
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill("SIGTERM");
+          const killer = setTimeout(() => child.kill("SIGKILL"), 5000);
+          await exited;
+          clearTimeout(killer);
+        }
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    };
+  }
+}
+
+/** A nakama-js Client for `server`. Options: serverKey, autoRefreshSession, timeoutMs. */
+export function clientFor(server, { serverKey = SERVER_KEY, autoRefreshSession = true, timeoutMs = 5000 } = {}) {
+  return new Client(serverKey, server.host, server.port, false, timeoutMs, autoRefreshSession);
+}
+
+/** Unique ids so tests in one file never collide. */
+export const uniq = (prefix) => `${prefix}-${randomUUID()}`;
+export const uniqName = (prefix = "u") => `${prefix}${randomUUID().replace(/-/g, "").slice(0, 16)}`;
+
+/**
+ * Await a promise that must reject with an HTTP error from nakama-js's generated API client,
+ * which throws the fetch Response itself. Returns { status, body }.
+ */
+export async function expectHttpError(promise, status) {
+  let thrown;
+  try {
+    const value = await promise;
+    assert.fail(`expected HTTP ${status}, but the call succeeded with ${JSON.stringify(value)}`);
+  } catch (e) {
+    if (e instanceof assert.AssertionError) throw e;
+    thrown = e;
+  }
+  assert.ok(
+    thrown && typeof thrown.status === "number",
+    `expected a fetch Response to be thrown, got ${thrown && thrown.stack ? thrown.stack : JSON.stringify(thrown)}`,
+  );
+  let body;
+  const text = await thrown.text();
+  try {
+    body = JSON.parse(text);
+  } catch {
+    assert.fail(`error body is not JSON: ${text}`);
+  }
+  assert.equal(thrown.status, status, `HTTP status (body ${text})`);
+  assert.equal(typeof body.message, "string", `error body has a message: ${text}`);
+  assert.equal(typeof body.error, "string", `error body has an error: ${text}`);
+  assert.equal(typeof body.code, "number", `error body has a numeric code: ${text}`);
+  return { status: thrown.status, body };
+}
+
+// gRPC codes Nakama puts in error bodies.
+export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, ALREADY_EXISTS: 6, UNAUTHENTICATED: 16 };
