@@ -1,0 +1,161 @@
+//! The `swarm` command line: parses flags and calls the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use swarm::coordinator::{self, Progress, RunOptions, SourceIps};
+use swarm::report::{Report, Status};
+
+/// Load-test harness for servers speaking Nakama's client API (Muster, Nakama).
+#[derive(Parser)]
+#[command(name = "swarm", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario against a server and write report.json and report.html.
+    Run {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// Base URL of the server.
+        #[arg(long, default_value = "http://127.0.0.1:7350")]
+        target: String,
+        /// Worker processes (default: enough to keep each under its open-file limit).
+        #[arg(long)]
+        workers: Option<u64>,
+        /// Directory for the report (default: swarm-out/<loadTestId>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Server key sent as the HTTP Basic user of authenticate requests.
+        #[arg(long, default_value = "defaultkey", env = "SWARM_SERVER_KEY")]
+        server_key: String,
+        /// Source addresses for worker sockets: auto (127.0.0.2.. on loopback targets), none,
+        /// or a comma-separated list.
+        #[arg(long, default_value = "auto")]
+        source_ips: SourceIps,
+        /// Run only shard K of N of the players ("K/N"), to split one load test over machines;
+        /// merge the reports with `swarm merge`.
+        #[arg(long, default_value = "0/1", value_parser = parse_shard)]
+        shard: (u64, u64),
+        /// Live progress on stderr.
+        #[arg(long, value_enum, default_value = "auto")]
+        progress: Progress,
+    },
+    /// Merge reports from several machines (shards of one run) into one report.
+    Merge {
+        /// report.json files written by `swarm run`.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Directory for the merged report.
+        #[arg(long, default_value = "swarm-out/merged")]
+        out: PathBuf,
+    },
+    /// Check a scenario file and print its schedule.
+    Check { scenario: PathBuf },
+    /// Internal: a worker process, started by `swarm run`.
+    #[command(hide = true)]
+    Worker,
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (k, n) = s.split_once('/').ok_or("expected K/N, e.g. 0/4")?;
+    let k = k.parse().map_err(|_| format!("bad shard index {k}"))?;
+    let n = n.parse().map_err(|_| format!("bad shard count {n}"))?;
+    Ok((k, n))
+}
+
+/// Exit status: 0 when the run completed with no failed player, 3 when players failed or the
+/// run did not complete, 1 on errors (bad scenario, cannot start workers).
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("swarm: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn finish(report: &Report, dir: &std::path::Path) -> ExitCode {
+    print!("{}", report.summary_text());
+    println!(
+        "report: {} and {}",
+        dir.join("report.json").display(),
+        dir.join("report.html").display()
+    );
+    if report.failed == 0 && report.status == Status::Completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    }
+}
+
+fn real_main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Worker => {
+            swarm::worker::main()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { scenario } => {
+            let s = swarm::scenario::Scenario::load(&scenario)?;
+            let sched = s.schedule();
+            println!(
+                "{}: {} players over {:.1} s",
+                s.name,
+                sched.total_players(),
+                sched.duration_s()
+            );
+            for p in &sched.phases {
+                println!(
+                    "  {:>8.1}s  {:<12} {:>8.1} s  {:>8} players  {:?} (peak {:.2})",
+                    p.start_s, p.name, p.duration_s, p.players, p.curve.shape, p.curve.peak
+                );
+            }
+            let steps: Vec<&str> = s.steps.iter().map(|st| st.name()).collect();
+            println!("  steps: {}", steps.join(" → "));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Merge { reports, out } => {
+            let reports = reports
+                .iter()
+                .map(|p| Report::read(p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let merged = Report::merge(&reports)?;
+            merged.write(&out)?;
+            Ok(finish(&merged, &out))
+        }
+        Command::Run {
+            scenario,
+            target,
+            workers,
+            out,
+            server_key,
+            source_ips,
+            shard,
+            progress,
+        } => {
+            let exe = std::env::current_exe()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let (report, dir) = runtime.block_on(coordinator::run(RunOptions {
+                scenario,
+                target,
+                workers,
+                out,
+                server_key,
+                source_ips,
+                shard,
+                progress,
+                exe,
+            }))?;
+            Ok(finish(&report, &dir))
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! One simulated player: a small state machine that walks the scenario's steps.
+//!
+//! A player is one task on its worker's single-threaded runtime. While idle (heartbeat or wait)
+//! it is parked in one `select!` over its socket, one timer and the worker's stop signal, and owns
+//! only its socket and a few words, so an idle player costs about 1–2 KiB of worker memory (the
+//! WebSocket read/write buffers are shrunk to [`WS_BUFFER`]). The heavy, short-lived futures
+//! (the HTTP request, the WebSocket handshake) are boxed so their size is paid only while they run,
+//! not for the whole life of the task.
+//!
+//! Latency is always measured from the *intended* time of an action (the player's scheduled
+//! arrival, the previous step's end, or the heartbeat's fixed schedule), never from when the
+//! client got around to sending: a stalled server or a saturated worker cannot hide its stalls
+//! (no coordinated omission). A player stops at its first failure, which is counted by kind.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde::Deserialize;
+use tokio::io::AsyncReadExt as _;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::{sleep_until, timeout, timeout_at, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::scenario::Step;
+use crate::stats::Metric;
+use crate::worker::Ctx;
+
+/// Read and write buffer size of each player's WebSocket. A game socket's frames are small;
+/// tungstenite's 128 KiB defaults would cost 256 KiB per player.
+pub const WS_BUFFER: usize = 256;
+
+/// The WebSocket settings every player uses.
+pub fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(WS_BUFFER)
+        .write_buffer_size(0)
+        .max_write_buffer_size(64 * 1024)
+        .max_message_size(Some(1 << 20))
+        .max_frame_size(Some(1 << 20))
+}
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// Why a player failed; [`Failure::kind`] is the key in the report's `errors` map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The HTTP request got a non-2xx status.
+    Http(u16),
+    /// The HTTP connection could not be established (refused, unreachable).
+    HttpConnect,
+    /// No HTTP response within the timeout.
+    HttpTimeout,
+    /// The HTTP exchange broke off (reset, protocol error).
+    HttpIo,
+    /// A 2xx answer whose body is not what the API promises.
+    BadResponse,
+    /// No local port/address to bind the socket to.
+    WsBind,
+    /// TCP connect for the realtime socket failed.
+    WsConnect,
+    /// The WebSocket upgrade was answered with this HTTP status (401 for a bad token).
+    WsHttp(u16),
+    /// The server closed the socket with this close code.
+    WsClose(u16),
+    /// The socket ended without a close frame.
+    WsEof,
+    /// The socket was reset.
+    WsReset,
+    /// Another socket I/O error.
+    WsIo,
+    /// The peer broke the WebSocket protocol.
+    WsProtocol,
+    /// An `error` envelope answered our request, with its Nakama error code.
+    ServerError(i64),
+    /// No answer within the timeout to the named request.
+    Timeout(&'static str),
+    /// Still in the middle of a step when the run's grace period ran out.
+    Unfinished,
+}
+
+impl Failure {
+    /// The failure's key in the report.
+    pub fn kind(&self) -> Cow<'static, str> {
+        match self {
+            Failure::Http(s) => format!("http_{s}").into(),
+            Failure::HttpConnect => "http_connect".into(),
+            Failure::HttpTimeout => "http_timeout".into(),
+            Failure::HttpIo => "http_io".into(),
+            Failure::BadResponse => "bad_response".into(),
+            Failure::WsBind => "ws_bind".into(),
+            Failure::WsConnect => "ws_connect".into(),
+            Failure::WsHttp(s) => format!("ws_http_{s}").into(),
+            Failure::WsClose(c) => format!("ws_close_{c}").into(),
+            Failure::WsEof => "ws_eof".into(),
+            Failure::WsReset => "ws_reset".into(),
+            Failure::WsIo => "ws_io".into(),
+            Failure::WsProtocol => "ws_protocol".into(),
+            Failure::ServerError(c) => format!("server_error_{c}").into(),
+            Failure::Timeout(what) => format!("{what}_timeout").into(),
+            Failure::Unfinished => "unfinished".into(),
+        }
+    }
+}
+
+fn ws_failure(e: WsError) -> Failure {
+    use tokio_tungstenite::tungstenite::error::ProtocolError;
+    match e {
+        WsError::Http(resp) => Failure::WsHttp(resp.status().as_u16()),
+        WsError::ConnectionClosed | WsError::AlreadyClosed => Failure::WsEof,
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => Failure::WsReset,
+        WsError::Io(e) => match e.kind() {
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => {
+                Failure::WsReset
+            }
+            std::io::ErrorKind::UnexpectedEof => Failure::WsEof,
+            _ => Failure::WsIo,
+        },
+        _ => Failure::WsProtocol,
+    }
+}
+
+fn http_failure(e: &reqwest::Error) -> Failure {
+    if e.is_timeout() {
+        Failure::HttpTimeout
+    } else if e.is_connect() {
+        Failure::HttpConnect
+    } else {
+        Failure::HttpIo
+    }
+}
+
+/// The parts of a realtime envelope a player looks at; everything else is ignored.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    cid: Option<Cow<'a, str>>,
+    pong: Option<serde::de::IgnoredAny>,
+    error: Option<EnvelopeError>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeError {
+    #[serde(default)]
+    code: i64,
+}
+
+/// The session part of the authenticate response.
+#[derive(Deserialize)]
+struct Session {
+    token: String,
+}
+
+/// How an idle wait ended.
+enum Wake {
+    Deadline,
+    Stop,
+}
+
+/// A player's state between steps.
+struct Player {
+    index: u64,
+    /// Session token, kept only while a later step still needs it.
+    token: Option<Box<str>>,
+    ws: Option<Ws>,
+    /// When the next action is intended to happen.
+    next: Instant,
+}
+
+/// Runs one player from its intended arrival to its end, recording everything in the worker's
+/// recorder, and accounts for it exactly once as successful or failed.
+pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
+    ctx.rec.borrow_mut().count(|c| c.arrivals += 1);
+    let mut p = Player {
+        index,
+        token: None,
+        ws: None,
+        next: arrival,
+    };
+    let mut result = p.play(&ctx).await;
+    if let Some(ws) = p.ws.take() {
+        if result.is_ok() {
+            // Steps done or run over with the socket open: close it politely.
+            result = close(&ctx, ws, ctx.default_timeout).await;
+        } else {
+            drop(ws);
+            socket_gone(&ctx);
+        }
+    }
+    {
+        let mut rec = ctx.rec.borrow_mut();
+        match &result {
+            Ok(()) => rec.successful += 1,
+            Err(f) => {
+                rec.failed += 1;
+                rec.failure(&f.kind());
+            }
+        }
+    }
+    ctx.player_done();
+}
+
+fn socket_gone(ctx: &Ctx) {
+    let mut rec = ctx.rec.borrow_mut();
+    rec.ccu = rec.ccu.saturating_sub(1);
+    rec.count(|c| c.disconnects += 1);
+}
+
+impl Player {
+    async fn play(&mut self, ctx: &Ctx) -> Result<(), Failure> {
+        for (i, step) in ctx.steps.iter().enumerate() {
+            if ctx.is_over() {
+                return Ok(());
+            }
+            let limit = |t: &Option<crate::scenario::Seconds>| {
+                t.map(|s| s.as_duration()).unwrap_or(ctx.default_timeout)
+            };
+            match step {
+                Step::Authenticate {
+                    create,
+                    reuse_accounts,
+                    timeout_s,
+                } => {
+                    let device = if *reuse_accounts {
+                        format!("swarm-player-{:010}", self.index)
+                    } else {
+                        format!("swarm-{}-{:010}", ctx.run_tag, self.index)
+                    };
+                    let token =
+                        Box::pin(authenticate(ctx, device, *create, limit(timeout_s))).await?;
+                    let done = Instant::now();
+                    ctx.rec.borrow_mut().latency(Metric::Auth, done - self.next);
+                    self.token = Some(token.into_boxed_str());
+                    self.next = done;
+                }
+                Step::Connect { timeout_s } => {
+                    let token = self.token.as_deref().unwrap_or_default();
+                    let ws = Box::pin(open_socket(ctx, token, limit(timeout_s))).await?;
+                    let done = Instant::now();
+                    {
+                        let mut rec = ctx.rec.borrow_mut();
+                        rec.latency(Metric::Connect, done - self.next);
+                        rec.count(|c| c.connects += 1);
+                        rec.ccu += 1;
+                        rec.peak_ccu = rec.peak_ccu.max(rec.ccu);
+                    }
+                    self.ws = Some(ws);
+                    if !ctx.token_needed_after.get(i).copied().unwrap_or(true) {
+                        self.token = None;
+                    }
+                    self.next = done;
+                }
+                Step::Heartbeat {
+                    interval_s,
+                    duration_s,
+                    timeout_s,
+                } => {
+                    let Some(ws) = self.ws.as_mut() else {
+                        return Err(Failure::WsEof);
+                    };
+                    let until = duration_s.map(|d| self.next + d.as_duration());
+                    heartbeat(
+                        ctx,
+                        ws,
+                        self.next,
+                        interval_s.as_duration(),
+                        until,
+                        limit(timeout_s),
+                    )
+                    .await?;
+                    self.next = until.unwrap_or_else(Instant::now);
+                }
+                Step::Wait { duration_s } => {
+                    let until = self.next + duration_s.as_duration();
+                    match self.ws.as_mut() {
+                        Some(ws) => {
+                            idle_until(ctx, ws, until).await?;
+                        }
+                        None => {
+                            tokio::select! {
+                                _ = sleep_until(until) => {}
+                                _ = ctx.stop.notified() => {}
+                            }
+                        }
+                    }
+                    self.next = until;
+                }
+                Step::Disconnect { timeout_s } => {
+                    if let Some(ws) = self.ws.take() {
+                        close(ctx, ws, limit(timeout_s)).await?;
+                    }
+                    self.next = Instant::now();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `POST /v2/account/authenticate/device` → the session token.
+async fn authenticate(
+    ctx: &Ctx,
+    device: String,
+    create: bool,
+    limit: Duration,
+) -> Result<String, Failure> {
+    let url = format!(
+        "{}/v2/account/authenticate/device?create={create}",
+        ctx.base_url
+    );
+    let body = format!("{{\"id\":\"{device}\"}}");
+    ctx.rec.borrow_mut().count(|c| c.sends += 1);
+    let exchange = async {
+        let resp = ctx
+            .http
+            .post(url)
+            .basic_auth(&ctx.server_key, Some(""))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| http_failure(&e))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| http_failure(&e))?;
+        ctx.rec.borrow_mut().count(|c| c.receives += 1);
+        if !status.is_success() {
+            return Err(Failure::Http(status.as_u16()));
+        }
+        let session: Session = serde_json::from_slice(&bytes).map_err(|_| Failure::BadResponse)?;
+        Ok(session.token)
+    };
+    timeout(limit, exchange)
+        .await
+        .unwrap_or(Err(Failure::HttpTimeout))
+}
+
+/// TCP connect (from the worker's source address) and WebSocket upgrade.
+async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
+    ctx.rec.borrow_mut().count(|c| c.sends += 1);
+    let connect = async {
+        let socket = if ctx.addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(|_| Failure::WsBind)?;
+        if let Some(ip) = ctx.source_ip {
+            socket
+                .bind(std::net::SocketAddr::new(ip, 0))
+                .map_err(|_| Failure::WsBind)?;
+        }
+        let stream = socket
+            .connect(ctx.addr)
+            .await
+            .map_err(|_| Failure::WsConnect)?;
+        let _ = stream.set_nodelay(true);
+        let url = format!("{}?token={token}&format=json", ctx.ws_url);
+        let (ws, _response) =
+            tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config()))
+                .await
+                .map_err(ws_failure)?;
+        ctx.rec.borrow_mut().count(|c| c.receives += 1);
+        Ok(ws)
+    };
+    timeout(limit, connect)
+        .await
+        .unwrap_or(Err(Failure::Timeout("connect")))
+}
+
+/// Pings on a fixed schedule (`start + k·interval`) until `until` or the end of the run.
+///
+/// One ping is outstanding at a time. Its round trip is measured from its intended send time,
+/// so if a pong comes late, the following pings, now overdue, are sent at once and each carries
+/// the delay it suffered: the stall shows in the percentiles instead of thinning the samples.
+async fn heartbeat(
+    ctx: &Ctx,
+    ws: &mut Ws,
+    start: Instant,
+    interval: Duration,
+    until: Option<Instant>,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let mut seq: u64 = 0;
+    loop {
+        seq += 1;
+        let intended = start + interval * u32::try_from(seq).unwrap_or(u32::MAX);
+        if until.is_some_and(|u| intended >= u) {
+            return match until {
+                Some(u) => idle_until(ctx, ws, u).await.map(|_| ()),
+                None => Ok(()),
+            };
+        }
+        if let Wake::Stop = idle_until(ctx, ws, intended).await? {
+            return Ok(());
+        }
+        let sent = Instant::now();
+        let cid = seq.to_string();
+        {
+            let mut rec = ctx.rec.borrow_mut();
+            rec.latency(Metric::ClientLag, sent.saturating_duration_since(intended));
+            rec.count(|c| c.sends += 1);
+        }
+        let ping = format!("{{\"cid\":\"{cid}\",\"ping\":{{}}}}");
+        ws.send(Message::text(ping)).await.map_err(ws_failure)?;
+        await_reply(ctx, ws, &cid, sent + limit, "ping").await?;
+        ctx.rec
+            .borrow_mut()
+            .latency(Metric::Ping, Instant::now() - intended);
+    }
+}
+
+/// Keeps the socket serviced (answering the server's pings, noticing its close) until
+/// `deadline` or until the run is over.
+async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Result<Wake, Failure> {
+    loop {
+        if ctx.is_over() {
+            return Ok(Wake::Stop);
+        }
+        tokio::select! {
+            biased;
+            _ = ctx.stop.notified() => return Ok(Wake::Stop),
+            _ = sleep_until(deadline) => return Ok(Wake::Deadline),
+            msg = ws.next() => unsolicited(ctx, ws, msg).await?,
+        }
+    }
+}
+
+/// Waits for the envelope answering `cid`.
+async fn await_reply(
+    ctx: &Ctx,
+    ws: &mut Ws,
+    cid: &str,
+    deadline: Instant,
+    what: &'static str,
+) -> Result<(), Failure> {
+    loop {
+        let msg = match timeout_at(deadline, ws.next()).await {
+            Ok(msg) => msg,
+            Err(_) => return Err(Failure::Timeout(what)),
+        };
+        if let Some(Ok(Message::Text(text))) = &msg {
+            ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            if let Ok(env) = serde_json::from_str::<Envelope>(text.as_str()) {
+                if env.cid.as_deref() == Some(cid) {
+                    if let Some(err) = env.error {
+                        return Err(Failure::ServerError(err.code));
+                    }
+                    if env.pong.is_some() {
+                        return Ok(());
+                    }
+                }
+            }
+            continue;
+        }
+        unsolicited(ctx, ws, msg).await?;
+    }
+}
+
+/// Handles a message nobody was waiting for: counts it, answers pings, fails on close.
+async fn unsolicited(
+    ctx: &Ctx,
+    ws: &mut Ws,
+    msg: Option<Result<Message, WsError>>,
+) -> Result<(), Failure> {
+    match msg {
+        None => Err(Failure::WsEof),
+        Some(Err(e)) => Err(ws_failure(e)),
+        Some(Ok(Message::Close(frame))) => Err(Failure::WsClose(
+            frame.map(|f| u16::from(f.code)).unwrap_or(1005),
+        )),
+        Some(Ok(Message::Ping(_))) => {
+            ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            // tungstenite queued the pong; flush it now rather than at the next read.
+            ws.flush().await.map_err(ws_failure)
+        }
+        Some(Ok(_)) => {
+            ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            Ok(())
+        }
+    }
+}
+
+/// Closes the socket with a normal close, waits for the server's close frame and then for the
+/// server to end the TCP connection (so TIME_WAIT lands on the server, not on our source port).
+async fn close(ctx: &Ctx, mut ws: Ws, limit: Duration) -> Result<(), Failure> {
+    let deadline = Instant::now() + limit;
+    ctx.rec.borrow_mut().count(|c| c.sends += 1);
+    let handshake = async {
+        let frame = CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        };
+        match ws.close(Some(frame)).await {
+            Ok(()) => {}
+            Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => return Ok(()),
+            Err(e) => return Err(ws_failure(e)),
+        }
+        loop {
+            match ws.next().await {
+                None | Some(Ok(Message::Close(_))) => break,
+                Some(Ok(_)) => continue,
+                Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => break,
+                Some(Err(e)) => return Err(ws_failure(e)),
+            }
+        }
+        ctx.rec.borrow_mut().count(|c| c.receives += 1);
+        // The server closes TCP after the close handshake; wait briefly for its FIN.
+        let mut byte = [0u8; 64];
+        let _ = timeout(Duration::from_secs(1), ws.get_mut().read(&mut byte)).await;
+        Ok(())
+    };
+    let result = timeout_at(deadline, handshake)
+        .await
+        .unwrap_or(Err(Failure::Timeout("close")));
+    drop(ws);
+    socket_gone(ctx);
+    result
+}

@@ -1,0 +1,409 @@
+//! The final report: JSON in the shape of the seed's aggregator, plus time series and the
+//! sketches needed to merge reports from several machines.
+//!
+//! The first five keys are exactly the seed's (`loadTestId`, `status`, `successful`, `failed`,
+//! `metrics` with `count`, `min`, `max`, `percentile80` … `percentile99point99`, in milliseconds);
+//! everything after them is ours. `sketches` and each second's `sketches` carry the mergeable
+//! histograms, so `swarm merge` recomputes exact merged percentiles instead of averaging them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sketch::{MetricSummary, Precision, Sketch, SketchError};
+use crate::stats::{Aggregate, Counters, SecondAgg, WorkerResult};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// Every phase ran to its end and every worker reported.
+    Completed,
+    /// Stopped early (Ctrl-C); players that never started are counted in `skipped`.
+    Aborted,
+    /// A worker was lost; its players are counted as failed (`worker_lost`).
+    Failed,
+}
+
+impl Status {
+    /// The worse of two statuses, for merging.
+    pub fn worst(self, o: Status) -> Status {
+        use Status::*;
+        match (self, o) {
+            (Failed, _) | (_, Failed) => Failed,
+            (Aborted, _) | (_, Aborted) => Aborted,
+            _ => Completed,
+        }
+    }
+}
+
+/// One row of the per-second time series.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecondRow {
+    /// Seconds since the run start.
+    pub t: u64,
+    /// Open realtime sockets at the end of the second.
+    pub ccu: u64,
+    pub arrivals: u64,
+    pub sends: u64,
+    pub receives: u64,
+    pub connects: u64,
+    pub disconnects: u64,
+    pub errors: u64,
+    /// Median latency of the second, ms, by metric.
+    pub p50: BTreeMap<String, f64>,
+    /// 99th percentile latency of the second, ms, by metric.
+    pub p99: BTreeMap<String, f64>,
+    /// CPU seconds all workers used during the second.
+    pub worker_cpu_s: f64,
+    /// Total resident memory of all workers at the end of the second, KiB.
+    pub worker_rss_kb: u64,
+    /// Mergeable window sketches of the second.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sketches: BTreeMap<String, String>,
+}
+
+/// Resource use of one worker process.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkerSummary {
+    pub index: u64,
+    pub players: u64,
+    pub source_ip: Option<String>,
+    pub peak_ccu: u64,
+    pub rss_baseline_kb: u64,
+    pub rss_peak_kb: u64,
+    pub cpu_s: f64,
+    /// False when the worker died before reporting.
+    pub reported: bool,
+}
+
+impl From<&WorkerResult> for WorkerSummary {
+    fn from(r: &WorkerResult) -> Self {
+        WorkerSummary {
+            index: r.index,
+            players: r.players,
+            source_ip: r.source_ip.clone(),
+            peak_ccu: r.peak_ccu,
+            rss_baseline_kb: r.rss_baseline_kb,
+            rss_peak_kb: r.rss_peak_kb,
+            cpu_s: r.cpu_s,
+            reported: true,
+        }
+    }
+}
+
+/// The report file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub load_test_id: String,
+    pub status: Status,
+    /// Players that went through their steps without a failure.
+    pub successful: u64,
+    /// Players that hit a failure (each counted once, at its first failure).
+    pub failed: u64,
+    pub metrics: BTreeMap<String, MetricSummary>,
+    /// Players the schedule had: successful + failed + skipped.
+    pub players: u64,
+    /// Players that never started (run stopped early).
+    pub skipped: u64,
+    pub scenario: String,
+    pub target: String,
+    /// Unix time of the run start, milliseconds.
+    pub started_at_ms: u64,
+    /// Wall-clock seconds from the run start to the last worker's result.
+    pub duration_s: f64,
+    pub peak_ccu: u64,
+    pub counters: Counters,
+    /// Failures by kind: `http_<status>`, `http_connect`, `http_timeout`, `ws_http_<status>`,
+    /// `ws_close_<code>`, `ws_eof`, `ping_timeout`, `unfinished`, `worker_lost`, …
+    pub errors: BTreeMap<String, u64>,
+    pub workers: Vec<WorkerSummary>,
+    pub timeseries: Vec<SecondRow>,
+    /// Mergeable whole-run sketches, by metric.
+    pub sketches: BTreeMap<String, String>,
+}
+
+/// Run facts that do not come from the aggregate.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub load_test_id: String,
+    pub status: Status,
+    pub scenario: String,
+    pub target: String,
+    pub started_at_ms: u64,
+    pub duration_s: f64,
+    pub workers: Vec<WorkerSummary>,
+}
+
+impl Report {
+    /// Builds the report from everything aggregated.
+    pub fn build(info: RunInfo, agg: &Aggregate) -> Report {
+        let ms = |s: &Sketch, q: f64| s.quantile_micros(q) as f64 / 1000.0;
+        let timeseries: Vec<SecondRow> = agg
+            .seconds
+            .iter()
+            .map(|(t, sec)| SecondRow {
+                t: *t,
+                ccu: sec.ccu,
+                arrivals: sec.counters.arrivals,
+                sends: sec.counters.sends,
+                receives: sec.counters.receives,
+                connects: sec.counters.connects,
+                disconnects: sec.counters.disconnects,
+                errors: sec.counters.errors,
+                p50: sec
+                    .sketches
+                    .iter()
+                    .map(|(k, s)| (k.clone(), ms(s, 0.5)))
+                    .collect(),
+                p99: sec
+                    .sketches
+                    .iter()
+                    .map(|(k, s)| (k.clone(), ms(s, 0.99)))
+                    .collect(),
+                worker_cpu_s: sec.cpu_s,
+                worker_rss_kb: sec.rss_kb,
+                sketches: sec
+                    .sketches
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.encode()))
+                    .collect(),
+            })
+            .collect();
+        let peak_ccu = timeseries.iter().map(|r| r.ccu).max().unwrap_or(0);
+        Report {
+            load_test_id: info.load_test_id,
+            status: info.status,
+            successful: agg.successful,
+            failed: agg.failed,
+            metrics: agg
+                .sketches
+                .iter()
+                .map(|(k, s)| (k.clone(), s.summary()))
+                .collect(),
+            players: agg.players,
+            skipped: agg.skipped,
+            scenario: info.scenario,
+            target: info.target,
+            started_at_ms: info.started_at_ms,
+            duration_s: info.duration_s,
+            peak_ccu,
+            counters: agg.counters.clone(),
+            errors: agg.errors.clone(),
+            workers: info.workers,
+            timeseries,
+            sketches: agg
+                .sketches
+                .iter()
+                .map(|(k, s)| (k.clone(), s.encode()))
+                .collect(),
+        }
+    }
+
+    /// Rebuilds the mergeable aggregate from a report's sketches and counts.
+    pub fn to_aggregate(&self) -> Result<Aggregate, SketchError> {
+        let mut agg = Aggregate {
+            players: self.players,
+            successful: self.successful,
+            failed: self.failed,
+            skipped: self.skipped,
+            counters: self.counters.clone(),
+            errors: self.errors.clone(),
+            ..Default::default()
+        };
+        for (k, enc) in &self.sketches {
+            agg.sketches.insert(k.clone(), Sketch::decode(enc)?);
+        }
+        for row in &self.timeseries {
+            let mut sec = SecondAgg {
+                ccu: row.ccu,
+                counters: Counters {
+                    arrivals: row.arrivals,
+                    sends: row.sends,
+                    receives: row.receives,
+                    connects: row.connects,
+                    disconnects: row.disconnects,
+                    errors: row.errors,
+                },
+                cpu_s: row.worker_cpu_s,
+                rss_kb: row.worker_rss_kb,
+                reporters: 1,
+                sketches: BTreeMap::new(),
+            };
+            for (k, enc) in &row.sketches {
+                let mut s = Sketch::new(Precision::Window);
+                s.merge(&Sketch::decode(enc)?)?;
+                sec.sketches.insert(k.clone(), s);
+            }
+            agg.seconds.insert(row.t, sec);
+        }
+        Ok(agg)
+    }
+
+    /// Merges reports from several machines (each ran a shard of the same scenario).
+    pub fn merge(reports: &[Report]) -> anyhow::Result<Report> {
+        let first = reports
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("nothing to merge"))?;
+        let mut agg = Aggregate::default();
+        let mut status = Status::Completed;
+        let mut workers = Vec::new();
+        for r in reports {
+            agg.merge(&r.to_aggregate()?)?;
+            status = status.worst(r.status);
+            workers.extend(r.workers.iter().cloned());
+        }
+        let same_id = reports.iter().all(|r| r.load_test_id == first.load_test_id);
+        let info = RunInfo {
+            load_test_id: if same_id {
+                first.load_test_id.clone()
+            } else {
+                uuid::Uuid::new_v4().to_string()
+            },
+            status,
+            scenario: first.scenario.clone(),
+            target: first.target.clone(),
+            started_at_ms: reports.iter().map(|r| r.started_at_ms).min().unwrap_or(0),
+            duration_s: reports.iter().map(|r| r.duration_s).fold(0.0, f64::max),
+            workers,
+        };
+        Ok(Report::build(info, &agg))
+    }
+
+    /// Reads a report written by `swarm run`.
+    pub fn read(path: &Path) -> anyhow::Result<Report> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: not a swarm report: {e}", path.display()))
+    }
+
+    /// Writes `report.json` and `report.html` into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(dir.join("report.json"), json)?;
+        std::fs::write(dir.join("report.html"), crate::html::render(self))?;
+        Ok(())
+    }
+
+    /// A short human summary for the terminal.
+    pub fn summary_text(&self) -> String {
+        let mut out = format!(
+            "{} {:?}: players {} successful {} failed {} skipped {}, peak CCU {}\n",
+            self.scenario,
+            self.status,
+            self.players,
+            self.successful,
+            self.failed,
+            self.skipped,
+            self.peak_ccu
+        );
+        out.push_str(&format!(
+            "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "metric (ms)", "count", "min", "p80", "p99", "p99.9", "p99.99", "max"
+        ));
+        for (name, m) in &self.metrics {
+            out.push_str(&format!(
+                "{:<12} {:>9} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}\n",
+                name,
+                m.count,
+                m.min,
+                m.percentile80,
+                m.percentile99,
+                m.percentile99point9,
+                m.percentile99point99,
+                m.max
+            ));
+        }
+        if !self.errors.is_empty() {
+            let errs: Vec<String> = self
+                .errors
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            out.push_str(&format!("errors: {}\n", errs.join(" ")));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Metric, Recorder};
+    use std::time::Duration;
+
+    fn report(id: &str, n: u64, status: Status) -> Report {
+        let mut r = Recorder::default();
+        let mut agg = Aggregate::default();
+        for t in 0..2 {
+            for k in 0..n {
+                r.latency(Metric::Ping, Duration::from_micros(50 + k * 13));
+                r.count(|c| c.sends += 1);
+            }
+            r.ccu = n;
+            agg.add_tick(&r.take_window(t)).expect("tick");
+        }
+        agg.add_result(&WorkerResult {
+            players: n,
+            successful: n,
+            counters: r.totals.clone(),
+            sketches: r.run_sketches(),
+            ..Default::default()
+        })
+        .expect("result");
+        let info = RunInfo {
+            load_test_id: id.into(),
+            status,
+            scenario: "s".into(),
+            target: "http://127.0.0.1:1".into(),
+            started_at_ms: 1,
+            duration_s: 2.0,
+            workers: vec![],
+        };
+        Report::build(info, &agg)
+    }
+
+    #[test]
+    fn json_starts_with_the_seed_shape() {
+        let json = serde_json::to_string(&report("x", 10, Status::Completed)).expect("json");
+        assert!(
+            json.starts_with(r#"{"loadTestId":"x","status":"completed","successful":10,"failed":0,"metrics":{"ping":{"count":20,"min":"#),
+            "{json}"
+        );
+        for key in [
+            "percentile80",
+            "percentile90",
+            "percentile99",
+            "percentile99point9",
+            "percentile99point99",
+        ] {
+            assert!(json.contains(key));
+        }
+    }
+
+    #[test]
+    fn merging_reports_adds_players_and_recomputes_percentiles() {
+        let a = report("x", 10, Status::Completed);
+        let b = report("x", 30, Status::Aborted);
+        // Round-trip through JSON as `swarm merge` does.
+        let a: Report = serde_json::from_str(&serde_json::to_string(&a).expect("ser")).expect("de");
+        let m = Report::merge(&[a, b]).expect("merge");
+        assert_eq!(m.load_test_id, "x");
+        assert_eq!(m.status, Status::Aborted);
+        assert_eq!(m.players, 40);
+        assert_eq!(m.metrics["ping"].count, 80);
+        assert_eq!(m.timeseries.len(), 2);
+        assert_eq!(m.timeseries[1].ccu, 40);
+        assert_eq!(m.peak_ccu, 40);
+        // The merged max is the larger worker's max, not an average.
+        let big = report("x", 30, Status::Completed);
+        assert_eq!(m.metrics["ping"].max, big.metrics["ping"].max);
+    }
+}

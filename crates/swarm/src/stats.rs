@@ -1,0 +1,435 @@
+//! What gets measured and counted, and how partial results travel and merge.
+//!
+//! A worker keeps one [`Recorder`]: whole-run sketches and totals, plus a one-second window that
+//! it ships to the coordinator every second as a [`Tick`] and then clears. At the end it ships a
+//! [`WorkerResult`] with the whole-run sketches. The coordinator (and `swarm merge`, for results
+//! from several machines) folds everything into an [`Aggregate`], which only ever adds: counts
+//! are summed, sketches merged, so the order in which workers report does not matter.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sketch::{Precision, Sketch, SketchError};
+
+/// A latency metric. New steps add variants; the report names them with [`Metric::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Device authentication: request intended → response received.
+    Auth,
+    /// Realtime socket: TCP connect + WebSocket upgrade, intended start → socket open.
+    Connect,
+    /// Heartbeat round trip: ping intended send time → pong received.
+    Ping,
+    /// How late the client sent a ping versus its timer: the harness's own health. If this
+    /// grows, the load generator, not the server, is saturated.
+    ClientLag,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 4] = [
+        Metric::Auth,
+        Metric::Connect,
+        Metric::Ping,
+        Metric::ClientLag,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Auth => "auth",
+            Metric::Connect => "connect",
+            Metric::Ping => "ping",
+            Metric::ClientLag => "client_lag",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Event counters. In a [`Tick`] they are the deltas of one second; elsewhere, totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Counters {
+    /// Players that started their steps.
+    pub arrivals: u64,
+    /// Requests and messages sent (auth requests, upgrades, pings, closes).
+    pub sends: u64,
+    /// Responses and messages received.
+    pub receives: u64,
+    /// Realtime sockets opened.
+    pub connects: u64,
+    /// Realtime sockets closed, for any reason.
+    pub disconnects: u64,
+    /// Failures of any kind (see the `errors` map for the kinds).
+    pub errors: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.arrivals += o.arrivals;
+        self.sends += o.sends;
+        self.receives += o.receives;
+        self.connects += o.connects;
+        self.disconnects += o.disconnects;
+        self.errors += o.errors;
+    }
+}
+
+/// One worker's measurements, owned by its single-threaded runtime.
+#[derive(Debug)]
+pub struct Recorder {
+    run: Vec<Sketch>,
+    window: Vec<Sketch>,
+    pub totals: Counters,
+    pub window_counters: Counters,
+    pub errors: BTreeMap<String, u64>,
+    /// Open realtime sockets right now.
+    pub ccu: u64,
+    /// The most sockets open at once.
+    pub peak_ccu: u64,
+    pub successful: u64,
+    pub failed: u64,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            run: Metric::ALL
+                .iter()
+                .map(|_| Sketch::new(Precision::Run))
+                .collect(),
+            window: Metric::ALL
+                .iter()
+                .map(|_| Sketch::new(Precision::Window))
+                .collect(),
+            totals: Counters::default(),
+            window_counters: Counters::default(),
+            errors: BTreeMap::new(),
+            ccu: 0,
+            peak_ccu: 0,
+            successful: 0,
+            failed: 0,
+        }
+    }
+}
+
+impl Recorder {
+    /// Records a latency in both the whole-run and the current-second sketch.
+    pub fn latency(&mut self, metric: Metric, d: std::time::Duration) {
+        self.run[metric.index()].record_duration(d);
+        self.window[metric.index()].record_duration(d);
+    }
+
+    /// Bumps one counter in the totals and in the current second.
+    pub fn count(&mut self, f: impl Fn(&mut Counters)) {
+        f(&mut self.totals);
+        f(&mut self.window_counters);
+    }
+
+    /// Counts a failure of the given kind (`http_500`, `ws_close_1001`, `ping_timeout`…).
+    pub fn failure(&mut self, kind: &str) {
+        self.count(|c| c.errors += 1);
+        *self.errors.entry(kind.to_string()).or_insert(0) += 1;
+    }
+
+    /// Takes the current second's figures and starts a new second.
+    pub fn take_window(&mut self, t: u64) -> Tick {
+        let hist = Metric::ALL
+            .iter()
+            .zip(self.window.iter_mut())
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(m, s)| {
+                let encoded = s.encode();
+                s.reset();
+                (m.name().to_string(), encoded)
+            })
+            .collect();
+        Tick {
+            t,
+            ccu: self.ccu,
+            counters: std::mem::take(&mut self.window_counters),
+            sketches: hist,
+            cpu_s: 0.0,
+            rss_kb: 0,
+        }
+    }
+
+    /// The whole-run sketches, encoded, skipping empty ones.
+    pub fn run_sketches(&self) -> BTreeMap<String, String> {
+        Metric::ALL
+            .iter()
+            .zip(self.run.iter())
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(m, s)| (m.name().to_string(), s.encode()))
+            .collect()
+    }
+}
+
+/// One second of one worker, sent as it ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tick {
+    /// Seconds since the run start: this tick covers [t, t + 1).
+    pub t: u64,
+    /// Open sockets at the end of the second.
+    pub ccu: u64,
+    pub counters: Counters,
+    /// Window sketches of the second, by metric name.
+    #[serde(default)]
+    pub sketches: BTreeMap<String, String>,
+    /// CPU time the worker process used during the second.
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// Resident memory of the worker process at the end of the second, KiB.
+    #[serde(default)]
+    pub rss_kb: u64,
+}
+
+/// A worker's final account of its players.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkerResult {
+    pub index: u64,
+    /// Players assigned to this worker by the schedule.
+    pub players: u64,
+    pub successful: u64,
+    pub failed: u64,
+    /// Players that never started because the run was stopped early.
+    pub skipped: u64,
+    pub counters: Counters,
+    pub errors: BTreeMap<String, u64>,
+    pub sketches: BTreeMap<String, String>,
+    /// Resident memory before any player started, KiB.
+    pub rss_baseline_kb: u64,
+    pub rss_peak_kb: u64,
+    /// Highest number of sockets this worker held at once.
+    pub peak_ccu: u64,
+    /// Total CPU seconds the worker process used.
+    pub cpu_s: f64,
+    /// Source address the worker bound its sockets to, if any.
+    pub source_ip: Option<String>,
+    /// True when the worker was stopped before the schedule's end.
+    pub aborted: bool,
+}
+
+/// What a worker writes on stdout, one JSON object per line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum WorkerMessage {
+    Tick(Tick),
+    Done(WorkerResult),
+}
+
+/// One second of the merged time series.
+#[derive(Debug, Clone, Default)]
+pub struct SecondAgg {
+    pub ccu: u64,
+    pub counters: Counters,
+    pub sketches: BTreeMap<String, Sketch>,
+    pub cpu_s: f64,
+    pub rss_kb: u64,
+    /// How many workers (or reports) contributed to this second.
+    pub reporters: u64,
+}
+
+impl SecondAgg {
+    /// Folds one worker's second in.
+    pub fn add_tick(&mut self, tick: &Tick) -> Result<(), SketchError> {
+        self.ccu += tick.ccu;
+        self.counters.add(&tick.counters);
+        self.cpu_s += tick.cpu_s;
+        self.rss_kb += tick.rss_kb;
+        self.reporters += 1;
+        for (name, enc) in &tick.sketches {
+            merge_into(
+                &mut self.sketches,
+                name,
+                &Sketch::decode(enc)?,
+                Precision::Window,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Folds another aggregate's second in (for `swarm merge`).
+    pub fn add(&mut self, o: &SecondAgg) -> Result<(), SketchError> {
+        self.ccu += o.ccu;
+        self.counters.add(&o.counters);
+        self.cpu_s += o.cpu_s;
+        self.rss_kb += o.rss_kb;
+        self.reporters += o.reporters;
+        for (name, s) in &o.sketches {
+            merge_into(&mut self.sketches, name, s, Precision::Window)?;
+        }
+        Ok(())
+    }
+}
+
+fn merge_into(
+    map: &mut BTreeMap<String, Sketch>,
+    name: &str,
+    s: &Sketch,
+    precision: Precision,
+) -> Result<(), SketchError> {
+    map.entry(name.to_string())
+        .or_insert_with(|| Sketch::new(precision))
+        .merge(s)
+}
+
+/// Everything known about a run so far, from any number of workers or reports.
+#[derive(Debug, Clone, Default)]
+pub struct Aggregate {
+    pub players: u64,
+    pub successful: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub counters: Counters,
+    pub errors: BTreeMap<String, u64>,
+    pub sketches: BTreeMap<String, Sketch>,
+    pub seconds: BTreeMap<u64, SecondAgg>,
+}
+
+impl Aggregate {
+    /// Folds a worker's per-second tick in.
+    pub fn add_tick(&mut self, tick: &Tick) -> Result<(), SketchError> {
+        self.seconds.entry(tick.t).or_default().add_tick(tick)
+    }
+
+    /// Folds a worker's final result in.
+    pub fn add_result(&mut self, r: &WorkerResult) -> Result<(), SketchError> {
+        self.players += r.players;
+        self.successful += r.successful;
+        self.failed += r.failed;
+        self.skipped += r.skipped;
+        self.counters.add(&r.counters);
+        for (k, v) in &r.errors {
+            *self.errors.entry(k.clone()).or_insert(0) += v;
+        }
+        for (name, enc) in &r.sketches {
+            merge_into(
+                &mut self.sketches,
+                name,
+                &Sketch::decode(enc)?,
+                Precision::Run,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Counts `players` that a worker was assigned but never accounted for (it crashed) as
+    /// failures of kind `kind`, so a lost worker can never make a run look better.
+    pub fn add_lost(&mut self, players: u64, kind: &str) {
+        self.players += players;
+        self.failed += players;
+        self.counters.errors += players;
+        *self.errors.entry(kind.to_string()).or_insert(0) += players;
+    }
+
+    /// Folds another aggregate in (several machines' reports).
+    pub fn merge(&mut self, o: &Aggregate) -> Result<(), SketchError> {
+        self.players += o.players;
+        self.successful += o.successful;
+        self.failed += o.failed;
+        self.skipped += o.skipped;
+        self.counters.add(&o.counters);
+        for (k, v) in &o.errors {
+            *self.errors.entry(k.clone()).or_insert(0) += v;
+        }
+        for (name, s) in &o.sketches {
+            merge_into(&mut self.sketches, name, s, Precision::Run)?;
+        }
+        for (t, sec) in &o.seconds {
+            self.seconds.entry(*t).or_default().add(sec)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn worker(seed: u64, n: u64) -> (Vec<Tick>, WorkerResult) {
+        let mut r = Recorder::default();
+        let mut ticks = Vec::new();
+        for t in 0..3 {
+            for k in 0..n {
+                r.latency(Metric::Ping, Duration::from_micros(100 + (k * seed) % 5000));
+                r.count(|c| c.sends += 1);
+            }
+            r.failure("http_500");
+            r.ccu = n;
+            ticks.push(r.take_window(t));
+        }
+        let result = WorkerResult {
+            players: n,
+            successful: n - 1,
+            failed: 1,
+            counters: r.totals.clone(),
+            errors: r.errors.clone(),
+            sketches: r.run_sketches(),
+            ..Default::default()
+        };
+        (ticks, result)
+    }
+
+    #[test]
+    fn aggregates_merge_in_any_order_to_the_same_totals() {
+        let workers: Vec<_> = [(3, 100), (7, 50), (11, 10)]
+            .into_iter()
+            .map(|(s, n)| worker(s, n))
+            .collect();
+        let build = |order: &[usize]| {
+            let mut a = Aggregate::default();
+            for &i in order {
+                let (ticks, result) = &workers[i];
+                ticks.iter().for_each(|t| a.add_tick(t).expect("tick"));
+                a.add_result(result).expect("result");
+            }
+            a
+        };
+        let one = build(&[0, 1, 2]);
+        let two = build(&[2, 0, 1]);
+        // Merging per-worker aggregates pairwise gives the same as folding all in one.
+        let mut three = build(&[1]);
+        let mut rest = build(&[2]);
+        rest.merge(&build(&[0])).expect("merge");
+        three.merge(&rest).expect("merge");
+        for a in [&two, &three] {
+            assert_eq!(a.players, 160);
+            assert_eq!(a.successful, one.successful);
+            assert_eq!(a.errors.get("http_500"), Some(&9));
+            assert_eq!(a.counters, one.counters);
+            assert_eq!(a.sketches["ping"].summary(), one.sketches["ping"].summary());
+            assert_eq!(a.seconds.len(), 3);
+            for (t, sec) in &a.seconds {
+                let o = &one.seconds[t];
+                assert_eq!(sec.ccu, 160);
+                assert_eq!(sec.counters, o.counters);
+                assert_eq!(sec.sketches["ping"].summary(), o.sketches["ping"].summary());
+            }
+        }
+        assert_eq!(one.counters.sends, 3 * 160);
+    }
+
+    #[test]
+    fn window_resets_each_second() {
+        let mut r = Recorder::default();
+        r.latency(Metric::Auth, Duration::from_millis(3));
+        let first = r.take_window(0);
+        assert!(first.sketches.contains_key("auth"));
+        let second = r.take_window(1);
+        assert!(second.sketches.is_empty());
+        assert_eq!(r.run_sketches().len(), 1);
+    }
+
+    #[test]
+    fn lost_workers_count_as_failures() {
+        let mut a = Aggregate::default();
+        a.add_lost(42, "worker_lost");
+        assert_eq!((a.players, a.failed, a.errors["worker_lost"]), (42, 42, 42));
+    }
+}
