@@ -253,8 +253,8 @@ pub fn render(r: &Report) -> String {
 
     let c = &r.counters;
     let counters = format!(
-        "<table><tr><th>arrivals</th><th>sends</th><th>receives</th><th>connects</th><th>disconnects</th><th>errors</th></tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
-        c.arrivals, c.sends, c.receives, c.connects, c.disconnects, c.errors
+        "<table><tr><th>arrivals</th><th>sends</th><th>receives</th><th>connects</th><th>disconnects</th><th>errors</th><th>closes unanswered</th></tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+        c.arrivals, c.sends, c.receives, c.connects, c.disconnects, c.errors, c.closes_unanswered
     );
 
     let mut workers = String::from(

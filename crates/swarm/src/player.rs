@@ -79,6 +79,8 @@ pub enum Failure {
     ServerError(i64),
     /// No answer within the timeout to the named request.
     Timeout(&'static str),
+    /// We sent a Close and the server ended the connection without answering with its own.
+    CloseUnanswered,
     /// Still in the middle of a step when the run's grace period ran out.
     Unfinished,
 }
@@ -102,6 +104,7 @@ impl Failure {
             Failure::WsProtocol => "ws_protocol".into(),
             Failure::ServerError(c) => format!("server_error_{c}").into(),
             Failure::Timeout(what) => format!("{what}_timeout").into(),
+            Failure::CloseUnanswered => "ws_close_unanswered".into(),
             Failure::Unfinished => "unfinished".into(),
         }
     }
@@ -184,8 +187,17 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
     let mut result = p.play(&ctx).await;
     if let Some(ws) = p.ws.take() {
         if result.is_ok() {
-            // Steps done or run over with the socket open: close it politely.
-            result = close(&ctx, ws, ctx.default_timeout).await;
+            // Steps done or run over with the socket open: the harness closes it. This teardown
+            // is not a scenario step, so a server that drops the connection instead of answering
+            // the close is counted (`closesUnanswered`) but does not fail the player; any other
+            // failure here (a timeout, a reset) does.
+            result = match close(&ctx, ws, ctx.default_timeout).await {
+                Err(Failure::CloseUnanswered) => {
+                    ctx.rec.borrow_mut().count(|c| c.closes_unanswered += 1);
+                    Ok(())
+                }
+                other => other,
+            };
         } else {
             drop(ws);
             socket_gone(&ctx);
@@ -487,6 +499,7 @@ async fn unsolicited(
 /// Closes the socket with a normal close, waits for the server's close frame and then for the
 /// server to end the TCP connection (so TIME_WAIT lands on the server, not on our source port).
 async fn close(ctx: &Ctx, mut ws: Ws, limit: Duration) -> Result<(), Failure> {
+    use tokio_tungstenite::tungstenite::error::ProtocolError;
     let deadline = Instant::now() + limit;
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
     let handshake = async {
@@ -501,9 +514,16 @@ async fn close(ctx: &Ctx, mut ws: Ws, limit: Duration) -> Result<(), Failure> {
         }
         loop {
             match ws.next().await {
-                None | Some(Ok(Message::Close(_))) => break,
+                Some(Ok(Message::Close(_))) => break,
                 Some(Ok(_)) => continue,
-                Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => break,
+                // RFC 6455 5.5.1: the peer MUST answer a Close with a Close. Ending the
+                // connection instead is a protocol fault, reported as its own kind.
+                None
+                | Some(Err(
+                    WsError::ConnectionClosed
+                    | WsError::AlreadyClosed
+                    | WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake),
+                )) => return Err(Failure::CloseUnanswered),
                 Some(Err(e)) => return Err(ws_failure(e)),
             }
         }

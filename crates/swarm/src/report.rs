@@ -228,6 +228,7 @@ impl Report {
                     connects: row.connects,
                     disconnects: row.disconnects,
                     errors: row.errors,
+                    ..Default::default()
                 },
                 cpu_s: row.worker_cpu_s,
                 rss_kb: row.worker_rss_kb,

@@ -64,6 +64,9 @@ pub struct Counters {
     pub disconnects: u64,
     /// Failures of any kind (see the `errors` map for the kinds).
     pub errors: u64,
+    /// Closes at the end of the run that the server did not answer with a close frame (it
+    /// dropped the connection instead). Not a player failure, but a protocol fault to fix.
+    pub closes_unanswered: u64,
 }
 
 impl Counters {
@@ -74,6 +77,7 @@ impl Counters {
         self.connects += o.connects;
         self.disconnects += o.disconnects;
         self.errors += o.errors;
+        self.closes_unanswered += o.closes_unanswered;
     }
 }
 

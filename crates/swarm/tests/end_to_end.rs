@@ -1,0 +1,264 @@
+//! End to end: the real `swarm` binary, with 2 worker processes, against a real Muster started
+//! in-process on 127.0.0.1:0.
+//!
+//! Muster runs on its own runtime on its own thread, so "stopping Muster" is exactly what an
+//! operator's SIGTERM does (its shutdown future fires) followed by the process going away (the
+//! runtime is dropped, with every task and socket it still had).
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Muster running on a dedicated thread and runtime.
+struct Muster {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _data: tempfile::TempDir,
+}
+
+impl Muster {
+    fn start() -> Muster {
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut config = muster::config::Config::default();
+        config.data_dir = data.path().to_path_buf();
+        // Every player comes from two source addresses: per-IP limits would throttle the test.
+        config.limits.auth_per_ip_per_sec = 0;
+        config.limits.connect_per_ip_per_sec = 0;
+        config.shutdown_grace_ms = 1_000;
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("muster runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind 127.0.0.1:0");
+                addr_tx
+                    .send(listener.local_addr().expect("local addr"))
+                    .expect("send addr");
+                let shutdown = async move {
+                    let _ = stop_rx.await;
+                };
+                if let Err(e) = muster::server::run(listener, config, shutdown).await {
+                    eprintln!("muster stopped with an error: {e:#}");
+                }
+            });
+            // Dropping the runtime ends whatever the server still had running.
+            runtime.shutdown_timeout(Duration::from_secs(2));
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("muster did not start listening");
+        Muster {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            _data: data,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Fires Muster's shutdown future and waits for it to be gone.
+    fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("muster thread panicked");
+        }
+    }
+}
+
+impl Drop for Muster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn smoke_scenario() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/smoke.toml")
+}
+
+fn start_swarm(target: &str, out: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_swarm"))
+        .arg("run")
+        .arg(smoke_scenario())
+        .args([
+            "--target",
+            target,
+            "--workers",
+            "2",
+            "--progress",
+            "json",
+            "--out",
+        ])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start swarm")
+}
+
+/// Waits for the swarm process to exit (bounded), returning its exit code.
+fn wait_exit(child: &mut Child, limit: Duration) -> i32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("swarm did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn read_report(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
+    assert!(out.join("report.html").exists(), "report.html written");
+    serde_json::from_str(&text).expect("report is JSON")
+}
+
+fn errors_total(report: &Value) -> u64 {
+    report["errors"]
+        .as_object()
+        .expect("errors map")
+        .values()
+        .map(|v| v.as_u64().expect("count"))
+        .sum()
+}
+
+#[test]
+fn smoke_scenario_with_two_workers_counts_every_player_and_no_failure() {
+    let muster = Muster::start();
+    let out = tempfile::tempdir().expect("out dir");
+    let mut swarm = start_swarm(&muster.url(), out.path());
+    let stderr = BufReader::new(swarm.stderr.take().expect("stderr"));
+    let progress: Vec<String> = stderr.lines().map_while(Result::ok).collect();
+    let code = wait_exit(&mut swarm, Duration::from_secs(120));
+    let report = read_report(out.path());
+
+    assert_eq!(
+        code, 0,
+        "exit code; report: {report:#}\nstderr: {progress:#?}"
+    );
+    assert_eq!(report["status"], "completed");
+    assert_eq!(report["players"], 40);
+    assert_eq!(report["successful"], 40, "{report:#}");
+    assert_eq!(report["failed"], 0, "{report:#}");
+    assert_eq!(report["skipped"], 0);
+    assert_eq!(errors_total(&report), 0, "{}", report["errors"]);
+    assert_eq!(report["metrics"]["auth"]["count"], 40);
+    assert_eq!(report["metrics"]["connect"]["count"], 40);
+    // 40 players ping every 0.5 s for at least 3 s: at least 6 pings each.
+    let pings = report["metrics"]["ping"]["count"]
+        .as_u64()
+        .expect("ping count");
+    assert!(pings >= 40 * 6, "only {pings} pings");
+    for key in [
+        "min",
+        "max",
+        "percentile80",
+        "percentile90",
+        "percentile99",
+        "percentile99point9",
+        "percentile99point99",
+    ] {
+        assert!(report["metrics"]["ping"][key].is_number(), "{key}");
+    }
+    assert_eq!(report["peakCcu"], 40);
+    assert_eq!(report["counters"]["connects"], 40);
+    assert_eq!(report["counters"]["disconnects"], 40);
+    // Both workers reported, from their own source addresses, with half the players each.
+    let workers = report["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2);
+    for w in workers {
+        assert_eq!(w["reported"], true);
+        assert_eq!(w["players"], 20);
+    }
+    assert_ne!(workers[0]["sourceIp"], workers[1]["sourceIp"]);
+    // The time series covers the run and was streamed live (JSON progress lines on stderr).
+    assert!(report["timeseries"].as_array().expect("timeseries").len() >= 6);
+    assert!(
+        progress.iter().filter(|l| l.starts_with('{')).count() >= 5,
+        "{progress:#?}"
+    );
+}
+
+#[test]
+fn stopping_muster_mid_run_is_counted_as_failures() {
+    let mut muster = Muster::start();
+    let out = tempfile::tempdir().expect("out dir");
+    let mut swarm = start_swarm(&muster.url(), out.path());
+    let mut lines = BufReader::new(swarm.stderr.take().expect("stderr")).lines();
+
+    // Wait (on the live progress, not on a clock) until some players are connected.
+    let mut connected = 0;
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Ok(p) = serde_json::from_str::<Value>(&line) {
+            connected = p["ccu"].as_u64().unwrap_or(0);
+            if connected >= 10 {
+                break;
+            }
+        }
+    }
+    assert!(connected >= 10, "players never connected");
+    muster.stop();
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).count());
+    let code = wait_exit(&mut swarm, Duration::from_secs(120));
+    let _ = drain.join();
+    let report = read_report(out.path());
+    eprintln!("failures after the stop: {}", report["errors"]);
+
+    assert_eq!(code, 3, "failures make a non-zero exit; report: {report:#}");
+    // Every player is accounted for, and the ones the stop hit are failures, by kind.
+    assert_eq!(report["players"], 40);
+    let successful = report["successful"].as_u64().expect("successful");
+    let failed = report["failed"].as_u64().expect("failed");
+    assert_eq!(successful + failed, 40, "{report:#}");
+    assert!(failed >= 10, "connected players were cut off: {report:#}");
+    assert_eq!(
+        errors_total(&report),
+        failed,
+        "one failure kind per failed player"
+    );
+    let kinds: Vec<&String> = report["errors"]
+        .as_object()
+        .expect("errors")
+        .keys()
+        .collect();
+    assert!(
+        kinds
+            .iter()
+            .any(|k| k.starts_with("ws_") || k.starts_with("ping_")),
+        "open sockets were cut: {kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|k| k.starts_with("http_")),
+        "players arriving after the stop could not authenticate: {kinds:?}"
+    );
+    let errors_over_time: u64 = report["timeseries"]
+        .as_array()
+        .expect("timeseries")
+        .iter()
+        .map(|row| row["errors"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        errors_over_time, failed,
+        "the time series shows the failures too"
+    );
+}
