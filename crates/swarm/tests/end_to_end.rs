@@ -24,12 +24,14 @@ struct Muster {
 impl Muster {
     fn start() -> Muster {
         let data = tempfile::tempdir().expect("temp dir");
-        let mut config = muster::config::Config::default();
-        config.data_dir = data.path().to_path_buf();
+        let mut config = muster::config::Config {
+            data_dir: data.path().to_path_buf(),
+            shutdown_grace_ms: 1_000,
+            ..Default::default()
+        };
         // Every player comes from two source addresses: per-IP limits would throttle the test.
         config.limits.auth_per_ip_per_sec = 0;
         config.limits.connect_per_ip_per_sec = 0;
-        config.shutdown_grace_ms = 1_000;
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
