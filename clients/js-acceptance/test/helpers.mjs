@@ -64,8 +64,8 @@ async function waitHealthy(base, child, logs, timeoutMs) {
 
 /**
  * The environment for the server, without any inherited MUSTER_* variable: muster reads every
- * MUSTER_* variable as a setting and refuses unknown ones (scripts/test exports
- * MUSTER_TEST_POSTGRES_URL and MUSTER_REQUIRE_POSTGRES for the Rust tests, and MUSTER_BIN is ours).
+ * MUSTER_* variable as a setting and refuses unknown ones (MUSTER_BIN is ours, not the server's), and a
+ * developer's own MUSTER_* settings must not change what these tests check.
  * Each test file states the settings it needs.
  */
 function inheritedEnv() {

@@ -179,7 +179,13 @@ impl Config {
             }
             figment = figment.merge(Toml::file(file));
         }
-        figment = figment.merge(Env::prefixed("MUSTER_").split("__").lowercase(true));
+        // MUSTER_CONFIG names the file itself, not a setting.
+        figment = figment.merge(
+            Env::prefixed("MUSTER_")
+                .ignore(&["config"])
+                .split("__")
+                .lowercase(true),
+        );
         for (key, value) in overrides {
             figment = figment.merge(Serialized::default(key, value));
         }

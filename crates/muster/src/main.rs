@@ -82,6 +82,11 @@ fn main() -> ExitCode {
         }
     };
     muster::server::init_logging(&config.log);
+    // Every socket is a file: take the whole allowance the system grants (soft up to hard).
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open file limit"),
+        Err(error) => tracing::warn!(%error, "cannot raise the open file limit"),
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

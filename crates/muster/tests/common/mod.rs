@@ -1,7 +1,7 @@
 //! Test harness: a real Muster server on 127.0.0.1:0, on SQLite or PostgreSQL, driven over real
-//! sockets. PostgreSQL tests need `MUSTER_TEST_POSTGRES_URL` (the test command sets it up); each
+//! sockets. PostgreSQL tests need `TEST_POSTGRES_URL` (the test command sets it up); each
 //! test gets a database of its own. Without it they are skipped with a note, unless
-//! `MUSTER_REQUIRE_POSTGRES=1` makes that a failure (as the test command does).
+//! `TEST_REQUIRE_POSTGRES=1` makes that a failure (as the test command does).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -41,14 +41,14 @@ macro_rules! on_both_backends {
 
 /// The PostgreSQL admin URL, or None (with a note) when PostgreSQL tests should be skipped.
 pub fn postgres_url() -> Option<String> {
-    match std::env::var("MUSTER_TEST_POSTGRES_URL") {
+    match std::env::var("TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
             assert!(
-                std::env::var("MUSTER_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "MUSTER_REQUIRE_POSTGRES=1 but MUSTER_TEST_POSTGRES_URL is not set"
+                std::env::var("TEST_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "TEST_REQUIRE_POSTGRES=1 but TEST_POSTGRES_URL is not set"
             );
-            eprintln!("skipped: MUSTER_TEST_POSTGRES_URL not set");
+            eprintln!("skipped: TEST_POSTGRES_URL not set");
             None
         }
     }
