@@ -17,4 +17,5 @@ pub mod resources;
 pub mod scenario;
 pub mod sketch;
 pub mod stats;
+pub mod transport;
 pub mod worker;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde::Deserialize;
 use tokio::io::AsyncReadExt as _;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
@@ -191,7 +191,7 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
             // is not a scenario step, so a server that drops the connection instead of answering
             // the close is counted (`closesUnanswered`) but does not fail the player; any other
             // failure here (a timeout, a reset) does.
-            result = match close(&ctx, ws, ctx.default_timeout).await {
+            result = match Box::pin(close(&ctx, ws, ctx.default_timeout)).await {
                 Err(Failure::CloseUnanswered) => {
                     ctx.rec.borrow_mut().count(|c| c.closes_unanswered += 1);
                     Ok(())
@@ -303,7 +303,7 @@ impl Player {
                 }
                 Step::Disconnect { timeout_s } => {
                     if let Some(ws) = self.ws.take() {
-                        close(ctx, ws, limit(timeout_s)).await?;
+                        Box::pin(close(ctx, ws, limit(timeout_s))).await?;
                     }
                     self.next = Instant::now();
                 }
@@ -353,34 +353,14 @@ async fn authenticate(
 /// TCP connect (from the worker's source address) and WebSocket upgrade.
 async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
-    let connect = async {
-        let socket = if ctx.addr.is_ipv4() {
-            TcpSocket::new_v4()
-        } else {
-            TcpSocket::new_v6()
-        }
-        .map_err(|_| Failure::WsBind)?;
-        if let Some(ip) = ctx.source_ip {
-            socket
-                .bind(std::net::SocketAddr::new(ip, 0))
-                .map_err(|_| Failure::WsBind)?;
-        }
-        let stream = socket
-            .connect(ctx.addr)
-            .await
-            .map_err(|_| Failure::WsConnect)?;
-        let _ = stream.set_nodelay(true);
-        let url = format!("{}?token={token}&format=json", ctx.ws_url);
-        let (ws, _response) =
-            tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config()))
-                .await
-                .map_err(ws_failure)?;
-        ctx.rec.borrow_mut().count(|c| c.receives += 1);
-        Ok(ws)
-    };
-    timeout(limit, connect)
+    let path = format!("{}?token={token}&format=json", ctx.ws_path);
+    let connect =
+        crate::transport::connect_websocket(ctx.addr, ctx.source_ip, &ctx.host, &path, ws_config());
+    let ws = timeout(limit, connect)
         .await
-        .unwrap_or(Err(Failure::Timeout("connect")))
+        .unwrap_or(Err(Failure::Timeout("connect")))?;
+    ctx.rec.borrow_mut().count(|c| c.receives += 1);
+    Ok(ws)
 }
 
 /// Pings on a fixed schedule (`start + k·interval`) until `until` or the end of the run.
@@ -409,20 +389,33 @@ async fn heartbeat(
         if let Wake::Stop = idle_until(ctx, ws, intended).await? {
             return Ok(());
         }
-        let sent = Instant::now();
-        let cid = seq.to_string();
-        {
-            let mut rec = ctx.rec.borrow_mut();
-            rec.latency(Metric::ClientLag, sent.saturating_duration_since(intended));
-            rec.count(|c| c.sends += 1);
-        }
-        let ping = format!("{{\"cid\":\"{cid}\",\"ping\":{{}}}}");
-        ws.send(Message::text(ping)).await.map_err(ws_failure)?;
-        await_reply(ctx, ws, &cid, sent + limit, "ping").await?;
-        ctx.rec
-            .borrow_mut()
-            .latency(Metric::Ping, Instant::now() - intended);
+        // Boxed: the exchange's futures exist for a millisecond, not for the player's life.
+        Box::pin(ping(ctx, ws, seq, intended, limit)).await?;
     }
+}
+
+/// One ping/pong exchange; the round trip is recorded from the `intended` send time.
+async fn ping(
+    ctx: &Ctx,
+    ws: &mut Ws,
+    seq: u64,
+    intended: Instant,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let sent = Instant::now();
+    {
+        let mut rec = ctx.rec.borrow_mut();
+        rec.latency(Metric::ClientLag, sent.saturating_duration_since(intended));
+        rec.count(|c| c.sends += 1);
+    }
+    let cid = seq.to_string();
+    let envelope = format!("{{\"cid\":\"{cid}\",\"ping\":{{}}}}");
+    ws.send(Message::text(envelope)).await.map_err(ws_failure)?;
+    await_reply(ctx, ws, &cid, sent + limit, "ping").await?;
+    ctx.rec
+        .borrow_mut()
+        .latency(Metric::Ping, Instant::now() - intended);
+    Ok(())
 }
 
 /// Keeps the socket serviced (answering the server's pings, noticing its close) until

@@ -53,8 +53,10 @@ pub struct Ctx {
     pub http: reqwest::Client,
     /// `http://host:port` (no trailing slash).
     pub base_url: String,
-    /// `ws://host:port/ws`.
-    pub ws_url: String,
+    /// `host:port`, the Host header of the WebSocket upgrade.
+    pub host: String,
+    /// Path of the realtime endpoint, `/ws` (under the target's path prefix, if any).
+    pub ws_path: String,
     /// The resolved server address.
     pub addr: SocketAddr,
     pub source_ip: Option<IpAddr>,
@@ -96,7 +98,7 @@ impl Ctx {
 }
 
 /// Parses `http://host:port[/prefix]` into what players need.
-async fn resolve_target(target: &str) -> anyhow::Result<(String, String, SocketAddr)> {
+async fn resolve_target(target: &str) -> anyhow::Result<(String, String, String, SocketAddr)> {
     let url = reqwest::Url::parse(target).with_context(|| format!("bad --target {target}"))?;
     if url.scheme() != "http" {
         anyhow::bail!("--target must be an http:// URL (TLS is not supported yet): {target}");
@@ -112,9 +114,8 @@ async fn resolve_target(target: &str) -> anyhow::Result<(String, String, SocketA
         .next()
         .ok_or_else(|| anyhow::anyhow!("{host} resolves to no address"))?;
     let path = url.path().trim_end_matches('/');
-    let base = format!("http://{}:{port}{path}", host);
-    let ws = format!("ws://{}:{port}{path}/ws", host);
-    Ok((base, ws, addr))
+    let base = format!("http://{host}:{port}{path}");
+    Ok((base, format!("{host}:{port}"), format!("{path}/ws"), addr))
 }
 
 fn epoch_ms() -> u64 {
@@ -172,7 +173,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let scenario = Scenario::parse(&config.scenario, &config.origin)?;
     let schedule = scenario.schedule();
-    let (base_url, ws_url, addr) = resolve_target(&config.target).await?;
+    let (base_url, host, ws_path, addr) = resolve_target(&config.target).await?;
     let http = reqwest::Client::builder()
         .local_address(config.source_ip)
         .pool_idle_timeout(Duration::from_secs(5))
@@ -191,7 +192,8 @@ pub async fn run(
     let ctx = Rc::new(Ctx {
         http,
         base_url,
-        ws_url,
+        host,
+        ws_path,
         addr,
         source_ip: config.source_ip,
         server_key: config.server_key.clone(),

@@ -1,0 +1,82 @@
+# Shared helpers for the swarm benches (sourced, not run). Load only ever targets 127.0.0.x,
+# every wait is bounded, and only the PIDs started here are ever signalled.
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+swarm_bin="$root/target/release/swarm"
+muster_bin="$root/target/release/muster"
+MUSTER_PID=""
+
+build_release() {
+  (cd "$root" && cargo build --release -p swarm -p muster --quiet) >&2
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_muster PORT DATA_DIR: one muster process, per-IP rate limits off (all players come
+# from a few 127.0.0.x addresses), logs to DATA_DIR/muster.log.
+start_muster() {
+  local port=$1 data=$2
+  mkdir -p "$data"
+  MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
+    "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log warn \
+    >"$data/muster.log" 2>&1 &
+  MUSTER_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then return 0; fi
+    if ! kill -0 "$MUSTER_PID" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "muster did not start on 127.0.0.1:$port; see $data/muster.log" >&2
+  return 1
+}
+
+stop_muster() {
+  if [ -n "$MUSTER_PID" ] && kill -0 "$MUSTER_PID" 2>/dev/null; then
+    kill -TERM "$MUSTER_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 1 150); do
+      kill -0 "$MUSTER_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$MUSTER_PID" 2>/dev/null || true
+    wait "$MUSTER_PID" 2>/dev/null || true
+  fi
+  MUSTER_PID=""
+}
+
+# rss_kb PID: resident memory of a process, KiB.
+rss_kb() {
+  awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+# heartbeat_scenario FILE PLAYERS RAMP_S HOLD_S INTERVAL_S: writes an idle-heartbeat scenario.
+heartbeat_scenario() {
+  cat >"$1" <<TOML
+name = "idle-heartbeat-$2"
+timeout_s = 10
+grace_s = 10
+
+[[phases]]
+name = "ramp"
+duration_s = $3
+shape = "linear"
+players = $2
+
+[[phases]]
+name = "hold"
+duration_s = $4
+
+[[steps]]
+do = "authenticate"
+
+[[steps]]
+do = "connect"
+
+[[steps]]
+do = "heartbeat"
+interval_s = $5
+TOML
+}
