@@ -25,17 +25,20 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// A "nice" upper bound for an axis: 1, 2 or 5 times a power of ten.
-fn nice_max(v: f64) -> f64 {
+/// A "nice" axis covering [0, v]: a step of 1, 2, 2.5 or 5 times a power of ten, giving at most
+/// 5 intervals, and the top of the axis (a whole number of steps).
+fn nice_axis(v: f64) -> (f64, f64) {
     if !(v.is_finite() && v > 0.0) {
-        return 1.0;
+        return (1.0, 0.2);
     }
-    let p = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
+    let raw = v / 5.0;
+    let p = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
         .iter()
         .map(|m| m * p)
-        .find(|&x| x >= v)
-        .unwrap_or(10.0 * p)
+        .find(|&x| x >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * p);
+    (step * (v / step - 1e-9).ceil().max(1.0), step)
 }
 
 fn fmt_num(v: f64) -> String {
@@ -53,11 +56,14 @@ fn line_chart(title: &str, y_label: &str, series: &[Series]) -> String {
     let (w, h) = (900.0, 280.0);
     let (left, right, top, bottom) = (70.0, 20.0, 30.0, 40.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
-    let x_max = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(1.0_f64, f64::max);
-    let y_max = nice_max(
+    // Whole seconds on the x axis, in 5 even steps of a "nice" size.
+    let (x_max, x_step) = nice_axis(
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .fold(5.0_f64, f64::max),
+    );
+    let (y_max, y_step) = nice_axis(
         series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -71,8 +77,9 @@ fn line_chart(title: &str, y_label: &str, series: &[Series]) -> String {
         r#"<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{t}"><text x="{left}" y="18" class="title">{t}</text>"#,
         t = esc(title)
     );
-    for i in 0..=4 {
-        let y = y_max * i as f64 / 4.0;
+    let y_ticks = (y_max / y_step).round() as usize;
+    for i in 0..=y_ticks {
+        let y = y_step * i as f64;
         let _ = write!(
             svg,
             r##"<line x1="{left}" x2="{x2}" y1="{y1:.1}" y2="{y1:.1}" stroke="#ddd"/><text x="{tx}" y="{ty:.1}" class="axis" text-anchor="end">{v}</text>"##,
@@ -83,8 +90,9 @@ fn line_chart(title: &str, y_label: &str, series: &[Series]) -> String {
             v = fmt_num(y)
         );
     }
-    for i in 0..=5 {
-        let x = x_max * i as f64 / 5.0;
+    let x_ticks = (x_max / x_step).round() as usize;
+    for i in 0..=x_ticks {
+        let x = x_step * i as f64;
         let _ = write!(
             svg,
             r#"<text x="{tx:.1}" y="{ty}" class="axis" text-anchor="middle">{v}s</text>"#,
@@ -105,6 +113,16 @@ fn line_chart(title: &str, y_label: &str, series: &[Series]) -> String {
     );
     for s in series {
         if s.points.is_empty() {
+            continue;
+        }
+        if let [(x, y)] = s.points[..] {
+            let _ = write!(
+                svg,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{}"/>"#,
+                sx(x),
+                sy(y),
+                s.color
+            );
             continue;
         }
         let pts: Vec<String> = s
@@ -320,10 +338,12 @@ mod tests {
 
     #[test]
     fn nice_axis_bounds() {
-        assert_eq!(nice_max(0.0), 1.0);
-        assert_eq!(nice_max(3.2), 5.0);
-        assert_eq!(nice_max(120.0), 200.0);
-        assert_eq!(nice_max(1000.0), 1000.0);
+        assert_eq!(nice_axis(0.0), (1.0, 0.2));
+        assert_eq!(nice_axis(3.2), (4.0, 1.0));
+        assert_eq!(nice_axis(5.0), (5.0, 1.0));
+        assert_eq!(nice_axis(121.0), (125.0, 25.0));
+        assert_eq!(nice_axis(1000.0), (1000.0, 200.0));
+        assert_eq!(nice_axis(18000.0), (20000.0, 5000.0));
     }
 
     #[test]
