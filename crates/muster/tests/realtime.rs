@@ -23,6 +23,7 @@ on_both_backends!(
     presence_follows_sockets,
     dead_peer_is_dropped_live_peer_kept,
     shutdown_sends_close_frames,
+    client_close_is_answered,
     socket_limit_and_rate_limit,
     metrics_count_sockets,
 );
@@ -153,6 +154,22 @@ async fn json_ping_pong_and_bad_input(backend: Backend) {
         json!({"cid": "6", "pong": {}})
     );
     socket.close(None).await.expect("close");
+}
+
+/// RFC 6455 5.5.1: a close from the client is answered with a close, not a dropped connection.
+async fn client_close_is_answered(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, _) = server.device_session("device-ws-close").await;
+    let mut socket = connect(&server, &token, "json").await;
+    socket.close(None).await.expect("close");
+    let answer = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        .await
+        .expect("answer within 5 s");
+    assert!(
+        matches!(answer, Some(Ok(Message::Close(_)))),
+        "expected the server's close frame, got {answer:?}"
+    );
 }
 
 async fn next_binary(socket: &mut Socket) -> Vec<u8> {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket};
+use futures_util::SinkExt;
 use muster_proto::realtime::{DecodeError, Envelope};
 use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
 
@@ -97,6 +98,9 @@ pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state:
                 };
                 last_heard = Instant::now();
                 if let Frame::Close(_) = frame {
+                    // tungstenite has queued the echo of the client's close (RFC 6455 5.5.1);
+                    // flushing writes it, so the client sees its close handshake completed.
+                    let _ = timeout(pong_wait, socket.flush()).await;
                     break Ending::ClientClosed;
                 }
                 let Some(decoded) = dispatch::decode(&frame) else { continue };
