@@ -3,6 +3,8 @@
 //! - [`api`]: the JSON bodies of the Nakama-compatible REST API under `/v2`.
 //! - [`realtime`]: the realtime envelope carried over the WebSocket, in both of Nakama's formats
 //!   (JSON text frames and protobuf binary frames), with decoders that never panic on input.
+//! - [`wire`]: protobuf's JSON conventions (int64 as strings, base64 bytes, RFC 3339 times).
 
 pub mod api;
 pub mod realtime;
+pub mod wire;

@@ -1,5 +1,8 @@
-//! Envelope dispatch: one decoded envelope in, at most one reply out. Each message kind gets a
-//! domain handler; this is where later kinds (channels, matches, RPC) plug in.
+//! Envelope dispatch: one decoded envelope in, at most one reply out. Each family of message
+//! kinds goes to its domain module, which answers the sender through the returned envelope and
+//! reaches other sockets through their outboxes ([`fanout`](super::fanout)).
+
+use std::sync::Arc;
 
 use axum::extract::ws::Message as Frame;
 use muster_proto::realtime::{self, error_code, DecodeError, Envelope, Message, Pong};
@@ -29,10 +32,10 @@ pub fn encode(format: Format, envelope: &Envelope) -> Frame {
 /// Answers one envelope from `session`.
 pub async fn handle(
     envelope: Envelope,
-    session: &SessionEntry,
+    session: &Arc<SessionEntry>,
     state: &AppState,
 ) -> Option<Envelope> {
-    let _ = (session, state);
+    let _ = session;
     let cid = envelope.cid;
     let message = envelope.message?;
     state
@@ -44,10 +47,48 @@ pub async fn handle(
         Message::Ping(_) => Some(Envelope::new(cid, Message::Pong(Pong {}))),
         // A client's answer to a ping we never send; nothing to do.
         Message::Pong(_) => None,
-        Message::Error(_) => Some(Envelope::error(
+
+        // Chat channels.
+        Message::ChannelJoin(_)
+        | Message::ChannelLeave(_)
+        | Message::ChannelMessageSend(_)
+        | Message::ChannelMessageUpdate(_)
+        | Message::ChannelMessageRemove(_) => not_available(cid, &message),
+
+        // Matches and the matchmaker.
+        Message::MatchCreate(_)
+        | Message::MatchJoin(_)
+        | Message::MatchLeave(_)
+        | Message::MatchDataSend(_)
+        | Message::MatchmakerAdd(_)
+        | Message::MatchmakerRemove(_) => not_available(cid, &message),
+
+        // Server functions.
+        Message::Rpc(_) => not_available(cid, &message),
+
+        // Kinds only the server sends.
+        Message::Error(_)
+        | Message::Channel(_)
+        | Message::ChannelMessage(_)
+        | Message::ChannelMessageAck(_)
+        | Message::ChannelPresenceEvent(_)
+        | Message::Match(_)
+        | Message::MatchData(_)
+        | Message::MatchPresenceEvent(_)
+        | Message::MatchmakerMatched(_)
+        | Message::MatchmakerTicket(_) => Some(Envelope::error(
             cid,
             error_code::UNRECOGNIZED_PAYLOAD,
-            "error envelopes are sent only by the server",
+            format!("'{}' envelopes are sent only by the server", message.kind()),
         )),
     }
+}
+
+/// The answer to a kind this build knows but does not serve yet.
+fn not_available(cid: String, message: &Message) -> Option<Envelope> {
+    Some(Envelope::error(
+        cid,
+        error_code::UNRECOGNIZED_PAYLOAD,
+        format!("'{}' is not available on this server yet", message.kind()),
+    ))
 }

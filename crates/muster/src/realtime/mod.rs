@@ -4,9 +4,11 @@
 //! before the upgrade, so a bad request is answered 4xx with Nakama's error body and never becomes
 //! a socket. After the upgrade, [`socket::serve`] owns the connection: one task per socket reads
 //! envelopes, answers them through [`dispatch`], writes what other tasks queue in its [`outbox`],
-//! and keeps the peer alive with pings. [`registry`] knows who is online.
+//! and keeps the peer alive with pings. [`registry`] knows who is online; [`fanout`] delivers one
+//! message to many sockets.
 
 pub mod dispatch;
+pub mod fanout;
 pub mod outbox;
 pub mod registry;
 pub mod socket;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
+use muster_proto::realtime::UserPresence;
 use uuid::Uuid;
 
 use super::outbox::Outbox;
@@ -18,6 +19,19 @@ pub struct SessionEntry {
     pub username: Box<str>,
     pub format: Format,
     pub outbox: Outbox,
+}
+
+impl SessionEntry {
+    /// This session as channel and match members see it.
+    pub fn presence(&self) -> UserPresence {
+        UserPresence {
+            user_id: self.user_id.to_string(),
+            session_id: self.session_id.to_string(),
+            username: self.username.to_string(),
+            persistence: false,
+            status: None,
+        }
+    }
 }
 
 pub struct SessionRegistry {

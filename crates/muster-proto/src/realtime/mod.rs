@@ -8,6 +8,11 @@
 //! Decoding never panics and never trusts the input: a frame is rejected as [`DecodeError`] when it
 //! is not an envelope, names a message kind this server does not know, or carries none.
 
+pub mod channel;
+pub mod matches;
+pub mod presence;
+pub mod rpc;
+
 use std::collections::HashMap;
 use std::fmt;
 
@@ -15,35 +20,154 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use channel::{
+    channel_type, Channel, ChannelId, ChannelJoin, ChannelLeave, ChannelMessage, ChannelMessageAck,
+    ChannelMessageRemove, ChannelMessageSend, ChannelMessageUpdate, ChannelPresenceEvent,
+};
+pub use matches::{
+    match_join, matchmaker_matched, Match, MatchCreate, MatchData, MatchDataSend, MatchJoin,
+    MatchLeave, MatchPresenceEvent, MatchmakerAdd, MatchmakerMatched, MatchmakerRemove,
+    MatchmakerTicket, MatchmakerUser,
+};
+pub use presence::UserPresence;
+pub use rpc::Rpc;
+
 /// One realtime message and its correlation id (empty when the sender expects no answer).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Envelope {
     #[prost(string, tag = "1")]
     pub cid: String,
-    #[prost(oneof = "Message", tags = "11, 32, 33")]
+    #[prost(
+        oneof = "Message",
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 32, 33"
+    )]
     pub message: Option<Message>,
 }
 
-/// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers.
+/// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers. Kinds
+/// Nakama has and Muster does not yet (notifications, status, streams, parties) are refused as
+/// unrecognized.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Message {
+    #[prost(message, tag = "2")]
+    Channel(Channel),
+    #[prost(message, tag = "3")]
+    ChannelJoin(ChannelJoin),
+    #[prost(message, tag = "4")]
+    ChannelLeave(ChannelLeave),
+    #[prost(message, tag = "5")]
+    ChannelMessage(ChannelMessage),
+    #[prost(message, tag = "6")]
+    ChannelMessageAck(ChannelMessageAck),
+    #[prost(message, tag = "7")]
+    ChannelMessageSend(ChannelMessageSend),
+    #[prost(message, tag = "8")]
+    ChannelMessageUpdate(ChannelMessageUpdate),
+    #[prost(message, tag = "9")]
+    ChannelMessageRemove(ChannelMessageRemove),
+    #[prost(message, tag = "10")]
+    ChannelPresenceEvent(ChannelPresenceEvent),
     #[prost(message, tag = "11")]
     Error(Error),
+    #[prost(message, tag = "12")]
+    Match(Match),
+    #[prost(message, tag = "13")]
+    MatchCreate(MatchCreate),
+    #[prost(message, tag = "14")]
+    MatchData(MatchData),
+    #[prost(message, tag = "15")]
+    MatchDataSend(MatchDataSend),
+    #[prost(message, tag = "16")]
+    MatchJoin(MatchJoin),
+    #[prost(message, tag = "17")]
+    MatchLeave(MatchLeave),
+    #[prost(message, tag = "18")]
+    MatchPresenceEvent(MatchPresenceEvent),
+    #[prost(message, tag = "19")]
+    MatchmakerAdd(MatchmakerAdd),
+    #[prost(message, tag = "20")]
+    MatchmakerMatched(MatchmakerMatched),
+    #[prost(message, tag = "21")]
+    MatchmakerRemove(MatchmakerRemove),
+    #[prost(message, tag = "22")]
+    MatchmakerTicket(MatchmakerTicket),
+    #[prost(message, tag = "24")]
+    Rpc(Rpc),
     #[prost(message, tag = "32")]
     Ping(Ping),
     #[prost(message, tag = "33")]
     Pong(Pong),
 }
 
-impl Message {
-    /// The message's key in JSON and its name in logs and metrics.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Message::Error(_) => "error",
-            Message::Ping(_) => "ping",
-            Message::Pong(_) => "pong",
+/// The one table of message kinds and their JSON keys; it generates [`Message::kind`], the
+/// JSON key lookup, and both directions of the JSON codec, so adding a kind is one line here
+/// plus its variant above.
+macro_rules! message_kinds {
+    ($($variant:ident = $key:literal),* $(,)?) => {
+        impl Message {
+            /// The message's key in JSON and its name in logs and metrics.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Message::$variant(_) => $key,)*
+                }
+            }
+
+            /// Every JSON key, in tag order.
+            pub const KINDS: &'static [&'static str] = &[$($key),*];
         }
-    }
+
+        fn known_kind(key: &str) -> Option<&'static str> {
+            match key {
+                $($key => Some($key),)*
+                _ => None,
+            }
+        }
+
+        /// Reads the value of the envelope key `kind` (one of the table's keys); `null` is the
+        /// message's default, as protobuf JSON has it.
+        fn read_message<'de, A: MapAccess<'de>>(
+            kind: &'static str,
+            map: &mut A,
+        ) -> Result<Message, A::Error> {
+            match kind {
+                $($key => Ok(Message::$variant(map.next_value::<Option<_>>()?.unwrap_or_default())),)*
+                other => Err(de::Error::custom(format!("unhandled key {other}"))),
+            }
+        }
+
+        fn write_message<S: SerializeMap>(message: &Message, map: &mut S) -> Result<(), S::Error> {
+            match message {
+                $(Message::$variant(m) => map.serialize_entry($key, m),)*
+            }
+        }
+    };
+}
+
+message_kinds! {
+    Channel = "channel",
+    ChannelJoin = "channel_join",
+    ChannelLeave = "channel_leave",
+    ChannelMessage = "channel_message",
+    ChannelMessageAck = "channel_message_ack",
+    ChannelMessageSend = "channel_message_send",
+    ChannelMessageUpdate = "channel_message_update",
+    ChannelMessageRemove = "channel_message_remove",
+    ChannelPresenceEvent = "channel_presence_event",
+    Error = "error",
+    Match = "match",
+    MatchCreate = "match_create",
+    MatchData = "match_data",
+    MatchDataSend = "match_data_send",
+    MatchJoin = "match_join",
+    MatchLeave = "match_leave",
+    MatchPresenceEvent = "match_presence_event",
+    MatchmakerAdd = "matchmaker_add",
+    MatchmakerMatched = "matchmaker_matched",
+    MatchmakerRemove = "matchmaker_remove",
+    MatchmakerTicket = "matchmaker_ticket",
+    Rpc = "rpc",
+    Ping = "ping",
+    Pong = "pong",
 }
 
 /// Application-level heartbeat.
@@ -204,10 +328,10 @@ impl<'de> Deserialize<'de> for Key {
             fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
                 Ok(match key {
                     "cid" => Key::Cid,
-                    "error" => Key::Known("error"),
-                    "ping" => Key::Known("ping"),
-                    "pong" => Key::Known("pong"),
-                    other => Key::Unknown(other.chars().take(64).collect()),
+                    other => match known_kind(other) {
+                        Some(kind) => Key::Known(kind),
+                        None => Key::Unknown(other.chars().take(64).collect()),
+                    },
                 })
             }
         }
@@ -241,16 +365,7 @@ impl<'de> Deserialize<'de> for RawEnvelope {
                             raw.unknown_kind = Some(kind);
                             continue;
                         }
-                        Key::Known("error") => Message::Error(map.next_value()?),
-                        Key::Known("ping") => {
-                            Message::Ping(map.next_value::<Option<Ping>>()?.unwrap_or_default())
-                        }
-                        Key::Known("pong") => {
-                            Message::Pong(map.next_value::<Option<Pong>>()?.unwrap_or_default())
-                        }
-                        Key::Known(other) => {
-                            return Err(de::Error::custom(format!("unhandled key {other}")))
-                        }
+                        Key::Known(kind) => read_message(kind, &mut map)?,
                     };
                     raw.messages += 1;
                     raw.message = Some(message);
@@ -286,11 +401,8 @@ impl Serialize for Envelope {
         if !self.cid.is_empty() {
             map.serialize_entry("cid", &self.cid)?;
         }
-        match &self.message {
-            Some(Message::Error(m)) => map.serialize_entry("error", m)?,
-            Some(Message::Ping(m)) => map.serialize_entry("ping", m)?,
-            Some(Message::Pong(m)) => map.serialize_entry("pong", m)?,
-            None => {}
+        if let Some(message) = &self.message {
+            write_message(message, &mut map)?;
         }
         map.end()
     }
@@ -356,6 +468,118 @@ mod tests {
         ));
     }
 
+    /// The JSON nakama-js 2.8 writes for each request, decoded and re-encoded unchanged in meaning.
+    #[test]
+    fn nakama_js_requests_decode() {
+        let join = decode_json(
+            br#"{"channel_join":{"target":"lobby","type":1,"persistence":true,"hidden":false},"cid":"2"}"#,
+        )
+        .expect("channel_join");
+        let Some(Message::ChannelJoin(j)) = &join.message else {
+            panic!("not a join")
+        };
+        assert_eq!(
+            (j.target.as_str(), j.r#type, j.persistence, j.hidden),
+            ("lobby", channel_type::ROOM, Some(true), Some(false))
+        );
+        let data = decode_json(
+            br#"{"match_data_send":{"match_id":"m.","op_code":"7","data":"aGk=","presences":[]}}"#,
+        )
+        .expect("match_data_send");
+        let Some(Message::MatchDataSend(d)) = &data.message else {
+            panic!("not match data")
+        };
+        assert_eq!(
+            (d.op_code, d.data.as_slice(), d.reliable),
+            (7, &b"hi"[..], false)
+        );
+        let join = decode_json(br#"{"cid":"3","match_join":{"token":"t"}}"#).expect("by token");
+        assert!(matches!(
+            join.message,
+            Some(Message::MatchJoin(MatchJoin { id: Some(match_join::Id::Token(ref t)), .. })) if t == "t"
+        ));
+        assert!(matches!(
+            decode_json(br#"{"match_join":{"token":"t","match_id":"m"}}"#),
+            Err(DecodeError::Malformed(_))
+        ));
+        let add = decode_json(
+            br#"{"cid":"4","matchmaker_add":{"min_count":2,"max_count":2,"query":"*","string_properties":null}}"#,
+        )
+        .expect("matchmaker_add with a null map");
+        assert!(matches!(add.message, Some(Message::MatchmakerAdd(ref a)) if a.max_count == 2));
+        let rpc =
+            decode_json(br#"{"cid":"5","rpc":{"id":"wallet_spend","payload":"{}"}}"#).expect("rpc");
+        assert_eq!(rpc.message.as_ref().map(Message::kind), Some("rpc"));
+        assert!(decode_json(br#"{"cid":"6","match_create":{}}"#).is_ok());
+    }
+
+    #[test]
+    fn server_messages_use_protobuf_json_conventions() {
+        let data = Envelope::new(
+            "",
+            Message::MatchData(MatchData {
+                match_id: "m".into(),
+                presence: None,
+                op_code: 3,
+                data: b"hi".to_vec(),
+                reliable: true,
+            }),
+        );
+        assert_eq!(
+            encode_json(&data),
+            r#"{"match_data":{"match_id":"m","op_code":"3","data":"aGk=","reliable":true}}"#
+        );
+        let matched = Envelope::new(
+            "",
+            Message::MatchmakerMatched(MatchmakerMatched {
+                ticket: "t".into(),
+                id: Some(matchmaker_matched::Id::Token("tok".into())),
+                users: vec![],
+                self_user: Some(MatchmakerUser::default()),
+            }),
+        );
+        assert_eq!(
+            encode_json(&matched),
+            r#"{"matchmaker_matched":{"ticket":"t","token":"tok","self":{}}}"#
+        );
+        let message = Envelope::new(
+            "",
+            Message::ChannelMessage(ChannelMessage {
+                channel_id: "2...lobby".into(),
+                code: Some(0),
+                create_time: Some(crate::wire::Timestamp::from_unix_ms(0)),
+                persistent: Some(false),
+                ..Default::default()
+            }),
+        );
+        assert_eq!(
+            encode_json(&message),
+            r#"{"channel_message":{"channel_id":"2...lobby","code":0,"create_time":"1970-01-01T00:00:00Z","persistent":false}}"#
+        );
+        // An empty answer (to channel_leave, match_leave, matchmaker_remove) is just the cid.
+        assert_eq!(
+            encode_json(&Envelope {
+                cid: "9".into(),
+                message: None
+            }),
+            r#"{"cid":"9"}"#
+        );
+    }
+
+    #[test]
+    fn every_kind_round_trips_in_both_formats() {
+        for kind in Message::KINDS {
+            let text = format!(r#"{{"cid":"1","{kind}":{{}}}}"#);
+            let envelope = decode_json(text.as_bytes()).expect(kind);
+            assert_eq!(envelope.message.as_ref().map(Message::kind), Some(*kind));
+            assert_eq!(
+                decode_json(encode_json(&envelope).as_bytes()),
+                Ok(envelope.clone())
+            );
+            assert_eq!(decode_protobuf(&encode_protobuf(&envelope)), Ok(envelope));
+        }
+    }
+
     proptest! {
         #[test]
         fn json_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
@@ -363,7 +587,7 @@ mod tests {
         }
 
         #[test]
-        fn json_decoder_never_panics_on_json_like_text(text in r#"\{("(cid|ping|pong|error|x)":(\{\}|null|"[a-z0-9]{0,4}"|[0-9]{1,3}|\[\]),?){0,4}\}"#) {
+        fn json_decoder_never_panics_on_json_like_text(text in r#"\{("(cid|ping|pong|error|x|channel_join|match_data_send|match_join|matchmaker_add|rpc)":(\{\}|null|"[a-z0-9]{0,4}"|[0-9]{1,3}|\[\]),?){0,4}\}"#) {
             let _ = decode_json(text.as_bytes());
         }
 
