@@ -114,8 +114,11 @@ impl Ws {
         assert!(pong.get("pong").is_some(), "{pong}");
     }
 
+    /// Closes and waits for the server to finish the close handshake (its socket task has left
+    /// its read loop: the session's matches and tickets are being dropped).
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
+        while let Ok(Some(Ok(_))) = tokio::time::timeout(WAIT, self.socket.next()).await {}
     }
 }
 
