@@ -20,7 +20,11 @@ async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
 fn presence_ids(list: &serde_json::Value) -> Vec<String> {
     let mut ids: Vec<String> = list
         .as_array()
-        .map(|a| a.iter().map(|p| p["user_id"].as_str().unwrap_or("").to_owned()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|p| p["user_id"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
         .unwrap_or_default();
     ids.sort();
     ids
@@ -43,10 +47,16 @@ async fn relayed_match_data_reaches_every_other_member() {
 
     let joined = b.request(json!({"match_join": {"match_id": id}})).await;
     assert_eq!(joined["match"]["size"], 2);
-    assert_eq!(presence_ids(&joined["match"]["presences"]), vec![a.user_id.clone()]);
+    assert_eq!(
+        presence_ids(&joined["match"]["presences"]),
+        vec![a.user_id.clone()]
+    );
     let event = a.next("match_presence_event").await;
     assert_eq!(event["match_presence_event"]["match_id"], json!(id));
-    assert_eq!(presence_ids(&event["match_presence_event"]["joins"]), vec![b.user_id.clone()]);
+    assert_eq!(
+        presence_ids(&event["match_presence_event"]["joins"]),
+        vec![b.user_id.clone()]
+    );
     c.request(json!({"match_join": {"match_id": id}})).await;
     a.next("match_presence_event").await;
     b.next("match_presence_event").await;
@@ -71,26 +81,40 @@ async fn relayed_match_data_reaches_every_other_member() {
     b.send(json!({"match_data_send": {"match_id": id, "op_code": 9, "data": b64(b"from b")}}))
         .await;
     let at_a = a.next("match_data").await;
-    assert_eq!(unb64(&at_a["match_data"]["data"]), b"from b", "a never gets its own data");
+    assert_eq!(
+        unb64(&at_a["match_data"]["data"]),
+        b"from b",
+        "a never gets its own data"
+    );
     let at_c = c.next("match_data").await;
     assert_eq!(unb64(&at_c["match_data"]["data"]), b"from b");
     b.sync().await;
     assert!(
-        b.take_pending("match_data").iter().all(|m| unb64(&m["match_data"]["data"]) != b"psst"),
+        b.take_pending("match_data")
+            .iter()
+            .all(|m| unb64(&m["match_data"]["data"]) != b"psst"),
         "b was not addressed"
     );
 
     // Leave: an empty answer with the cid; the others see it.
     let left = b.request(json!({"match_leave": {"match_id": id}})).await;
-    assert_eq!(left.as_object().map(|o| o.len()), Some(1), "only the cid: {left}");
+    assert_eq!(
+        left.as_object().map(|o| o.len()),
+        Some(1),
+        "only the cid: {left}"
+    );
     for other in [&mut a, &mut c] {
         let event = other.next("match_presence_event").await;
-        assert_eq!(presence_ids(&event["match_presence_event"]["leaves"]), vec![b.user_id.clone()]);
+        assert_eq!(
+            presence_ids(&event["match_presence_event"]["leaves"]),
+            vec![b.user_id.clone()]
+        );
     }
     // Disconnect: the same, without asking.
     c.close().await;
     let event = a.next("match_presence_event").await;
-    assert!(presence_ids(&event["match_presence_event"]["leaves"]).contains(&c_presence["user_id"].as_str().unwrap_or("").to_owned()));
+    assert!(presence_ids(&event["match_presence_event"]["leaves"])
+        .contains(&c_presence["user_id"].as_str().unwrap_or("").to_owned()));
     // b is no longer a member: its data is refused, a is unharmed.
     let refused = b
         .request(json!({"match_data_send": {"match_id": id, "op_code": 1, "data": b64(b"x")}}))
@@ -103,7 +127,13 @@ async fn relayed_match_data_reaches_every_other_member() {
     a.request(json!({"match_leave": {"match_id": id}})).await;
     let late = b.request(json!({"match_join": {"match_id": id}})).await;
     assert_eq!(error_code(&late), 4);
-    assert!(late["error"]["message"].as_str().unwrap_or("").contains("ended"), "{late}");
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ended"),
+        "{late}"
+    );
 }
 
 /// c's own presence (from a `match` answer of a repeated join, which changes nothing).
@@ -117,11 +147,17 @@ async fn named_matches_are_shared() {
     let (server, _db) = server(|_| {}).await;
     let mut a = Ws::connect(&server, "named-a").await;
     let mut b = Ws::connect(&server, "named-b").await;
-    let first = a.request(json!({"match_create": {"name": "lobby-1"}})).await;
-    let second = b.request(json!({"match_create": {"name": "lobby-1"}})).await;
+    let first = a
+        .request(json!({"match_create": {"name": "lobby-1"}}))
+        .await;
+    let second = b
+        .request(json!({"match_create": {"name": "lobby-1"}}))
+        .await;
     assert_eq!(first["match"]["match_id"], second["match"]["match_id"]);
     assert_eq!(second["match"]["size"], 2);
-    let other = b.request(json!({"match_create": {"name": "lobby-2"}})).await;
+    let other = b
+        .request(json!({"match_create": {"name": "lobby-2"}}))
+        .await;
     assert_ne!(first["match"]["match_id"], other["match"]["match_id"]);
 }
 
@@ -157,7 +193,9 @@ async fn match_errors_are_clear_and_harmless() {
         let reply = c.request(json!({"match_join": bad})).await;
         assert_eq!(error_code(&reply), 3, "{reply}");
     }
-    let garbage = c.request(json!({"match_join": {"token": "not-a-token"}})).await;
+    let garbage = c
+        .request(json!({"match_join": {"token": "not-a-token"}}))
+        .await;
     assert_eq!(error_code(&garbage), 3);
     // Full.
     let full = c.request(json!({"match_join": {"match_id": id}})).await;
@@ -168,10 +206,18 @@ async fn match_errors_are_clear_and_harmless() {
         .await;
     assert_eq!(error_code(&outsider), 4);
     let big = a
-        .request(json!({"match_data_send": {"match_id": id, "op_code": 1, "data": b64(&[0u8; 65])}}))
+        .request(
+            json!({"match_data_send": {"match_id": id, "op_code": 1, "data": b64(&[0u8; 65])}}),
+        )
         .await;
     assert_eq!(error_code(&big), 3);
-    assert!(big["error"]["message"].as_str().unwrap_or("").contains("64"), "{big}");
+    assert!(
+        big["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("64"),
+        "{big}"
+    );
     // 5 per second with a burst of 5: of 20 sent at once, some are refused with code 3.
     for i in 0..20u8 {
         a.send(json!({"match_data_send": {"match_id": id, "op_code": 2, "data": b64(&[i])}}))
@@ -179,7 +225,10 @@ async fn match_errors_are_clear_and_harmless() {
     }
     let limited = a.next("error").await;
     assert_eq!(error_code(&limited), 3);
-    assert!(limited["error"]["message"].as_str().unwrap_or("").contains("slow down"));
+    assert!(limited["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("slow down"));
     // The match is unharmed: b got the allowed ones, and the members are still both there.
     let first = b.next("match_data").await;
     assert_eq!(unb64(&first["match_data"]["data"]), vec![0]);

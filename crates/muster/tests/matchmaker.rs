@@ -63,9 +63,16 @@ async fn pairs_the_right_players_and_their_tokens_join_one_match() {
     let m_us1 = us1.next("matchmaker_matched").await["matchmaker_matched"].clone();
     let m_us2 = us2.next("matchmaker_matched").await["matchmaker_matched"].clone();
     assert_eq!(m_eu1["ticket"], json!(t_eu1));
-    assert_eq!(users(&m_eu1), sorted(vec![eu1.user_id.clone(), eu2.user_id.clone()]));
+    assert_eq!(
+        users(&m_eu1),
+        sorted(vec![eu1.user_id.clone(), eu2.user_id.clone()])
+    );
     assert_eq!(users(&m_eu2), users(&m_eu1));
-    assert_eq!(users(&m_us1), sorted(vec![us1.user_id.clone(), us2.user_id.clone()]));
+    assert_eq!(
+        users(&m_us1),
+        sorted(vec![us1.user_id.clone(), us2.user_id.clone()])
+    );
+    assert_eq!(users(&m_us2), users(&m_us1));
     assert_eq!(m_eu1["self"]["presence"]["user_id"], json!(eu1.user_id));
     assert_eq!(m_eu1["self"]["string_properties"]["region"], "eu");
     assert_eq!(m_eu1["users"][0]["numeric_properties"]["skill"], 10.0);
@@ -73,22 +80,42 @@ async fn pairs_the_right_players_and_their_tokens_join_one_match() {
     assert!(m_eu1.get("match_id").is_none());
 
     // Both eu players join with their tokens: the same relayed match, and data flows.
-    let j1 = eu1.request(json!({"match_join": {"token": m_eu1["token"]}})).await;
-    let j2 = eu2.request(json!({"match_join": {"token": m_eu2["token"]}})).await;
-    let id = j1["match"]["match_id"].as_str().expect("match id").to_owned();
+    let j1 = eu1
+        .request(json!({"match_join": {"token": m_eu1["token"]}}))
+        .await;
+    let j2 = eu2
+        .request(json!({"match_join": {"token": m_eu2["token"]}}))
+        .await;
+    let id = j1["match"]["match_id"]
+        .as_str()
+        .expect("match id")
+        .to_owned();
     assert_eq!(j2["match"]["match_id"], json!(id));
     assert_eq!(j2["match"]["size"], 2);
-    eu2.send(json!({"match_data_send": {"match_id": id, "op_code": 1, "data": b64(b"gg")}})).await;
-    assert_eq!(unb64(&eu1.next("match_data").await["match_data"]["data"]), b"gg");
+    eu2.send(json!({"match_data_send": {"match_id": id, "op_code": 1, "data": b64(b"gg")}}))
+        .await;
+    assert_eq!(
+        unb64(&eu1.next("match_data").await["match_data"]["data"]),
+        b"gg"
+    );
     // The us players' match is another one.
-    let j3 = us1.request(json!({"match_join": {"token": m_us1["token"]}})).await;
+    let j3 = us1
+        .request(json!({"match_join": {"token": m_us1["token"]}}))
+        .await;
     assert_ne!(j3["match"]["match_id"], json!(id));
     // A token works once, and only for its player.
     eu1.request(json!({"match_leave": {"match_id": id}})).await;
-    let reused = eu1.request(json!({"match_join": {"token": m_eu1["token"]}})).await;
+    let reused = eu1
+        .request(json!({"match_join": {"token": m_eu1["token"]}}))
+        .await;
     assert_eq!(error_code(&reused), 3);
-    assert!(reused["error"]["message"].as_str().unwrap_or("").contains("already used"));
-    let stolen = us2.request(json!({"match_join": {"token": m_eu2["token"]}})).await;
+    assert!(reused["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("already used"));
+    let stolen = us2
+        .request(json!({"match_join": {"token": m_eu2["token"]}}))
+        .await;
     assert_eq!(error_code(&stolen), 3);
 }
 
@@ -98,9 +125,17 @@ async fn removed_and_disconnected_tickets_never_match() {
     let mut gone = Ws::connect(&server, "mm-gone").await;
     let mut removed = Ws::connect(&server, "mm-removed").await;
     let ticket = add(&mut removed, "*", "eu").await;
-    let answer = removed.request(json!({"matchmaker_remove": {"ticket": ticket}})).await;
-    assert_eq!(answer.as_object().map(|o| o.len()), Some(1), "an empty answer: {answer}");
-    let again = removed.request(json!({"matchmaker_remove": {"ticket": ticket}})).await;
+    let answer = removed
+        .request(json!({"matchmaker_remove": {"ticket": ticket}}))
+        .await;
+    assert_eq!(
+        answer.as_object().map(|o| o.len()),
+        Some(1),
+        "an empty answer: {answer}"
+    );
+    let again = removed
+        .request(json!({"matchmaker_remove": {"ticket": ticket}}))
+        .await;
     assert_eq!(error_code(&again), 3);
     add(&mut gone, "*", "eu").await;
     gone.close().await;
@@ -138,7 +173,9 @@ async fn matchmaker_limits_and_bad_input() {
         .request(json!({"matchmaker_add": {"min_count": 2, "max_count": 2, "query": "*"}}))
         .await;
     assert_eq!(error_code(&third), 3);
-    let bogus = p.request(json!({"matchmaker_remove": {"ticket": "not-a-ticket"}})).await;
+    let bogus = p
+        .request(json!({"matchmaker_remove": {"ticket": "not-a-ticket"}}))
+        .await;
     assert_eq!(error_code(&bogus), 3);
 }
 
@@ -151,8 +188,12 @@ async fn authoritative_matches_from_the_matchmaker() {
     add(&mut b, "*", "eu").await;
     let ma = a.next("matchmaker_matched").await;
     let mb = b.next("matchmaker_matched").await;
-    let ja = a.request(json!({"match_join": {"token": ma["matchmaker_matched"]["token"]}})).await;
-    let jb = b.request(json!({"match_join": {"token": mb["matchmaker_matched"]["token"]}})).await;
+    let ja = a
+        .request(json!({"match_join": {"token": ma["matchmaker_matched"]["token"]}}))
+        .await;
+    let jb = b
+        .request(json!({"match_join": {"token": mb["matchmaker_matched"]["token"]}}))
+        .await;
     let id = ja["match"]["match_id"].as_str().expect("id");
     assert!(id.ends_with(".muster"), "{id}");
     assert_eq!(ja["match"]["authoritative"], true);
@@ -165,6 +206,7 @@ async fn authoritative_matches_from_the_matchmaker() {
             break m;
         }
     };
-    let decoded = muster_proto::arena::State::decode(&unb64(&state["match_data"]["data"])).expect("state");
+    let decoded =
+        muster_proto::arena::State::decode(&unb64(&state["match_data"]["data"])).expect("state");
     assert!(!decoded.players.is_empty());
 }

@@ -4,8 +4,8 @@
 
 mod account;
 mod authenticate;
-pub mod rooms;
 pub mod extract;
+pub mod rooms;
 mod session;
 
 use std::time::{Duration, Instant};

@@ -100,7 +100,9 @@ pub async fn list(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::InvalidArgument("limit must be between 1 and 1000.".into()));
+        return Err(ApiError::InvalidArgument(
+            "limit must be between 1 and 1000.".into(),
+        ));
     }
     let rooms = state.matches.list_rooms(query.handler.as_deref(), limit);
     Ok(Json(serde_json::json!({ "rooms": rooms })))
@@ -149,7 +151,10 @@ pub async fn destroy(
 fn split_host(value: &str) -> (&str, u16) {
     if let Some(rest) = value.strip_prefix('[') {
         if let Some((host, tail)) = rest.split_once(']') {
-            let port = tail.strip_prefix(':').and_then(|p| p.parse().ok()).unwrap_or(80);
+            let port = tail
+                .strip_prefix(':')
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(80);
             return (host, port);
         }
     }

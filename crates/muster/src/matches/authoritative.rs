@@ -347,7 +347,9 @@ impl Actor {
         }
         let presence = member.presence.clone();
         self.members.push(member);
-        self.handle.size.store(self.members.len(), Ordering::Relaxed);
+        self.handle
+            .size
+            .store(self.members.len(), Ordering::Relaxed);
         self.env.metrics.players.inc();
         let mut ctx = context!(self);
         self.handler.join(&mut ctx, &presence);
@@ -364,7 +366,9 @@ impl Actor {
             return false;
         };
         let gone = self.members.remove(index);
-        self.handle.size.store(self.members.len(), Ordering::Relaxed);
+        self.handle
+            .size
+            .store(self.members.len(), Ordering::Relaxed);
         self.env.metrics.players.dec();
         let event = self.presence_event(Vec::new(), vec![gone.presence.clone()]);
         for other in &self.members {
@@ -482,7 +486,11 @@ mod tests {
         }
         fn tick(&mut self, ctx: &mut MatchContext<'_>, tick: u64, inputs: &[Input]) -> Flow {
             let ops = inputs.iter().map(|i| i.op_code).collect();
-            self.0.lock().unwrap().ticks.push((tick, Instant::now(), ops));
+            self.0
+                .lock()
+                .unwrap()
+                .ticks
+                .push((tick, Instant::now(), ops));
             ctx.broadcast(9, vec![tick as u8]);
             if tick >= 50 {
                 Flow::End
@@ -507,7 +515,15 @@ mod tests {
         }
     }
 
-    fn start(tick_when_empty: bool, capacity: usize) -> (Arc<AuthoritativeHandle>, Arc<Mutex<Log>>, tokio::task::JoinHandle<Ending>, ActorEnv) {
+    fn start(
+        tick_when_empty: bool,
+        capacity: usize,
+    ) -> (
+        Arc<AuthoritativeHandle>,
+        Arc<Mutex<Log>>,
+        tokio::task::JoinHandle<Ending>,
+        ActorEnv,
+    ) {
         let log = Arc::new(Mutex::new(Log::default()));
         let env = env();
         let id = MatchId::new_authoritative();
@@ -529,7 +545,12 @@ mod tests {
         (handle, log, task, env)
     }
 
-    fn members(n: usize) -> (Arc<SessionRegistry>, Vec<crate::realtime::registry::SessionGuard>) {
+    fn members(
+        n: usize,
+    ) -> (
+        Arc<SessionRegistry>,
+        Vec<crate::realtime::registry::SessionGuard>,
+    ) {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let sessions = Arc::new(SessionRegistry::new(metrics));
         let guards = (0..n)
@@ -571,7 +592,11 @@ mod tests {
             assert_eq!(pair[1].1 - pair[0].1, Duration::from_millis(100));
         }
         let seen: Vec<i64> = log.ticks.iter().flat_map(|t| t.2.clone()).collect();
-        assert_eq!(seen, (0..100).collect::<Vec<_>>(), "every input once, in order");
+        assert_eq!(
+            seen,
+            (0..100).collect::<Vec<_>>(),
+            "every input once, in order"
+        );
         assert!(log.terminated);
         assert_eq!(log.joins, 1);
         // The member got one broadcast per tick.
@@ -590,31 +615,56 @@ mod tests {
         deny.insert("deny".to_string(), "1".to_string());
         let refused = handle.join(m[0].clone(), deny, limit).await;
         assert!(matches!(refused, Err(MatchError::Rejected(ref r)) if r.contains("p0 may not")));
-        handle.join(m[0].clone(), HashMap::new(), limit).await.expect("a");
-        let second = handle.join(m[1].clone(), HashMap::new(), limit).await.expect("b");
+        handle
+            .join(m[0].clone(), HashMap::new(), limit)
+            .await
+            .expect("a");
+        let second = handle
+            .join(m[1].clone(), HashMap::new(), limit)
+            .await
+            .expect("b");
         assert_eq!(second.presences.len(), 1, "sees the first member");
         assert_eq!(
             handle.join(m[2].clone(), HashMap::new(), limit).await,
             Err(MatchError::Rejected("Match is full.".into()))
         );
         // Joining twice changes nothing.
-        assert_eq!(handle.join(m[1].clone(), HashMap::new(), limit).await.expect("again").size, 2);
+        assert_eq!(
+            handle
+                .join(m[1].clone(), HashMap::new(), limit)
+                .await
+                .expect("again")
+                .size,
+            2
+        );
         assert_eq!(handle.size(), 2);
         assert_eq!(env.metrics.players.get(), 2);
         handle.leave(m[0].session.session_id);
         handle.leave(m[1].session.session_id);
         // Empty and not ticking: it ends after the empty timeout.
         assert_eq!(task.await.expect("task"), Ending::Empty);
-        let log = log.lock().unwrap();
-        assert_eq!((log.joins, log.leaves), (2, 2));
+        {
+            let log = log.lock().unwrap();
+            assert_eq!((log.joins, log.leaves), (2, 2));
+            let ticks_while_full = log.ticks.len();
+            assert!(
+                ticks_while_full <= 1,
+                "ticks only while someone is in: {ticks_while_full}"
+            );
+        }
         assert_eq!(env.metrics.players.get(), 0);
-        let ticks_while_full = log.ticks.len();
-        assert!(ticks_while_full <= 1, "ticks only while someone is in: {ticks_while_full}");
         assert_eq!(
             handle.join(m[2].clone(), HashMap::new(), limit).await,
             Err(MatchError::Ended("Match has ended.".into()))
         );
-        assert!(handle.input(Input { from: Uuid::nil(), op_code: 1, data: vec![], reliable: false }).is_err());
+        assert!(handle
+            .input(Input {
+                from: Uuid::nil(),
+                op_code: 1,
+                data: vec![],
+                reliable: false
+            })
+            .is_err());
     }
 
     #[tokio::test(start_paused = true)]

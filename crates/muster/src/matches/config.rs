@@ -170,8 +170,7 @@ impl MatchmakerConfig {
         if self.max_count < 2 {
             return Err("matchmaker.max_count must be at least 2".into());
         }
-        if self.max_tickets == 0 || self.max_tickets_per_session == 0 || self.max_candidates == 0
-        {
+        if self.max_tickets == 0 || self.max_tickets_per_session == 0 || self.max_candidates == 0 {
             return Err(
                 "matchmaker.max_tickets, max_tickets_per_session and max_candidates must be at least 1"
                     .into(),
@@ -183,8 +182,7 @@ impl MatchmakerConfig {
 
 impl RoomsConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if !self.tcp_listen.is_empty() && self.tcp_listen.parse::<std::net::SocketAddr>().is_err()
-        {
+        if !self.tcp_listen.is_empty() && self.tcp_listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(format!(
                 "rooms.tcp_listen must be an IP:port address or empty, not {:?}",
                 self.tcp_listen

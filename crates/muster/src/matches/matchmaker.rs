@@ -110,7 +110,11 @@ impl Matchmaker {
         })
     }
 
-    fn ticket(&self, session: &Arc<SessionEntry>, add: MatchmakerAdd) -> Result<Ticket, MatchError> {
+    fn ticket(
+        &self,
+        session: &Arc<SessionEntry>,
+        add: MatchmakerAdd,
+    ) -> Result<Ticket, MatchError> {
         let c = &self.config;
         let bad = |m: String| Err(MatchError::BadInput(m));
         if add.min_count < 2 {
@@ -136,7 +140,10 @@ impl Matchmaker {
             ));
         }
         let too_long = |s: &String| s.len() > 128;
-        if add.string_properties.iter().any(|(k, v)| too_long(k) || too_long(v))
+        if add
+            .string_properties
+            .iter()
+            .any(|(k, v)| too_long(k) || too_long(v))
             || add.numeric_properties.keys().any(too_long)
         {
             return bad("Property names and values are at most 128 bytes.".into());
@@ -144,7 +151,8 @@ impl Matchmaker {
         if add.numeric_properties.values().any(|v| !v.is_finite()) {
             return bad("Numeric properties must be finite numbers.".into());
         }
-        let query = Query::parse(&add.query).map_err(|e| MatchError::BadInput(format!("Bad query: {e}.")))?;
+        let query = Query::parse(&add.query)
+            .map_err(|e| MatchError::BadInput(format!("Bad query: {e}.")))?;
         Ok(Ticket {
             id: Uuid::new_v4(),
             session: Some(session.clone()),
@@ -443,9 +451,7 @@ fn announce(matches: &Matches, group: Vec<Ticket>) {
         let Some(session) = &ticket.session else {
             continue;
         };
-        let (token, _) = matches
-            .tokens
-            .issue(id, session.user_id, &session.username);
+        let (token, _) = matches.tokens.issue(id, session.user_id, &session.username);
         let message = MatchmakerMatched {
             ticket: ticket.id.to_string(),
             id: Some(matchmaker_matched::Id::Token(token)),
@@ -489,11 +495,35 @@ mod tests {
     fn pairs_compatible_tickets_and_not_others() {
         let config = MatchmakerConfig::default();
         let mut pool = Pool::default();
-        pool.add(ticket(1, "+properties.region:eu", 2, 2, "eu", 10.0), &config).expect("add");
-        pool.add(ticket(2, "+properties.region:us", 2, 2, "us", 10.0), &config).expect("add");
-        pool.add(ticket(3, "+properties.region:eu -properties.skill:>50", 2, 2, "eu", 60.0), &config).expect("add");
-        pool.add(ticket(4, "*", 2, 2, "eu", 20.0), &config).expect("add");
-        pool.add(ticket(5, "+properties.region:us", 2, 2, "us", 99.0), &config).expect("add");
+        pool.add(
+            ticket(1, "+properties.region:eu", 2, 2, "eu", 10.0),
+            &config,
+        )
+        .expect("add");
+        pool.add(
+            ticket(2, "+properties.region:us", 2, 2, "us", 10.0),
+            &config,
+        )
+        .expect("add");
+        pool.add(
+            ticket(
+                3,
+                "+properties.region:eu -properties.skill:>50",
+                2,
+                2,
+                "eu",
+                60.0,
+            ),
+            &config,
+        )
+        .expect("add");
+        pool.add(ticket(4, "*", 2, 2, "eu", 20.0), &config)
+            .expect("add");
+        pool.add(
+            ticket(5, "+properties.region:us", 2, 2, "us", 99.0),
+            &config,
+        )
+        .expect("add");
         let groups = pool.pass(&config);
         let mut found: Vec<Vec<u128>> = groups.iter().map(|g| sessions(g)).collect();
         found.sort();
@@ -513,9 +543,15 @@ mod tests {
         };
         let mut pool = Pool::default();
         // a wants skill >= 50, b has 10: no match either way.
-        pool.add(ticket(1, "+properties.skill:>=50", 2, 4, "eu", 60.0), &config).expect("add");
-        pool.add(ticket(2, "*", 2, 4, "eu", 10.0), &config).expect("add");
-        pool.add(ticket(3, "*", 2, 4, "eu", 70.0), &config).expect("add");
+        pool.add(
+            ticket(1, "+properties.skill:>=50", 2, 4, "eu", 60.0),
+            &config,
+        )
+        .expect("add");
+        pool.add(ticket(2, "*", 2, 4, "eu", 10.0), &config)
+            .expect("add");
+        pool.add(ticket(3, "*", 2, 4, "eu", 70.0), &config)
+            .expect("add");
         // First pass: 1+3 (and 2 with 3?) could form 2-player groups, but max is 4: wait.
         assert!(pool.pass(&config).is_empty());
         // Second pass: waited max_intervals, accept min_count.
@@ -533,15 +569,20 @@ mod tests {
             ..Default::default()
         };
         let mut pool = Pool::default();
-        pool.add(ticket(1, "*", 2, 2, "eu", 0.0), &config).expect("first");
+        pool.add(ticket(1, "*", 2, 2, "eu", 0.0), &config)
+            .expect("first");
         let mut second = ticket(1, "*", 2, 2, "eu", 0.0);
         second.id = Uuid::new_v4();
         pool.add(second, &config).expect("second");
         let mut third = ticket(1, "*", 2, 2, "eu", 0.0);
         third.id = Uuid::new_v4();
         assert!(pool.add(third, &config).is_err(), "per session");
-        pool.add(ticket(2, "*", 2, 2, "eu", 0.0), &config).expect("other session");
-        assert!(pool.add(ticket(3, "*", 2, 2, "eu", 0.0), &config).is_err(), "pool full");
+        pool.add(ticket(2, "*", 2, 2, "eu", 0.0), &config)
+            .expect("other session");
+        assert!(
+            pool.add(ticket(3, "*", 2, 2, "eu", 0.0), &config).is_err(),
+            "pool full"
+        );
         // Two tickets of one session never match each other.
         assert!(pool.remove(Uuid::from_u128(2), Uuid::from_u128(1_000_002)));
         assert!(pool.pass(&config).is_empty());
@@ -577,7 +618,9 @@ mod tests {
             let started = Instant::now();
             let groups = pool.pass(&config);
             let took = started.elapsed();
-            let expected: u128 = (0..regions).map(|r| (n / regions + u128::from(r < n % regions)) / 2).sum();
+            let expected: u128 = (0..regions)
+                .map(|r| (n / regions + u128::from(r < n % regions)) / 2)
+                .sum();
             assert_eq!(groups.len() as u128, expected, "{label}: everyone paired");
             eprintln!(
                 "{{\"bench\":\"matchmaker_pass\",\"tickets\":{n},\"queries\":\"{label}\",\"pass_ms\":{:.3},\"ns_per_ticket\":{:.0}}}",
@@ -590,20 +633,51 @@ mod tests {
     #[test]
     fn add_validates_limits() {
         let mm = Matchmaker::new(MatchmakerConfig::default());
-        let registry = Arc::new(crate::realtime::registry::SessionRegistry::new(Arc::new(crate::metrics::Metrics::new())));
+        let registry = Arc::new(crate::realtime::registry::SessionRegistry::new(Arc::new(
+            crate::metrics::Metrics::new(),
+        )));
         let guard = registry.register(Uuid::new_v4(), "u", crate::realtime::Format::Json, 8);
-        let base = MatchmakerAdd { min_count: 2, max_count: 2, query: "*".into(), ..Default::default() };
+        let base = MatchmakerAdd {
+            min_count: 2,
+            max_count: 2,
+            query: "*".into(),
+            ..Default::default()
+        };
         assert!(mm.ticket(&guard.entry, base.clone()).is_ok());
         for bad in [
-            MatchmakerAdd { min_count: 1, ..base.clone() },
-            MatchmakerAdd { max_count: 1, ..base.clone() },
-            MatchmakerAdd { max_count: 1000, ..base.clone() },
-            MatchmakerAdd { query: "x".repeat(600), ..base.clone() },
-            MatchmakerAdd { query: "region:eu".into(), ..base.clone() },
-            MatchmakerAdd { string_properties: (0..20).map(|i| (i.to_string(), "v".into())).collect(), ..base.clone() },
-            MatchmakerAdd { numeric_properties: [("x".to_string(), f64::NAN)].into(), ..base.clone() },
+            MatchmakerAdd {
+                min_count: 1,
+                ..base.clone()
+            },
+            MatchmakerAdd {
+                max_count: 1,
+                ..base.clone()
+            },
+            MatchmakerAdd {
+                max_count: 1000,
+                ..base.clone()
+            },
+            MatchmakerAdd {
+                query: "x".repeat(600),
+                ..base.clone()
+            },
+            MatchmakerAdd {
+                query: "region:eu".into(),
+                ..base.clone()
+            },
+            MatchmakerAdd {
+                string_properties: (0..20).map(|i| (i.to_string(), "v".into())).collect(),
+                ..base.clone()
+            },
+            MatchmakerAdd {
+                numeric_properties: [("x".to_string(), f64::NAN)].into(),
+                ..base.clone()
+            },
         ] {
-            assert!(matches!(mm.ticket(&guard.entry, bad), Err(MatchError::BadInput(_))));
+            assert!(matches!(
+                mm.ticket(&guard.entry, bad),
+                Err(MatchError::BadInput(_))
+            ));
         }
     }
 }

@@ -180,8 +180,10 @@ impl Matches {
             &params,
             room,
         );
-        self.registry
-            .insert(MatchRef::Authoritative(handle.clone()), self.config.max_matches)?;
+        self.registry.insert(
+            MatchRef::Authoritative(handle.clone()),
+            self.config.max_matches,
+        )?;
         self.metrics
             .matches
             .with_label_values(&["authoritative"])
@@ -199,18 +201,26 @@ impl Matches {
     }
 
     /// `match_create`: a new relayed match (or, given a name in use, that match), joined.
-    pub fn create(&self, session: &Arc<SessionEntry>, request: MatchCreate) -> Result<Match, MatchError> {
+    pub fn create(
+        &self,
+        session: &Arc<SessionEntry>,
+        request: MatchCreate,
+    ) -> Result<Match, MatchError> {
         self.check_membership_room(session, None)?;
         let max = self.config.max_matches;
         let relayed = if request.name.is_empty() {
             let created = self.new_relayed(MatchId::new_relayed(), None);
-            self.registry.insert(MatchRef::Relayed(created.clone()), max).inspect_err(|_| {
-                self.metrics.matches.with_label_values(&["relayed"]).dec();
-            })?;
+            self.registry
+                .insert(MatchRef::Relayed(created.clone()), max)
+                .inspect_err(|_| {
+                    self.metrics.matches.with_label_values(&["relayed"]).dec();
+                })?;
             created
         } else {
             if request.name.len() > 128 {
-                return Err(MatchError::BadInput("Match name is longer than 128 bytes.".into()));
+                return Err(MatchError::BadInput(
+                    "Match name is longer than 128 bytes.".into(),
+                ));
             }
             let name = request.name.clone();
             self.registry.named_or_insert(&request.name, max, || {
@@ -220,7 +230,11 @@ impl Matches {
         self.join_relayed(session, &relayed)
     }
 
-    fn join_relayed(&self, session: &Arc<SessionEntry>, relayed: &Arc<RelayedMatch>) -> Result<Match, MatchError> {
+    fn join_relayed(
+        &self,
+        session: &Arc<SessionEntry>,
+        relayed: &Arc<RelayedMatch>,
+    ) -> Result<Match, MatchError> {
         let joined = relayed.join(Member::of(session), self.config.max_relayed_size)?;
         if joined.new {
             self.registry.add_membership(
@@ -234,12 +248,13 @@ impl Matches {
     }
 
     /// Refuses a join that would put `session` in more than `max_matches_per_session` matches.
-    fn check_membership_room(&self, session: &SessionEntry, joining: Option<MatchId>) -> Result<(), MatchError> {
+    fn check_membership_room(
+        &self,
+        session: &SessionEntry,
+        joining: Option<MatchId>,
+    ) -> Result<(), MatchError> {
         let count = self.registry.memberships_of(session.session_id);
-        let already = joining.is_some_and(|id| {
-            self.registry
-                .member_of(session.session_id, id)
-        });
+        let already = joining.is_some_and(|id| self.registry.member_of(session.session_id, id));
         if !already && count >= self.config.max_matches_per_session {
             return Err(MatchError::BadInput(format!(
                 "Already in {count} matches, the most one connection may be in."
@@ -276,7 +291,9 @@ impl Matches {
                     self.registry.get(id)
                 } else {
                     self.registry
-                        .relayed_or_insert(id, self.config.max_matches, || self.new_relayed(id, None))
+                        .relayed_or_insert(id, self.config.max_matches, || {
+                            self.new_relayed(id, None)
+                        })
                         .map(MatchRef::Relayed)
                 };
                 let result = match found {
@@ -344,7 +361,10 @@ impl Matches {
     pub fn send(&self, session: &SessionEntry, data: MatchDataSend) -> Result<(), MatchError> {
         let id = MatchId::parse(&data.match_id, self.node())?;
         if data.data.len() > self.config.max_data_bytes {
-            self.metrics.inputs_dropped.with_label_values(&["size"]).inc();
+            self.metrics
+                .inputs_dropped
+                .with_label_values(&["size"])
+                .inc();
             return Err(MatchError::BadInput(format!(
                 "Match data of {} bytes is over the limit of {}.",
                 data.data.len(),
@@ -359,9 +379,17 @@ impl Matches {
                 self.config.max_inputs_per_sec,
                 self.config.input_burst,
             )
-            .inspect_err(|_| self.metrics.inputs_dropped.with_label_values(&["rate"]).inc())?;
+            .inspect_err(|_| {
+                self.metrics
+                    .inputs_dropped
+                    .with_label_values(&["rate"])
+                    .inc()
+            })?;
         let Some(target) = target else {
-            self.metrics.inputs_dropped.with_label_values(&["not_member"]).inc();
+            self.metrics
+                .inputs_dropped
+                .with_label_values(&["not_member"])
+                .inc();
             return Err(match self.registry.get(id) {
                 Ok(_) => MatchError::NotFound("Not a member of this match: join it first.".into()),
                 Err(e) => e,
@@ -387,9 +415,13 @@ impl Matches {
                 })
                 .inspect_err(|e| {
                     if matches!(e, MatchError::Ended(_)) {
-                        self.registry.remove_membership(session.session_id, handle.id);
+                        self.registry
+                            .remove_membership(session.session_id, handle.id);
                     } else {
-                        self.metrics.inputs_dropped.with_label_values(&["queue_full"]).inc();
+                        self.metrics
+                            .inputs_dropped
+                            .with_label_values(&["queue_full"])
+                            .inc();
                     }
                 }),
         }
@@ -456,7 +488,10 @@ impl Matches {
         match result {
             Ok(message) => Some(Envelope { cid, message }),
             Err(error) => {
-                self.metrics.errors.with_label_values(&[error.label()]).inc();
+                self.metrics
+                    .errors
+                    .with_label_values(&[error.label()])
+                    .inc();
                 Some(error.envelope(cid))
             }
         }

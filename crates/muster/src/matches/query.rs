@@ -44,8 +44,15 @@ struct Term {
 #[derive(Debug, Clone, PartialEq)]
 enum Test {
     All,
-    Equals { key: String, value: String },
-    Range { key: String, op: RangeOp, bound: f64 },
+    Equals {
+        key: String,
+        value: String,
+    },
+    Range {
+        key: String,
+        op: RangeOp,
+        bound: f64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +86,11 @@ impl Query {
     }
 
     /// Whether a ticket with these properties satisfies the query.
-    pub fn matches(&self, strings: &HashMap<String, String>, numbers: &HashMap<String, f64>) -> bool {
+    pub fn matches(
+        &self,
+        strings: &HashMap<String, String>,
+        numbers: &HashMap<String, f64>,
+    ) -> bool {
         let mut any_should = false;
         for term in &self.terms {
             let hit = term.test.matches(strings, numbers);
@@ -174,7 +185,9 @@ fn parse_term(raw: &str) -> Result<Term, String> {
         });
     }
     if matches!(body, "AND" | "OR" | "NOT" | "&&" | "||") || body.starts_with('(') {
-        return Err(format!("unsupported query syntax in term '{shown}': use + and - terms"));
+        return Err(format!(
+            "unsupported query syntax in term '{shown}': use + and - terms"
+        ));
     }
     let Some(rest) = body.strip_prefix("properties.") else {
         return Err(format!(
@@ -184,11 +197,20 @@ fn parse_term(raw: &str) -> Result<Term, String> {
     let Some((key, value)) = rest.split_once(':') else {
         return Err(format!("query term '{shown}' has no ':VALUE'"));
     };
-    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    if key.is_empty()
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         return Err(format!("query term '{shown}' has a bad property name"));
     }
     let key = key.to_owned();
-    for (prefix, op) in [(">=", RangeOp::Ge), ("<=", RangeOp::Le), (">", RangeOp::Gt), ("<", RangeOp::Lt)] {
+    for (prefix, op) in [
+        (">=", RangeOp::Ge),
+        ("<=", RangeOp::Le),
+        (">", RangeOp::Gt),
+        ("<", RangeOp::Lt),
+    ] {
         if let Some(number) = value.strip_prefix(prefix) {
             let bound: f64 = number
                 .parse()
@@ -236,9 +258,14 @@ fn parse_term(raw: &str) -> Result<Term, String> {
 mod tests {
     use super::*;
 
-    fn props(s: &[(&str, &str)], n: &[(&str, f64)]) -> (HashMap<String, String>, HashMap<String, f64>) {
+    fn props(
+        s: &[(&str, &str)],
+        n: &[(&str, f64)],
+    ) -> (HashMap<String, String>, HashMap<String, f64>) {
         (
-            s.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            s.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             n.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         )
     }
@@ -255,8 +282,14 @@ mod tests {
         let (_, low) = props(&[], &[("skill", 9.0)]);
         assert!(!q.matches(&s, &low), "skill >= 10");
         let (_, high) = props(&[], &[("skill", 25.0)]);
-        assert!(q.matches(&s, &high), "plain terms are optional beside + terms");
-        assert_eq!(q.required_strings().collect::<Vec<_>>(), vec![("region", "eu")]);
+        assert!(
+            q.matches(&s, &high),
+            "plain terms are optional beside + terms"
+        );
+        assert_eq!(
+            q.required_strings().collect::<Vec<_>>(),
+            vec![("region", "eu")]
+        );
     }
 
     #[test]
@@ -267,7 +300,10 @@ mod tests {
         assert!(q.matches(&eu, &n));
         assert!(!q.matches(&asia, &n));
         for all in ["*", "", "  "] {
-            assert!(Query::parse(all).expect("parses").matches(&asia, &n), "{all:?}");
+            assert!(
+                Query::parse(all).expect("parses").matches(&asia, &n),
+                "{all:?}"
+            );
         }
         let not_ranked = Query::parse("-properties.mode:ranked").expect("parses");
         assert!(not_ranked.matches(&asia, &n));

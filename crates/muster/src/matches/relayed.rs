@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use muster_proto::realtime::{Envelope, Match, MatchData, MatchPresenceEvent, Message, UserPresence};
+use muster_proto::realtime::{
+    Envelope, Match, MatchData, MatchPresenceEvent, Message, UserPresence,
+};
 use parking_lot::RwLock;
 use uuid::Uuid;
 
@@ -112,7 +114,14 @@ impl RelayedMatch {
 
     /// Forwards data from the member `from` to every other member, or only to the members named
     /// in `to` (by session id). Returns how many it reached.
-    pub fn send(&self, from: Uuid, op_code: i64, data: Vec<u8>, to: &[UserPresence], reliable: bool) -> usize {
+    pub fn send(
+        &self,
+        from: Uuid,
+        op_code: i64,
+        data: Vec<u8>,
+        to: &[UserPresence],
+        reliable: bool,
+    ) -> usize {
         let state = self.state.read();
         let Some(sender) = state.members.iter().find(|m| m.session.session_id == from) else {
             return 0;
@@ -132,7 +141,8 @@ impl RelayedMatch {
             let wanted = if to.is_empty() {
                 member.session.session_id != from
             } else {
-                to.iter().any(|p| p.session_id == member.presence.session_id)
+                to.iter()
+                    .any(|p| p.session_id == member.presence.session_id)
             };
             if wanted && encoded.deliver(&member.session) {
                 reached += 1;

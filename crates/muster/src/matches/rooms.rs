@@ -93,7 +93,11 @@ impl RoomInfo {
 }
 
 impl Matches {
-    pub fn create_room(&self, caller: &RoomCaller, request: CreateRoom) -> Result<RoomInfo, MatchError> {
+    pub fn create_room(
+        &self,
+        caller: &RoomCaller,
+        request: CreateRoom,
+    ) -> Result<RoomInfo, MatchError> {
         let limits = &self.rooms_config;
         if request.capacity == 0 || request.capacity > limits.max_capacity {
             return Err(MatchError::BadInput(format!(
@@ -102,14 +106,19 @@ impl Matches {
             )));
         }
         if request.params.len() > 32
-            || request.params.iter().any(|(k, v)| k.len() > 128 || v.len() > 1024)
+            || request
+                .params
+                .iter()
+                .any(|(k, v)| k.len() > 128 || v.len() > 1024)
         {
             return Err(MatchError::BadInput(
                 "params: at most 32 entries, keys up to 128 bytes, values up to 1024.".into(),
             ));
         }
         if self.metrics.rooms.get() as usize >= limits.max_rooms {
-            return Err(MatchError::Rejected("Too many rooms on this server; try later.".into()));
+            return Err(MatchError::Rejected(
+                "Too many rooms on this server; try later.".into(),
+            ));
         }
         let owner = match caller {
             RoomCaller::Player { user_id, .. } => Some(*user_id),
@@ -154,7 +163,11 @@ impl Matches {
             .take(limit)
             .map(|m| RoomInfo::of(&m))
             .collect();
-        rooms.sort_by(|a, b| a.created_at_ms.cmp(&b.created_at_ms).then(a.room_id.cmp(&b.room_id)));
+        rooms.sort_by(|a, b| {
+            a.created_at_ms
+                .cmp(&b.created_at_ms)
+                .then(a.room_id.cmp(&b.room_id))
+        });
         rooms
     }
 
@@ -174,7 +187,13 @@ impl Matches {
 
     /// Connection info with a ticket for the calling player. `request_host` is the host the
     /// client reached the API on, used when `rooms.public_host` is empty.
-    pub fn connection(&self, caller: &RoomCaller, id: &str, request_host: &str, http_port: u16) -> Result<ConnectionInfo, MatchError> {
+    pub fn connection(
+        &self,
+        caller: &RoomCaller,
+        id: &str,
+        request_host: &str,
+        http_port: u16,
+    ) -> Result<ConnectionInfo, MatchError> {
         let RoomCaller::Player { user_id, username } = caller else {
             return Err(MatchError::BadInput(
                 "A ticket is issued to a player: call with the player's session token.".into(),
@@ -191,7 +210,11 @@ impl Matches {
         let (transport, port) = match self.tcp_addr() {
             Some(addr) => (
                 "tcp",
-                if config.public_port == 0 { addr.port() } else { config.public_port },
+                if config.public_port == 0 {
+                    addr.port()
+                } else {
+                    config.public_port
+                },
             ),
             None => ("websocket", http_port),
         };

@@ -137,16 +137,28 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
         write_limit: idle,
     };
     if !state.connect_limit.allow(peer.ip()) {
-        state.metrics.rate_limited.with_label_values(&["connect"]).inc();
+        state
+            .metrics
+            .rate_limited
+            .with_label_values(&["connect"])
+            .inc();
         let _ = conn
-            .send(&[Envelope::error("", error_code::BAD_INPUT, "Too many connections; slow down.")])
+            .send(&[Envelope::error(
+                "",
+                error_code::BAD_INPUT,
+                "Too many connections; slow down.",
+            )])
             .await;
         return;
     }
     let max = config.max_sockets;
     if max > 0 && state.registry.sockets() >= max {
         let _ = conn
-            .send(&[Envelope::error("", error_code::BAD_INPUT, "Server is at its connection limit.")])
+            .send(&[Envelope::error(
+                "",
+                error_code::BAD_INPUT,
+                "Server is at its connection limit.",
+            )])
             .await;
         return;
     }
@@ -173,11 +185,23 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
 async fn handshake(
     conn: &mut Conn,
     state: &AppState,
-) -> Result<(crate::realtime::registry::SessionGuard, Option<CancellationToken>), Ending> {
+) -> Result<
+    (
+        crate::realtime::registry::SessionGuard,
+        Option<CancellationToken>,
+    ),
+    Ending,
+> {
     let first = loop {
         match conn.frames() {
             Err(error) => {
-                let _ = conn.send(&[Envelope::error("", error_code::BAD_INPUT, error.to_string())]).await;
+                let _ = conn
+                    .send(&[Envelope::error(
+                        "",
+                        error_code::BAD_INPUT,
+                        error.to_string(),
+                    )])
+                    .await;
                 return Err(Ending::BadFrame);
             }
             Ok(mut frames) if !frames.is_empty() => break frames.swap_remove(0),
@@ -188,20 +212,30 @@ async fn handshake(
     let envelope = match first {
         Ok(envelope) => envelope,
         Err(error) => {
-            let _ = conn.send(&[refuse(error.cid(), error.code(), &error.to_string())]).await;
+            let _ = conn
+                .send(&[refuse(error.cid(), error.code(), &error.to_string())])
+                .await;
             return Err(Ending::BadFrame);
         }
     };
     let cid = envelope.cid.clone();
     let Some(Message::MatchJoin(join)) = envelope.message else {
         let _ = conn
-            .send(&[refuse(&cid, error_code::BAD_INPUT, "The first frame must be match_join with a token.")])
+            .send(&[refuse(
+                &cid,
+                error_code::BAD_INPUT,
+                "The first frame must be match_join with a token.",
+            )])
             .await;
         return Err(Ending::JoinFailed);
     };
     let Some(match_join::Id::Token(token)) = join.id else {
         let _ = conn
-            .send(&[refuse(&cid, error_code::BAD_INPUT, "The first frame must be match_join with a token.")])
+            .send(&[refuse(
+                &cid,
+                error_code::BAD_INPUT,
+                "The first frame must be match_join with a token.",
+            )])
             .await;
         return Err(Ending::JoinFailed);
     };
@@ -209,7 +243,11 @@ async fn handshake(
     let claims = match matches.tokens.verify(&token) {
         Ok(claims) => claims,
         Err(error) => {
-            matches.metrics.errors.with_label_values(&[error.label()]).inc();
+            matches
+                .metrics
+                .errors
+                .with_label_values(&[error.label()])
+                .inc();
             let _ = conn.send(&[error.envelope(cid)]).await;
             return Err(Ending::JoinFailed);
         }
@@ -221,7 +259,10 @@ async fn handshake(
         state.config.socket.outgoing_queue_size,
     );
     let session = guard.entry.clone();
-    match matches.join(&session, JoinTarget::Token(token), join.metadata).await {
+    match matches
+        .join(&session, JoinTarget::Token(token), join.metadata)
+        .await
+    {
         Ok(joined) => {
             let reply = Envelope::new(cid, Message::Match(joined));
             conn.send(&[reply]).await?;
@@ -232,7 +273,11 @@ async fn handshake(
             Ok((guard, ended))
         }
         Err(error) => {
-            matches.metrics.errors.with_label_values(&[error.label()]).inc();
+            matches
+                .metrics
+                .errors
+                .with_label_values(&[error.label()])
+                .inc();
             let _ = conn.send(&[error.envelope(cid)]).await;
             Err(Ending::JoinFailed)
         }

@@ -178,7 +178,8 @@ impl Tcp {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some((header, body)) = frame::next_frame(&self.buf, 1 << 20).expect("framing") {
-                let envelope = frame::decode_body(&self.buf[header..header + body]).expect("envelope");
+                let envelope =
+                    frame::decode_body(&self.buf[header..header + body]).expect("envelope");
                 self.buf.drain(..header + body);
                 return Some(envelope);
             }

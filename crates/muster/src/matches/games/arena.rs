@@ -12,7 +12,9 @@ use muster_proto::arena::{self, Input as Move, PlayerState, Welcome};
 use muster_proto::realtime::UserPresence;
 use uuid::Uuid;
 
-use crate::matches::handler::{Flow, Input, MatchContext, MatchHandler, MatchParams, MatchSettings};
+use crate::matches::handler::{
+    Flow, Input, MatchContext, MatchHandler, MatchParams, MatchSettings,
+};
 
 /// Distance one input moves a player.
 pub const STEP: f32 = 0.5;
