@@ -238,6 +238,7 @@ impl Actor {
         let mut empty_since = Some(start);
         let mut batch: Vec<Input> = Vec::new();
         let late_after = self.period / 2;
+        let metrics = self.env.metrics.clone();
         let ending = loop {
             let ticking = self.tick_when_empty || !self.members.is_empty();
             if ticking && !was_ticking {
@@ -265,7 +266,6 @@ impl Actor {
                 scheduled = ticks.tick(), if ticking => {
                     let began = Instant::now();
                     let lateness = began.saturating_duration_since(scheduled);
-                    let metrics = self.env.metrics.clone();
                     metrics.tick_lateness.observe(lateness.as_secs_f64());
                     if lateness > late_after {
                         metrics.late_ticks.inc();

@@ -285,6 +285,10 @@ async fn handshake(
 }
 
 /// Serves a joined connection until it ends.
+///
+/// The futures that outlive one message (the shutdown and match-ended signals, the idle timer,
+/// the outbox's wake-up) are made once and reused: re-creating them per message showed in
+/// profiles as timer-wheel and waker-list churn on every input.
 async fn run(
     conn: &mut Conn,
     session: &Arc<SessionEntry>,
@@ -293,13 +297,24 @@ async fn run(
     idle: Duration,
 ) -> Ending {
     let ended = ended.unwrap_or_default();
+    let shutdown = state.shutdown.cancelled();
+    let ended = ended.cancelled();
+    let idle_timer = tokio::time::sleep(idle);
+    let ready = session.outbox.ready();
+    tokio::pin!(shutdown, ended, idle_timer, ready);
     let mut last_heard = Instant::now();
     loop {
-        let deadline = last_heard + idle;
         tokio::select! {
-            () = state.shutdown.cancelled() => return Ending::ServerShutdown,
-            () = ended.cancelled() => return Ending::MatchEnded,
-            () = tokio::time::sleep_until(deadline) => return Ending::Idle,
+            () = &mut shutdown => return Ending::ServerShutdown,
+            () = &mut ended => return Ending::MatchEnded,
+            () = &mut idle_timer => {
+                // The timer is moved only when it fires, not on every message.
+                let deadline = last_heard + idle;
+                if Instant::now() >= deadline {
+                    return Ending::Idle;
+                }
+                idle_timer.as_mut().reset(deadline);
+            }
             filled = conn.fill() => {
                 if let Err(ending) = filled {
                     return ending;
@@ -326,7 +341,8 @@ async fn run(
                     }
                 }
             }
-            () = session.outbox.ready() => {
+            () = &mut ready => {
+                ready.set(session.outbox.ready());
                 let drained = session.outbox.drain();
                 if drained.overflowed {
                     state.metrics.outgoing_dropped.inc();
@@ -339,8 +355,10 @@ async fn run(
                         out.extend_from_slice(&bytes);
                     }
                 }
-                if let Err(ending) = conn.write(&out).await {
-                    return ending;
+                if !out.is_empty() {
+                    if let Err(ending) = conn.write(&out).await {
+                        return ending;
+                    }
                 }
             }
         }
