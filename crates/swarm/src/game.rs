@@ -7,7 +7,7 @@
 //! | `matchmake` | `query` (`"*"`), `count` (2), `timeout_s` | `matchmaker_add` (min = max = `count`) on the socket, then waits for `matchmaker_matched`; keeps its join token. Metric `matchmake` |
 //! | `join_match` | `transport` (`"websocket"`), `tcp_port` (7351), `timeout_s` | joins the matched match with the token: `match_join` on the socket, or a native TCP connection to the target's host at `tcp_port` whose first frame is the join. Metric `join` |
 //! | `create_room` | `handler` (`"arena"`), `capacity` (2), `tick_rate_hz`, `timeout_s` | `POST /v2/rooms` with the session token. Metric `room_create` |
-//! | `room_connect` | `connections` (2), `timeout_s` | per connection: `GET /v2/rooms/{id}/connection` (metric `room_lookup`), then a TCP connection to the host and port it names, joined with its ticket (metric `join`) |
+//! | `room_connect` | `connections` (2), `open` (true), `timeout_s` | per connection: `GET /v2/rooms/{id}/connection` (metric `room_lookup`), then a TCP connection to the host and port it names, joined with its ticket (metric `join`); with `open = false`, only the lookups |
 //! | `play` | `rate_hz` (15), `duration_s` (required), `align` (`"tick"`), `lead_ms` (10), `record`, `timeout_s` | plays the arena game on every joined connection: one movement input per `1/rate_hz`; metrics `RTT`, `client-interval`, `client_lag`. With `record = "FILE"`, player 0 writes its inputs as a replay file |
 //! | `replay` | `file` (required), `timeout_s` | sends a recorded replay's messages on the joined connections at their recorded times; metrics as `play` |
 //!
@@ -83,6 +83,7 @@ pub enum GameStep {
     },
     RoomConnect {
         connections: u32,
+        open: bool,
         timeout_s: Option<Seconds>,
     },
     Replay {
@@ -107,6 +108,7 @@ pub struct RawGameStep {
     pub capacity: Option<u32>,
     pub tick_rate_hz: Option<u32>,
     pub connections: Option<u32>,
+    pub open: Option<bool>,
     pub file: Option<String>,
     pub timeout_s: Option<Seconds>,
 }
@@ -171,6 +173,7 @@ impl RawGameStep {
         }
         Ok(GameStep::RoomConnect {
             connections,
+            open: self.open.unwrap_or(true),
             timeout_s: self.timeout_s,
         })
     }
@@ -235,11 +238,11 @@ impl Progress {
                 }
                 self.room = true;
             }
-            GameStep::RoomConnect { .. } => {
+            GameStep::RoomConnect { open, .. } => {
                 if !self.room {
                     return Err("needs a room: add a `create_room` step before it".into());
                 }
-                self.joined = true;
+                self.joined |= *open;
             }
             GameStep::Play { .. } | GameStep::Replay { .. } => {
                 if !self.joined {
@@ -344,7 +347,7 @@ impl Game {
                 ctx.rec.borrow_mut().latency(Metric::RoomCreate, done - *io.next);
                 *io.next = done;
             }
-            GameStep::RoomConnect { connections, timeout_s } => {
+            GameStep::RoomConnect { connections, open, timeout_s } => {
                 let token = io.token.ok_or(Failure::BadResponse)?;
                 let room = self.room_id.clone().ok_or(Failure::BadResponse)?;
                 for _ in 0..*connections {
@@ -352,6 +355,10 @@ impl Game {
                     let info = http(ctx, ctx.http.get(url).bearer_auth(token), limit(timeout_s)).await?;
                     let looked_up = Instant::now();
                     ctx.rec.borrow_mut().latency(Metric::RoomLookup, looked_up - *io.next);
+                    if !open {
+                        *io.next = looked_up;
+                        continue;
+                    }
                     let host = info["host"].as_str().ok_or(Failure::BadResponse)?;
                     let port = info["port"].as_u64().ok_or(Failure::BadResponse)?;
                     let ticket = info["ticket"].as_str().ok_or(Failure::BadResponse)?;

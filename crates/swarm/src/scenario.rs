@@ -176,6 +176,7 @@ struct RawStep {
     capacity: Option<Spanned<u32>>,
     tick_rate_hz: Option<Spanned<u32>>,
     connections: Option<Spanned<u32>>,
+    open: Option<Spanned<bool>>,
     file: Option<Spanned<String>>,
 }
 
@@ -264,7 +265,7 @@ impl RawStep {
             StepKind::JoinMatch => &["transport", "tcp_port", "timeout_s"],
             StepKind::Play => &["rate_hz", "duration_s", "align", "lead_ms", "record", "timeout_s"],
             StepKind::CreateRoom => &["handler", "capacity", "tick_rate_hz", "timeout_s"],
-            StepKind::RoomConnect => &["connections", "timeout_s"],
+            StepKind::RoomConnect => &["connections", "open", "timeout_s"],
             StepKind::Replay => &["file", "timeout_s"],
         };
         let present = [
@@ -288,6 +289,7 @@ impl RawStep {
             ("capacity", self.capacity.as_ref().map(|v| v.span())),
             ("tick_rate_hz", self.tick_rate_hz.as_ref().map(|v| v.span())),
             ("connections", self.connections.as_ref().map(|v| v.span())),
+            ("open", self.open.as_ref().map(|v| v.span())),
             ("file", self.file.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
@@ -353,6 +355,7 @@ impl RawStep {
                     capacity: self.capacity.map(Spanned::into_inner),
                     tick_rate_hz: self.tick_rate_hz.map(Spanned::into_inner),
                     connections: self.connections.map(Spanned::into_inner),
+                    open: self.open.map(Spanned::into_inner),
                     file: self.file.map(Spanned::into_inner),
                     timeout_s: inner(self.timeout_s),
                 };

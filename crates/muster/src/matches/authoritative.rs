@@ -37,6 +37,12 @@ pub struct RoomMeta {
     pub created_at_ms: i64,
 }
 
+struct JoinRequest {
+    member: Member,
+    metadata: HashMap<String, String>,
+    reply: oneshot::Sender<Result<Match, MatchError>>,
+}
+
 /// What the rest of the server holds of an authoritative match: its inboxes and a few figures
 /// the match task keeps current.
 pub struct AuthoritativeHandle {
@@ -54,13 +60,10 @@ pub struct AuthoritativeHandle {
     pub ended: CancellationToken,
 }
 
-/// Messages that wake the match task.
+/// Messages that wake the match task. Small (a join is boxed): the channel allocates its slots
+/// in blocks of 32, so the size of this enum is paid 32 times by every match, even an idle room.
 enum Control {
-    Join {
-        member: Member,
-        metadata: HashMap<String, String>,
-        reply: oneshot::Sender<Result<Match, MatchError>>,
-    },
+    Join(Box<JoinRequest>),
     Leave {
         session: Uuid,
     },
@@ -106,11 +109,11 @@ impl AuthoritativeHandle {
     ) -> Result<Match, MatchError> {
         let (reply, answer) = oneshot::channel();
         self.control
-            .try_send(Control::Join {
+            .try_send(Control::Join(Box::new(JoinRequest {
                 member,
                 metadata,
                 reply,
-            })
+            })))
             .map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => {
                     MatchError::Rejected("Match is busy; try again.".into())
@@ -252,7 +255,8 @@ impl Actor {
                 () = self.env.shutdown.cancelled() => break Ending::Shutdown,
                 message = self.control.recv() => match message {
                     None | Some(Control::Terminate) => break Ending::Terminated,
-                    Some(Control::Join { member, metadata, reply }) => {
+                    Some(Control::Join(request)) => {
+                        let JoinRequest { member, metadata, reply } = *request;
                         if self.join(member, &metadata, reply) {
                             empty_since = None;
                         }
