@@ -91,6 +91,8 @@ export async function startServer(env = {}) {
         // Every test comes from 127.0.0.1: per-IP rate limits would only add noise.
         MUSTER_LIMITS__AUTH_PER_IP_PER_SEC: "0",
         MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC: "0",
+        // The native TCP transport on an ephemeral port, so test files can run in parallel.
+        MUSTER_ROOMS__TCP_LISTEN: "127.0.0.1:0",
         ...env,
       },
       stdio: ["ignore", "pipe", "pipe"],

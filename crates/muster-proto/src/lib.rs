@@ -4,7 +4,11 @@
 //! - [`realtime`]: the realtime envelope carried over the WebSocket, in both of Nakama's formats
 //!   (JSON text frames and protobuf binary frames), with decoders that never panic on input.
 //! - [`wire`]: protobuf's JSON conventions (int64 as strings, base64 bytes, RFC 3339 times).
+//! - [`frame`]: the native TCP transport's framing (length-delimited protobuf envelopes).
+//! - [`arena`]: payloads of the built-in authoritative example game.
 
 pub mod api;
+pub mod arena;
+pub mod frame;
 pub mod realtime;
 pub mod wire;

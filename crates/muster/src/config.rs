@@ -32,6 +32,9 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub database: DatabaseConfig,
     pub metrics: MetricsConfig,
+    pub matches: crate::matches::config::MatchesConfig,
+    pub matchmaker: crate::matches::config::MatchmakerConfig,
+    pub rooms: crate::matches::config::RoomsConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +119,9 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             database: DatabaseConfig::default(),
             metrics: MetricsConfig::default(),
+            matches: Default::default(),
+            matchmaker: Default::default(),
+            rooms: Default::default(),
         }
     }
 }
@@ -230,6 +236,9 @@ impl Config {
         {
             return Err("database_url must start with postgres:// (or be empty for SQLite)".into());
         }
+        self.matches.validate()?;
+        self.matchmaker.validate()?;
+        self.rooms.validate()?;
         Ok(())
     }
 

@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod matches;
 pub mod metrics;
 pub mod password;
 pub mod ratelimit;

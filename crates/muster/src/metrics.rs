@@ -123,6 +123,11 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// The registry, for modules that register their own metrics (e.g. [`crate::matches`]).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut buffer = Vec::new();

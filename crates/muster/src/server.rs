@@ -13,6 +13,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::accounts::Accounts;
 use crate::config::Config;
+use crate::matches::handler::Handlers;
+use crate::matches::Matches;
 use crate::metrics::Metrics;
 use crate::password::Hasher;
 use crate::ratelimit::IpLimit;
@@ -29,6 +31,8 @@ pub struct AppState {
     pub accounts: Arc<Accounts>,
     pub metrics: Arc<Metrics>,
     pub registry: Arc<SessionRegistry>,
+    /// Matches, the matchmaker and rooms.
+    pub matches: Arc<Matches>,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
     /// Cancelled when the server begins shutting down; every socket task watches it.
@@ -39,6 +43,14 @@ pub struct AppState {
 
 impl AppState {
     pub async fn build(config: Config) -> anyhow::Result<AppState> {
+        AppState::build_with_handlers(config, Handlers::builtin()).await
+    }
+
+    /// Builds the state with these authoritative match handlers registered.
+    pub async fn build_with_handlers(
+        config: Config,
+        handlers: Handlers,
+    ) -> anyhow::Result<AppState> {
         let metrics = Arc::new(Metrics::new());
         let store = store::open(&config, metrics.clone()).await?;
         let tokens = Arc::new(TokenService::new(&config.session, store.clone()).await?);
@@ -49,7 +61,11 @@ impl AppState {
             metrics.clone(),
         ));
         let limits = &config.limits;
+        let shutdown = CancellationToken::new();
+        let matches =
+            Matches::build(&config, &store, &metrics, handlers, shutdown.child_token()).await?;
         Ok(AppState {
+            matches,
             auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
             connect_limit: Arc::new(IpLimit::new(
                 limits.connect_per_ip_per_sec,
@@ -61,7 +77,7 @@ impl AppState {
             tokens,
             accounts,
             metrics,
-            shutdown: CancellationToken::new(),
+            shutdown,
             sockets: TaskTracker::new(),
         })
     }
@@ -73,7 +89,28 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = AppState::build(config).await?;
+    run_with_handlers(listener, config, Handlers::builtin(), shutdown).await
+}
+
+/// [`run`], with these authoritative match handlers registered (a game's own logic).
+pub async fn run_with_handlers(
+    listener: TcpListener,
+    config: Config,
+    handlers: Handlers,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = AppState::build_with_handlers(config, handlers).await?;
+    state.matches.start();
+    if !state.config.rooms.tcp_listen.is_empty() {
+        let address = &state.config.rooms.tcp_listen;
+        let tcp = TcpListener::bind(address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address} (rooms.tcp_listen): {e}"))?;
+        let bound = tcp.local_addr()?;
+        state.matches.set_tcp_addr(bound);
+        tracing::info!(address = %bound, "native TCP transport listening");
+        tokio::spawn(crate::matches::tcp::serve(tcp, state.clone()));
+    }
     let grace = state.config.shutdown_grace();
     let app = crate::api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let cancel = state.shutdown.clone();

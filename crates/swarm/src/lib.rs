@@ -9,9 +9,12 @@
 //! merge exactly and stalls cannot hide. See the crate README for the CLI and the file formats.
 
 pub mod coordinator;
+pub mod game;
 pub mod html;
+pub mod native;
 pub mod player;
 pub mod ramp;
+pub mod replay;
 pub mod report;
 pub mod resources;
 pub mod scenario;

@@ -44,7 +44,7 @@ pub fn ws_config() -> WebSocketConfig {
         .max_frame_size(Some(1 << 20))
 }
 
-type Ws = WebSocketStream<TcpStream>;
+pub(crate) type Ws = WebSocketStream<TcpStream>;
 
 /// Why a player failed; [`Failure::kind`] is the key in the report's `errors` map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +83,12 @@ pub enum Failure {
     CloseUnanswered,
     /// Still in the middle of a step when the run's grace period ran out.
     Unfinished,
+    /// A native TCP connection could not be opened.
+    TcpConnect,
+    /// The server closed a native TCP connection.
+    TcpClosed,
+    /// Another native TCP I/O error, or a bad frame from the server.
+    TcpIo,
 }
 
 impl Failure {
@@ -106,11 +112,14 @@ impl Failure {
             Failure::Timeout(what) => format!("{what}_timeout").into(),
             Failure::CloseUnanswered => "ws_close_unanswered".into(),
             Failure::Unfinished => "unfinished".into(),
+            Failure::TcpConnect => "tcp_connect".into(),
+            Failure::TcpClosed => "tcp_closed".into(),
+            Failure::TcpIo => "tcp_io".into(),
         }
     }
 }
 
-fn ws_failure(e: WsError) -> Failure {
+pub(crate) fn ws_failure(e: WsError) -> Failure {
     use tokio_tungstenite::tungstenite::error::ProtocolError;
     match e {
         WsError::Http(resp) => Failure::WsHttp(resp.status().as_u16()),
@@ -159,7 +168,7 @@ struct Session {
 }
 
 /// How an idle wait ended.
-enum Wake {
+pub(crate) enum Wake {
     Deadline,
     Stop,
 }
@@ -172,6 +181,8 @@ struct Player {
     ws: Option<Ws>,
     /// When the next action is intended to happen.
     next: Instant,
+    /// Match and room state (boxed: most scenarios never use it).
+    game: Option<Box<crate::game::Game>>,
 }
 
 /// Runs one player from its intended arrival to its end, recording everything in the worker's
@@ -183,8 +194,12 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
         token: None,
         ws: None,
         next: arrival,
+        game: None,
     };
     let mut result = p.play(&ctx).await;
+    if let Some(game) = p.game.as_mut() {
+        game.close(&ctx).await;
+    }
     if let Some(ws) = p.ws.take() {
         if result.is_ok() {
             // Steps done or run over with the socket open: the harness closes it. This teardown
@@ -216,7 +231,7 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
     ctx.player_done();
 }
 
-fn socket_gone(ctx: &Ctx) {
+pub(crate) fn socket_gone(ctx: &Ctx) {
     let mut rec = ctx.rec.borrow_mut();
     rec.ccu = rec.ccu.saturating_sub(1);
     rec.count(|c| c.disconnects += 1);
@@ -306,6 +321,16 @@ impl Player {
                         Box::pin(close(ctx, ws, limit(timeout_s))).await?;
                     }
                     self.next = Instant::now();
+                }
+                Step::Game(step) => {
+                    let game = self.game.get_or_insert_with(Default::default);
+                    let mut io = crate::game::PlayerIo {
+                        index: self.index,
+                        token: self.token.as_deref(),
+                        ws: &mut self.ws,
+                        next: &mut self.next,
+                    };
+                    Box::pin(game.run(ctx, step, &mut io)).await?;
                 }
             }
         }
@@ -420,7 +445,7 @@ async fn ping(
 
 /// Keeps the socket serviced (answering the server's pings, noticing its close) until
 /// `deadline` or until the run is over.
-async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Result<Wake, Failure> {
+pub(crate) async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Result<Wake, Failure> {
     loop {
         if ctx.is_over() {
             return Ok(Wake::Stop);
@@ -466,7 +491,7 @@ async fn await_reply(
 }
 
 /// Handles a message nobody was waiting for: counts it, answers pings, fails on close.
-async fn unsolicited(
+pub(crate) async fn unsolicited(
     ctx: &Ctx,
     ws: &mut Ws,
     msg: Option<Result<Message, WsError>>,
@@ -491,7 +516,7 @@ async fn unsolicited(
 
 /// Closes the socket with a normal close, waits for the server's close frame and then for the
 /// server to end the TCP connection (so TIME_WAIT lands on the server, not on our source port).
-async fn close(ctx: &Ctx, mut ws: Ws, limit: Duration) -> Result<(), Failure> {
+pub(crate) async fn close(ctx: &Ctx, mut ws: Ws, limit: Duration) -> Result<(), Failure> {
     use tokio_tungstenite::tungstenite::error::ProtocolError;
     let deadline = Instant::now() + limit;
     ctx.rec.borrow_mut().count(|c| c.sends += 1);

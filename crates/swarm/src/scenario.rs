@@ -142,6 +142,12 @@ enum StepKind {
     Heartbeat,
     Wait,
     Disconnect,
+    Matchmake,
+    JoinMatch,
+    Play,
+    CreateRoom,
+    RoomConnect,
+    Replay,
 }
 
 /// A step as written: every key any step may have, each with its span, so that a misplaced or
@@ -157,6 +163,21 @@ struct RawStep {
     interval_s: Option<Spanned<Seconds>>,
     duration_s: Option<Spanned<Seconds>>,
     timeout_s: Option<Spanned<Seconds>>,
+    // Match and room steps (see `crate::game`).
+    query: Option<Spanned<String>>,
+    count: Option<Spanned<u32>>,
+    transport: Option<Spanned<crate::game::Transport>>,
+    tcp_port: Option<Spanned<u16>>,
+    rate_hz: Option<Spanned<f64>>,
+    align: Option<Spanned<crate::game::Align>>,
+    lead_ms: Option<Spanned<f64>>,
+    record: Option<Spanned<String>>,
+    handler: Option<Spanned<String>>,
+    capacity: Option<Spanned<u32>>,
+    tick_rate_hz: Option<Spanned<u32>>,
+    connections: Option<Spanned<u32>>,
+    open: Option<Spanned<bool>>,
+    file: Option<Spanned<String>>,
 }
 
 /// One step of player behaviour.
@@ -189,6 +210,8 @@ pub enum Step {
     Wait { duration_s: Seconds },
     /// Close the socket with a normal close and wait for the server's close reply.
     Disconnect { timeout_s: Option<Seconds> },
+    /// A match or room step (Space Ape's and Hathora's flows); see [`crate::game::GameStep`].
+    Game(crate::game::GameStep),
 }
 
 impl Step {
@@ -200,8 +223,26 @@ impl Step {
             Step::Heartbeat { .. } => "heartbeat",
             Step::Wait { .. } => "wait",
             Step::Disconnect { .. } => "disconnect",
+            Step::Game(g) => g.name(),
         }
     }
+
+    /// Whether the step uses the session token (so it must be kept until then).
+    pub fn needs_token(&self) -> bool {
+        matches!(self, Step::Connect { .. }) || matches!(self, Step::Game(g) if g.needs_token())
+    }
+}
+
+/// `JoinMatch` → `join_match`, as written in `do = "…"`.
+fn snake_case(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// A problem found after parsing, with where it is.
@@ -214,12 +255,18 @@ impl RawStep {
     /// Checks that only this kind's keys are present and builds the step.
     fn into_step(self, span: std::ops::Range<usize>) -> Result<Step, Misplaced> {
         let kind = *self.kind.get_ref();
-        let name = format!("{kind:?}").to_lowercase();
+        let name = snake_case(&format!("{kind:?}"));
         let allowed: &[&str] = match kind {
             StepKind::Authenticate => &["create", "reuse_accounts", "timeout_s"],
             StepKind::Connect | StepKind::Disconnect => &["timeout_s"],
             StepKind::Heartbeat => &["interval_s", "duration_s", "timeout_s"],
             StepKind::Wait => &["duration_s"],
+            StepKind::Matchmake => &["query", "count", "timeout_s"],
+            StepKind::JoinMatch => &["transport", "tcp_port", "timeout_s"],
+            StepKind::Play => &["rate_hz", "duration_s", "align", "lead_ms", "record", "timeout_s"],
+            StepKind::CreateRoom => &["handler", "capacity", "tick_rate_hz", "timeout_s"],
+            StepKind::RoomConnect => &["connections", "open", "timeout_s"],
+            StepKind::Replay => &["file", "timeout_s"],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -230,6 +277,20 @@ impl RawStep {
             ("interval_s", self.interval_s.as_ref().map(|v| v.span())),
             ("duration_s", self.duration_s.as_ref().map(|v| v.span())),
             ("timeout_s", self.timeout_s.as_ref().map(|v| v.span())),
+            ("query", self.query.as_ref().map(|v| v.span())),
+            ("count", self.count.as_ref().map(|v| v.span())),
+            ("transport", self.transport.as_ref().map(|v| v.span())),
+            ("tcp_port", self.tcp_port.as_ref().map(|v| v.span())),
+            ("rate_hz", self.rate_hz.as_ref().map(|v| v.span())),
+            ("align", self.align.as_ref().map(|v| v.span())),
+            ("lead_ms", self.lead_ms.as_ref().map(|v| v.span())),
+            ("record", self.record.as_ref().map(|v| v.span())),
+            ("handler", self.handler.as_ref().map(|v| v.span())),
+            ("capacity", self.capacity.as_ref().map(|v| v.span())),
+            ("tick_rate_hz", self.tick_rate_hz.as_ref().map(|v| v.span())),
+            ("connections", self.connections.as_ref().map(|v| v.span())),
+            ("open", self.open.as_ref().map(|v| v.span())),
+            ("file", self.file.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -274,6 +335,43 @@ impl RawStep {
             StepKind::Disconnect => Step::Disconnect {
                 timeout_s: inner(self.timeout_s),
             },
+            StepKind::Matchmake
+            | StepKind::JoinMatch
+            | StepKind::Play
+            | StepKind::CreateRoom
+            | StepKind::RoomConnect
+            | StepKind::Replay => {
+                let game = crate::game::RawGameStep {
+                    query: self.query.map(Spanned::into_inner),
+                    count: self.count.map(Spanned::into_inner),
+                    transport: self.transport.map(Spanned::into_inner),
+                    tcp_port: self.tcp_port.map(Spanned::into_inner),
+                    rate_hz: self.rate_hz.map(Spanned::into_inner),
+                    duration_s: inner(self.duration_s),
+                    align: self.align.map(Spanned::into_inner),
+                    lead_ms: self.lead_ms.map(Spanned::into_inner),
+                    record: self.record.map(Spanned::into_inner),
+                    handler: self.handler.map(Spanned::into_inner),
+                    capacity: self.capacity.map(Spanned::into_inner),
+                    tick_rate_hz: self.tick_rate_hz.map(Spanned::into_inner),
+                    connections: self.connections.map(Spanned::into_inner),
+                    open: self.open.map(Spanned::into_inner),
+                    file: self.file.map(Spanned::into_inner),
+                    timeout_s: inner(self.timeout_s),
+                };
+                let step = match kind {
+                    StepKind::Matchmake => game.matchmake(),
+                    StepKind::JoinMatch => game.join_match(),
+                    StepKind::Play => game.play(),
+                    StepKind::CreateRoom => game.create_room(),
+                    StepKind::RoomConnect => game.room_connect(),
+                    _ => game.replay(),
+                };
+                Step::Game(step.map_err(|message| Misplaced {
+                    span: span.clone(),
+                    message: format!("do = \"{name}\": {message}"),
+                })?)
+            }
         })
     }
 }
@@ -403,6 +501,7 @@ impl Scenario {
         let mut authenticated = false;
         let mut connected = false;
         let mut endless = false;
+        let mut game = crate::game::Progress::default();
         for (i, step) in self.steps.iter().enumerate() {
             let span = spans.get(i).cloned().unwrap_or(0..0);
             let who = format!("steps[{i}] (do = \"{}\")", step.name());
@@ -443,6 +542,11 @@ impl Scenario {
                         return fail("no socket is open here");
                     }
                     connected = false;
+                }
+                Step::Game(g) => {
+                    if let Err(message) = game.check(g, authenticated, connected) {
+                        return fail(&message);
+                    }
                 }
             }
         }
@@ -702,7 +806,12 @@ do = "disconnect"
     #[test]
     fn bundled_scenarios_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        for name in ["smoke.toml", "connect-and-heartbeat.toml"] {
+        for name in [
+            "smoke.toml",
+            "connect-and-heartbeat.toml",
+            "match-15hz.toml",
+            "rooms-replay.toml",
+        ] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);
         }

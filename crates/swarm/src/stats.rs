@@ -24,14 +24,33 @@ pub enum Metric {
     /// How late the client sent a ping versus its timer: the harness's own health. If this
     /// grows, the load generator, not the server, is saturated.
     ClientLag,
+    /// Matchmaking: `matchmaker_add` intended → `matchmaker_matched` received.
+    Matchmake,
+    /// Joining a match (WebSocket or TCP with a token): intended → `match` received.
+    Join,
+    /// Match input round trip (seed 000's `RTT`): an input's intended send time → the first
+    /// state from the server that echoes it.
+    Rtt,
+    /// Time between a player's consecutive input sends (seed 000's `client-interval`).
+    ClientInterval,
+    /// `POST /v2/rooms`: intended → created.
+    RoomCreate,
+    /// `GET /v2/rooms/{id}/connection`: intended → connection info received.
+    RoomLookup,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 10] = [
         Metric::Auth,
         Metric::Connect,
         Metric::Ping,
         Metric::ClientLag,
+        Metric::Matchmake,
+        Metric::Join,
+        Metric::Rtt,
+        Metric::ClientInterval,
+        Metric::RoomCreate,
+        Metric::RoomLookup,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +59,12 @@ impl Metric {
             Metric::Connect => "connect",
             Metric::Ping => "ping",
             Metric::ClientLag => "client_lag",
+            Metric::Matchmake => "matchmake",
+            Metric::Join => "join",
+            Metric::Rtt => "RTT",
+            Metric::ClientInterval => "client-interval",
+            Metric::RoomCreate => "room_create",
+            Metric::RoomLookup => "room_lookup",
         }
     }
 

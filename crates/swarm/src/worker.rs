@@ -186,7 +186,7 @@ pub async fn run(
         .map(|i| {
             steps[i + 1..]
                 .iter()
-                .any(|s| matches!(s, Step::Connect { .. }))
+                .any(Step::needs_token)
         })
         .collect();
     let ctx = Rc::new(Ctx {

@@ -5,6 +5,7 @@
 mod account;
 mod authenticate;
 pub mod extract;
+pub mod rooms;
 mod session;
 
 use std::time::{Duration, Instant};
@@ -41,6 +42,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/account/session/refresh", post(session::refresh))
         .route("/v2/session/logout", post(session::logout))
         .route("/v2/account", get(account::get).put(account::update))
+        .route("/v2/rooms", post(rooms::create).get(rooms::list))
+        .route("/v2/rooms/{id}", get(rooms::get).delete(rooms::destroy))
+        .route("/v2/rooms/{id}/connection", get(rooms::connection))
         .route("/ws", get(crate::realtime::upgrade))
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))

@@ -35,7 +35,6 @@ pub async fn handle(
     session: &Arc<SessionEntry>,
     state: &AppState,
 ) -> Option<Envelope> {
-    let _ = session;
     let cid = envelope.cid;
     let message = envelope.message?;
     state
@@ -56,12 +55,12 @@ pub async fn handle(
         | Message::ChannelMessageRemove(_) => not_available(cid, &message),
 
         // Matches and the matchmaker.
-        Message::MatchCreate(_)
+        message @ (Message::MatchCreate(_)
         | Message::MatchJoin(_)
         | Message::MatchLeave(_)
         | Message::MatchDataSend(_)
         | Message::MatchmakerAdd(_)
-        | Message::MatchmakerRemove(_) => not_available(cid, &message),
+        | Message::MatchmakerRemove(_)) => state.matches.handle(session, cid, message).await,
 
         // Server functions.
         Message::Rpc(_) => not_available(cid, &message),

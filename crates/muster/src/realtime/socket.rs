@@ -142,6 +142,7 @@ pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state:
         }
     };
 
+    state.matches.session_closed(session);
     if let Some((code, reason)) = ending.close_frame() {
         let frame = Frame::Close(Some(CloseFrame {
             code,

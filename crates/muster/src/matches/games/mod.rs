@@ -1,0 +1,3 @@
+//! Authoritative games built into Muster, registered by [`super::handler::Handlers::builtin`].
+
+pub mod arena;

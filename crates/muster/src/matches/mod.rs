@@ -1,0 +1,499 @@
+//! Matches, the matchmaker and rooms.
+//!
+//! - [`relayed`]: matches whose members' data the server only forwards;
+//! - [`authoritative`] + [`handler`]: matches whose logic the server runs, one task per match,
+//!   with the built-in example game in [`games`];
+//! - [`registry`]: match ids → matches, and each session's memberships;
+//! - [`matchmaker`] + [`query`]: tickets grouped into matches on an interval;
+//! - [`tokens`]: signed, expiring, single-use join tokens (matchmaker tokens, room tickets);
+//! - [`rooms`]: authoritative matches created over HTTP, and [`tcp`], their native transport.
+//!
+//! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
+
+pub mod authoritative;
+pub mod config;
+pub mod error;
+pub mod games;
+pub mod handler;
+pub mod id;
+pub mod matchmaker;
+pub mod metrics;
+pub mod query;
+pub mod registry;
+pub mod relayed;
+pub mod rooms;
+pub mod tcp;
+pub mod tokens;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use muster_proto::realtime::{
+    match_join, Envelope, Match, MatchCreate, MatchDataSend, MatchJoin, MatchLeave, Message,
+};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use self::authoritative::{ActorEnv, AuthoritativeHandle, RoomMeta};
+use self::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
+use self::error::MatchError;
+use self::handler::{Handlers, Input, MatchParams};
+use self::id::MatchId;
+use self::matchmaker::Matchmaker;
+use self::metrics::MatchMetrics;
+use self::registry::{Bucket, MatchRef, MatchRegistry, Member};
+use self::relayed::RelayedMatch;
+use self::tokens::JoinTokens;
+use crate::config::Config;
+use crate::realtime::registry::SessionEntry;
+use crate::store::Store;
+
+/// The matches service: one per server, shared by every socket and request.
+pub struct Matches {
+    pub config: MatchesConfig,
+    pub matchmaker_config: MatchmakerConfig,
+    pub rooms_config: RoomsConfig,
+    pub registry: Arc<MatchRegistry>,
+    pub handlers: Handlers,
+    pub tokens: JoinTokens,
+    pub metrics: Arc<MatchMetrics>,
+    pub matchmaker: Matchmaker,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// Where the native TCP transport listens, once it does.
+    tcp_addr: OnceLock<SocketAddr>,
+}
+
+/// What a `match_join` names.
+pub enum JoinTarget {
+    Id(String),
+    Token(String),
+}
+
+impl Matches {
+    pub async fn build(
+        config: &Config,
+        store: &Arc<dyn Store>,
+        metrics: &crate::metrics::Metrics,
+        handlers: Handlers,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Arc<Matches>> {
+        let metrics = Arc::new(MatchMetrics::register(metrics.registry()));
+        let tokens = JoinTokens::open(
+            &config.matches.join_token_key,
+            config.matches.join_token_expiry_sec,
+            store,
+            metrics.clone(),
+        )
+        .await?;
+        let handler = &config.matchmaker.match_handler;
+        if !handler.is_empty() && handlers.get(handler).is_none() {
+            anyhow::bail!(
+                "matchmaker.match_handler {handler:?} is not a registered match handler (known: {})",
+                handlers.names().join(", ")
+            );
+        }
+        Ok(Arc::new(Matches {
+            config: config.matches.clone(),
+            matchmaker_config: config.matchmaker.clone(),
+            rooms_config: config.rooms.clone(),
+            registry: Arc::new(MatchRegistry::default()),
+            handlers,
+            tokens,
+            matchmaker: Matchmaker::new(config.matchmaker.clone()),
+            metrics,
+            shutdown,
+            tcp_addr: OnceLock::new(),
+        }))
+    }
+
+    /// Starts the background tasks: the matchmaker's passes and periodic pruning.
+    pub fn start(self: &Arc<Self>) {
+        tokio::spawn(matchmaker::run(self.clone()));
+        let matches = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(10));
+            loop {
+                tokio::select! {
+                    () = matches.shutdown.cancelled() => return,
+                    _ = every.tick() => {
+                        matches.tokens.prune();
+                        matches.registry.prune();
+                    }
+                }
+            }
+        });
+    }
+
+    pub fn set_tcp_addr(&self, addr: SocketAddr) {
+        let _ = self.tcp_addr.set(addr);
+    }
+
+    /// The native TCP transport's address, when it is enabled.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_addr.get().copied()
+    }
+
+    fn actor_env(&self) -> ActorEnv {
+        ActorEnv {
+            registry: self.registry.clone(),
+            metrics: self.metrics.clone(),
+            empty_timeout: Duration::from_millis(self.config.empty_timeout_ms),
+            input_queue_size: self.config.input_queue_size,
+            control_queue_size: self.config.control_queue_size,
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
+    fn node(&self) -> &str {
+        &self.config.node_name
+    }
+
+    /// Creates an authoritative match of the handler called `handler` and starts its task.
+    pub fn create_authoritative(
+        &self,
+        handler: &str,
+        params: MatchParams,
+        room: Option<RoomMeta>,
+    ) -> Result<Arc<AuthoritativeHandle>, MatchError> {
+        let factory = self.handlers.get(handler).ok_or_else(|| {
+            MatchError::BadInput(format!(
+                "No match handler called '{}' (known: {}).",
+                id::shorten(handler),
+                self.handlers.names().join(", ")
+            ))
+        })?;
+        let id = MatchId::new_authoritative();
+        let params = MatchParams {
+            default_tick_rate_hz: self.config.tick_rate_hz,
+            ..params
+        };
+        let is_room = room.is_some();
+        let (handle, actor) = authoritative::create(
+            self.actor_env(),
+            id,
+            id.display(self.node()),
+            handler,
+            factory(),
+            &params,
+            room,
+        );
+        self.registry.insert(
+            MatchRef::Authoritative(handle.clone()),
+            self.config.max_matches,
+        )?;
+        self.metrics
+            .matches
+            .with_label_values(&["authoritative"])
+            .inc();
+        if is_room {
+            self.metrics.rooms.inc();
+        }
+        tokio::spawn(actor.run());
+        Ok(handle)
+    }
+
+    fn new_relayed(&self, id: MatchId, name: Option<String>) -> Arc<RelayedMatch> {
+        self.metrics.matches.with_label_values(&["relayed"]).inc();
+        RelayedMatch::new(id, name)
+    }
+
+    /// `match_create`: a new relayed match (or, given a name in use, that match), joined.
+    pub fn create(
+        &self,
+        session: &Arc<SessionEntry>,
+        request: MatchCreate,
+    ) -> Result<Match, MatchError> {
+        self.check_membership_room(session, None)?;
+        let max = self.config.max_matches;
+        let relayed = if request.name.is_empty() {
+            let created = self.new_relayed(MatchId::new_relayed(), None);
+            self.registry
+                .insert(MatchRef::Relayed(created.clone()), max)
+                .inspect_err(|_| {
+                    self.metrics.matches.with_label_values(&["relayed"]).dec();
+                })?;
+            created
+        } else {
+            if request.name.len() > 128 {
+                return Err(MatchError::BadInput(
+                    "Match name is longer than 128 bytes.".into(),
+                ));
+            }
+            let name = request.name.clone();
+            self.registry.named_or_insert(&request.name, max, || {
+                self.new_relayed(MatchId::new_relayed(), Some(name))
+            })?
+        };
+        self.join_relayed(session, &relayed)
+    }
+
+    fn join_relayed(
+        &self,
+        session: &Arc<SessionEntry>,
+        relayed: &Arc<RelayedMatch>,
+    ) -> Result<Match, MatchError> {
+        let joined = relayed.join(Member::of(session), self.config.max_relayed_size)?;
+        if joined.new {
+            self.registry.add_membership(
+                session.session_id,
+                MatchRef::Relayed(relayed.clone()),
+                Bucket::full(self.config.input_burst),
+            );
+            self.metrics.players.inc();
+        }
+        Ok(joined.reply)
+    }
+
+    /// Refuses a join that would put `session` in more than `max_matches_per_session` matches.
+    fn check_membership_room(
+        &self,
+        session: &SessionEntry,
+        joining: Option<MatchId>,
+    ) -> Result<(), MatchError> {
+        let count = self.registry.memberships_of(session.session_id);
+        let already = joining.is_some_and(|id| self.registry.member_of(session.session_id, id));
+        if !already && count >= self.config.max_matches_per_session {
+            return Err(MatchError::BadInput(format!(
+                "Already in {count} matches, the most one connection may be in."
+            )));
+        }
+        Ok(())
+    }
+
+    /// `match_join`, by match id or by join token.
+    pub async fn join(
+        &self,
+        session: &Arc<SessionEntry>,
+        target: JoinTarget,
+        metadata: HashMap<String, String>,
+    ) -> Result<Match, MatchError> {
+        match target {
+            JoinTarget::Id(text) => {
+                let id = MatchId::parse(&text, self.node())?;
+                self.check_membership_room(session, Some(id))?;
+                let found = self.registry.get(id)?;
+                self.join_found(session, found, metadata).await
+            }
+            JoinTarget::Token(token) => {
+                let claims = self.tokens.verify(&token)?;
+                if claims.uid != session.user_id {
+                    return Err(MatchError::BadInput(
+                        "Join token was issued to another user.".into(),
+                    ));
+                }
+                let id = claims.match_id();
+                self.check_membership_room(session, Some(id))?;
+                self.tokens.consume(&claims)?;
+                let found = if id.authoritative {
+                    self.registry.get(id)
+                } else {
+                    self.registry
+                        .relayed_or_insert(id, self.config.max_matches, || {
+                            self.new_relayed(id, None)
+                        })
+                        .map(MatchRef::Relayed)
+                };
+                let result = match found {
+                    Ok(found) => self.join_found(session, found, metadata).await,
+                    Err(e) => Err(e),
+                };
+                if matches!(result, Err(MatchError::Rejected(_))) {
+                    // Full or busy is not the token's fault: it may be tried again.
+                    self.tokens.release(&claims);
+                }
+                result
+            }
+        }
+    }
+
+    async fn join_found(
+        &self,
+        session: &Arc<SessionEntry>,
+        found: MatchRef,
+        metadata: HashMap<String, String>,
+    ) -> Result<Match, MatchError> {
+        match found {
+            MatchRef::Relayed(relayed) => self.join_relayed(session, &relayed),
+            MatchRef::Authoritative(handle) => {
+                let limit = Duration::from_millis(self.config.join_timeout_ms);
+                let reply = handle.join(Member::of(session), metadata, limit).await?;
+                self.registry.add_membership(
+                    session.session_id,
+                    MatchRef::Authoritative(handle),
+                    Bucket::full(self.config.input_burst),
+                );
+                Ok(reply)
+            }
+        }
+    }
+
+    /// `match_leave`. Leaving a match one is not in is not an error; an unknown match is.
+    pub fn leave(&self, session: &SessionEntry, match_id: &str) -> Result<(), MatchError> {
+        let id = MatchId::parse(match_id, self.node())?;
+        match self.registry.remove_membership(session.session_id, id) {
+            Some(target) => {
+                self.leave_target(session.session_id, target);
+                Ok(())
+            }
+            None => self.registry.get(id).map(|_| ()),
+        }
+    }
+
+    fn leave_target(&self, session: Uuid, target: MatchRef) {
+        match target {
+            MatchRef::Relayed(relayed) => {
+                if let Some(now_empty) = relayed.leave(session) {
+                    self.metrics.players.dec();
+                    if now_empty && self.registry.remove(relayed.id, relayed.name.as_deref()) {
+                        self.metrics.matches.with_label_values(&["relayed"]).dec();
+                    }
+                }
+            }
+            MatchRef::Authoritative(handle) => handle.leave(session),
+        }
+    }
+
+    /// `match_data_send`: forwarded to the other members (relayed) or queued for the match's next
+    /// tick (authoritative).
+    pub fn send(&self, session: &SessionEntry, data: MatchDataSend) -> Result<(), MatchError> {
+        let id = MatchId::parse(&data.match_id, self.node())?;
+        if data.data.len() > self.config.max_data_bytes {
+            self.metrics
+                .inputs_dropped
+                .with_label_values(&["size"])
+                .inc();
+            return Err(MatchError::BadInput(format!(
+                "Match data of {} bytes is over the limit of {}.",
+                data.data.len(),
+                self.config.max_data_bytes
+            )));
+        }
+        let target = self
+            .registry
+            .member_send(
+                session.session_id,
+                id,
+                self.config.max_inputs_per_sec,
+                self.config.input_burst,
+            )
+            .inspect_err(|_| {
+                self.metrics
+                    .inputs_dropped
+                    .with_label_values(&["rate"])
+                    .inc()
+            })?;
+        let Some(target) = target else {
+            self.metrics
+                .inputs_dropped
+                .with_label_values(&["not_member"])
+                .inc();
+            return Err(match self.registry.get(id) {
+                Ok(_) => MatchError::NotFound("Not a member of this match: join it first.".into()),
+                Err(e) => e,
+            });
+        };
+        match target {
+            MatchRef::Relayed(relayed) => {
+                relayed.send(
+                    session.session_id,
+                    data.op_code,
+                    data.data,
+                    &data.presences,
+                    data.reliable,
+                );
+                Ok(())
+            }
+            MatchRef::Authoritative(handle) => handle
+                .input(Input {
+                    from: session.session_id,
+                    op_code: data.op_code,
+                    data: data.data,
+                    reliable: data.reliable,
+                })
+                .inspect_err(|e| {
+                    if matches!(e, MatchError::Ended(_)) {
+                        self.registry
+                            .remove_membership(session.session_id, handle.id);
+                    } else {
+                        self.metrics
+                            .inputs_dropped
+                            .with_label_values(&["queue_full"])
+                            .inc();
+                    }
+                }),
+        }
+    }
+
+    /// A socket or TCP connection closed: leave every match, drop every matchmaker ticket.
+    pub fn session_closed(&self, session: &SessionEntry) {
+        for target in self.registry.take_memberships(session.session_id) {
+            self.leave_target(session.session_id, target);
+        }
+        self.matchmaker.session_closed(session.session_id);
+    }
+
+    /// Answers one match or matchmaker envelope from `session` (the realtime dispatcher's arm).
+    pub async fn handle(
+        &self,
+        session: &Arc<SessionEntry>,
+        cid: String,
+        message: Message,
+    ) -> Option<Envelope> {
+        let result = match message {
+            Message::MatchCreate(request) => self
+                .create(session, request)
+                .map(|m| Some(Message::Match(m))),
+            Message::MatchJoin(MatchJoin { id, metadata }) => {
+                let target = match id {
+                    Some(match_join::Id::MatchId(id)) => Ok(JoinTarget::Id(id)),
+                    Some(match_join::Id::Token(token)) => Ok(JoinTarget::Token(token)),
+                    None => Err(MatchError::BadInput(
+                        "match_join needs a match_id or a token.".into(),
+                    )),
+                };
+                match target {
+                    Ok(target) => self
+                        .join(session, target, metadata)
+                        .await
+                        .map(|m| Some(Message::Match(m))),
+                    Err(e) => Err(e),
+                }
+            }
+            Message::MatchLeave(MatchLeave { match_id }) => {
+                self.leave(session, &match_id).map(|()| None)
+            }
+            Message::MatchDataSend(data) => match self.send(session, data) {
+                // No answer to data, as in Nakama (the client does not wait for one).
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            },
+            Message::MatchmakerAdd(add) => self
+                .matchmaker
+                .add(session, add)
+                .await
+                .map(|t| Some(Message::MatchmakerTicket(t))),
+            Message::MatchmakerRemove(remove) => self
+                .matchmaker
+                .remove(session.session_id, &remove.ticket)
+                .await
+                .map(|()| None),
+            other => Err(MatchError::BadInput(format!(
+                "'{}' is not a match message",
+                other.kind()
+            ))),
+        };
+        match result {
+            Ok(message) => Some(Envelope { cid, message }),
+            Err(error) => {
+                self.metrics
+                    .errors
+                    .with_label_values(&[error.label()])
+                    .inc();
+                Some(error.envelope(cid))
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Relayed matches: the server keeps the member list and forwards `match_data` between members;
+//! the game logic runs in the clients.
+//!
+//! Why no task per relayed match: a relayed match has no clock and no logic, only a member list
+//! read on every message. The sender's own socket task does the forwarding under a read lock of
+//! that one list (never held across an await, never shared with another match), which costs one
+//! encode per wire format plus a queue push per recipient, and no extra hop through a channel.
+//! Joins and leaves take the write lock, so presence events and data reach members in one
+//! consistent order: nobody receives data from a member before that member's join event.
+
+use std::sync::Arc;
+
+use muster_proto::realtime::{
+    Envelope, Match, MatchData, MatchPresenceEvent, Message, UserPresence,
+};
+use parking_lot::RwLock;
+use uuid::Uuid;
+
+use super::error::MatchError;
+use super::id::MatchId;
+use super::registry::Member;
+use crate::realtime::fanout::Encoded;
+
+pub struct RelayedMatch {
+    pub id: MatchId,
+    /// The id as clients see it (`{uuid}.`).
+    pub id_text: String,
+    /// The name it was created with, if any (`match_create { name }`).
+    pub name: Option<String>,
+    state: RwLock<State>,
+}
+
+struct State {
+    members: Vec<Member>,
+    ended: bool,
+}
+
+/// What a successful join did.
+pub struct Joined {
+    pub reply: Match,
+    /// False when the session was already a member (the join changed nothing).
+    pub new: bool,
+}
+
+impl RelayedMatch {
+    pub fn new(id: MatchId, name: Option<String>) -> Arc<RelayedMatch> {
+        Arc::new(RelayedMatch {
+            id_text: id.display(""),
+            id,
+            name,
+            state: RwLock::new(State {
+                members: Vec::new(),
+                ended: false,
+            }),
+        })
+    }
+
+    /// Adds `member`, tells the others, and returns the `match` answer for the joiner.
+    pub fn join(&self, member: Member, max_size: usize) -> Result<Joined, MatchError> {
+        let mut state = self.state.write();
+        if state.ended {
+            return Err(MatchError::Ended("Match has ended.".into()));
+        }
+        let session = member.session.session_id;
+        let new = state
+            .members
+            .iter()
+            .all(|m| m.session.session_id != session);
+        if new {
+            if state.members.len() >= max_size {
+                return Err(MatchError::Rejected("Match is full.".into()));
+            }
+            let event = self.presence_event(vec![member.presence.clone()], Vec::new());
+            for other in &state.members {
+                event.deliver(&other.session);
+            }
+            state.members.push(member.clone());
+        }
+        let reply = Match {
+            match_id: self.id_text.clone(),
+            authoritative: false,
+            label: None,
+            size: state.members.len() as i32,
+            presences: state
+                .members
+                .iter()
+                .filter(|m| m.session.session_id != session)
+                .map(|m| m.presence.clone())
+                .collect(),
+            self_presence: Some(member.presence),
+        };
+        Ok(Joined { reply, new })
+    }
+
+    /// Removes `session`, tells the others; `Some(true)` when the match is now empty (and ended),
+    /// `None` when the session was not a member.
+    pub fn leave(&self, session: Uuid) -> Option<bool> {
+        let mut state = self.state.write();
+        let index = state
+            .members
+            .iter()
+            .position(|m| m.session.session_id == session)?;
+        let gone = state.members.remove(index);
+        if state.members.is_empty() {
+            state.ended = true;
+            return Some(true);
+        }
+        let event = self.presence_event(Vec::new(), vec![gone.presence]);
+        for other in &state.members {
+            event.deliver(&other.session);
+        }
+        Some(false)
+    }
+
+    /// Forwards data from the member `from` to every other member, or only to the members named
+    /// in `to` (by session id). Returns how many it reached.
+    pub fn send(
+        &self,
+        from: Uuid,
+        op_code: i64,
+        data: Vec<u8>,
+        to: &[UserPresence],
+        reliable: bool,
+    ) -> usize {
+        let state = self.state.read();
+        let Some(sender) = state.members.iter().find(|m| m.session.session_id == from) else {
+            return 0;
+        };
+        let encoded = Encoded::new(Envelope::new(
+            "",
+            Message::MatchData(MatchData {
+                match_id: self.id_text.clone(),
+                presence: Some(sender.presence.clone()),
+                op_code,
+                data,
+                reliable,
+            }),
+        ));
+        let mut reached = 0;
+        for member in &state.members {
+            let wanted = if to.is_empty() {
+                member.session.session_id != from
+            } else {
+                to.iter()
+                    .any(|p| p.session_id == member.presence.session_id)
+            };
+            if wanted && encoded.deliver(&member.session) {
+                reached += 1;
+            }
+        }
+        reached
+    }
+
+    pub fn size(&self) -> usize {
+        self.state.read().members.len()
+    }
+
+    fn presence_event(&self, joins: Vec<UserPresence>, leaves: Vec<UserPresence>) -> Encoded {
+        Encoded::new(Envelope::new(
+            "",
+            Message::MatchPresenceEvent(MatchPresenceEvent {
+                match_id: self.id_text.clone(),
+                joins,
+                leaves,
+            }),
+        ))
+    }
+}

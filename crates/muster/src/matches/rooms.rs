@@ -1,0 +1,231 @@
+//! Rooms: authoritative matches created over HTTP, in the spirit of Hathora's flow (seed 002):
+//! a game creates a room of a registered handler with a capacity, each player asks where it
+//! lives (host, port, transport, and a join ticket of their own), connects — over the native TCP
+//! transport ([`super::tcp`]) or the WebSocket — and plays. An empty room ends after
+//! `matches.empty_timeout_ms`; its creator (or a server holding `rooms.admin_key`) may destroy it
+//! sooner.
+//!
+//! A room *is* an authoritative match: its id is the match id, and players on TCP and on
+//! WebSocket are members of the same match.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::authoritative::{AuthoritativeHandle, RoomMeta};
+use super::error::MatchError;
+use super::handler::MatchParams;
+use super::id::MatchId;
+use super::registry::MatchRef;
+use super::Matches;
+
+/// Who is calling the rooms API.
+#[derive(Debug, Clone)]
+pub enum RoomCaller {
+    /// A player, by session token.
+    Player { user_id: Uuid, username: String },
+    /// A game server, by `rooms.admin_key`.
+    Admin,
+}
+
+/// `POST /v2/rooms` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRoom {
+    /// A registered match handler, e.g. `arena`.
+    pub handler: String,
+    /// Most players at once.
+    pub capacity: u32,
+    /// Free parameters for the handler.
+    #[serde(default)]
+    pub params: HashMap<String, String>,
+}
+
+/// A room as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoomInfo {
+    pub room_id: String,
+    pub handler: String,
+    pub capacity: usize,
+    pub players: usize,
+    pub tick_rate_hz: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The creating user; absent for rooms created with the admin key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// `GET /v2/rooms/{id}/connection` answer: where the room lives and a ticket to get in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    pub room_id: String,
+    /// `tcp` (the native transport) or `websocket` when TCP is disabled.
+    pub transport: String,
+    pub host: String,
+    pub port: u16,
+    /// The join token: the first frame on TCP is `match_join { token }`; on the WebSocket,
+    /// `match_join { token }` too (or `match_join { match_id }`).
+    pub ticket: String,
+    /// Unix seconds after which the ticket is refused.
+    pub ticket_expires_at: i64,
+    /// The WebSocket path, for clients that prefer it.
+    pub websocket_path: String,
+}
+
+impl RoomInfo {
+    fn of(room: &AuthoritativeHandle) -> RoomInfo {
+        let meta = room.room.as_ref();
+        RoomInfo {
+            room_id: room.id_text.clone(),
+            handler: room.handler.clone(),
+            capacity: room.capacity,
+            players: room.size(),
+            tick_rate_hz: room.tick_rate_hz(),
+            label: room.label.clone(),
+            owner: meta.and_then(|m| m.owner).map(|u| u.to_string()),
+            created_at_ms: meta.map_or(0, |m| m.created_at_ms),
+        }
+    }
+}
+
+impl Matches {
+    pub fn create_room(
+        &self,
+        caller: &RoomCaller,
+        request: CreateRoom,
+    ) -> Result<RoomInfo, MatchError> {
+        let limits = &self.rooms_config;
+        if request.capacity == 0 || request.capacity > limits.max_capacity {
+            return Err(MatchError::BadInput(format!(
+                "capacity must be between 1 and {}.",
+                limits.max_capacity
+            )));
+        }
+        if request.params.len() > 32
+            || request
+                .params
+                .iter()
+                .any(|(k, v)| k.len() > 128 || v.len() > 1024)
+        {
+            return Err(MatchError::BadInput(
+                "params: at most 32 entries, keys up to 128 bytes, values up to 1024.".into(),
+            ));
+        }
+        if self.metrics.rooms.get() as usize >= limits.max_rooms {
+            return Err(MatchError::Rejected(
+                "Too many rooms on this server; try later.".into(),
+            ));
+        }
+        let owner = match caller {
+            RoomCaller::Player { user_id, .. } => Some(*user_id),
+            RoomCaller::Admin => None,
+        };
+        let params = MatchParams {
+            capacity: request.capacity as usize,
+            params: request.params,
+            ..Default::default()
+        };
+        let room = self.create_authoritative(
+            &request.handler,
+            params,
+            Some(RoomMeta {
+                owner,
+                created_at_ms: crate::time::now_ms(),
+            }),
+        )?;
+        Ok(RoomInfo::of(&room))
+    }
+
+    /// The live room with this id.
+    pub fn room(&self, id: &str) -> Result<Arc<AuthoritativeHandle>, MatchError> {
+        let id = MatchId::parse(id, &self.config.node_name)?;
+        match self.registry.get(id)? {
+            MatchRef::Authoritative(room) if room.room.is_some() => Ok(room),
+            _ => Err(MatchError::NotFound("Room not found.".into())),
+        }
+    }
+
+    pub fn room_info(&self, id: &str) -> Result<RoomInfo, MatchError> {
+        self.room(id).map(|r| RoomInfo::of(&r))
+    }
+
+    /// Up to `limit` rooms, optionally of one handler. Walks the match map: an admin listing,
+    /// not a per-player hot path.
+    pub fn list_rooms(&self, handler: Option<&str>, limit: usize) -> Vec<RoomInfo> {
+        let mut rooms: Vec<RoomInfo> = self
+            .registry
+            .authoritative()
+            .filter(|m| m.room.is_some() && handler.is_none_or(|h| m.handler == h))
+            .take(limit)
+            .map(|m| RoomInfo::of(&m))
+            .collect();
+        rooms.sort_by(|a, b| {
+            a.created_at_ms
+                .cmp(&b.created_at_ms)
+                .then(a.room_id.cmp(&b.room_id))
+        });
+        rooms
+    }
+
+    /// Ends a room; only its creator or the admin key may.
+    pub fn destroy_room(&self, caller: &RoomCaller, id: &str) -> Result<(), MatchError> {
+        let room = self.room(id)?;
+        if let RoomCaller::Player { user_id, .. } = caller {
+            if room.room.as_ref().and_then(|m| m.owner) != Some(*user_id) {
+                return Err(MatchError::Rejected(
+                    "Only the room's creator may destroy it.".into(),
+                ));
+            }
+        }
+        room.terminate();
+        Ok(())
+    }
+
+    /// Connection info with a ticket for the calling player. `request_host` is the host the
+    /// client reached the API on, used when `rooms.public_host` is empty.
+    pub fn connection(
+        &self,
+        caller: &RoomCaller,
+        id: &str,
+        request_host: &str,
+        http_port: u16,
+    ) -> Result<ConnectionInfo, MatchError> {
+        let RoomCaller::Player { user_id, username } = caller else {
+            return Err(MatchError::BadInput(
+                "A ticket is issued to a player: call with the player's session token.".into(),
+            ));
+        };
+        let room = self.room(id)?;
+        let (ticket, expires) = self.tokens.issue(room.id, *user_id, username);
+        let config = &self.rooms_config;
+        let host = if config.public_host.is_empty() {
+            request_host.to_owned()
+        } else {
+            config.public_host.clone()
+        };
+        let (transport, port) = match self.tcp_addr() {
+            Some(addr) => (
+                "tcp",
+                if config.public_port == 0 {
+                    addr.port()
+                } else {
+                    config.public_port
+                },
+            ),
+            None => ("websocket", http_port),
+        };
+        Ok(ConnectionInfo {
+            room_id: room.id_text.clone(),
+            transport: transport.into(),
+            host,
+            port,
+            ticket,
+            ticket_expires_at: expires,
+            websocket_path: "/ws".into(),
+        })
+    }
+}

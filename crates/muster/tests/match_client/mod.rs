@@ -1,0 +1,236 @@
+//! Clients for the match tests: a Nakama-style JSON WebSocket client and a native TCP client
+//! (length-delimited protobuf frames), both waiting on events with timeouts, never on sleeps.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use muster_proto::frame;
+use muster_proto::realtime::{self, Envelope, Message as Kind};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
+
+use crate::common::TestServer;
+
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// A player with a session and an open JSON socket.
+pub struct Ws {
+    pub socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    pub token: String,
+    pub user_id: String,
+    next_cid: u64,
+    /// Messages received while waiting for something else.
+    pending: VecDeque<Value>,
+}
+
+impl Ws {
+    /// Authenticates `device` (creating the account) and opens its socket.
+    pub async fn connect(server: &TestServer, device: &str) -> Ws {
+        let (token, _) = server.device_session(&format!("match-test-{device}")).await;
+        let claims = crate::common::claims(&token);
+        let (socket, _) = connect_async(server.ws_url(&format!("token={token}&format=json")))
+            .await
+            .expect("socket");
+        Ws {
+            socket,
+            user_id: claims["uid"].as_str().expect("uid").to_owned(),
+            token,
+            next_cid: 0,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// Sends `body` with a fresh cid and returns the envelope answering it.
+    pub async fn request(&mut self, mut body: Value) -> Value {
+        self.next_cid += 1;
+        let cid = self.next_cid.to_string();
+        body["cid"] = json!(cid);
+        self.send(body).await;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let message = self.read(deadline).await;
+            if message["cid"] == json!(cid) {
+                return message;
+            }
+            self.pending.push_back(message);
+        }
+    }
+
+    /// Sends without waiting for anything.
+    pub async fn send(&mut self, body: Value) {
+        self.socket
+            .send(Message::text(body.to_string()))
+            .await
+            .expect("send");
+    }
+
+    /// The next message carrying `key` (earlier ones of other kinds are kept for later).
+    pub async fn next(&mut self, key: &str) -> Value {
+        if let Some(i) = self.pending.iter().position(|m| m.get(key).is_some()) {
+            return self.pending.remove(i).expect("present");
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let message = self.read(deadline).await;
+            if message.get(key).is_some() {
+                return message;
+            }
+            self.pending.push_back(message);
+        }
+    }
+
+    /// Messages of kind `key` received so far (pending ones), consumed.
+    pub fn take_pending(&mut self, key: &str) -> Vec<Value> {
+        let (hit, rest): (Vec<_>, Vec<_>) =
+            self.pending.drain(..).partition(|m| m.get(key).is_some());
+        self.pending = rest.into();
+        hit
+    }
+
+    async fn read(&mut self, deadline: tokio::time::Instant) -> Value {
+        loop {
+            let frame = tokio::time::timeout_at(deadline, self.socket.next())
+                .await
+                .expect("a message in time")
+                .expect("socket open")
+                .expect("valid frame");
+            match frame {
+                Message::Text(text) => return serde_json::from_str(&text).expect("JSON"),
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("unexpected frame {other:?}"),
+            }
+        }
+    }
+
+    /// A ping round trip: every message the server queued for us before it is now in `pending`.
+    pub async fn sync(&mut self) {
+        let pong = self.request(json!({"ping": {}})).await;
+        assert!(pong.get("pong").is_some(), "{pong}");
+    }
+
+    /// Closes and waits for the server to finish the close handshake (its socket task has left
+    /// its read loop: the session's matches and tickets are being dropped).
+    pub async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+        while let Ok(Some(Ok(_))) = tokio::time::timeout(WAIT, self.socket.next()).await {}
+    }
+}
+
+/// A native TCP transport connection.
+pub struct Tcp {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+    pending: VecDeque<Envelope>,
+}
+
+impl Tcp {
+    pub async fn connect(addr: SocketAddr) -> Tcp {
+        let stream = TcpStream::connect(addr).await.expect("TCP connect");
+        stream.set_nodelay(true).expect("nodelay");
+        Tcp {
+            stream,
+            buf: Vec::new(),
+            pending: VecDeque::new(),
+        }
+    }
+
+    pub async fn send(&mut self, envelope: &Envelope) {
+        let mut out = Vec::new();
+        frame::encode_frame(envelope, &mut out);
+        self.stream.write_all(&out).await.expect("write");
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("write");
+    }
+
+    /// The next envelope; `None` when the server closed the connection.
+    pub async fn next(&mut self) -> Option<Envelope> {
+        match self.pending.pop_front() {
+            Some(e) => Some(e),
+            None => self.read_more().await,
+        }
+    }
+
+    /// The next envelope of the given kind, keeping others for later.
+    pub async fn next_kind(&mut self, kind: &str) -> Envelope {
+        let is = |e: &Envelope| e.message.as_ref().map(Kind::kind) == Some(kind);
+        if let Some(i) = self.pending.iter().position(is) {
+            return self.pending.remove(i).expect("present");
+        }
+        loop {
+            match self.read_more().await {
+                Some(e) if is(&e) => return e,
+                Some(e) => self.pending.push_back(e),
+                None => panic!("connection closed while waiting for {kind}"),
+            }
+        }
+    }
+
+    /// Reads the next envelope from the socket (after any already framed), ignoring `pending`.
+    async fn read_more(&mut self) -> Option<Envelope> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some((header, body)) = frame::next_frame(&self.buf, 1 << 20).expect("framing") {
+                let envelope =
+                    frame::decode_body(&self.buf[header..header + body]).expect("envelope");
+                self.buf.drain(..header + body);
+                return Some(envelope);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout_at(deadline, self.stream.read(&mut chunk))
+                .await
+                .expect("data in time")
+                .unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads until the server closes; returns what came before.
+    pub async fn until_closed(&mut self) -> Vec<Envelope> {
+        let mut seen: Vec<Envelope> = self.pending.drain(..).collect();
+        while let Some(e) = self.read_more().await {
+            seen.push(e);
+        }
+        seen
+    }
+}
+
+/// `match_join { token }` as a protobuf envelope.
+pub fn join_with_token(cid: &str, token: &str) -> Envelope {
+    Envelope::new(
+        cid,
+        Kind::MatchJoin(realtime::MatchJoin {
+            id: Some(realtime::match_join::Id::Token(token.to_owned())),
+            metadata: Default::default(),
+        }),
+    )
+}
+
+/// The error code of an error envelope (JSON), or a panic naming what came instead.
+pub fn error_code(message: &Value) -> i64 {
+    message["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error, got {message}"))
+}
+
+pub fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn unb64(text: &Value) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text.as_str().unwrap_or_default())
+        .expect("base64")
+}

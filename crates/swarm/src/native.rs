@@ -1,0 +1,88 @@
+//! Muster's native TCP transport, client side: protobuf envelopes in length-delimited frames
+//! ([`muster_proto::frame`]), from the worker's source address. A connection owns its socket and
+//! a read buffer that holds at most the frames not yet consumed (a few dozen bytes between
+//! reads), so an idle connection costs little more than the socket.
+
+use std::net::{IpAddr, SocketAddr};
+
+use muster_proto::frame;
+use muster_proto::realtime::{self, Envelope};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::player::Failure;
+
+/// Largest frame accepted from the server.
+const MAX_FRAME: usize = 64 * 1024;
+
+pub struct Native {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Native {
+    /// Connects to `addr`, binding to `source` first when given.
+    pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Native, Failure> {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(|_| Failure::WsBind)?;
+        if let Some(ip) = source {
+            socket
+                .bind(SocketAddr::new(ip, 0))
+                .map_err(|_| Failure::WsBind)?;
+        }
+        let stream = socket.connect(addr).await.map_err(|_| Failure::TcpConnect)?;
+        let _ = stream.set_nodelay(true);
+        Ok(Native {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
+    pub async fn send(&mut self, envelope: &Envelope) -> Result<(), Failure> {
+        let mut out = Vec::with_capacity(64);
+        frame::encode_frame(envelope, &mut out);
+        self.stream.write_all(&out).await.map_err(io_failure)
+    }
+
+    /// The next envelope. Cancel-safe: bytes read before a cancellation stay in the buffer.
+    pub async fn recv(&mut self) -> Result<Envelope, Failure> {
+        loop {
+            match frame::next_frame(&self.buf, MAX_FRAME) {
+                Ok(Some((header, body))) => {
+                    let decoded = realtime::decode_protobuf(&self.buf[header..header + body]);
+                    self.buf.drain(..header + body);
+                    if self.buf.is_empty() {
+                        // Keep no buffer between bursts.
+                        self.buf = Vec::new();
+                    }
+                    return decoded.map_err(|_| Failure::TcpIo);
+                }
+                Ok(None) => {}
+                Err(_) => return Err(Failure::TcpIo),
+            }
+            let mut chunk = [0u8; 512];
+            let n = self.stream.read(&mut chunk).await.map_err(io_failure)?;
+            if n == 0 {
+                return Err(Failure::TcpClosed);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Closes the connection.
+    pub async fn close(mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+fn io_failure(e: std::io::Error) -> Failure {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => Failure::TcpClosed,
+        std::io::ErrorKind::UnexpectedEof => Failure::TcpClosed,
+        _ => Failure::TcpIo,
+    }
+}

@@ -1,0 +1,254 @@
+//! The match and room flows end to end: the real `swarm` binary against a real Muster started
+//! in-process — Space Ape's (matchmake, join over TCP or WebSocket, play at a fixed rate, RTT and
+//! client-interval) and Hathora's (create a room, look up its connection info, two TCP players,
+//! record a game, replay it).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Muster on its own runtime and thread, with the arena handler for matchmaker matches.
+struct Muster {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _data: tempfile::TempDir,
+}
+
+impl Muster {
+    fn start() -> Muster {
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut config = muster::config::Config {
+            data_dir: data.path().to_path_buf(),
+            shutdown_grace_ms: 1_000,
+            ..Default::default()
+        };
+        config.limits.auth_per_ip_per_sec = 0;
+        config.limits.connect_per_ip_per_sec = 0;
+        config.rooms.tcp_listen = "127.0.0.1:0".into();
+        config.matchmaker.match_handler = "arena".into();
+        config.matchmaker.interval_ms = 100;
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                addr_tx.send(listener.local_addr().expect("addr")).expect("send");
+                let shutdown = async move {
+                    let _ = stop_rx.await;
+                };
+                if let Err(e) = muster::server::run(listener, config, shutdown).await {
+                    eprintln!("muster stopped with an error: {e:#}");
+                }
+            });
+            runtime.shutdown_timeout(Duration::from_secs(2));
+        });
+        let addr = addr_rx.recv_timeout(Duration::from_secs(30)).expect("muster listening");
+        Muster {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            _data: data,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The native TCP port, as a room's connection info gives it.
+    fn tcp_port(&self) -> u16 {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        runtime.block_on(async {
+            let http = reqwest::Client::new();
+            let session: Value = http
+                .post(format!("{}/v2/account/authenticate/device?create=true", self.url()))
+                .basic_auth("defaultkey", Some(""))
+                .json(&serde_json::json!({"id": "swarm-match-flows-probe"}))
+                .send()
+                .await
+                .expect("auth")
+                .json()
+                .await
+                .expect("json");
+            let token = session["token"].as_str().expect("token");
+            let room: Value = http
+                .post(format!("{}/v2/rooms", self.url()))
+                .bearer_auth(token)
+                .json(&serde_json::json!({"handler": "arena", "capacity": 1}))
+                .send()
+                .await
+                .expect("room")
+                .json()
+                .await
+                .expect("json");
+            let info: Value = http
+                .get(format!("{}/v2/rooms/{}/connection", self.url(), room["room_id"].as_str().expect("id")))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("connection")
+                .json()
+                .await
+                .expect("json");
+            info["port"].as_u64().expect("port") as u16
+        })
+    }
+}
+
+impl Drop for Muster {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Runs swarm on `scenario` text (in `dir`), returning the report.
+fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, scenario).expect("scenario");
+    let out = dir.join(name);
+    let status = Command::new(env!("CARGO_BIN_EXE_swarm"))
+        .current_dir(dir)
+        .arg("run")
+        .arg(&file)
+        .args(["--target", &muster.url(), "--workers", "1", "--progress", "never", "--out"])
+        .arg(&out)
+        .status()
+        .expect("swarm runs");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report")).expect("JSON");
+    assert_eq!(status.code(), Some(0), "{name}: {report:#}");
+    assert_eq!(report["failed"], 0, "{name}: {}", report["errors"]);
+    report
+}
+
+fn count(report: &Value, metric: &str) -> u64 {
+    report["metrics"][metric]["count"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn space_ape_and_hathora_flows() {
+    let muster = Muster::start();
+    let port = muster.tcp_port();
+    let dir = tempfile::tempdir().expect("dir");
+
+    // Space Ape over TCP, inputs aligned to the server's ticks.
+    let tcp = run(&muster, dir.path(), "tcp", &format!(r#"
+name = "match-tcp"
+[[phases]]
+duration_s = 1
+players = 6
+[[phases]]
+duration_s = 3
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "connect"
+[[steps]]
+do = "matchmake"
+count = 2
+[[steps]]
+do = "disconnect"
+[[steps]]
+do = "join_match"
+transport = "tcp"
+tcp_port = {port}
+[[steps]]
+do = "play"
+rate_hz = 15
+duration_s = 1.5
+"#));
+    assert_eq!(count(&tcp, "matchmake"), 6);
+    assert_eq!(count(&tcp, "join"), 6);
+    // 6 players × 1.5 s × 15 Hz = 135 inputs, each echoed once (the last may be in flight).
+    let rtts = count(&tcp, "RTT");
+    assert!((120..=135).contains(&rtts), "RTT samples: {rtts}");
+    assert!(count(&tcp, "client-interval") >= 100);
+    let interval_p80 = tcp["metrics"]["client-interval"]["percentile80"].as_f64().expect("p80");
+    assert!((50.0..100.0).contains(&interval_p80), "15 Hz sends: {interval_p80} ms");
+
+    // Space Ape over the WebSocket (JSON), free-running sends.
+    let ws = run(&muster, dir.path(), "ws", r#"
+name = "match-ws"
+[[phases]]
+duration_s = 1
+players = 4
+[[phases]]
+duration_s = 3
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "connect"
+[[steps]]
+do = "matchmake"
+[[steps]]
+do = "join_match"
+[[steps]]
+do = "play"
+rate_hz = 10
+duration_s = 1
+align = "free"
+"#);
+    assert!(count(&ws, "RTT") >= 30, "{}", ws["metrics"]);
+
+    // Hathora: a room, two TCP players, the game recorded...
+    let record = dir.path().join("game.jsonl");
+    let rooms = run(&muster, dir.path(), "record", &format!(r#"
+name = "rooms-record"
+[[phases]]
+duration_s = 2.5
+players = 1
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "create_room"
+[[steps]]
+do = "room_connect"
+connections = 2
+[[steps]]
+do = "play"
+rate_hz = 20
+duration_s = 1
+align = "free"
+record = "{}"
+"#, record.display()));
+    assert_eq!(count(&rooms, "room_create"), 1);
+    assert_eq!(count(&rooms, "room_lookup"), 2);
+    let replay = swarm::replay::Replay::load(&record).expect("recorded");
+    assert_eq!(replay.connections, 2);
+    assert!(replay.records.len() >= 30, "{} records", replay.records.len());
+    assert!(replay.records.iter().any(|r| r.conn == 1));
+    // ...then replayed by 3 new rooms.
+    let replayed = run(&muster, dir.path(), "replay", &format!(r#"
+name = "rooms-replay"
+[[phases]]
+duration_s = 1
+players = 3
+[[phases]]
+duration_s = 2
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "create_room"
+[[steps]]
+do = "room_connect"
+[[steps]]
+do = "replay"
+file = "{}"
+"#, record.display()));
+    assert_eq!(count(&replayed, "room_create"), 3);
+    assert_eq!(count(&replayed, "RTT") as usize, 3 * replay.records.len());
+}
