@@ -202,7 +202,10 @@ impl GameStep {
     }
 
     pub fn needs_token(&self) -> bool {
-        matches!(self, GameStep::CreateRoom { .. } | GameStep::RoomConnect { .. })
+        matches!(
+            self,
+            GameStep::CreateRoom { .. } | GameStep::RoomConnect { .. }
+        )
     }
 }
 
@@ -215,7 +218,12 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn check(&mut self, step: &GameStep, authenticated: bool, connected: bool) -> Result<(), String> {
+    pub fn check(
+        &mut self,
+        step: &GameStep,
+        authenticated: bool,
+        connected: bool,
+    ) -> Result<(), String> {
         match step {
             GameStep::Matchmake { .. } => {
                 if !connected {
@@ -246,7 +254,9 @@ impl Progress {
             }
             GameStep::Play { .. } | GameStep::Replay { .. } => {
                 if !self.joined {
-                    return Err("needs a joined match: add `join_match` or `room_connect` before it".into());
+                    return Err(
+                        "needs a joined match: add `join_match` or `room_connect` before it".into(),
+                    );
                 }
             }
         }
@@ -276,16 +286,27 @@ pub struct PlayerIo<'a> {
 }
 
 impl Game {
-    pub async fn run(&mut self, ctx: &Ctx, step: &GameStep, io: &mut PlayerIo<'_>) -> Result<(), Failure> {
+    pub async fn run(
+        &mut self,
+        ctx: &Ctx,
+        step: &GameStep,
+        io: &mut PlayerIo<'_>,
+    ) -> Result<(), Failure> {
         let limit = |t: &Option<Seconds>| t.map(|s| s.as_duration()).unwrap_or(ctx.default_timeout);
         match step {
-            GameStep::Matchmake { query, count, timeout_s } => {
+            GameStep::Matchmake {
+                query,
+                count,
+                timeout_s,
+            } => {
                 let ws = io.ws.as_mut().ok_or(Failure::WsEof)?;
                 let deadline = Instant::now() + limit(timeout_s);
                 let add = serde_json::json!({"cid": "mm", "matchmaker_add": {
                     "min_count": count, "max_count": count, "query": query}});
                 count_send(ctx);
-                ws.send(Message::text(add.to_string())).await.map_err(ws_failure)?;
+                ws.send(Message::text(add.to_string()))
+                    .await
+                    .map_err(ws_failure)?;
                 let matched = await_ws(ctx, ws, deadline, "matchmake", |m| {
                     m.get("matchmaker_matched").cloned()
                 })
@@ -295,18 +316,27 @@ impl Game {
                     return Err(Failure::BadResponse);
                 }
                 let done = Instant::now();
-                ctx.rec.borrow_mut().latency(Metric::Matchmake, done - *io.next);
+                ctx.rec
+                    .borrow_mut()
+                    .latency(Metric::Matchmake, done - *io.next);
                 *io.next = done;
             }
-            GameStep::JoinMatch { transport, tcp_port, timeout_s } => {
+            GameStep::JoinMatch {
+                transport,
+                tcp_port,
+                timeout_s,
+            } => {
                 let token = self.join_token.take().ok_or(Failure::BadResponse)?;
                 let deadline = Instant::now() + limit(timeout_s);
                 match transport {
                     Transport::Websocket => {
                         let ws = io.ws.as_mut().ok_or(Failure::WsEof)?;
-                        let join = serde_json::json!({"cid": "join", "match_join": {"token": token}});
+                        let join =
+                            serde_json::json!({"cid": "join", "match_join": {"token": token}});
                         count_send(ctx);
-                        ws.send(Message::text(join.to_string())).await.map_err(ws_failure)?;
+                        ws.send(Message::text(join.to_string()))
+                            .await
+                            .map_err(ws_failure)?;
                         let joined = await_ws(ctx, ws, deadline, "join", |m| {
                             (m["cid"] == "join").then(|| m.clone())
                         })
@@ -331,30 +361,49 @@ impl Game {
                 ctx.rec.borrow_mut().latency(Metric::Join, done - *io.next);
                 *io.next = done;
             }
-            GameStep::CreateRoom { handler, capacity, tick_rate_hz, timeout_s } => {
+            GameStep::CreateRoom {
+                handler,
+                capacity,
+                tick_rate_hz,
+                timeout_s,
+            } => {
                 let token = io.token.ok_or(Failure::BadResponse)?;
                 let mut body = serde_json::json!({"handler": handler, "capacity": capacity});
                 if let Some(rate) = tick_rate_hz {
                     body["params"] = serde_json::json!({"tick_rate_hz": rate.to_string()});
                 }
                 let url = format!("{}/v2/rooms", ctx.base_url);
-                let room = http(ctx, ctx.http.post(url).bearer_auth(token).json(&body), limit(timeout_s)).await?;
+                let room = http(
+                    ctx,
+                    ctx.http.post(url).bearer_auth(token).json(&body),
+                    limit(timeout_s),
+                )
+                .await?;
                 self.room_id = room["room_id"].as_str().map(str::to_owned);
                 if self.room_id.is_none() {
                     return Err(Failure::BadResponse);
                 }
                 let done = Instant::now();
-                ctx.rec.borrow_mut().latency(Metric::RoomCreate, done - *io.next);
+                ctx.rec
+                    .borrow_mut()
+                    .latency(Metric::RoomCreate, done - *io.next);
                 *io.next = done;
             }
-            GameStep::RoomConnect { connections, open, timeout_s } => {
+            GameStep::RoomConnect {
+                connections,
+                open,
+                timeout_s,
+            } => {
                 let token = io.token.ok_or(Failure::BadResponse)?;
                 let room = self.room_id.clone().ok_or(Failure::BadResponse)?;
                 for _ in 0..*connections {
                     let url = format!("{}/v2/rooms/{room}/connection", ctx.base_url);
-                    let info = http(ctx, ctx.http.get(url).bearer_auth(token), limit(timeout_s)).await?;
+                    let info =
+                        http(ctx, ctx.http.get(url).bearer_auth(token), limit(timeout_s)).await?;
                     let looked_up = Instant::now();
-                    ctx.rec.borrow_mut().latency(Metric::RoomLookup, looked_up - *io.next);
+                    ctx.rec
+                        .borrow_mut()
+                        .latency(Metric::RoomLookup, looked_up - *io.next);
                     if !open {
                         *io.next = looked_up;
                         continue;
@@ -374,7 +423,14 @@ impl Game {
                     *io.next = done;
                 }
             }
-            GameStep::Play { rate_hz, duration_s, align, lead_ms, record, timeout_s } => {
+            GameStep::Play {
+                rate_hz,
+                duration_s,
+                align,
+                lead_ms,
+                record,
+                timeout_s,
+            } => {
                 let period = Duration::from_secs_f64(1.0 / rate_hz);
                 let plan = Plan::Rate {
                     period,
@@ -383,10 +439,15 @@ impl Game {
                 };
                 let until = *io.next + duration_s.as_duration();
                 let recording = (record.is_some() && io.index == 0).then(Vec::new);
-                let recorded = self.drive(ctx, io, plan, until, limit(timeout_s), recording).await?;
+                let recorded = self
+                    .drive(ctx, io, plan, until, limit(timeout_s), recording)
+                    .await?;
                 if let (Some(path), Some(records)) = (record, recorded) {
                     let connections = self.link_count() as u32;
-                    let replay = Replay { connections, records };
+                    let replay = Replay {
+                        connections,
+                        records,
+                    };
                     if let Err(e) = replay.write(path) {
                         eprintln!("swarm: {e}");
                     }
@@ -396,7 +457,15 @@ impl Game {
             GameStep::Replay { file, timeout_s } => {
                 let replay = load_replay(file)?;
                 let until = *io.next + replay.duration() + Duration::from_millis(1);
-                self.drive(ctx, io, Plan::Replay(&replay), until, limit(timeout_s), None).await?;
+                self.drive(
+                    ctx,
+                    io,
+                    Plan::Replay(&replay),
+                    until,
+                    limit(timeout_s),
+                    None,
+                )
+                .await?;
                 *io.next = Instant::now();
             }
         }
@@ -486,7 +555,11 @@ fn count_receive(ctx: &Ctx) {
 }
 
 /// One HTTP call with a JSON answer.
-async fn http(ctx: &Ctx, request: reqwest::RequestBuilder, limit: Duration) -> Result<serde_json::Value, Failure> {
+async fn http(
+    ctx: &Ctx,
+    request: reqwest::RequestBuilder,
+    limit: Duration,
+) -> Result<serde_json::Value, Failure> {
     count_send(ctx);
     let exchange = async {
         let response = request.send().await.map_err(|e| {
@@ -520,7 +593,9 @@ async fn await_ws(
     pick: impl Fn(&serde_json::Value) -> Option<serde_json::Value>,
 ) -> Result<serde_json::Value, Failure> {
     loop {
-        let msg = timeout_at(deadline, ws.next()).await.map_err(|_| Failure::Timeout(what))?;
+        let msg = timeout_at(deadline, ws.next())
+            .await
+            .map_err(|_| Failure::Timeout(what))?;
         if let Some(Ok(Message::Text(text))) = &msg {
             count_receive(ctx);
             let Ok(value) = serde_json::from_str::<serde_json::Value>(text.as_str()) else {
@@ -539,7 +614,12 @@ async fn await_ws(
 }
 
 /// Opens a native TCP connection and joins with `token`; returns it and the match id.
-async fn join_tcp(ctx: &Ctx, addr: std::net::SocketAddr, token: &str, deadline: Instant) -> Result<(Native, String), Failure> {
+async fn join_tcp(
+    ctx: &Ctx,
+    addr: std::net::SocketAddr,
+    token: &str,
+    deadline: Instant,
+) -> Result<(Native, String), Failure> {
     let mut conn = timeout_at(deadline, Native::connect(addr, ctx.source_ip))
         .await
         .map_err(|_| Failure::Timeout("connect"))??;
@@ -560,7 +640,9 @@ async fn join_tcp(ctx: &Ctx, addr: std::net::SocketAddr, token: &str, deadline: 
     let result = async {
         conn.send(&join).await?;
         loop {
-            let envelope = timeout_at(deadline, conn.recv()).await.map_err(|_| Failure::Timeout("join"))??;
+            let envelope = timeout_at(deadline, conn.recv())
+                .await
+                .map_err(|_| Failure::Timeout("join"))??;
             count_receive(ctx);
             match envelope.message {
                 Some(Kind::Match(m)) if envelope.cid == "j" => return Ok(m.match_id),
@@ -582,7 +664,11 @@ async fn join_tcp(ctx: &Ctx, addr: std::net::SocketAddr, token: &str, deadline: 
 /// What to send.
 enum Plan<'a> {
     /// Arena inputs at a fixed rate.
-    Rate { period: Duration, align: Align, lead: Duration },
+    Rate {
+        period: Duration,
+        align: Align,
+        lead: Duration,
+    },
     /// A recording's messages at their times.
     Replay(&'a Replay),
 }
@@ -632,7 +718,13 @@ struct WsError {
 }
 
 impl Link<'_> {
-    async fn send(&mut self, ctx: &Ctx, match_id: &str, op_code: i64, data: &[u8]) -> Result<(), Failure> {
+    async fn send(
+        &mut self,
+        ctx: &Ctx,
+        match_id: &str,
+        op_code: i64,
+        data: &[u8],
+    ) -> Result<(), Failure> {
         count_send(ctx);
         match self {
             Link::Ws(ws) => {
@@ -675,7 +767,11 @@ impl Link<'_> {
                             let op_code = d.op_code.and_then(|o| o.parse().ok()).unwrap_or(0);
                             let data = d
                                 .data
-                                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.as_bytes()).ok())
+                                .and_then(|b| {
+                                    base64::engine::general_purpose::STANDARD
+                                        .decode(b.as_bytes())
+                                        .ok()
+                                })
                                 .unwrap_or_default();
                             return Ok(Data { op_code, data });
                         }
@@ -693,7 +789,9 @@ impl Link<'_> {
                                 data: d.data,
                             })
                         }
-                        Some(Kind::Error(e)) => return Err(Failure::ServerError(i64::from(e.code))),
+                        Some(Kind::Error(e)) => {
+                            return Err(Failure::ServerError(i64::from(e.code)))
+                        }
                         _ => continue,
                     }
                 }
@@ -711,18 +809,32 @@ async fn play_link(ctx: &Ctx, mut link: Link<'_>, p: LinkPlan<'_>) -> Result<(),
             .await
             .map_err(|_| Failure::Timeout("welcome"))??;
         if d.op_code == arena::OP_WELCOME {
-            break arena::Welcome::decode(&d.data).ok_or(Failure::BadResponse)?.slot;
+            break arena::Welcome::decode(&d.data)
+                .ok_or(Failure::BadResponse)?
+                .slot;
         }
     };
     let records: Vec<&Record> = match p.plan {
-        Plan::Replay(replay) => replay.records.iter().filter(|r| r.conn == p.conn % replay.connections.max(1)).collect(),
+        Plan::Replay(replay) => replay
+            .records
+            .iter()
+            .filter(|r| r.conn == p.conn % replay.connections.max(1))
+            .collect(),
         Plan::Rate { .. } => Vec::new(),
     };
     // The first intended send.
     let base = Instant::now();
     let mut next = match p.plan {
-        Plan::Rate { period, align: Align::Free, .. } => base + *period,
-        Plan::Rate { period, align: Align::Tick, lead } => {
+        Plan::Rate {
+            period,
+            align: Align::Free,
+            ..
+        } => base + *period,
+        Plan::Rate {
+            period,
+            align: Align::Tick,
+            lead,
+        } => {
             // Phase-lock on the server's ticks: the arrival of a state marks a tick.
             let tick_seen = loop {
                 let d = timeout_at(first_deadline, link.recv(ctx))
@@ -756,7 +868,11 @@ async fn play_link(ctx: &Ctx, mut link: Link<'_>, p: LinkPlan<'_>) -> Result<(),
             return Ok(());
         }
         let echo_deadline = pending.front().map(|(_, at)| *at + p.limit);
-        let wake = if sending { next } else { echo_deadline.unwrap_or(next) };
+        let wake = if sending {
+            next
+        } else {
+            echo_deadline.unwrap_or(next)
+        };
         tokio::select! {
             biased;
             () = ctx.stop.notified() => return Ok(()),

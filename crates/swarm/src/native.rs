@@ -34,7 +34,10 @@ impl Native {
                 .bind(SocketAddr::new(ip, 0))
                 .map_err(|_| Failure::WsBind)?;
         }
-        let stream = socket.connect(addr).await.map_err(|_| Failure::TcpConnect)?;
+        let stream = socket
+            .connect(addr)
+            .await
+            .map_err(|_| Failure::TcpConnect)?;
         let _ = stream.set_nodelay(true);
         Ok(Native {
             stream,

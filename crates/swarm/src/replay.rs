@@ -63,7 +63,10 @@ impl Replay {
     }
 
     pub fn parse(text: &str) -> Result<Replay, String> {
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
         let (_, first) = lines.next().ok_or("empty replay file")?;
         let header: Header =
             serde_json::from_str(first).map_err(|e| format!("line 1: bad header: {e}"))?;
@@ -77,8 +80,7 @@ impl Replay {
         let mut last = 0.0;
         for (i, line) in lines {
             let n = i + 1;
-            let line: Line =
-                serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
+            let line: Line = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
             if !(line.t_ms.is_finite() && line.t_ms >= last) {
                 return Err(format!("line {n}: t_ms must not go back in time"));
             }
@@ -141,8 +143,18 @@ mod tests {
         let replay = Replay {
             connections: 2,
             records: vec![
-                Record { at: Duration::from_millis(0), conn: 0, op: 1, data: vec![1, 2] },
-                Record { at: Duration::from_millis(66), conn: 1, op: 1, data: vec![3] },
+                Record {
+                    at: Duration::from_millis(0),
+                    conn: 0,
+                    op: 1,
+                    data: vec![1, 2],
+                },
+                Record {
+                    at: Duration::from_millis(66),
+                    conn: 1,
+                    op: 1,
+                    data: vec![3],
+                },
             ],
         };
         let dir = tempfile::tempdir().expect("dir");

@@ -183,11 +183,7 @@ pub async fn run(
         .context("building the HTTP client")?;
     let steps = scenario.steps.clone();
     let token_needed_after = (0..steps.len())
-        .map(|i| {
-            steps[i + 1..]
-                .iter()
-                .any(Step::needs_token)
-        })
+        .map(|i| steps[i + 1..].iter().any(Step::needs_token))
         .collect();
     let ctx = Rc::new(Ctx {
         http,

@@ -40,8 +40,12 @@ impl Muster {
                 .build()
                 .expect("runtime");
             runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-                addr_tx.send(listener.local_addr().expect("addr")).expect("send");
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                addr_tx
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("send");
                 let shutdown = async move {
                     let _ = stop_rx.await;
                 };
@@ -51,7 +55,9 @@ impl Muster {
             });
             runtime.shutdown_timeout(Duration::from_secs(2));
         });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(30)).expect("muster listening");
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("muster listening");
         Muster {
             addr,
             stop: Some(stop_tx),
@@ -66,11 +72,17 @@ impl Muster {
 
     /// The native TCP port, as a room's connection info gives it.
     fn tcp_port(&self) -> u16 {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
         runtime.block_on(async {
             let http = reqwest::Client::new();
             let session: Value = http
-                .post(format!("{}/v2/account/authenticate/device?create=true", self.url()))
+                .post(format!(
+                    "{}/v2/account/authenticate/device?create=true",
+                    self.url()
+                ))
                 .basic_auth("defaultkey", Some(""))
                 .json(&serde_json::json!({"id": "swarm-match-flows-probe"}))
                 .send()
@@ -91,7 +103,11 @@ impl Muster {
                 .await
                 .expect("json");
             let info: Value = http
-                .get(format!("{}/v2/rooms/{}/connection", self.url(), room["room_id"].as_str().expect("id")))
+                .get(format!(
+                    "{}/v2/rooms/{}/connection",
+                    self.url(),
+                    room["room_id"].as_str().expect("id")
+                ))
                 .bearer_auth(token)
                 .send()
                 .await
@@ -124,12 +140,21 @@ fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
         .current_dir(dir)
         .arg("run")
         .arg(&file)
-        .args(["--target", &muster.url(), "--workers", "1", "--progress", "never", "--out"])
+        .args([
+            "--target",
+            &muster.url(),
+            "--workers",
+            "1",
+            "--progress",
+            "never",
+            "--out",
+        ])
         .arg(&out)
         .status()
         .expect("swarm runs");
     let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report")).expect("JSON");
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
+            .expect("JSON");
     assert_eq!(status.code(), Some(0), "{name}: {report:#}");
     assert_eq!(report["failed"], 0, "{name}: {}", report["errors"]);
     report
@@ -146,7 +171,12 @@ fn space_ape_and_hathora_flows() {
     let dir = tempfile::tempdir().expect("dir");
 
     // Space Ape over TCP, inputs aligned to the server's ticks.
-    let tcp = run(&muster, dir.path(), "tcp", &format!(r#"
+    let tcp = run(
+        &muster,
+        dir.path(),
+        "tcp",
+        &format!(
+            r#"
 name = "match-tcp"
 [[phases]]
 duration_s = 1
@@ -170,18 +200,29 @@ tcp_port = {port}
 do = "play"
 rate_hz = 15
 duration_s = 1.5
-"#));
+"#
+        ),
+    );
     assert_eq!(count(&tcp, "matchmake"), 6);
     assert_eq!(count(&tcp, "join"), 6);
     // 6 players × 1.5 s × 15 Hz = 135 inputs, each echoed once (the last may be in flight).
     let rtts = count(&tcp, "RTT");
     assert!((120..=135).contains(&rtts), "RTT samples: {rtts}");
     assert!(count(&tcp, "client-interval") >= 100);
-    let interval_p80 = tcp["metrics"]["client-interval"]["percentile80"].as_f64().expect("p80");
-    assert!((50.0..100.0).contains(&interval_p80), "15 Hz sends: {interval_p80} ms");
+    let interval_p80 = tcp["metrics"]["client-interval"]["percentile80"]
+        .as_f64()
+        .expect("p80");
+    assert!(
+        (50.0..100.0).contains(&interval_p80),
+        "15 Hz sends: {interval_p80} ms"
+    );
 
     // Space Ape over the WebSocket (JSON), free-running sends.
-    let ws = run(&muster, dir.path(), "ws", r#"
+    let ws = run(
+        &muster,
+        dir.path(),
+        "ws",
+        r#"
 name = "match-ws"
 [[phases]]
 duration_s = 1
@@ -201,12 +242,18 @@ do = "play"
 rate_hz = 10
 duration_s = 1
 align = "free"
-"#);
+"#,
+    );
     assert!(count(&ws, "RTT") >= 30, "{}", ws["metrics"]);
 
     // Hathora: a room, two TCP players, the game recorded...
     let record = dir.path().join("game.jsonl");
-    let rooms = run(&muster, dir.path(), "record", &format!(r#"
+    let rooms = run(
+        &muster,
+        dir.path(),
+        "record",
+        &format!(
+            r#"
 name = "rooms-record"
 [[phases]]
 duration_s = 2.5
@@ -224,15 +271,27 @@ rate_hz = 20
 duration_s = 1
 align = "free"
 record = "{}"
-"#, record.display()));
+"#,
+            record.display()
+        ),
+    );
     assert_eq!(count(&rooms, "room_create"), 1);
     assert_eq!(count(&rooms, "room_lookup"), 2);
     let replay = swarm::replay::Replay::load(&record).expect("recorded");
     assert_eq!(replay.connections, 2);
-    assert!(replay.records.len() >= 30, "{} records", replay.records.len());
+    assert!(
+        replay.records.len() >= 30,
+        "{} records",
+        replay.records.len()
+    );
     assert!(replay.records.iter().any(|r| r.conn == 1));
     // ...then replayed by 3 new rooms.
-    let replayed = run(&muster, dir.path(), "replay", &format!(r#"
+    let replayed = run(
+        &muster,
+        dir.path(),
+        "replay",
+        &format!(
+            r#"
 name = "rooms-replay"
 [[phases]]
 duration_s = 1
@@ -248,7 +307,10 @@ do = "room_connect"
 [[steps]]
 do = "replay"
 file = "{}"
-"#, record.display()));
+"#,
+            record.display()
+        ),
+    );
     assert_eq!(count(&replayed, "room_create"), 3);
     assert_eq!(count(&replayed, "RTT") as usize, 3 * replay.records.len());
 }

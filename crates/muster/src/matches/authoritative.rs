@@ -64,9 +64,7 @@ pub struct AuthoritativeHandle {
 /// in blocks of 32, so the size of this enum is paid 32 times by every match, even an idle room.
 enum Control {
     Join(Box<JoinRequest>),
-    Leave {
-        session: Uuid,
-    },
+    Leave { session: Uuid },
     Terminate,
 }
 
