@@ -19,7 +19,7 @@ data=$(mktemp -d /tmp/muster-bench.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 target="http://127.0.0.1:$port"
 # Per-IP limits off: every simulated player comes from 127.0.0.1.
-MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
+MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 \
   target/release/muster --listen "127.0.0.1:$port" --data-dir "$data" --log warn &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$data"' EXIT

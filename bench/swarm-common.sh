@@ -19,7 +19,9 @@ free_port() {
 start_muster() {
   local port=$1 data=$2
   mkdir -p "$data"
+  # The native TCP transport gets a free port unless the bench chose one (7351 may be taken).
   MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
+  MUSTER_ROOMS__TCP_LISTEN="${MUSTER_ROOMS__TCP_LISTEN:-127.0.0.1:0}" \
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log warn \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!

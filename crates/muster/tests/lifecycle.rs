@@ -19,6 +19,8 @@ fn muster(db: &Database) -> Command {
     command
         .env_clear()
         .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
+        // Several servers run at once: the TCP transport must not take the fixed default port.
+        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
         .arg("--data-dir")
         .arg(db.data_dir())
         .arg("--log")
@@ -137,6 +139,9 @@ async fn migrate_command_and_schema_check(backend: Backend) {
     // With migrations off at start, a fresh database is refused with a clear instruction.
     let refused = muster(&db)
         .env("MUSTER_DATABASE__MIGRATE_ON_START", "false")
+        // Not the default port: another server may hold it.
+        .arg("--listen")
+        .arg("127.0.0.1:0")
         .output()
         .expect("run");
     assert!(!refused.status.success());

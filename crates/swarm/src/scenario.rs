@@ -253,7 +253,9 @@ struct Misplaced {
 
 impl RawStep {
     /// Checks that only this kind's keys are present and builds the step.
-    fn into_step(self, span: std::ops::Range<usize>) -> Result<Step, Misplaced> {
+    ///
+    /// Relative file paths (`file`, `record`) are taken from `base`, the scenario file's folder.
+    fn into_step(self, span: std::ops::Range<usize>, base: &Path) -> Result<Step, Misplaced> {
         let kind = *self.kind.get_ref();
         let name = snake_case(&format!("{kind:?}"));
         let allowed: &[&str] = match kind {
@@ -357,13 +359,13 @@ impl RawStep {
                     duration_s: inner(self.duration_s),
                     align: self.align.map(Spanned::into_inner),
                     lead_ms: self.lead_ms.map(Spanned::into_inner),
-                    record: self.record.map(Spanned::into_inner),
+                    record: self.record.map(|f| relative_to(base, f.into_inner())),
                     handler: self.handler.map(Spanned::into_inner),
                     capacity: self.capacity.map(Spanned::into_inner),
                     tick_rate_hz: self.tick_rate_hz.map(Spanned::into_inner),
                     connections: self.connections.map(Spanned::into_inner),
                     open: self.open.map(Spanned::into_inner),
-                    file: self.file.map(Spanned::into_inner),
+                    file: self.file.map(|f| relative_to(base, f.into_inner())),
                     timeout_s: inner(self.timeout_s),
                 };
                 let step = match kind {
@@ -412,7 +414,10 @@ impl Scenario {
     }
 
     /// Parses and validates scenario text; `origin` names the file in error messages.
+    /// Relative paths inside it (replay files) are relative to `origin`'s folder, so a scenario
+    /// runs the same from any working directory.
     pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let base = Path::new(origin).parent().unwrap_or(Path::new(""));
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             invalid(text, origin, span, e.message())
@@ -423,7 +428,7 @@ impl Scenario {
             let span = step.span();
             let step = step
                 .into_inner()
-                .into_step(span.clone())
+                .into_step(span.clone(), base)
                 .map_err(|m| invalid(text, origin, m.span, &m.message))?;
             steps.push(step);
             spans.push(span);
@@ -610,6 +615,16 @@ fn find_nth_table(text: &str, name: &str, n: usize) -> std::ops::Range<usize> {
 }
 
 /// Builds an error pointing at `span`, naming the key written on that line when there is one.
+/// `file` as written, joined to `base` unless it is absolute.
+fn relative_to(base: &Path, file: String) -> String {
+    let path = Path::new(&file);
+    if path.is_absolute() || base.as_os_str().is_empty() {
+        file
+    } else {
+        base.join(path).display().to_string()
+    }
+}
+
 fn invalid(text: &str, origin: &str, span: std::ops::Range<usize>, message: &str) -> ScenarioError {
     let start = span.start.min(text.len());
     let before = &text[..start];

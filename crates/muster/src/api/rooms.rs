@@ -70,7 +70,7 @@ fn api_error(error: MatchError) -> ApiError {
     match error {
         MatchError::NotFound(m) | MatchError::Ended(m) => ApiError::NotFound(m),
         MatchError::BadInput(m) => ApiError::InvalidArgument(m),
-        MatchError::Rejected(m) if m.starts_with("Only") => ApiError::PermissionDenied(m),
+        MatchError::Forbidden(m) => ApiError::PermissionDenied(m),
         MatchError::Rejected(m) => ApiError::Unavailable(m),
     }
 }

@@ -14,6 +14,9 @@ pub enum MatchError {
     /// The match would not take the player: full, refused by its handler, or busy.
     #[error("{0}")]
     Rejected(String),
+    /// The caller may not do this (e.g. destroy someone else's room).
+    #[error("{0}")]
+    Forbidden(String),
     /// The request itself is wrong: malformed id, bad token, oversized data, over a limit.
     #[error("{0}")]
     BadInput(String),
@@ -24,7 +27,7 @@ impl MatchError {
     pub fn code(&self) -> i32 {
         match self {
             MatchError::NotFound(_) | MatchError::Ended(_) => error_code::MATCH_NOT_FOUND,
-            MatchError::Rejected(_) => error_code::MATCH_JOIN_REJECTED,
+            MatchError::Rejected(_) | MatchError::Forbidden(_) => error_code::MATCH_JOIN_REJECTED,
             MatchError::BadInput(_) => error_code::BAD_INPUT,
         }
     }
@@ -35,6 +38,7 @@ impl MatchError {
             MatchError::NotFound(_) => "not_found",
             MatchError::Ended(_) => "ended",
             MatchError::Rejected(_) => "rejected",
+            MatchError::Forbidden(_) => "forbidden",
             MatchError::BadInput(_) => "bad_input",
         }
     }

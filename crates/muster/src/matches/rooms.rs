@@ -176,7 +176,7 @@ impl Matches {
         let room = self.room(id)?;
         if let RoomCaller::Player { user_id, .. } = caller {
             if room.room.as_ref().and_then(|m| m.owner) != Some(*user_id) {
-                return Err(MatchError::Rejected(
+                return Err(MatchError::Forbidden(
                     "Only the room's creator may destroy it.".into(),
                 ));
             }
