@@ -4,6 +4,7 @@
 
 mod account;
 mod authenticate;
+mod channel;
 pub mod extract;
 mod session;
 
@@ -41,6 +42,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/account/session/refresh", post(session::refresh))
         .route("/v2/session/logout", post(session::logout))
         .route("/v2/account", get(account::get).put(account::update))
+        .route("/v2/channel/{channel_id}", get(channel::list_messages))
         .route("/ws", get(crate::realtime::upgrade))
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))

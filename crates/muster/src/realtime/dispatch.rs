@@ -35,7 +35,6 @@ pub async fn handle(
     session: &Arc<SessionEntry>,
     state: &AppState,
 ) -> Option<Envelope> {
-    let _ = session;
     let cid = envelope.cid;
     let message = envelope.message?;
     state
@@ -53,7 +52,9 @@ pub async fn handle(
         | Message::ChannelLeave(_)
         | Message::ChannelMessageSend(_)
         | Message::ChannelMessageUpdate(_)
-        | Message::ChannelMessageRemove(_) => not_available(cid, &message),
+        | Message::ChannelMessageRemove(_) => {
+            super::channels::handle(cid, message, session, state).await
+        }
 
         // Matches and the matchmaker.
         Message::MatchCreate(_)
