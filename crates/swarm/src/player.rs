@@ -34,17 +34,26 @@ use crate::worker::Ctx;
 /// tungstenite's 128 KiB defaults would cost 256 KiB per player.
 pub const WS_BUFFER: usize = 256;
 
+/// Read buffer of players that chat: a chat socket receives several 300–500 byte messages a
+/// second, and a 256-byte buffer would take two or three reads per message.
+pub const WS_CHAT_BUFFER: usize = 2048;
+
 /// The WebSocket settings every player uses.
 pub fn ws_config() -> WebSocketConfig {
+    ws_config_with(WS_BUFFER)
+}
+
+/// The WebSocket settings with a read buffer of `read_buffer` bytes.
+pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
     WebSocketConfig::default()
-        .read_buffer_size(WS_BUFFER)
+        .read_buffer_size(read_buffer)
         .write_buffer_size(0)
         .max_write_buffer_size(64 * 1024)
         .max_message_size(Some(1 << 20))
         .max_frame_size(Some(1 << 20))
 }
 
-type Ws = WebSocketStream<TcpStream>;
+pub(crate) type Ws = WebSocketStream<TcpStream>;
 
 /// Why a player failed; [`Failure::kind`] is the key in the report's `errors` map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +119,7 @@ impl Failure {
     }
 }
 
-fn ws_failure(e: WsError) -> Failure {
+pub(crate) fn ws_failure(e: WsError) -> Failure {
     use tokio_tungstenite::tungstenite::error::ProtocolError;
     match e {
         WsError::Http(resp) => Failure::WsHttp(resp.status().as_u16()),
@@ -170,6 +179,8 @@ struct Player {
     /// Session token, kept only while a later step still needs it.
     token: Option<Box<str>>,
     ws: Option<Ws>,
+    /// The chat channel joined last (`chat_join`), where `chat` sends.
+    channel: Option<Box<str>>,
     /// When the next action is intended to happen.
     next: Instant,
 }
@@ -182,6 +193,7 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
         index,
         token: None,
         ws: None,
+        channel: None,
         next: arrival,
     };
     let mut result = p.play(&ctx).await;
@@ -305,7 +317,41 @@ impl Player {
                     if let Some(ws) = self.ws.take() {
                         Box::pin(close(ctx, ws, limit(timeout_s))).await?;
                     }
+                    self.channel = None;
                     self.next = Instant::now();
+                }
+                Step::ChatJoin(join) => {
+                    let Some(ws) = self.ws.as_mut() else {
+                        return Err(Failure::WsEof);
+                    };
+                    let sent = Instant::now();
+                    let channel =
+                        Box::pin(crate::chat::join(ctx, ws, join, self.index, limit(&join.timeout_s)))
+                            .await?;
+                    let done = Instant::now();
+                    ctx.rec.borrow_mut().latency(Metric::ChatJoin, done - sent);
+                    self.channel = Some(channel);
+                    self.next = done;
+                }
+                Step::Chat(chat) => {
+                    let (Some(ws), Some(channel)) = (self.ws.as_mut(), self.channel.as_deref())
+                    else {
+                        return Err(Failure::WsEof);
+                    };
+                    let start = self.next;
+                    Box::pin(crate::chat::run(
+                        ctx,
+                        ws,
+                        channel,
+                        chat,
+                        start,
+                        self.index,
+                        limit(&chat.timeout_s),
+                    ))
+                    .await?;
+                    self.next = chat
+                        .duration_s
+                        .map_or_else(Instant::now, |d| start + d.as_duration());
                 }
             }
         }
@@ -354,8 +400,13 @@ async fn authenticate(
 async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
     let path = format!("{}?token={token}&format=json", ctx.ws_path);
-    let connect =
-        crate::transport::connect_websocket(ctx.addr, ctx.source_ip, &ctx.host, &path, ws_config());
+    let connect = crate::transport::connect_websocket(
+        ctx.addr,
+        ctx.source_ip,
+        &ctx.host,
+        &path,
+        ws_config_with(ctx.read_buffer),
+    );
     let ws = timeout(limit, connect)
         .await
         .unwrap_or(Err(Failure::Timeout("connect")))?;
@@ -466,7 +517,7 @@ async fn await_reply(
 }
 
 /// Handles a message nobody was waiting for: counts it, answers pings, fails on close.
-async fn unsolicited(
+pub(crate) async fn unsolicited(
     ctx: &Ctx,
     ws: &mut Ws,
     msg: Option<Result<Message, WsError>>,

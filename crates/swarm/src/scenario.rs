@@ -32,6 +32,7 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
 use crate::ramp::{Curve, PhasePlan, Schedule, Shape};
 
 /// A positive, finite number of seconds; TOML integers and floats are both accepted.
@@ -142,6 +143,22 @@ enum StepKind {
     Heartbeat,
     Wait,
     Disconnect,
+    ChatJoin,
+    Chat,
+}
+
+impl StepKind {
+    fn name(self) -> &'static str {
+        match self {
+            StepKind::Authenticate => "authenticate",
+            StepKind::Connect => "connect",
+            StepKind::Heartbeat => "heartbeat",
+            StepKind::Wait => "wait",
+            StepKind::Disconnect => "disconnect",
+            StepKind::ChatJoin => "chat_join",
+            StepKind::Chat => "chat",
+        }
+    }
 }
 
 /// A step as written: every key any step may have, each with its span, so that a misplaced or
@@ -157,6 +174,13 @@ struct RawStep {
     interval_s: Option<Spanned<Seconds>>,
     duration_s: Option<Spanned<Seconds>>,
     timeout_s: Option<Spanned<Seconds>>,
+    channels: Option<Spanned<u64>>,
+    group_size: Option<Spanned<u64>>,
+    room_prefix: Option<Spanned<String>>,
+    persistence: Option<Spanned<bool>>,
+    hidden: Option<Spanned<bool>>,
+    send_interval_s: Option<Spanned<SecondsRange>>,
+    message_bytes: Option<Spanned<BytesRange>>,
 }
 
 /// One step of player behaviour.
@@ -189,6 +213,10 @@ pub enum Step {
     Wait { duration_s: Seconds },
     /// Close the socket with a normal close and wait for the server's close reply.
     Disconnect { timeout_s: Option<Seconds> },
+    /// Join one of M chat rooms (see [`JoinStep`]).
+    ChatJoin(JoinStep),
+    /// Send chat messages to the room joined last and measure their delivery (see [`ChatStep`]).
+    Chat(ChatStep),
 }
 
 impl Step {
@@ -200,6 +228,8 @@ impl Step {
             Step::Heartbeat { .. } => "heartbeat",
             Step::Wait { .. } => "wait",
             Step::Disconnect { .. } => "disconnect",
+            Step::ChatJoin(_) => "chat_join",
+            Step::Chat(_) => "chat",
         }
     }
 }
@@ -214,12 +244,26 @@ impl RawStep {
     /// Checks that only this kind's keys are present and builds the step.
     fn into_step(self, span: std::ops::Range<usize>) -> Result<Step, Misplaced> {
         let kind = *self.kind.get_ref();
-        let name = format!("{kind:?}").to_lowercase();
+        let name = kind.name();
         let allowed: &[&str] = match kind {
             StepKind::Authenticate => &["create", "reuse_accounts", "timeout_s"],
             StepKind::Connect | StepKind::Disconnect => &["timeout_s"],
             StepKind::Heartbeat => &["interval_s", "duration_s", "timeout_s"],
             StepKind::Wait => &["duration_s"],
+            StepKind::ChatJoin => &[
+                "channels",
+                "group_size",
+                "room_prefix",
+                "persistence",
+                "hidden",
+                "timeout_s",
+            ],
+            StepKind::Chat => &[
+                "send_interval_s",
+                "message_bytes",
+                "duration_s",
+                "timeout_s",
+            ],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -230,6 +274,16 @@ impl RawStep {
             ("interval_s", self.interval_s.as_ref().map(|v| v.span())),
             ("duration_s", self.duration_s.as_ref().map(|v| v.span())),
             ("timeout_s", self.timeout_s.as_ref().map(|v| v.span())),
+            ("channels", self.channels.as_ref().map(|v| v.span())),
+            ("group_size", self.group_size.as_ref().map(|v| v.span())),
+            ("room_prefix", self.room_prefix.as_ref().map(|v| v.span())),
+            ("persistence", self.persistence.as_ref().map(|v| v.span())),
+            ("hidden", self.hidden.as_ref().map(|v| v.span())),
+            (
+                "send_interval_s",
+                self.send_interval_s.as_ref().map(|v| v.span()),
+            ),
+            ("message_bytes", self.message_bytes.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -274,8 +328,63 @@ impl RawStep {
             StepKind::Disconnect => Step::Disconnect {
                 timeout_s: inner(self.timeout_s),
             },
+            StepKind::ChatJoin => {
+                let positive = |v: Option<Spanned<u64>>, key: &str| match v {
+                    Some(n) if *n.get_ref() == 0 => Err(Misplaced {
+                        span: n.span(),
+                        message: format!("key `{key}`: must be at least 1"),
+                    }),
+                    other => Ok(other.map(Spanned::into_inner)),
+                };
+                let channels = positive(self.channels, "channels")?.ok_or_else(|| Misplaced {
+                    span: span.clone(),
+                    message: format!("do = \"{name}\" needs `channels`"),
+                })?;
+                let room_prefix = match self.room_prefix {
+                    Some(p) if !valid_room_prefix(p.get_ref()) => {
+                        return Err(Misplaced {
+                            span: p.span(),
+                            message: "key `room_prefix`: 1 to 40 letters, digits, '-' or '_'"
+                                .into(),
+                        })
+                    }
+                    Some(p) => p.into_inner(),
+                    None => "swarm".into(),
+                };
+                Step::ChatJoin(JoinStep {
+                    channels,
+                    group_size: positive(self.group_size, "group_size")?,
+                    room_prefix,
+                    persistence: self.persistence.map(Spanned::into_inner).unwrap_or(false),
+                    hidden: self.hidden.map(Spanned::into_inner).unwrap_or(false),
+                    timeout_s: inner(self.timeout_s),
+                })
+            }
+            StepKind::Chat => Step::Chat(ChatStep {
+                interval_s: self
+                    .send_interval_s
+                    .map(Spanned::into_inner)
+                    .ok_or_else(|| Misplaced {
+                        span: span.clone(),
+                        message: format!("do = \"{name}\" needs `send_interval_s`"),
+                    })?,
+                message_bytes: self
+                    .message_bytes
+                    .map(Spanned::into_inner)
+                    .unwrap_or(BytesRange(10, 100)),
+                duration_s: inner(self.duration_s),
+                timeout_s: inner(self.timeout_s),
+            }),
         })
     }
+}
+
+/// Room prefixes go into JSON by hand in the join request, so they are kept to safe characters.
+fn valid_room_prefix(prefix: &str) -> bool {
+    (1..=40).contains(&prefix.len())
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// Why a scenario cannot run.
@@ -402,6 +511,7 @@ impl Scenario {
         // Walk the steps with what a player would have at that point.
         let mut authenticated = false;
         let mut connected = false;
+        let mut joined = false;
         let mut endless = false;
         for (i, step) in self.steps.iter().enumerate() {
             let span = spans.get(i).cloned().unwrap_or(0..0);
@@ -416,8 +526,8 @@ impl Scenario {
             };
             if endless && !matches!(step, Step::Disconnect { .. }) {
                 return fail(
-                    "unreachable: the heartbeat before it has no `duration_s`, so it lasts until \
-                     the run ends",
+                    "unreachable: the heartbeat or chat before it has no `duration_s`, so it \
+                     lasts until the run ends",
                 );
             }
             match step {
@@ -430,6 +540,7 @@ impl Scenario {
                         return fail("the socket is already open");
                     }
                     connected = true;
+                    joined = false;
                 }
                 Step::Heartbeat { duration_s, .. } => {
                     if !connected {
@@ -443,6 +554,19 @@ impl Scenario {
                         return fail("no socket is open here");
                     }
                     connected = false;
+                    joined = false;
+                }
+                Step::ChatJoin(_) => {
+                    if !connected {
+                        return fail("needs an open socket: add a `connect` step before it");
+                    }
+                    joined = true;
+                }
+                Step::Chat(chat) => {
+                    if !joined {
+                        return fail("needs a room: add a `chat_join` step before it");
+                    }
+                    endless = chat.duration_s.is_none();
                 }
             }
         }
@@ -702,7 +826,7 @@ do = "disconnect"
     #[test]
     fn bundled_scenarios_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        for name in ["smoke.toml", "connect-and-heartbeat.toml"] {
+        for name in ["smoke.toml", "connect-and-heartbeat.toml", "chat-fanout.toml"] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);
         }

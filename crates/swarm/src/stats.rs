@@ -24,14 +24,23 @@ pub enum Metric {
     /// How late the client sent a ping versus its timer: the harness's own health. If this
     /// grows, the load generator, not the server, is saturated.
     ClientLag,
+    /// Chat join: request sent → channel answered.
+    ChatJoin,
+    /// Chat message: intended send time → the sender's ack.
+    ChatAck,
+    /// Chat message: intended send time (carried in the message) → received by a member.
+    ChatDelivery,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 7] = [
         Metric::Auth,
         Metric::Connect,
         Metric::Ping,
         Metric::ClientLag,
+        Metric::ChatJoin,
+        Metric::ChatAck,
+        Metric::ChatDelivery,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +49,9 @@ impl Metric {
             Metric::Connect => "connect",
             Metric::Ping => "ping",
             Metric::ClientLag => "client_lag",
+            Metric::ChatJoin => "chat_join",
+            Metric::ChatAck => "chat_ack",
+            Metric::ChatDelivery => "chat_delivery",
         }
     }
 
@@ -67,6 +79,12 @@ pub struct Counters {
     /// Closes at the end of the run that the server did not answer with a close frame (it
     /// dropped the connection instead). Not a player failure, but a protocol fault to fix.
     pub closes_unanswered: u64,
+    /// Chat messages sent.
+    pub chat_sent: u64,
+    /// Chat messages acknowledged to their sender.
+    pub chat_acked: u64,
+    /// Chat messages received by members (each message once per member, the sender included).
+    pub chat_delivered: u64,
 }
 
 impl Counters {
@@ -78,6 +96,9 @@ impl Counters {
         self.disconnects += o.disconnects;
         self.errors += o.errors;
         self.closes_unanswered += o.closes_unanswered;
+        self.chat_sent += o.chat_sent;
+        self.chat_acked += o.chat_acked;
+        self.chat_delivered += o.chat_delivered;
     }
 }
 
