@@ -272,7 +272,13 @@ fn random_interval(rng: &mut fastrand::Rng, range: SecondsRange) -> Duration {
 
 /// The `channel_message_send` envelope for message `seq`: content
 /// `{"t":<intended unix µs>,"p":"<random letters>"}`.
-fn message(channel_id: &str, seq: u64, t: u64, rng: &mut fastrand::Rng, bytes: BytesRange) -> String {
+fn message(
+    channel_id: &str,
+    seq: u64,
+    t: u64,
+    rng: &mut fastrand::Rng,
+    bytes: BytesRange,
+) -> String {
     use std::fmt::Write as _;
     let len = rng.u32(bytes.0..=bytes.1);
     let mut out = String::with_capacity(128 + channel_id.len() + len as usize);
@@ -285,22 +291,29 @@ fn message(channel_id: &str, seq: u64, t: u64, rng: &mut fastrand::Rng, bytes: B
     out
 }
 
+/// Counts `frame` as a chat delivery when it is a `channel_message`, recording its delivery
+/// latency; returns whether it was one. Called for every text frame a player receives, in any
+/// step: a member that is waiting or heartbeating still receives its room's messages.
+pub fn delivery(ctx: &Ctx, frame: &str, now: Instant) -> bool {
+    if !frame.contains("\"channel_message\":") {
+        return false;
+    }
+    let mut rec = ctx.rec.borrow_mut();
+    rec.count(|c| c.chat_delivered += 1);
+    if let Some(t) = sent_at(frame) {
+        let latency_us = ctx.clock.unix_us(now).saturating_sub(t);
+        rec.latency(Metric::ChatDelivery, Duration::from_micros(latency_us));
+    }
+    true
+}
+
 /// Handles one text frame during the chat step.
 fn received(ctx: &Ctx, frame: &str, pending: &mut VecDeque<Pending>) -> Result<(), Failure> {
     let now = Instant::now();
-    if frame.contains("\"channel_message\":") {
-        let mut rec = ctx.rec.borrow_mut();
-        rec.count(|c| {
-            c.receives += 1;
-            c.chat_delivered += 1;
-        });
-        if let Some(t) = sent_at(frame) {
-            let latency_us = ctx.clock.unix_us(now).saturating_sub(t);
-            rec.latency(Metric::ChatDelivery, Duration::from_micros(latency_us));
-        }
+    ctx.rec.borrow_mut().count(|c| c.receives += 1);
+    if delivery(ctx, frame, now) {
         return Ok(());
     }
-    ctx.rec.borrow_mut().count(|c| c.receives += 1);
     let Some(cid) = cid_of(frame).and_then(|c| c.parse::<u64>().ok()) else {
         // Presence events and anything else without a numeric cid.
         return Ok(());
@@ -316,7 +329,10 @@ fn received(ctx: &Ctx, frame: &str, pending: &mut VecDeque<Pending>) -> Result<(
         let first = pending.pop_front().expect("front exists");
         if first.cid == cid {
             let mut rec = ctx.rec.borrow_mut();
-            rec.latency(Metric::ChatAck, now.saturating_duration_since(first.intended));
+            rec.latency(
+                Metric::ChatAck,
+                now.saturating_duration_since(first.intended),
+            );
             rec.count(|c| c.chat_acked += 1);
             break;
         }
@@ -331,7 +347,9 @@ pub fn sent_at(frame: &str) -> Option<u64> {
     let digits = frame[at..]
         .bytes()
         .take_while(u8::is_ascii_digit)
-        .try_fold(0u64, |n, d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')));
+        .try_fold(0u64, |n, d| {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        });
     digits.filter(|_| frame.as_bytes().get(at).is_some_and(u8::is_ascii_digit))
 }
 
@@ -396,7 +414,10 @@ mod tests {
         assert_eq!(sent_at(frame), Some(1_795_000_000_123_456));
         assert_eq!(sent_at(r#"{"channel_message":{"content":"{}"}}"#), None);
         assert_eq!(sent_at(r#"{"content":"{\"t\":x}"}"#), None);
-        assert_eq!(cid_of(r#"{"cid":"42","channel_message_ack":{}}"#), Some("42"));
+        assert_eq!(
+            cid_of(r#"{"cid":"42","channel_message_ack":{}}"#),
+            Some("42")
+        );
         assert_eq!(cid_of(frame), None);
         assert_eq!(
             error_code(r#"{"cid":"3","error":{"code":3,"message":"no"}}"#),
@@ -433,7 +454,10 @@ mod tests {
         let clock = WallClock::now();
         let later = clock.at + Duration::from_millis(1500);
         assert_eq!(clock.unix_us(later), clock.unix_us + 1_500_000);
-        let earlier = clock.at.checked_sub(Duration::from_millis(2)).unwrap_or(clock.at);
+        let earlier = clock
+            .at
+            .checked_sub(Duration::from_millis(2))
+            .unwrap_or(clock.at);
         assert!(clock.unix_us(earlier) <= clock.unix_us);
     }
 }

@@ -325,9 +325,14 @@ impl Player {
                         return Err(Failure::WsEof);
                     };
                     let sent = Instant::now();
-                    let channel =
-                        Box::pin(crate::chat::join(ctx, ws, join, self.index, limit(&join.timeout_s)))
-                            .await?;
+                    let channel = Box::pin(crate::chat::join(
+                        ctx,
+                        ws,
+                        join,
+                        self.index,
+                        limit(&join.timeout_s),
+                    ))
+                    .await?;
                     let done = Instant::now();
                     ctx.rec.borrow_mut().latency(Metric::ChatJoin, done - sent);
                     self.channel = Some(channel);
@@ -500,6 +505,9 @@ async fn await_reply(
         };
         if let Some(Ok(Message::Text(text))) = &msg {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            if crate::chat::delivery(ctx, text.as_str(), Instant::now()) {
+                continue;
+            }
             if let Ok(env) = serde_json::from_str::<Envelope>(text.as_str()) {
                 if env.cid.as_deref() == Some(cid) {
                     if let Some(err) = env.error {
@@ -533,8 +541,11 @@ pub(crate) async fn unsolicited(
             // tungstenite queued the pong; flush it now rather than at the next read.
             ws.flush().await.map_err(ws_failure)
         }
-        Some(Ok(_)) => {
+        Some(Ok(msg)) => {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            if let Message::Text(text) = &msg {
+                crate::chat::delivery(ctx, text.as_str(), Instant::now());
+            }
             Ok(())
         }
     }

@@ -283,7 +283,10 @@ impl RawStep {
                 "send_interval_s",
                 self.send_interval_s.as_ref().map(|v| v.span()),
             ),
-            ("message_bytes", self.message_bytes.as_ref().map(|v| v.span())),
+            (
+                "message_bytes",
+                self.message_bytes.as_ref().map(|v| v.span()),
+            ),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -826,7 +829,11 @@ do = "disconnect"
     #[test]
     fn bundled_scenarios_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        for name in ["smoke.toml", "connect-and-heartbeat.toml", "chat-fanout.toml"] {
+        for name in [
+            "smoke.toml",
+            "connect-and-heartbeat.toml",
+            "chat-fanout.toml",
+        ] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);
         }

@@ -211,7 +211,11 @@ pub async fn run(
         token_needed_after,
         default_timeout: scenario.timeout_s.as_duration(),
         clock: crate::chat::WallClock::now(),
-        read_buffer: if scenario.steps.iter().any(|s| matches!(s, Step::Chat(_))) {
+        read_buffer: if scenario
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::ChatJoin(_)))
+        {
             player::WS_CHAT_BUFFER
         } else {
             player::WS_BUFFER
