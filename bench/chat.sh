@@ -9,12 +9,12 @@
 # at the first level that misses the limit or has a failure. Muster, like Nakama, delivers each
 # message to its sender too, so a full room delivers 5 messages per message sent.
 #
-# Usage: bench/chat.sh   (env: RUNS=1 LEVELS="1 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
+# Usage: bench/chat.sh   (env: RUNS=1 LEVELS="1 1.5 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
 #                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50)
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 RUNS=${RUNS:-1}
-LEVELS=${LEVELS:-"1 2 3 4 5 6"}
+LEVELS=${LEVELS:-"1 1.5 2 3 4 5 6"}
 WORKERS=${WORKERS:-2}
 PLAYERS=${PLAYERS:-10000}
 CHANNELS=${CHANNELS:-2000}
@@ -79,12 +79,17 @@ duration_s = 3
 TOML
 }
 
-# level_result REPORT RSS_FILE RATE: one level's figures as a JSON line.
+# cpu_s PID: user + system CPU seconds a process has used so far.
+cpu_s() {
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# level_result REPORT RSS_FILE RATE MUSTER_CPU_S: one level's figures as a JSON line.
 level_result() {
   python3 - "$@" "$RAMP_S" "$WAIT_S" "$CHAT_S" "$P99_LIMIT_MS" <<'PY'
 import json, sys
-report, rss_file, rate, ramp, wait, chat, limit = sys.argv[1:8]
-ramp, wait, chat, limit = int(ramp), int(wait), int(chat), float(limit)
+report, rss_file, rate, muster_cpu, ramp, wait, chat, limit = sys.argv[1:9]
+ramp, wait, chat, limit, muster_cpu = int(ramp), int(wait), int(chat), float(limit), float(muster_cpu)
 r = json.load(open(report))
 rss = [int(x) for x in open(rss_file).read().split() if x.strip().isdigit()]
 # Every player is sending from (last arrival + wait) to (first arrival + wait + chat); keep one
@@ -108,6 +113,9 @@ print(json.dumps({
     "ackP99Ms": r["metrics"].get("chat_ack", {}).get("percentile99"),
     "clientLagP99Ms": r["metrics"].get("client_lag", {}).get("percentile99"),
     "musterPeakRssKb": max(rss) if rss else None,
+    "musterCpuS": round(muster_cpu, 2),
+    # Whole run (auth, joins and all): a figure less sensitive to other load on the machine.
+    "deliveredPerMusterCpuS": round(c.get("chatDelivered", 0) / muster_cpu) if muster_cpu else None,
     "workerCpuS": [w["cpuS"] for w in r["workers"]],
     "pass": r["failed"] == 0 and p99 is not None and p99 <= limit,
 }))
@@ -123,12 +131,14 @@ for run in $(seq 1 "$RUNS"); do
     # Sample muster's RSS once a second (bounded: at most 10 minutes per level).
     ( for _ in $(seq 1 600); do rss_kb "$MUSTER_PID"; sleep 1; done ) >"$work/rss-$run-$rate" 2>/dev/null &
     SAMPLER_PID=$!
+    cpu_before=$(cpu_s "$MUSTER_PID")
     "$swarm_bin" run "$work/chat-$run-$rate.toml" --target "http://127.0.0.1:$port" \
       --workers "$WORKERS" --progress never --out "$work/run-$run-$rate" >/dev/null || true
     kill "$SAMPLER_PID" 2>/dev/null || true
     wait "$SAMPLER_PID" 2>/dev/null || true
     SAMPLER_PID=""
-    level_result "$work/run-$run-$rate/report.json" "$work/rss-$run-$rate" "$rate" | tee -a "$work/levels-$run" >&2
+    cpu_used=$(python3 -c "print($(cpu_s "$MUSTER_PID") - $cpu_before)")
+    level_result "$work/run-$run-$rate/report.json" "$work/rss-$run-$rate" "$rate" "$cpu_used" | tee -a "$work/levels-$run" >&2
     if ! tail -n 1 "$work/levels-$run" | grep -q '"pass": true'; then break; fi
   done
   stop_muster
@@ -150,7 +160,8 @@ print(json.dumps({
     "players": int(players), "channels": int(channels), "groupSize": int(group),
     "p99LimitMs": float(limit),
     "median": {k: med(k) for k in ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
-                                   "deliveryP999Ms", "musterPeakRssKb"]},
+                                   "deliveryP999Ms", "musterPeakRssKb",
+                                   "deliveredPerMusterCpuS"]},
     "targetDeliveredPerS": 200000,
     "runs": out,
 }, indent=2))
