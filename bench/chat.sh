@@ -9,12 +9,12 @@
 # at the first level that misses the limit or has a failure. Muster, like Nakama, delivers each
 # message to its sender too, so a full room delivers 5 messages per message sent.
 #
-# Usage: bench/chat.sh   (env: RUNS=1 LEVELS="1 1.5 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
+# Usage: bench/chat.sh   (env: RUNS=1 LEVELS="0.5 1 1.5 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
 #                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50)
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 RUNS=${RUNS:-1}
-LEVELS=${LEVELS:-"1 1.5 2 3 4 5 6"}
+LEVELS=${LEVELS:-"0.5 1 1.5 2 3 4 5 6"}
 WORKERS=${WORKERS:-2}
 PLAYERS=${PLAYERS:-10000}
 CHANNELS=${CHANNELS:-2000}
