@@ -118,6 +118,24 @@ pub struct UpdateAccountRequest {
     pub metadata: Option<String>,
 }
 
+/// A page of a channel's history: `GET /v2/channel/{channel_id}` (Nakama's `ChannelMessageList`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ChannelMessageList {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<crate::realtime::ChannelMessage>,
+    /// Continues after the page's last message.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub next_cursor: String,
+    /// Goes back before the page's first message.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub prev_cursor: String,
+    /// Lists messages newer than this page's newest, with `forward=true`; durable, meant to be
+    /// stored by the client.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cacheable_cursor: String,
+}
+
 /// The error body of every failed REST call: `{"error","message","code"}` where `code` is the
 /// gRPC status code Nakama uses (3 invalid argument, 5 not found, 16 unauthenticated, ...).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -35,6 +35,7 @@ pub struct Config {
     pub matches: crate::matches::config::MatchesConfig,
     pub matchmaker: crate::matches::config::MatchmakerConfig,
     pub rooms: crate::matches::config::RoomsConfig,
+    pub chat: ChatConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,6 +106,26 @@ pub struct MetricsConfig {
     pub token: String,
 }
 
+/// Chat channels (`realtime::channels`): every per-socket bound on what a client may do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatConfig {
+    /// Channels one socket may be in at once; a join past it is refused.
+    pub max_channels_per_socket: usize,
+    /// Largest message content, in bytes of JSON text; a larger send or update is refused.
+    pub max_content_bytes: usize,
+    /// Longest room name, in characters.
+    pub max_room_name_chars: usize,
+    /// Sends, updates and removes one socket may make per second (token bucket refill rate);
+    /// 0 disables the limit.
+    pub messages_per_sec: u32,
+    /// Bucket size: how many messages a socket may send at once after being quiet.
+    pub message_burst: u32,
+    /// Most presences listed in the answer to a join (the joiner's view of who is there); the
+    /// rest of a very large room still sends presence events.
+    pub max_listed_presences: usize,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -122,6 +143,20 @@ impl Default for Config {
             matches: Default::default(),
             matchmaker: Default::default(),
             rooms: Default::default(),
+            chat: ChatConfig::default(),
+        }
+    }
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig {
+            max_channels_per_socket: 32,
+            max_content_bytes: 2048,
+            max_room_name_chars: 64,
+            messages_per_sec: 10,
+            message_burst: 20,
+            max_listed_presences: 1000,
         }
     }
 }
@@ -228,6 +263,20 @@ impl Config {
         {
             return Err(
                 "database.max_batch, read_connections and pool_size must be at least 1".into(),
+            );
+        }
+        if self.chat.max_channels_per_socket == 0
+            || self.chat.max_content_bytes == 0
+            || self.chat.max_room_name_chars == 0
+        {
+            return Err(
+                "chat.max_channels_per_socket, max_content_bytes and max_room_name_chars must be at least 1"
+                    .into(),
+            );
+        }
+        if self.chat.messages_per_sec > 0 && self.chat.message_burst == 0 {
+            return Err(
+                "chat.message_burst must be at least 1 when chat.messages_per_sec is set".into(),
             );
         }
         if !self.database_url.is_empty()

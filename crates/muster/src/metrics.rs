@@ -22,6 +22,13 @@ pub struct Metrics {
     pub realtime_errors: IntCounterVec,
     pub rate_limited: IntCounterVec,
     pub outgoing_dropped: IntCounter,
+    pub chat_channels: IntGauge,
+    pub chat_members: IntGauge,
+    pub chat_messages_in: IntCounterVec,
+    pub chat_messages_out: IntCounter,
+    pub chat_presence_events_out: IntCounter,
+    pub chat_deliveries_dropped: IntCounter,
+    pub chat_errors: IntCounterVec,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -112,6 +119,41 @@ impl Metrics {
             outgoing_dropped: register!(IntCounter::new(
                 "outgoing_queue_full_total",
                 "Sockets closed because their outgoing queue was full."
+            )),
+            chat_channels: register!(IntGauge::new(
+                "chat_channels",
+                "Chat channels with at least one member."
+            )),
+            chat_members: register!(IntGauge::new(
+                "chat_members",
+                "Channel memberships (one per socket per channel joined)."
+            )),
+            chat_messages_in: register!(IntCounterVec::new(
+                Opts::new(
+                    "chat_messages_received_total",
+                    "Chat messages accepted from clients, by kind (send, update, remove)."
+                ),
+                &["kind"]
+            )),
+            chat_messages_out: register!(IntCounter::new(
+                "chat_messages_delivered_total",
+                "Chat messages queued to members' sockets (one per recipient)."
+            )),
+            chat_presence_events_out: register!(IntCounter::new(
+                "chat_presence_events_delivered_total",
+                "Channel presence events queued to members' sockets (one per recipient)."
+            )),
+            chat_deliveries_dropped: register!(IntCounter::new(
+                "chat_deliveries_dropped_total",
+                "Chat deliveries refused because the recipient's outgoing queue was full \
+                 (that socket is then closed with 1008)."
+            )),
+            chat_errors: register!(IntCounterVec::new(
+                Opts::new(
+                    "chat_errors_total",
+                    "Chat requests refused with an error envelope, by reason."
+                ),
+                &["reason"]
             )),
             registry,
         }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -18,6 +19,7 @@ use crate::matches::Matches;
 use crate::metrics::Metrics;
 use crate::password::Hasher;
 use crate::ratelimit::IpLimit;
+use crate::realtime::channels::Chat;
 use crate::realtime::registry::SessionRegistry;
 use crate::store::{self, Store};
 use crate::tokens::TokenService;
@@ -33,6 +35,8 @@ pub struct AppState {
     pub registry: Arc<SessionRegistry>,
     /// Matches, the matchmaker and rooms.
     pub matches: Arc<Matches>,
+    /// Chat channels: membership, message ids, limits.
+    pub chat: Arc<Chat>,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
     /// Cancelled when the server begins shutting down; every socket task watches it.
@@ -60,12 +64,14 @@ impl AppState {
             Hasher::new()?,
             metrics.clone(),
         ));
+        let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone()).await?);
         let limits = &config.limits;
         let shutdown = CancellationToken::new();
         let matches =
             Matches::build(&config, &store, &metrics, handlers, shutdown.child_token()).await?;
         Ok(AppState {
             matches,
+            chat,
             auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
             connect_limit: Arc::new(IpLimit::new(
                 limits.connect_per_ip_per_sec,
@@ -120,6 +126,14 @@ pub async fn run_with_handlers(
         cancel.cancel();
     };
     let housekeeping = tokio::spawn(housekeeping(state.clone()));
+    // TCP_NODELAY on every connection: a realtime server writes small frames back to back (a
+    // chat message, then its ack), and Nagle's algorithm would hold the second one until the
+    // peer's delayed ACK, up to 40 ms later.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let server = tokio::spawn(
         axum::serve(listener, app)
             .with_graceful_shutdown(signal)

@@ -99,7 +99,8 @@ struct WorkerProc {
 }
 
 enum Event {
-    Message(usize, WorkerMessage),
+    /// Boxed: a worker's message is large, and the channel holds many events.
+    Message(usize, Box<WorkerMessage>),
     Garbled(usize, String),
     Ended(usize),
 }
@@ -197,7 +198,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let event = match serde_json::from_str::<WorkerMessage>(&line) {
-                    Ok(m) => Event::Message(idx, m),
+                    Ok(m) => Event::Message(idx, Box::new(m)),
                     Err(_) => Event::Garbled(idx, line),
                 };
                 if tx.send(event).await.is_err() {
@@ -224,16 +225,17 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
     while procs.iter().any(|p| !p.finished) {
         tokio::select! {
             event = rx.recv() => match event {
-                Some(Event::Message(i, WorkerMessage::Tick(tick))) => {
-                    agg.add_tick(&tick).context("merging a worker's tick")?;
-                    let live = procs.iter().filter(|p| !p.finished).count() as u64;
-                    progress.show_ready(&agg, live);
-                    let _ = i;
-                }
-                Some(Event::Message(i, WorkerMessage::Done(result))) => {
-                    agg.add_result(&result).context("merging a worker's result")?;
-                    procs[i].result = Some(result);
-                }
+                Some(Event::Message(i, message)) => match *message {
+                    WorkerMessage::Tick(tick) => {
+                        agg.add_tick(&tick).context("merging a worker's tick")?;
+                        let live = procs.iter().filter(|p| !p.finished).count() as u64;
+                        progress.show_ready(&agg, live);
+                    }
+                    WorkerMessage::Done(result) => {
+                        agg.add_result(&result).context("merging a worker's result")?;
+                        procs[i].result = Some(result);
+                    }
+                },
                 Some(Event::Garbled(i, line)) => {
                     eprintln!("swarm: worker {i} wrote an unreadable line: {line}");
                 }

@@ -213,6 +213,28 @@ pub fn render(r: &Report) -> String {
             },
         ],
     );
+    let chat_chart = if r.counters.chat_sent > 0 || r.counters.chat_delivered > 0 {
+        line_chart(
+            "Chat messages per second: sent, and delivered to members",
+            "per second",
+            &[
+                Series {
+                    label: "sent/s".into(),
+                    color: COLORS[0],
+                    dashed: false,
+                    points: pt(&|row| row.chat_sent as f64),
+                },
+                Series {
+                    label: "delivered/s".into(),
+                    color: COLORS[2],
+                    dashed: true,
+                    points: pt(&|row| row.chat_delivered as f64),
+                },
+            ],
+        )
+    } else {
+        String::new()
+    };
     let mut latency_charts = String::new();
     for name in r.metrics.keys() {
         let p = |sel: fn(&crate::report::SecondRow) -> &std::collections::BTreeMap<String, f64>| {
@@ -270,10 +292,20 @@ pub fn render(r: &Report) -> String {
     errors.push_str("</table>");
 
     let c = &r.counters;
-    let counters = format!(
+    let mut counters = format!(
         "<table><tr><th>arrivals</th><th>sends</th><th>receives</th><th>connects</th><th>disconnects</th><th>errors</th><th>closes unanswered</th></tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
         c.arrivals, c.sends, c.receives, c.connects, c.disconnects, c.errors, c.closes_unanswered
     );
+    if c.chat_sent > 0 || c.chat_delivered > 0 {
+        let _ = write!(
+            counters,
+            "<table><tr><th>chat sent</th><th>chat acked</th><th>chat delivered</th><th>delivered per sent</th></tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td></tr></table>",
+            c.chat_sent,
+            c.chat_acked,
+            c.chat_delivered,
+            c.chat_delivered as f64 / c.chat_sent.max(1) as f64
+        );
+    }
 
     let mut workers = String::from(
         "<table><tr><th>worker</th><th>source</th><th>players</th><th>peak CCU</th><th>RSS baseline KiB</th><th>RSS peak KiB</th><th>CPU s</th><th>reported</th></tr>",
@@ -315,7 +347,7 @@ peak CCU {peak}; {dur:.1} s.</p>
 <h2>Latency</h2>{metrics}
 <h2>Failures</h2>{errors}
 <h2>Counters</h2>{counters}
-<h2>Over time</h2>{ccu_chart}{latency_charts}{rate_chart}
+<h2>Over time</h2>{ccu_chart}{latency_charts}{rate_chart}{chat_chart}
 <h2>Workers</h2>{workers}
 </body></html>
 "#,

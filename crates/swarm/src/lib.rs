@@ -8,6 +8,7 @@
 //! ([`sketch`]) measured from the intended send time, so results from many workers and machines
 //! merge exactly and stalls cannot hide. See the crate README for the CLI and the file formats.
 
+pub mod chat;
 pub mod coordinator;
 pub mod game;
 pub mod html;

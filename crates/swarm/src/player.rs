@@ -34,10 +34,19 @@ use crate::worker::Ctx;
 /// tungstenite's 128 KiB defaults would cost 256 KiB per player.
 pub const WS_BUFFER: usize = 256;
 
+/// Read buffer of players that chat: a chat socket receives several 300–500 byte messages a
+/// second, and a 256-byte buffer would take two or three reads per message.
+pub const WS_CHAT_BUFFER: usize = 2048;
+
 /// The WebSocket settings every player uses.
 pub fn ws_config() -> WebSocketConfig {
+    ws_config_with(WS_BUFFER)
+}
+
+/// The WebSocket settings with a read buffer of `read_buffer` bytes.
+pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
     WebSocketConfig::default()
-        .read_buffer_size(WS_BUFFER)
+        .read_buffer_size(read_buffer)
         .write_buffer_size(0)
         .max_write_buffer_size(64 * 1024)
         .max_message_size(Some(1 << 20))
@@ -179,6 +188,8 @@ struct Player {
     /// Session token, kept only while a later step still needs it.
     token: Option<Box<str>>,
     ws: Option<Ws>,
+    /// The chat channel joined last (`chat_join`), where `chat` sends.
+    channel: Option<Box<str>>,
     /// When the next action is intended to happen.
     next: Instant,
     /// Match and room state (boxed: most scenarios never use it).
@@ -193,6 +204,7 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
         index,
         token: None,
         ws: None,
+        channel: None,
         next: arrival,
         game: None,
     };
@@ -320,6 +332,7 @@ impl Player {
                     if let Some(ws) = self.ws.take() {
                         Box::pin(close(ctx, ws, limit(timeout_s))).await?;
                     }
+                    self.channel = None;
                     self.next = Instant::now();
                 }
                 Step::Game(step) => {
@@ -331,6 +344,44 @@ impl Player {
                         next: &mut self.next,
                     };
                     Box::pin(game.run(ctx, step, &mut io)).await?;
+                }
+                Step::ChatJoin(join) => {
+                    let Some(ws) = self.ws.as_mut() else {
+                        return Err(Failure::WsEof);
+                    };
+                    let sent = Instant::now();
+                    let channel = Box::pin(crate::chat::join(
+                        ctx,
+                        ws,
+                        join,
+                        self.index,
+                        limit(&join.timeout_s),
+                    ))
+                    .await?;
+                    let done = Instant::now();
+                    ctx.rec.borrow_mut().latency(Metric::ChatJoin, done - sent);
+                    self.channel = Some(channel);
+                    self.next = done;
+                }
+                Step::Chat(chat) => {
+                    let (Some(ws), Some(channel)) = (self.ws.as_mut(), self.channel.as_deref())
+                    else {
+                        return Err(Failure::WsEof);
+                    };
+                    let start = self.next;
+                    Box::pin(crate::chat::run(
+                        ctx,
+                        ws,
+                        channel,
+                        chat,
+                        start,
+                        self.index,
+                        limit(&chat.timeout_s),
+                    ))
+                    .await?;
+                    self.next = chat
+                        .duration_s
+                        .map_or_else(Instant::now, |d| start + d.as_duration());
                 }
             }
         }
@@ -379,8 +430,13 @@ async fn authenticate(
 async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
     let path = format!("{}?token={token}&format=json", ctx.ws_path);
-    let connect =
-        crate::transport::connect_websocket(ctx.addr, ctx.source_ip, &ctx.host, &path, ws_config());
+    let connect = crate::transport::connect_websocket(
+        ctx.addr,
+        ctx.source_ip,
+        &ctx.host,
+        &path,
+        ws_config_with(ctx.read_buffer),
+    );
     let ws = timeout(limit, connect)
         .await
         .unwrap_or(Err(Failure::Timeout("connect")))?;
@@ -474,6 +530,9 @@ async fn await_reply(
         };
         if let Some(Ok(Message::Text(text))) = &msg {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            if crate::chat::delivery(ctx, text.as_str(), Instant::now()) {
+                continue;
+            }
             if let Ok(env) = serde_json::from_str::<Envelope>(text.as_str()) {
                 if env.cid.as_deref() == Some(cid) {
                     if let Some(err) = env.error {
@@ -507,8 +566,11 @@ pub(crate) async fn unsolicited(
             // tungstenite queued the pong; flush it now rather than at the next read.
             ws.flush().await.map_err(ws_failure)
         }
-        Some(Ok(_)) => {
+        Some(Ok(msg)) => {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
+            if let Message::Text(text) = &msg {
+                crate::chat::delivery(ctx, text.as_str(), Instant::now());
+            }
             Ok(())
         }
     }

@@ -52,6 +52,10 @@ pub struct SecondRow {
     pub connects: u64,
     pub disconnects: u64,
     pub errors: u64,
+    /// Chat messages sent during the second.
+    pub chat_sent: u64,
+    /// Chat messages received by members during the second.
+    pub chat_delivered: u64,
     /// Median latency of the second, ms, by metric.
     pub p50: BTreeMap<String, f64>,
     /// 99th percentile latency of the second, ms, by metric.
@@ -155,6 +159,8 @@ impl Report {
                 connects: sec.counters.connects,
                 disconnects: sec.counters.disconnects,
                 errors: sec.counters.errors,
+                chat_sent: sec.counters.chat_sent,
+                chat_delivered: sec.counters.chat_delivered,
                 p50: sec
                     .sketches
                     .iter()
@@ -228,6 +234,8 @@ impl Report {
                     connects: row.connects,
                     disconnects: row.disconnects,
                     errors: row.errors,
+                    chat_sent: row.chat_sent,
+                    chat_delivered: row.chat_delivered,
                     ..Default::default()
                 },
                 cpu_s: row.worker_cpu_s,

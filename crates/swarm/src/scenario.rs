@@ -32,6 +32,7 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
 use crate::ramp::{Curve, PhasePlan, Schedule, Shape};
 
 /// A positive, finite number of seconds; TOML integers and floats are both accepted.
@@ -148,6 +149,8 @@ enum StepKind {
     CreateRoom,
     RoomConnect,
     Replay,
+    ChatJoin,
+    Chat,
 }
 
 /// A step as written: every key any step may have, each with its span, so that a misplaced or
@@ -178,6 +181,13 @@ struct RawStep {
     connections: Option<Spanned<u32>>,
     open: Option<Spanned<bool>>,
     file: Option<Spanned<String>>,
+    channels: Option<Spanned<u64>>,
+    group_size: Option<Spanned<u64>>,
+    room_prefix: Option<Spanned<String>>,
+    persistence: Option<Spanned<bool>>,
+    hidden: Option<Spanned<bool>>,
+    send_interval_s: Option<Spanned<SecondsRange>>,
+    message_bytes: Option<Spanned<BytesRange>>,
 }
 
 /// One step of player behaviour.
@@ -212,6 +222,10 @@ pub enum Step {
     Disconnect { timeout_s: Option<Seconds> },
     /// A match or room step (Space Ape's and Hathora's flows); see [`crate::game::GameStep`].
     Game(crate::game::GameStep),
+    /// Join one of M chat rooms (see [`JoinStep`]).
+    ChatJoin(JoinStep),
+    /// Send chat messages to the room joined last and measure their delivery (see [`ChatStep`]).
+    Chat(ChatStep),
 }
 
 impl Step {
@@ -224,6 +238,8 @@ impl Step {
             Step::Wait { .. } => "wait",
             Step::Disconnect { .. } => "disconnect",
             Step::Game(g) => g.name(),
+            Step::ChatJoin(_) => "chat_join",
+            Step::Chat(_) => "chat",
         }
     }
 
@@ -276,6 +292,20 @@ impl RawStep {
             StepKind::CreateRoom => &["handler", "capacity", "tick_rate_hz", "timeout_s"],
             StepKind::RoomConnect => &["connections", "open", "timeout_s"],
             StepKind::Replay => &["file", "timeout_s"],
+            StepKind::ChatJoin => &[
+                "channels",
+                "group_size",
+                "room_prefix",
+                "persistence",
+                "hidden",
+                "timeout_s",
+            ],
+            StepKind::Chat => &[
+                "send_interval_s",
+                "message_bytes",
+                "duration_s",
+                "timeout_s",
+            ],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -300,6 +330,19 @@ impl RawStep {
             ("connections", self.connections.as_ref().map(|v| v.span())),
             ("open", self.open.as_ref().map(|v| v.span())),
             ("file", self.file.as_ref().map(|v| v.span())),
+            ("channels", self.channels.as_ref().map(|v| v.span())),
+            ("group_size", self.group_size.as_ref().map(|v| v.span())),
+            ("room_prefix", self.room_prefix.as_ref().map(|v| v.span())),
+            ("persistence", self.persistence.as_ref().map(|v| v.span())),
+            ("hidden", self.hidden.as_ref().map(|v| v.span())),
+            (
+                "send_interval_s",
+                self.send_interval_s.as_ref().map(|v| v.span()),
+            ),
+            (
+                "message_bytes",
+                self.message_bytes.as_ref().map(|v| v.span()),
+            ),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -381,8 +424,63 @@ impl RawStep {
                     message: format!("do = \"{name}\": {message}"),
                 })?)
             }
+            StepKind::ChatJoin => {
+                let positive = |v: Option<Spanned<u64>>, key: &str| match v {
+                    Some(n) if *n.get_ref() == 0 => Err(Misplaced {
+                        span: n.span(),
+                        message: format!("key `{key}`: must be at least 1"),
+                    }),
+                    other => Ok(other.map(Spanned::into_inner)),
+                };
+                let channels = positive(self.channels, "channels")?.ok_or_else(|| Misplaced {
+                    span: span.clone(),
+                    message: format!("do = \"{name}\" needs `channels`"),
+                })?;
+                let room_prefix = match self.room_prefix {
+                    Some(p) if !valid_room_prefix(p.get_ref()) => {
+                        return Err(Misplaced {
+                            span: p.span(),
+                            message: "key `room_prefix`: 1 to 40 letters, digits, '-' or '_'"
+                                .into(),
+                        })
+                    }
+                    Some(p) => p.into_inner(),
+                    None => "swarm".into(),
+                };
+                Step::ChatJoin(JoinStep {
+                    channels,
+                    group_size: positive(self.group_size, "group_size")?,
+                    room_prefix,
+                    persistence: self.persistence.map(Spanned::into_inner).unwrap_or(false),
+                    hidden: self.hidden.map(Spanned::into_inner).unwrap_or(false),
+                    timeout_s: inner(self.timeout_s),
+                })
+            }
+            StepKind::Chat => Step::Chat(ChatStep {
+                interval_s: self
+                    .send_interval_s
+                    .map(Spanned::into_inner)
+                    .ok_or_else(|| Misplaced {
+                        span: span.clone(),
+                        message: format!("do = \"{name}\" needs `send_interval_s`"),
+                    })?,
+                message_bytes: self
+                    .message_bytes
+                    .map(Spanned::into_inner)
+                    .unwrap_or(BytesRange(10, 100)),
+                duration_s: inner(self.duration_s),
+                timeout_s: inner(self.timeout_s),
+            }),
         })
     }
+}
+
+/// Room prefixes go into JSON by hand in the join request, so they are kept to safe characters.
+fn valid_room_prefix(prefix: &str) -> bool {
+    (1..=40).contains(&prefix.len())
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// Why a scenario cannot run.
@@ -512,6 +610,7 @@ impl Scenario {
         // Walk the steps with what a player would have at that point.
         let mut authenticated = false;
         let mut connected = false;
+        let mut joined = false;
         let mut endless = false;
         let mut game = crate::game::Progress::default();
         for (i, step) in self.steps.iter().enumerate() {
@@ -527,8 +626,8 @@ impl Scenario {
             };
             if endless && !matches!(step, Step::Disconnect { .. }) {
                 return fail(
-                    "unreachable: the heartbeat before it has no `duration_s`, so it lasts until \
-                     the run ends",
+                    "unreachable: the heartbeat or chat before it has no `duration_s`, so it \
+                     lasts until the run ends",
                 );
             }
             match step {
@@ -541,6 +640,7 @@ impl Scenario {
                         return fail("the socket is already open");
                     }
                     connected = true;
+                    joined = false;
                 }
                 Step::Heartbeat { duration_s, .. } => {
                     if !connected {
@@ -554,6 +654,19 @@ impl Scenario {
                         return fail("no socket is open here");
                     }
                     connected = false;
+                    joined = false;
+                }
+                Step::ChatJoin(_) => {
+                    if !connected {
+                        return fail("needs an open socket: add a `connect` step before it");
+                    }
+                    joined = true;
+                }
+                Step::Chat(chat) => {
+                    if !joined {
+                        return fail("needs a room: add a `chat_join` step before it");
+                    }
+                    endless = chat.duration_s.is_none();
                 }
                 Step::Game(g) => {
                     if let Err(message) = game.check(g, authenticated, connected) {
@@ -833,6 +946,7 @@ do = "disconnect"
             "connect-and-heartbeat.toml",
             "match-15hz.toml",
             "rooms-replay.toml",
+            "chat-fanout.toml",
         ] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);

@@ -167,6 +167,7 @@ impl Sketch {
             min: ms(self.min_micros()),
             max: ms(self.max_micros()),
             percentile80: ms(self.quantile_micros(0.80)),
+            percentile50: ms(self.quantile_micros(0.50)),
             percentile90: ms(self.quantile_micros(0.90)),
             percentile99: ms(self.quantile_micros(0.99)),
             percentile99point9: ms(self.quantile_micros(0.999)),
@@ -187,6 +188,9 @@ pub struct MetricSummary {
     pub percentile99: f64,
     pub percentile99point9: f64,
     pub percentile99point99: f64,
+    /// The median; after the seed's keys (reports written before it was added read as 0).
+    #[serde(default)]
+    pub percentile50: f64,
 }
 
 #[cfg(test)]

@@ -37,10 +37,16 @@ pub enum Metric {
     RoomCreate,
     /// `GET /v2/rooms/{id}/connection`: intended → connection info received.
     RoomLookup,
+    /// Chat join: request sent → channel answered.
+    ChatJoin,
+    /// Chat message: intended send time → the sender's ack.
+    ChatAck,
+    /// Chat message: intended send time (carried in the message) → received by a member.
+    ChatDelivery,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 13] = [
         Metric::Auth,
         Metric::Connect,
         Metric::Ping,
@@ -51,6 +57,9 @@ impl Metric {
         Metric::ClientInterval,
         Metric::RoomCreate,
         Metric::RoomLookup,
+        Metric::ChatJoin,
+        Metric::ChatAck,
+        Metric::ChatDelivery,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +74,9 @@ impl Metric {
             Metric::ClientInterval => "client-interval",
             Metric::RoomCreate => "room_create",
             Metric::RoomLookup => "room_lookup",
+            Metric::ChatJoin => "chat_join",
+            Metric::ChatAck => "chat_ack",
+            Metric::ChatDelivery => "chat_delivery",
         }
     }
 
@@ -92,6 +104,12 @@ pub struct Counters {
     /// Closes at the end of the run that the server did not answer with a close frame (it
     /// dropped the connection instead). Not a player failure, but a protocol fault to fix.
     pub closes_unanswered: u64,
+    /// Chat messages sent.
+    pub chat_sent: u64,
+    /// Chat messages acknowledged to their sender.
+    pub chat_acked: u64,
+    /// Chat messages received by members (each message once per member, the sender included).
+    pub chat_delivered: u64,
 }
 
 impl Counters {
@@ -103,6 +121,9 @@ impl Counters {
         self.disconnects += o.disconnects;
         self.errors += o.errors;
         self.closes_unanswered += o.closes_unanswered;
+        self.chat_sent += o.chat_sent;
+        self.chat_acked += o.chat_acked;
+        self.chat_delivered += o.chat_delivered;
     }
 }
 

@@ -67,6 +67,10 @@ pub struct Ctx {
     /// For each step: whether a later step still needs the session token.
     pub token_needed_after: Vec<bool>,
     pub default_timeout: Duration,
+    /// Wall-clock time on this worker's steady timeline (chat timestamps cross processes).
+    pub clock: crate::chat::WallClock,
+    /// Read buffer of each player's WebSocket (larger when the scenario chats).
+    pub read_buffer: usize,
     pub rec: RefCell<Recorder>,
     /// Set when the run is over (end of the last phase, or stopped).
     over: Cell<bool>,
@@ -202,6 +206,16 @@ pub async fn run(
         steps,
         token_needed_after,
         default_timeout: scenario.timeout_s.as_duration(),
+        clock: crate::chat::WallClock::now(),
+        read_buffer: if scenario
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::ChatJoin(_)))
+        {
+            player::WS_CHAT_BUFFER
+        } else {
+            player::WS_BUFFER
+        },
         rec: RefCell::new(Recorder::default()),
         over: Cell::new(false),
         stop: Notify::new(),

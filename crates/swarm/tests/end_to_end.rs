@@ -95,9 +95,13 @@ fn smoke_scenario() -> PathBuf {
 }
 
 fn start_swarm(target: &str, out: &Path) -> Child {
+    start_swarm_with(&smoke_scenario(), target, out)
+}
+
+fn start_swarm_with(scenario: &Path, target: &str, out: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_swarm"))
         .arg("run")
-        .arg(smoke_scenario())
+        .arg(scenario)
         .args([
             "--target",
             target,
@@ -264,4 +268,114 @@ fn stopping_muster_mid_run_is_counted_as_failures() {
         errors_over_time, failed,
         "the time series shows the failures too"
     );
+}
+
+/// 20 players in 4 rooms of 5, split over 2 workers (player `i` is on worker `i % 2`, so every
+/// room has members in both processes): they join, wait until everyone has joined, chat for 2 s,
+/// and wait for the last deliveries before leaving.
+const CHAT_SCENARIO: &str = r#"
+name = "chat-e2e"
+timeout_s = 5
+grace_s = 5
+
+[[phases]]
+duration_s = 1
+players = 20
+
+[[phases]]
+duration_s = 7
+
+[[steps]]
+do = "authenticate"
+
+[[steps]]
+do = "connect"
+
+[[steps]]
+do = "chat_join"
+channels = 4
+group_size = 5
+room_prefix = "e2e"
+
+[[steps]]
+do = "wait"
+duration_s = 1.5
+
+[[steps]]
+do = "chat"
+send_interval_s = [0.1, 0.3]
+message_bytes = [10, 100]
+duration_s = 2
+
+[[steps]]
+do = "wait"
+duration_s = 2
+"#;
+
+#[test]
+fn chat_steps_fan_out_across_workers_and_measure_delivery() {
+    let muster = Muster::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = dir.path().join("chat.toml");
+    std::fs::write(&scenario, CHAT_SCENARIO).expect("write scenario");
+    let out = dir.path().join("out");
+    let mut swarm = start_swarm_with(&scenario, &muster.url(), &out);
+    let stderr = BufReader::new(swarm.stderr.take().expect("stderr"));
+    let progress: Vec<String> = stderr.lines().map_while(Result::ok).collect();
+    let code = wait_exit(&mut swarm, Duration::from_secs(120));
+    let report = read_report(&out);
+
+    assert_eq!(
+        code, 0,
+        "exit code; report: {report:#}\nstderr: {progress:#?}"
+    );
+    assert_eq!(report["successful"], 20, "{report:#}");
+    assert_eq!(errors_total(&report), 0, "{}", report["errors"]);
+    let metrics = &report["metrics"];
+    assert_eq!(metrics["chat_join"]["count"], 20);
+
+    let counters = &report["counters"];
+    let count = |key: &str| counters[key].as_u64().unwrap_or_else(|| panic!("{key}"));
+    let (sent, acked, delivered) = (
+        count("chatSent"),
+        count("chatAcked"),
+        count("chatDelivered"),
+    );
+    // Each player sends every 0.1-0.3 s for 2 s: at least 6 messages each.
+    assert!(sent >= 20 * 6, "only {sent} messages sent");
+    assert_eq!(acked, sent, "every message acknowledged to its sender");
+    assert_eq!(metrics["chat_ack"]["count"].as_u64(), Some(sent));
+    // Every message reaches its sender and other members, but never more than the 5 members of
+    // its room: the players really were spread over rooms of 5.
+    assert!(
+        delivered > sent,
+        "no member received another's message: {counters}"
+    );
+    assert!(
+        delivered <= 5 * sent,
+        "{delivered} deliveries for {sent} messages in rooms of 5"
+    );
+    // Every delivery carried a timestamp that was found and turned into a latency. The sender's
+    // wall-clock time crosses processes: a misread timestamp would give a nonsense latency (hours
+    // or years), not one below the 5 s timeout.
+    let delivery = &metrics["chat_delivery"];
+    assert_eq!(delivery["count"].as_u64(), Some(delivered));
+    let max = delivery["max"].as_f64().expect("max");
+    assert!(max < 5_000.0, "delivery latency max {max} ms");
+    assert!(
+        delivery["percentile50"].as_f64().expect("p50")
+            <= delivery["percentile99"].as_f64().expect("p99")
+    );
+    // The time series shows the messages as they went.
+    let rows = report["timeseries"].as_array().expect("timeseries");
+    let sent_over_time: u64 = rows
+        .iter()
+        .map(|r| r["chatSent"].as_u64().unwrap_or(0))
+        .sum();
+    let delivered_over_time: u64 = rows
+        .iter()
+        .map(|r| r["chatDelivered"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(sent_over_time, sent);
+    assert_eq!(delivered_over_time, delivered);
 }

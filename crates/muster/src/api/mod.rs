@@ -4,6 +4,7 @@
 
 mod account;
 mod authenticate;
+mod channel;
 pub mod extract;
 pub mod rooms;
 mod session;
@@ -45,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/rooms", post(rooms::create).get(rooms::list))
         .route("/v2/rooms/{id}", get(rooms::get).delete(rooms::destroy))
         .route("/v2/rooms/{id}/connection", get(rooms::connection))
+        .route("/v2/channel/{channel_id}", get(channel::list_messages))
         .route("/ws", get(crate::realtime::upgrade))
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))

@@ -52,7 +52,9 @@ pub async fn handle(
         | Message::ChannelLeave(_)
         | Message::ChannelMessageSend(_)
         | Message::ChannelMessageUpdate(_)
-        | Message::ChannelMessageRemove(_) => not_available(cid, &message),
+        | Message::ChannelMessageRemove(_) => {
+            super::channels::handle(cid, message, session, state).await
+        }
 
         // Matches and the matchmaker.
         message @ (Message::MatchCreate(_)

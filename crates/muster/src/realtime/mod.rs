@@ -5,8 +5,9 @@
 //! a socket. After the upgrade, [`socket::serve`] owns the connection: one task per socket reads
 //! envelopes, answers them through [`dispatch`], writes what other tasks queue in its [`outbox`],
 //! and keeps the peer alive with pings. [`registry`] knows who is online; [`fanout`] delivers one
-//! message to many sockets.
+//! message to many sockets; [`channels`] is chat.
 
+pub mod channels;
 pub mod dispatch;
 pub mod fanout;
 pub mod outbox;

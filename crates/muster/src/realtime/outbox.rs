@@ -41,11 +41,16 @@ impl Outbox {
     }
 
     /// Queues `message`; false (and the socket will be closed) when the queue is full.
+    ///
+    /// Only the push that finds the queue empty wakes the socket's task: the task drains the
+    /// whole queue when it wakes (and checks [`Outbox::is_empty`] after a write before waiting
+    /// again), so later pushes ride on that wake-up instead of scheduling the task once each.
     pub fn push(&self, message: Message) -> bool {
         let mut state = self.state.lock();
         if state.overflowed {
             return false;
         }
+        let was_empty = state.queue.is_empty();
         let accepted = state.queue.len() < self.capacity;
         if accepted {
             state.queue.push_back(message);
@@ -54,13 +59,30 @@ impl Outbox {
             state.queue = VecDeque::new();
         }
         drop(state);
-        self.ready.notify_one();
+        if was_empty || !accepted {
+            self.ready.notify_one();
+        }
         accepted
     }
 
     /// Resolves when something was pushed since the last [`Outbox::drain`].
     pub async fn ready(&self) {
         self.ready.notified().await;
+    }
+
+    /// Resolves once the outbox has overflowed. Consumes wake-ups meant for [`Outbox::ready`],
+    /// so whoever waits on it must check [`Outbox::is_empty`] afterwards.
+    pub async fn overflowed(&self) {
+        loop {
+            if self.state.lock().overflowed {
+                return;
+            }
+            self.ready.notified().await;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().queue.is_empty()
     }
 
     pub fn drain(&self) -> Drained {

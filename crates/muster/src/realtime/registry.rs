@@ -8,6 +8,7 @@ use dashmap::DashMap;
 use muster_proto::realtime::UserPresence;
 use uuid::Uuid;
 
+use super::channels::session::ChatSession;
 use super::outbox::Outbox;
 use super::Format;
 use crate::metrics::Metrics;
@@ -19,6 +20,8 @@ pub struct SessionEntry {
     pub username: Box<str>,
     pub format: Format,
     pub outbox: Outbox,
+    /// The chat channels this socket is in and its message budget.
+    pub chat: ChatSession,
 }
 
 impl SessionEntry {
@@ -70,6 +73,7 @@ impl SessionRegistry {
             username: username.into(),
             format,
             outbox: Outbox::new(outbox_capacity),
+            chat: ChatSession::default(),
         });
         self.sessions.insert(entry.session_id, entry.clone());
         let mut count = self.sessions_per_user.entry(user_id).or_insert(0);

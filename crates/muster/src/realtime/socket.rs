@@ -9,6 +9,7 @@ use futures_util::SinkExt;
 use muster_proto::realtime::{DecodeError, Envelope};
 use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
 
+use super::outbox::Outbox;
 use super::{dispatch, Format};
 use crate::server::AppState;
 use crate::tokens::Claims;
@@ -73,6 +74,52 @@ async fn send(socket: &mut WebSocket, frame: Frame, limit: Duration) -> Result<(
     }
 }
 
+/// Writes everything queued in the outbox, then `reply` (the answer to the request just
+/// handled, if any), and flushes once, so frames that queued up together leave in as few writes
+/// as the write buffer allows. Whatever was queued before a request is written before its answer
+/// (a sender sees its own `channel_message` before its ack, as on Nakama).
+///
+/// A peer that does not take the frames within `limit` is dropped; an outbox that overflows
+/// meanwhile ends the socket at once (1008), without waiting for the slow write to time out.
+async fn write_pending(
+    socket: &mut WebSocket,
+    outbox: &Outbox,
+    mut reply: Option<Frame>,
+    limit: Duration,
+) -> Result<(), Ending> {
+    loop {
+        let reply = reply.take();
+        let write = async {
+            let mut reply = reply;
+            loop {
+                let drained = outbox.drain();
+                if drained.overflowed {
+                    return Err(Ending::QueueFull);
+                }
+                for frame in drained.messages {
+                    socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
+                }
+                if let Some(frame) = reply.take() {
+                    socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
+                }
+                if outbox.is_empty() {
+                    break;
+                }
+            }
+            socket.flush().await.map_err(|_| Ending::WriteFailed)
+        };
+        tokio::select! {
+            biased;
+            written = timeout(limit, write) => written.unwrap_or(Err(Ending::WriteFailed))?,
+            () = outbox.overflowed() => return Err(Ending::QueueFull),
+        }
+        // `overflowed` may have taken the wake-up of a push made during the write.
+        if outbox.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
 pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state: AppState) {
     let _tracked = state.sockets.token();
     let config = &state.config.socket;
@@ -81,6 +128,9 @@ pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state:
             .registry
             .register(claims.uid, &claims.usn, format, config.outgoing_queue_size);
     let session = &guard.entry;
+    // Declared after `guard`, so it is dropped first: the socket leaves its chat channels
+    // (telling their other members) before it leaves the registry.
+    let _memberships = state.chat.memberships(session.clone());
     let ping_period = Duration::from_millis(config.ping_period_ms);
     let pong_wait = Duration::from_millis(config.pong_wait_ms);
     let mut keepalive = interval_at(Instant::now() + ping_period, ping_period);
@@ -108,26 +158,15 @@ pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state:
                     Ok(envelope) => dispatch::handle(envelope, session, &state).await,
                     Err(error) => Some(reject(&error, &state)),
                 };
-                if let Some(reply) = reply {
-                    if let Err(ending) = send(&mut socket, dispatch::encode(format, &reply), pong_wait).await {
-                        break ending;
-                    }
+                // The reply goes out behind whatever the outbox holds (a chat message fans out
+                // to its sender too), all in one flush.
+                let reply = reply.map(|reply| dispatch::encode(format, &reply));
+                if let Err(ending) = write_pending(&mut socket, &session.outbox, reply, pong_wait).await {
+                    break ending;
                 }
             }
             () = session.outbox.ready() => {
-                let drained = session.outbox.drain();
-                if drained.overflowed {
-                    state.metrics.outgoing_dropped.inc();
-                    break Ending::QueueFull;
-                }
-                let mut failed = None;
-                for frame in drained.messages {
-                    if let Err(ending) = send(&mut socket, frame, pong_wait).await {
-                        failed = Some(ending);
-                        break;
-                    }
-                }
-                if let Some(ending) = failed {
+                if let Err(ending) = write_pending(&mut socket, &session.outbox, None, pong_wait).await {
                     break ending;
                 }
             }
@@ -143,6 +182,9 @@ pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state:
     };
 
     state.matches.session_closed(session);
+    if ending == Ending::QueueFull {
+        state.metrics.outgoing_dropped.inc();
+    }
     if let Some((code, reason)) = ending.close_frame() {
         let frame = Frame::Close(Some(CloseFrame {
             code,

@@ -100,6 +100,41 @@ pub struct Revocation {
     pub expires_at: i64,
 }
 
+/// A chat message kept in a channel's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelMessageRecord {
+    pub id: Uuid,
+    /// Nakama's channel id (`2...room`, `4.userA.userB.`).
+    pub channel_id: String,
+    /// 0 chat (an update changes the content, not the code).
+    pub code: i32,
+    pub sender_id: Uuid,
+    pub username: String,
+    /// A JSON object, as text.
+    pub content: String,
+    pub create_time_ms: i64,
+    pub update_time_ms: i64,
+}
+
+/// A stored message and its position in the history (insertion order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRow {
+    pub seq: i64,
+    pub message: ChannelMessageRecord,
+}
+
+/// Which rows of a channel's history to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryQuery {
+    pub channel_id: String,
+    /// Oldest first when true, newest first when false.
+    pub ascending: bool,
+    /// Only rows past this position in the reading direction (`seq >` ascending, `seq <`
+    /// descending).
+    pub from_seq: Option<i64>,
+    pub limit: usize,
+}
+
 /// Every storage operation the server performs. Each write is durable when its future resolves.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -133,6 +168,34 @@ pub trait Store: Send + Sync + 'static {
     /// The secret named `name`, set to `candidate` if it did not exist yet. Every node sharing
     /// the database reads the same value.
     async fn secret(&self, name: &str, candidate: String) -> Result<String, StoreError>;
+
+    /// Stores a chat message; durable when the future resolves. Concurrent calls are written
+    /// together (one transaction for many messages).
+    async fn insert_channel_message(&self, message: ChannelMessageRecord)
+        -> Result<(), StoreError>;
+
+    /// Replaces the content of message `id` in `channel_id` if `sender` sent it; returns its
+    /// creation time. `NotFound` when there is no such message of that sender.
+    async fn update_channel_message(
+        &self,
+        id: Uuid,
+        sender: Uuid,
+        channel_id: &str,
+        content: String,
+        now_ms: i64,
+    ) -> Result<i64, StoreError>;
+
+    /// Deletes message `id` in `channel_id` if `sender` sent it; returns its creation time.
+    /// `NotFound` when there is no such message of that sender.
+    async fn delete_channel_message(
+        &self,
+        id: Uuid,
+        sender: Uuid,
+        channel_id: &str,
+    ) -> Result<i64, StoreError>;
+
+    /// Reads a slice of a channel's history.
+    async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError>;
 
     /// Finishes pending writes and releases the database.
     async fn close(&self);

@@ -1,9 +1,17 @@
 //! The production engine: PostgreSQL (and CockroachDB, which speaks its wire protocol) through a
 //! `deadpool-postgres` pool. Each operation is one short transaction; PostgreSQL's own group
 //! commit batches the fsyncs of concurrent commits.
+//!
+//! Chat messages, the one write that comes at thousands per second, are batched here as well:
+//! one task takes every message waiting (up to `database.max_batch`) and writes them with a
+//! single multi-row `INSERT … SELECT FROM UNNEST(…)`, one transaction, then answers each sender
+//! once that commit is durable. Batches are written one after another, so history order (`seq`)
+//! is commit order on this node.
 
 use std::sync::Arc;
 use std::time::Instant;
+
+use tokio::sync::{mpsc, oneshot};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -13,7 +21,8 @@ use uuid::Uuid;
 
 use super::migrations::{self, LEDGER_TABLE};
 use super::{
-    AccountRecord, AccountUpdate, Credential, Identity, NewUser, Revocation, Store, StoreError,
+    AccountRecord, AccountUpdate, ChannelMessageRecord, Credential, HistoryQuery, HistoryRow,
+    Identity, NewUser, Revocation, Store, StoreError,
 };
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -21,7 +30,17 @@ use crate::metrics::Metrics;
 pub struct PostgresStore {
     pool: Pool,
     metrics: Arc<Metrics>,
+    messages: mpsc::Sender<PendingMessage>,
 }
+
+/// A chat message waiting for the batch writer, and who to tell when it is durable.
+struct PendingMessage {
+    message: ChannelMessageRecord,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Messages queued beyond this make senders wait (backpressure) instead of growing memory.
+const MESSAGE_QUEUE: usize = 16 * 1024;
 
 fn db_error(error: tokio_postgres::Error) -> StoreError {
     if let Some(db) = error.as_db_error() {
@@ -113,11 +132,88 @@ impl PostgresStore {
             .await
             .map_err(|e| anyhow::anyhow!("PostgreSQL at database_url: {e:#}"))?;
         tracing::info!("PostgreSQL store open");
-        Ok(PostgresStore { pool, metrics })
+        let (messages, queue) = mpsc::channel(MESSAGE_QUEUE);
+        tokio::spawn(write_message_batches(
+            pool.clone(),
+            queue,
+            config.database.max_batch,
+            metrics.clone(),
+        ));
+        Ok(PostgresStore {
+            pool,
+            metrics,
+            messages,
+        })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(pool_error)
+    }
+}
+
+/// The chat message batch writer: runs until the store is dropped.
+async fn write_message_batches(
+    pool: Pool,
+    mut queue: mpsc::Receiver<PendingMessage>,
+    max_batch: usize,
+    metrics: Arc<Metrics>,
+) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while queue.recv_many(&mut batch, max_batch).await > 0 {
+        let started = Instant::now();
+        let result = insert_messages(&pool, &batch).await;
+        if let Err(error) = &result {
+            tracing::error!(%error, messages = batch.len(), "writing chat messages failed");
+        }
+        metrics.observe_db("insert_channel_messages_batch", started.elapsed());
+        for pending in batch.drain(..) {
+            let _ = pending.done.send(result.clone());
+        }
+    }
+}
+
+async fn insert_messages(pool: &Pool, batch: &[PendingMessage]) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let column = |f: fn(&ChannelMessageRecord) -> String| {
+        batch.iter().map(|p| f(&p.message)).collect::<Vec<_>>()
+    };
+    let ids: Vec<Uuid> = batch.iter().map(|p| p.message.id).collect();
+    let senders: Vec<Uuid> = batch.iter().map(|p| p.message.sender_id).collect();
+    let codes: Vec<i32> = batch.iter().map(|p| p.message.code).collect();
+    let created: Vec<i64> = batch.iter().map(|p| p.message.create_time_ms).collect();
+    let updated: Vec<i64> = batch.iter().map(|p| p.message.update_time_ms).collect();
+    let channels = column(|m| m.channel_id.clone());
+    let usernames = column(|m| m.username.clone());
+    let contents = column(|m| m.content.clone());
+    // A single statement is a single transaction: all of the batch is durable, or none of it.
+    client
+        .execute(
+            "INSERT INTO channel_messages
+                (id, channel_id, code, sender_id, username, content, create_time_ms, update_time_ms)
+             SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::int4[], $4::uuid[], $5::text[],
+                                  $6::text[], $7::int8[], $8::int8[])",
+            &[
+                &ids, &channels, &codes, &senders, &usernames, &contents, &created, &updated,
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+fn history_row(row: &Row, channel_id: &str) -> HistoryRow {
+    HistoryRow {
+        seq: row.get(0),
+        message: ChannelMessageRecord {
+            id: row.get(1),
+            channel_id: channel_id.to_owned(),
+            code: row.get(2),
+            sender_id: row.get(3),
+            username: row.get(4),
+            content: row.get(5),
+            create_time_ms: row.get(6),
+            update_time_ms: row.get(7),
+        },
     }
 }
 
@@ -361,6 +457,92 @@ impl Store for PostgresStore {
             .await
             .map_err(db_error)?;
         Ok(row.get(0))
+    }
+
+    async fn insert_channel_message(
+        &self,
+        message: ChannelMessageRecord,
+    ) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let (done, answered) = oneshot::channel();
+        self.messages
+            .send(PendingMessage { message, done })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        let result = answered.await.map_err(|_| StoreError::Closed)?;
+        self.metrics
+            .observe_db("insert_channel_message", started.elapsed());
+        result
+    }
+
+    async fn update_channel_message(
+        &self,
+        id: Uuid,
+        sender: Uuid,
+        channel_id: &str,
+        content: String,
+        now_ms: i64,
+    ) -> Result<i64, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "UPDATE channel_messages SET content = $4, update_time_ms = $5
+                 WHERE id = $1 AND sender_id = $2 AND channel_id = $3
+                 RETURNING create_time_ms",
+                &[&id, &sender, &channel_id, &content, &now_ms],
+            )
+            .await
+            .map_err(db_error)?;
+        self.metrics
+            .observe_db("update_channel_message", started.elapsed());
+        row.map(|r| r.get(0)).ok_or(StoreError::NotFound)
+    }
+
+    async fn delete_channel_message(
+        &self,
+        id: Uuid,
+        sender: Uuid,
+        channel_id: &str,
+    ) -> Result<i64, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "DELETE FROM channel_messages WHERE id = $1 AND sender_id = $2 AND channel_id = $3
+                 RETURNING create_time_ms",
+                &[&id, &sender, &channel_id],
+            )
+            .await
+            .map_err(db_error)?;
+        self.metrics
+            .observe_db("delete_channel_message", started.elapsed());
+        row.map(|r| r.get(0)).ok_or(StoreError::NotFound)
+    }
+
+    async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let sql = if query.ascending {
+            "SELECT seq, id, code, sender_id, username, content, create_time_ms, update_time_ms
+             FROM channel_messages WHERE channel_id = $1 AND seq > $2 ORDER BY seq ASC LIMIT $3"
+        } else {
+            "SELECT seq, id, code, sender_id, username, content, create_time_ms, update_time_ms
+             FROM channel_messages WHERE channel_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3"
+        };
+        let from = query
+            .from_seq
+            .unwrap_or(if query.ascending { i64::MIN } else { i64::MAX });
+        let rows = client
+            .query(sql, &[&query.channel_id, &from, &(query.limit as i64)])
+            .await
+            .map_err(db_error)?;
+        self.metrics
+            .observe_db("channel_messages", started.elapsed());
+        Ok(rows
+            .iter()
+            .map(|r| history_row(r, &query.channel_id))
+            .collect())
     }
 
     async fn close(&self) {

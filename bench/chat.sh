@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Chat fanout (issue 4, seed 001 scenario 2 scaled): 10,000 sockets in 2,000 rooms of 5 against ONE
+# muster process, 2 swarm workers on 127.0.0.2 and 127.0.0.3. The send rate per socket is raised
+# level by level (LEVELS, messages per socket per second); each level is one swarm run against the
+# same server (accounts reused, so only the first level creates them). Prints JSON: for every level
+# sent/s and delivered/s over the seconds when every player was sending, delivery latency p50 / p99
+# / p99.9 (from each message's intended send time, carried in the message), failures and muster's
+# peak RSS; and the highest delivered/s whose delivery p99 stayed <= P99_LIMIT_MS. The sweep stops
+# at the first level that misses the limit or has a failure. Muster, like Nakama, delivers each
+# message to its sender too, so a full room delivers 5 messages per message sent.
+#
+# Usage: bench/chat.sh   (env: RUNS=1 LEVELS="0.5 1 1.5 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
+#                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50)
+set -euo pipefail
+source "$(dirname "$0")/swarm-common.sh"
+RUNS=${RUNS:-1}
+LEVELS=${LEVELS:-"0.5 1 1.5 2 3 4 5 6"}
+WORKERS=${WORKERS:-2}
+PLAYERS=${PLAYERS:-10000}
+CHANNELS=${CHANNELS:-2000}
+GROUP=${GROUP:-5}
+RAMP_S=${RAMP_S:-8}
+WAIT_S=${WAIT_S:-10}
+CHAT_S=${CHAT_S:-20}
+P99_LIMIT_MS=${P99_LIMIT_MS:-50}
+
+build_release
+work=$(mktemp -d /tmp/chat-bench.XXXXXX)
+SAMPLER_PID=""
+trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; rm -rf "$work"' EXIT
+
+# chat_scenario FILE RATE: every player joins its room, waits until all have joined, sends RATE
+# messages a second on average (intervals uniform in [0.5, 1.5] / RATE s) for CHAT_S seconds, then
+# waits 3 s for the last deliveries.
+chat_scenario() {
+  local low high
+  low=$(python3 -c "print(0.5 / $2)")
+  high=$(python3 -c "print(1.5 / $2)")
+  cat >"$1" <<TOML
+name = "chat-bench-$2"
+timeout_s = 10
+grace_s = 10
+
+[[phases]]
+name = "ramp"
+duration_s = $RAMP_S
+players = $PLAYERS
+
+[[phases]]
+name = "hold"
+duration_s = $((WAIT_S + CHAT_S + 6))
+
+[[steps]]
+do = "authenticate"
+reuse_accounts = true
+
+[[steps]]
+do = "connect"
+
+[[steps]]
+do = "chat_join"
+channels = $CHANNELS
+group_size = $GROUP
+room_prefix = "bench"
+
+[[steps]]
+do = "wait"
+duration_s = $WAIT_S
+
+[[steps]]
+do = "chat"
+send_interval_s = [$low, $high]
+message_bytes = [10, 100]
+duration_s = $CHAT_S
+
+[[steps]]
+do = "wait"
+duration_s = 3
+TOML
+}
+
+# cpu_s PID: user + system CPU seconds a process has used so far.
+cpu_s() {
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# level_result REPORT RSS_FILE RATE MUSTER_CPU_S: one level's figures as a JSON line.
+level_result() {
+  python3 - "$@" "$RAMP_S" "$WAIT_S" "$CHAT_S" "$P99_LIMIT_MS" <<'PY'
+import json, sys
+report, rss_file, rate, muster_cpu, ramp, wait, chat, limit = sys.argv[1:9]
+ramp, wait, chat, limit, muster_cpu = int(ramp), int(wait), int(chat), float(limit), float(muster_cpu)
+r = json.load(open(report))
+rss = [int(x) for x in open(rss_file).read().split() if x.strip().isdigit()]
+# Every player is sending from (last arrival + wait) to (first arrival + wait + chat); keep one
+# second clear of each edge.
+window = [row for row in r["timeseries"] if ramp + wait + 1 <= row["t"] < wait + chat - 1]
+secs = max(len(window), 1)
+d = r["metrics"].get("chat_delivery", {})
+c = r["counters"]
+p99 = d.get("percentile99")
+print(json.dumps({
+    "ratePerSocket": float(rate),
+    "players": r["players"], "failed": r["failed"], "errors": r["errors"],
+    "windowS": len(window),
+    "sentPerS": round(sum(row.get("chatSent", 0) for row in window) / secs),
+    "deliveredPerS": round(sum(row.get("chatDelivered", 0) for row in window) / secs),
+    "chatSent": c.get("chatSent", 0), "chatAcked": c.get("chatAcked", 0),
+    "chatDelivered": c.get("chatDelivered", 0),
+    "deliveryP50Ms": d.get("percentile50"), "deliveryP99Ms": p99,
+    "deliveryP999Ms": d.get("percentile99point9"), "deliveryMaxMs": d.get("max"),
+    "worstSecondP99Ms": max((row["p99"].get("chat_delivery", 0) for row in window), default=None),
+    "ackP99Ms": r["metrics"].get("chat_ack", {}).get("percentile99"),
+    "clientLagP99Ms": r["metrics"].get("client_lag", {}).get("percentile99"),
+    "musterPeakRssKb": max(rss) if rss else None,
+    "musterCpuS": round(muster_cpu, 2),
+    # Whole run (auth, joins and all): a figure less sensitive to other load on the machine.
+    "deliveredPerMusterCpuS": round(c.get("chatDelivered", 0) / muster_cpu) if muster_cpu else None,
+    "workerCpuS": [w["cpuS"] for w in r["workers"]],
+    "pass": r["failed"] == 0 and p99 is not None and p99 <= limit,
+}))
+PY
+}
+
+for run in $(seq 1 "$RUNS"); do
+  port=$(free_port)
+  start_muster "$port" "$work/muster-$run"
+  : >"$work/levels-$run"
+  for rate in $LEVELS; do
+    chat_scenario "$work/chat-$run-$rate.toml" "$rate"
+    # Sample muster's RSS once a second (bounded: at most 10 minutes per level).
+    ( for _ in $(seq 1 600); do rss_kb "$MUSTER_PID"; sleep 1; done ) >"$work/rss-$run-$rate" 2>/dev/null &
+    SAMPLER_PID=$!
+    cpu_before=$(cpu_s "$MUSTER_PID")
+    "$swarm_bin" run "$work/chat-$run-$rate.toml" --target "http://127.0.0.1:$port" \
+      --workers "$WORKERS" --progress never --out "$work/run-$run-$rate" >/dev/null || true
+    kill "$SAMPLER_PID" 2>/dev/null || true
+    wait "$SAMPLER_PID" 2>/dev/null || true
+    SAMPLER_PID=""
+    cpu_used=$(python3 -c "print($(cpu_s "$MUSTER_PID") - $cpu_before)")
+    level_result "$work/run-$run-$rate/report.json" "$work/rss-$run-$rate" "$rate" "$cpu_used" | tee -a "$work/levels-$run" >&2
+    if ! tail -n 1 "$work/levels-$run" | grep -q '"pass": true'; then break; fi
+  done
+  stop_muster
+done
+
+python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$GROUP" "$P99_LIMIT_MS" <<'PY'
+import json, statistics, sys
+work, runs, players, channels, group, limit = sys.argv[1:7]
+out = []
+for i in range(1, int(runs) + 1):
+    levels = [json.loads(l) for l in open(f"{work}/levels-{i}") if l.strip()]
+    passing = [l for l in levels if l["pass"]]
+    best = max(passing, key=lambda l: l["deliveredPerS"]) if passing else None
+    out.append({"best": best, "levels": levels})
+bests = [r["best"] for r in out if r["best"]]
+med = lambda k: statistics.median(b[k] for b in bests) if bests else None
+print(json.dumps({
+    "bench": "chat",
+    "players": int(players), "channels": int(channels), "groupSize": int(group),
+    "p99LimitMs": float(limit),
+    "median": {k: med(k) for k in ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
+                                   "deliveryP999Ms", "musterPeakRssKb",
+                                   "deliveredPerMusterCpuS"]},
+    "targetDeliveredPerS": 200000,
+    "runs": out,
+}, indent=2))
+PY

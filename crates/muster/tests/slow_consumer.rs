@@ -1,0 +1,193 @@
+//! The slow-consumer policy: a member that stops reading is cut off (its outgoing queue is
+//! bounded; past it the socket is closed with 1008 and counted), the others keep receiving every
+//! message, and the server's memory stays bounded while megabytes are fanned out toward the
+//! stalled socket. Its own test binary, so the process's memory is this test's alone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Database, TestServer};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Resident memory of this process (the server runs in it), KiB.
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn metric(server: &TestServer, name: &str) -> f64 {
+    let text = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Reads frames until the one answering `cid`; everything else is dropped unread.
+async fn answer<S>(socket: &mut S, cid: &str) -> Value
+where
+    S: StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("an answer within 10 s")
+            .expect("open")
+            .expect("frame");
+        if let Message::Text(text) = frame {
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            if value["cid"] == cid {
+                return value;
+            }
+        }
+    }
+}
+
+const MESSAGES: usize = 6000;
+const CONTENT_BYTES: usize = 2500;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_stops_reading_is_cut_off_and_memory_stays_bounded() {
+    let db = Database::new(common::Backend::Sqlite).await;
+    let mut config = db.config();
+    config.socket.outgoing_queue_size = 16;
+    config.chat.messages_per_sec = 0;
+    config.chat.max_content_bytes = 3000;
+    let server = TestServer::start(config).await;
+    let join = |cid: &str| {
+        json!({"cid": cid, "channel_join": {"target": "firehose", "type": 1, "persistence": false}})
+            .to_string()
+    };
+
+    // The stalled member: a small receive buffer, so the kernel holds little on its behalf and
+    // the server's queue is what fills.
+    let (token, _) = server.device_session("device-slow-stalled").await;
+    let tcp = tokio::net::TcpSocket::new_v4().expect("socket");
+    tcp.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let stream = tcp.connect(server.addr).await.expect("connect");
+    let (mut stalled, _) = tokio_tungstenite::client_async(
+        server.ws_url(&format!("token={token}&format=json")),
+        stream,
+    )
+    .await
+    .expect("upgrade");
+    stalled.send(Message::text(join("1"))).await.expect("join");
+    assert!(answer(&mut stalled, "1").await.get("channel").is_some());
+
+    // A member that reads everything, counting the messages.
+    let (token, _) = server.device_session("device-slow-reader").await;
+    let (mut reader, _) =
+        tokio_tungstenite::connect_async(server.ws_url(&format!("token={token}&format=json")))
+            .await
+            .expect("connect");
+    reader.send(Message::text(join("1"))).await.expect("join");
+    assert!(answer(&mut reader, "1").await.get("channel").is_some());
+    let counting = tokio::spawn(async move {
+        let mut received = 0;
+        while received < MESSAGES {
+            let frame = tokio::time::timeout(Duration::from_secs(20), reader.next())
+                .await
+                .expect("the reader keeps receiving")
+                .expect("open")
+                .expect("frame");
+            if let Message::Text(text) = frame {
+                if text.starts_with("{\"channel_message\":") {
+                    received += 1;
+                }
+            }
+        }
+        // Handed back so the reader stays a member until the checks are done.
+        (received, reader)
+    });
+
+    let (token, _) = server.device_session("device-slow-sender").await;
+    let (mut sender, _) =
+        tokio_tungstenite::connect_async(server.ws_url(&format!("token={token}&format=json")))
+            .await
+            .expect("connect");
+    sender.send(Message::text(join("1"))).await.expect("join");
+    assert!(answer(&mut sender, "1").await.get("channel").is_some());
+
+    let before_kb = rss_kb();
+    let content = json!({ "text": "x".repeat(CONTENT_BYTES) }).to_string();
+    for i in 0..MESSAGES {
+        let cid = format!("m{i}");
+        let envelope = json!({"cid": cid, "channel_message_send": {"channel_id": "2...firehose", "content": content}});
+        sender
+            .send(Message::text(envelope.to_string()))
+            .await
+            .expect("send");
+        let reply = answer(&mut sender, &cid).await;
+        assert!(reply.get("channel_message_ack").is_some(), "{reply}");
+    }
+    let after_kb = rss_kb();
+
+    // About 15 MB went out toward the stalled member; what the server held for it is bounded
+    // by its queue (16 messages), not by what was sent.
+    let fanned_out_kb = (MESSAGES * CONTENT_BYTES / 1024) as u64;
+    let grown_kb = after_kb.saturating_sub(before_kb);
+    eprintln!("RSS grew {grown_kb} KiB; {fanned_out_kb} KiB fanned out to the stalled socket");
+    assert!(
+        grown_kb < fanned_out_kb / 3,
+        "RSS grew {grown_kb} KiB while {fanned_out_kb} KiB were sent toward a stalled socket"
+    );
+
+    let (received, _reader) = counting.await.expect("reader");
+    assert_eq!(
+        received, MESSAGES,
+        "the member that reads got every message"
+    );
+    assert_eq!(
+        metric(
+            &server,
+            "muster_sockets_closed_total{reason=\"queue_full\"}"
+        )
+        .await,
+        1.0
+    );
+    assert_eq!(
+        metric(&server, "muster_outgoing_queue_full_total").await,
+        1.0
+    );
+    assert!(metric(&server, "muster_chat_deliveries_dropped_total").await >= 1.0);
+    assert_eq!(
+        metric(&server, "muster_chat_members").await,
+        2.0,
+        "the stalled socket left the channel"
+    );
+    // When it reads again it finds what the kernel held, then the end of the connection.
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stalled.next().await {
+                None | Some(Err(_)) => return None,
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+            }
+        }
+    })
+    .await
+    .expect("the stalled socket was closed");
+    assert!(
+        ended.is_none_or(|code| code == 1008),
+        "closed with {ended:?}"
+    );
+}
