@@ -52,6 +52,7 @@ impl Ending {
 }
 
 fn classify(error: axum::Error) -> Ending {
+    tracing::debug!(%error, "WebSocket read failed");
     match error.into_inner().downcast::<tungstenite::Error>() {
         Ok(e) if matches!(*e, tungstenite::Error::Capacity(_)) => Ending::MessageTooBig,
         Ok(e)
@@ -74,10 +75,12 @@ async fn send(socket: &mut WebSocket, frame: Frame, limit: Duration) -> Result<(
     }
 }
 
-/// Writes everything queued in the outbox, then `reply` (the answer to the request just
-/// handled, if any), and flushes once, so frames that queued up together leave in as few writes
-/// as the write buffer allows. Whatever was queued before a request is written before its answer
-/// (a sender sees its own `channel_message` before its ack, as on Nakama).
+/// Writes `reply` (the direct answer to the request just handled, if any), then everything
+/// queued in the outbox, and flushes once, so frames that queued up together leave in as few
+/// writes as the write buffer allows. The answer goes first: a `match_join` is answered with
+/// `match` before the match's own first messages (queued while the join was handled). Answers
+/// that must follow a fanout, such as a chat ack after the sender's own `channel_message`, are
+/// queued on the outbox by their handler instead.
 ///
 /// A peer that does not take the frames within `limit` is dropped; an outbox that overflows
 /// meanwhile ends the socket at once (1008), without waiting for the slow write to time out.
@@ -91,15 +94,15 @@ async fn write_pending(
         let reply = reply.take();
         let write = async {
             let mut reply = reply;
+            if let Some(frame) = reply.take() {
+                socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
+            }
             loop {
                 let drained = outbox.drain();
                 if drained.overflowed {
                     return Err(Ending::QueueFull);
                 }
                 for frame in drained.messages {
-                    socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
-                }
-                if let Some(frame) = reply.take() {
                     socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
                 }
                 if outbox.is_empty() {
@@ -158,8 +161,7 @@ pub async fn serve(mut socket: WebSocket, claims: Claims, format: Format, state:
                     Ok(envelope) => dispatch::handle(envelope, session, &state).await,
                     Err(error) => Some(reject(&error, &state)),
                 };
-                // The reply goes out behind whatever the outbox holds (a chat message fans out
-                // to its sender too), all in one flush.
+                // The reply goes out first, then whatever the outbox holds, in one flush.
                 let reply = reply.map(|reply| dispatch::encode(format, &reply));
                 if let Err(ending) = write_pending(&mut socket, &session.outbox, reply, pong_wait).await {
                     break ending;

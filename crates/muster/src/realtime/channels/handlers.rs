@@ -27,7 +27,7 @@ pub mod code {
 }
 
 /// Answers one chat request from `session`. `None` when nothing is to be sent back (a leave
-/// without a correlation id).
+/// without a correlation id) or when the answer was queued on the sender's outbox (an ack).
 pub async fn handle(
     cid: String,
     message: Message,
@@ -54,6 +54,13 @@ pub async fn handle(
         }
     };
     match result {
+        // An ack goes through the sender's outbox, behind the `channel_message` the fanout has
+        // just queued there: the sender sees its own message before the ack, as on Nakama.
+        // (The socket writes a request's direct answer before what its outbox holds.)
+        Ok(Some(ack @ Message::ChannelMessageAck(_))) => {
+            Encoded::new(Envelope::new(cid, ack)).deliver(session);
+            None
+        }
         Ok(Some(answer)) => Some(Envelope::new(cid, answer)),
         Ok(None) if cid.is_empty() => None,
         Ok(None) => Some(Envelope { cid, message: None }),
