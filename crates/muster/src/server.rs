@@ -13,11 +13,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::accounts::Accounts;
 use crate::config::Config;
+use crate::economy::{builtins, Economy, Functions, Rpc};
 use crate::metrics::Metrics;
 use crate::password::Hasher;
 use crate::ratelimit::IpLimit;
 use crate::realtime::registry::SessionRegistry;
-use crate::store::{self, Store};
+use crate::store::{self, StartingGrant, Store};
 use crate::tokens::TokenService;
 
 /// Everything handlers share; cheap to clone.
@@ -29,6 +30,8 @@ pub struct AppState {
     pub accounts: Arc<Accounts>,
     pub metrics: Arc<Metrics>,
     pub registry: Arc<SessionRegistry>,
+    /// Server functions (and, through them, wallets and inventories).
+    pub rpc: Arc<Rpc>,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
     /// Cancelled when the server begins shutting down; every socket task watches it.
@@ -39,15 +42,32 @@ pub struct AppState {
 
 impl AppState {
     pub async fn build(config: Config) -> anyhow::Result<AppState> {
+        AppState::build_with(config, Functions::new()).await
+    }
+
+    /// Builds the state with a game's own server functions added to the built-ins.
+    pub async fn build_with(config: Config, mut functions: Functions) -> anyhow::Result<AppState> {
+        let grant = StartingGrant::from_config(&config.economy).map_err(anyhow::Error::msg)?;
         let metrics = Arc::new(Metrics::new());
         let store = store::open(&config, metrics.clone()).await?;
         let tokens = Arc::new(TokenService::new(&config.session, store.clone()).await?);
-        let accounts = Arc::new(Accounts::new(
-            store.clone(),
-            tokens.clone(),
-            Hasher::new()?,
-            metrics.clone(),
-        ));
+        let accounts = Arc::new(
+            Accounts::new(
+                store.clone(),
+                tokens.clone(),
+                Hasher::new()?,
+                metrics.clone(),
+            )
+            .with_starting_grant(grant),
+        );
+        builtins::register(&mut functions, &config.runtime.builtin_functions);
+        let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
+        let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
+        if config.runtime.http_key == crate::config::RuntimeConfig::default().http_key {
+            tracing::warn!(
+                "runtime.http_key is the default: anyone can call server functions as any user; set your own"
+            );
+        }
         let limits = &config.limits;
         Ok(AppState {
             auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
@@ -56,6 +76,7 @@ impl AppState {
                 limits.connect_burst,
             )),
             registry: Arc::new(SessionRegistry::new(metrics.clone())),
+            rpc,
             config: Arc::new(config),
             store,
             tokens,
@@ -73,7 +94,17 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = AppState::build(config).await?;
+    run_with(listener, config, Functions::new(), shutdown).await
+}
+
+/// [`run`] with a game's own server functions (see [`crate::economy::functions`]).
+pub async fn run_with(
+    listener: TcpListener,
+    config: Config,
+    functions: Functions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = AppState::build_with(config, functions).await?;
     let grace = state.config.shutdown_grace();
     let app = crate::api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let cancel = state.shutdown.clone();
@@ -118,11 +149,16 @@ pub async fn run(
 
 /// Binds `config.listen` and serves until SIGTERM or SIGINT (the `muster serve` command).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    serve_with(config, Functions::new()).await
+}
+
+/// [`serve`] with a game's own server functions: what a game's own `main` calls.
+pub async fn serve_with(config: Config, functions: Functions) -> anyhow::Result<()> {
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "muster listening (HTTP /v2, WebSocket /ws, /metrics)");
-    run(listener, config, termination()).await
+    run_with(listener, config, functions, termination()).await
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -150,8 +150,12 @@ async fn migrate_command_and_schema_check(backend: Backend) {
         String::from_utf8_lossy(&first.stderr)
     );
     let stdout = String::from_utf8_lossy(&first.stdout);
+    let latest = muster::store::migrations::SQLITE.len();
+    assert_eq!(latest, muster::store::migrations::POSTGRES.len());
     assert!(
-        stdout.contains("applied 1 migration(s); schema at version 1"),
+        stdout.contains(&format!(
+            "applied {latest} migration(s); schema at version {latest}"
+        )),
         "{stdout}"
     );
     let second = muster(&db).arg("migrate").output().expect("run migrate");

@@ -4,7 +4,9 @@
 
 mod account;
 mod authenticate;
+mod economy;
 pub mod extract;
+mod rpc;
 mod session;
 
 use std::time::{Duration, Instant};
@@ -41,6 +43,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/account/session/refresh", post(session::refresh))
         .route("/v2/session/logout", post(session::logout))
         .route("/v2/account", get(account::get).put(account::update))
+        .route("/v2/rpc/{id}", get(rpc::call).post(rpc::call))
+        .route("/v2/economy/wallet", get(economy::wallet))
+        .route("/v2/economy/inventory", get(economy::inventory))
+        .route("/v2/economy/ledger", get(economy::ledger))
         .route("/ws", get(crate::realtime::upgrade))
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))

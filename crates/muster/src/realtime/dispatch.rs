@@ -64,7 +64,7 @@ pub async fn handle(
         | Message::MatchmakerRemove(_) => not_available(cid, &message),
 
         // Server functions.
-        Message::Rpc(_) => not_available(cid, &message),
+        Message::Rpc(rpc) => Some(super::rpc::handle(cid, rpc, session, state).await),
 
         // Kinds only the server sends.
         Message::Error(_)

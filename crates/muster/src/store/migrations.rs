@@ -9,17 +9,31 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "accounts",
-    sql: include_str!("migrations/sqlite/0001_accounts.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "accounts",
+        sql: include_str!("migrations/sqlite/0001_accounts.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "economy",
+        sql: include_str!("migrations/sqlite/0002_economy.sql"),
+    },
+];
 
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "accounts",
-    sql: include_str!("migrations/postgres/0001_accounts.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "accounts",
+        sql: include_str!("migrations/postgres/0001_accounts.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "economy",
+        sql: include_str!("migrations/postgres/0002_economy.sql"),
+    },
+];
 
 /// The table recording applied migrations; the same SQL works on both engines.
 pub const LEDGER_TABLE: &str = "CREATE TABLE IF NOT EXISTS muster_migrations (

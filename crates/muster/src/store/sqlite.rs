@@ -20,8 +20,10 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
 use super::migrations::{self, LEDGER_TABLE};
+use super::sqlite_economy;
 use super::{
-    AccountRecord, AccountUpdate, Credential, Identity, NewUser, Revocation, Store, StoreError,
+    AccountRecord, AccountUpdate, Credential, Identity, InventoryItem, LedgerEntry, LedgerOutcome,
+    LedgerWrite, NewUser, Revocation, Store, StoreError,
 };
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -30,9 +32,6 @@ use crate::metrics::Metrics;
 type Completion = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// Runs one write on the writer's connection, inside a savepoint, and returns its completion.
 type WriteJob = Box<dyn FnOnce(&Connection) -> Completion + Send>;
-
-/// Writes queued beyond this make callers wait (backpressure) instead of growing memory.
-const WRITE_QUEUE: usize = 16 * 1024;
 
 pub struct SqliteStore {
     jobs: Mutex<Option<mpsc::Sender<WriteJob>>>,
@@ -133,7 +132,8 @@ impl SqliteStore {
             Ok(conn)
         })
         .await??;
-        let (jobs, queue) = mpsc::channel(WRITE_QUEUE);
+        // Writes queued beyond this make callers wait (backpressure) instead of growing memory.
+        let (jobs, queue) = mpsc::channel(config.database.write_queue_size);
         let max_batch = config.database.max_batch;
         let writer_metrics = metrics.clone();
         let writer = std::thread::Builder::new()
@@ -163,7 +163,11 @@ impl SqliteStore {
                 let _ = answer.send(commit.and(result));
             })
         });
-        jobs.send(job).await.map_err(|_| StoreError::Closed)?;
+        self.metrics.db_writes_queued.inc();
+        if jobs.send(job).await.is_err() {
+            self.metrics.db_writes_queued.dec();
+            return Err(StoreError::Closed);
+        }
         let result = answered.await.map_err(|_| StoreError::Closed)?;
         self.metrics.observe_db(op, started.elapsed());
         result
@@ -212,6 +216,7 @@ fn write_loop(
             }
         }
         metrics.db_batch_size.observe(batch.len() as f64);
+        metrics.db_writes_queued.sub(batch.len() as i64);
         if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
             let error = db_error(error);
             for job in batch.drain(..) {
@@ -362,6 +367,11 @@ impl Store for SqliteStore {
                     .and_then(|mut s| s.execute(params![device_id, id]))
                     .map_err(db_error)?;
             }
+            // The starting wallet and inventory, in the same savepoint as the account: an
+            // account never exists without them.
+            if let Some(grant) = &new_user.grant {
+                sqlite_economy::grant(conn, new_user.id, grant, new_user.now_ms)?;
+            }
             Ok((
                 Identity {
                     user_id: new_user.id,
@@ -398,6 +408,7 @@ impl Store for SqliteStore {
                             email: r.get(7)?,
                             custom_id: r.get(8)?,
                             devices: Vec::new(),
+                            wallet: Vec::new(),
                             disable_time_ms: r.get(9)?,
                             create_time_ms: r.get(10)?,
                             update_time_ms: r.get(11)?,
@@ -414,6 +425,7 @@ impl Store for SqliteStore {
                 .query_map([&id], |r| r.get(0))
                 .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
                 .map_err(db_error)?;
+            record.wallet = sqlite_economy::wallet(conn, user_id)?;
             Ok(Some(record))
         })
         .await
@@ -513,6 +525,37 @@ impl Store for SqliteStore {
                 r.get(0)
             })
             .map_err(db_error)
+        })
+        .await
+    }
+
+    async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
+        self.write("apply_ledger", move |conn| {
+            sqlite_economy::apply(conn, &write)
+        })
+        .await
+    }
+
+    async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
+        self.read("wallet", move |conn| sqlite_economy::wallet(conn, user_id))
+            .await
+    }
+
+    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError> {
+        self.read("inventory", move |conn| {
+            sqlite_economy::inventory(conn, user_id)
+        })
+        .await
+    }
+
+    async fn ledger(
+        &self,
+        user_id: Uuid,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.read("ledger", move |conn| {
+            sqlite_economy::ledger(conn, user_id, before, limit)
         })
         .await
     }

@@ -113,14 +113,24 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(config: Config) -> TestServer {
+        TestServer::start_with(config, muster::economy::Functions::new()).await
+    }
+
+    /// A server with a game's own server functions registered.
+    pub async fn start_with(config: Config, functions: muster::economy::Functions) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("address");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(muster::server::run(listener, config, async move {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(muster::server::run_with(
+            listener,
+            config,
+            functions,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         let server = TestServer {
             addr,
             http: reqwest::Client::new(),
