@@ -26,6 +26,7 @@ on_both_backends!(
     http_key_calls_act_for_a_named_account,
     socket_rpc_answers_and_errors,
     custom_function_changes_several_things_atomically,
+    a_failing_write_does_not_fail_the_others,
 );
 
 /// A test configuration with a small wallet, so overdraws are easy to reach.
@@ -747,4 +748,45 @@ async fn custom_function_changes_several_things_atomically(backend: Backend) {
     // Built-ins are still there.
     let (status, _) = rpc(&server, &token, "wallet_spend", json!({"amount": 1})).await;
     assert_eq!(status, 200);
+}
+
+/// Writes that fail in the database (here: for an account that does not exist) sent together
+/// with good ones: each fails alone, the others in the same group commit still apply.
+async fn a_failing_write_does_not_fail_the_others(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = Arc::new(TestServer::start(config(&db)).await);
+    let (token, _) = server.device_session("device-batch-0001").await;
+    let mut calls = Vec::new();
+    for i in 0..60 {
+        let (server, token) = (server.clone(), token.clone());
+        calls.push(tokio::spawn(async move {
+            if i % 3 == 0 {
+                let ghost = json!({"item": "gift", "user_id": uuid::Uuid::new_v4()});
+                let response = server
+                    .http
+                    .post(server.url("/v2/rpc/inventory_grant?http_key=defaulthttpkey"))
+                    .json(&Value::String(ghost.to_string()))
+                    .send()
+                    .await
+                    .expect("request");
+                let result = common::status_and_json(response).await;
+                assert_error(&result, 404, 5);
+                false
+            } else {
+                let (status, body) =
+                    rpc(&server, &token, "wallet_spend", json!({"amount": 1})).await;
+                assert_eq!(status, 200, "{body}");
+                true
+            }
+        }));
+    }
+    let mut applied = 0;
+    for call in calls {
+        if call.await.expect("task") {
+            applied += 1;
+        }
+    }
+    assert_eq!(applied, 40);
+    assert_eq!(wallet(&server, &token).await["coins"], 960);
+    assert_eq!(ledger(&server, &token, 100).await.len(), 41);
 }

@@ -20,8 +20,9 @@
 //! guard against unexpected errors (a lost connection, a deadlock with another node), and each
 //! savepoint that writes is a subtransaction: past 64 of them in one transaction PostgreSQL's
 //! subtransaction cache overflows and every other session's snapshots get slower. Instead, when
-//! any statement of a batch fails, the batch is rolled back and its writes are retried one by
-//! one, each in its own transaction, so one bad write cannot fail the others.
+//! a statement of a batch fails, the batch is rolled back, the failing write runs alone in its
+//! own transaction, and the rest is committed again without it: one bad write cannot fail the
+//! others.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -240,6 +241,10 @@ fn outcome(write: &LedgerWrite, row: &Row) -> Result<LedgerOutcome, StoreError> 
 }
 
 fn db_error(error: tokio_postgres::Error) -> StoreError {
+    db_error_ref(&error)
+}
+
+fn db_error_ref(error: &tokio_postgres::Error) -> StoreError {
     match error.as_db_error() {
         Some(db) if db.code() == &SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound,
         // The server's own message and code; `Display` alone says only "db error".
@@ -487,11 +492,21 @@ async fn write_loop(
         let Some(conn) = connection.as_ref() else {
             continue;
         };
-        match group_commit(conn, &batch).await {
+        commit_batch(conn, &mut batch).await;
+    }
+}
+
+/// Commits `batch` as one group and answers every job. A write that fails in the database is
+/// taken out and run alone, and the rest of the batch is committed again without it (after a few
+/// such rounds, the remaining writes each run alone).
+async fn commit_batch(conn: &WriterConnection, batch: &mut Vec<Job>) {
+    for _ in 0..3 {
+        match group_commit(conn, batch).await {
             Ok(outcomes) => {
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
                     let _ = job.answer.send(Ok(outcome));
                 }
+                return;
             }
             Err(BatchFailed::CommitUnknown(error)) => {
                 // The connection broke during COMMIT: the batch may or may not be durable.
@@ -499,20 +514,29 @@ async fn write_loop(
                 for job in batch.drain(..) {
                     let _ = job.answer.send(Err(error.clone()));
                 }
+                return;
             }
-            Err(BatchFailed::Retry) => {
-                for job in batch.drain(..) {
-                    let result = one_by_one(conn, &job.write).await;
-                    let _ = job.answer.send(result);
+            Err(BatchFailed::Retry(Some(failed))) if failed < batch.len() => {
+                let job = batch.remove(failed);
+                let result = one_by_one(conn, &job.write).await;
+                let _ = job.answer.send(result);
+                if batch.is_empty() {
+                    return;
                 }
             }
+            Err(BatchFailed::Retry(_)) => break,
         }
+    }
+    for job in batch.drain(..) {
+        let result = one_by_one(conn, &job.write).await;
+        let _ = job.answer.send(result);
     }
 }
 
 enum BatchFailed {
-    /// A statement failed: nothing was committed; run the writes one by one.
-    Retry,
+    /// Nothing was committed: the write at this index failed first (the ones after it could not
+    /// run), or, with `None`, the transaction could not be used at all.
+    Retry(Option<usize>),
     /// COMMIT did not answer: the batch's fate is unknown.
     CommitUnknown(StoreError),
 }
@@ -531,22 +555,24 @@ async fn group_commit(
     )
     .await;
     let mut outcomes = Vec::with_capacity(batch.len());
-    let mut failed = begun.is_err();
-    for (job, row) in batch.iter().zip(&rows) {
-        match row {
-            Ok(row) => match outcome(&job.write, row) {
-                Ok(o) => outcomes.push(o),
-                Err(_) => failed = true,
-            },
+    let mut failed = begun.is_err().then_some(None);
+    for (index, (job, row)) in batch.iter().zip(&rows).enumerate() {
+        let result = match row {
+            Ok(row) => outcome(&job.write, row),
+            Err(error) => Err(db_error_ref(error)),
+        };
+        match result {
+            Ok(o) => outcomes.push(o),
             Err(error) => {
-                tracing::debug!(%error, "write failed in a group commit; retrying one by one");
-                failed = true;
+                tracing::debug!(%error, "write failed in a group commit; running it alone");
+                failed = Some(Some(index));
+                break;
             }
         }
     }
-    if failed {
+    if let Some(first) = failed {
         let _ = conn.client.batch_execute("ROLLBACK").await;
-        return Err(BatchFailed::Retry);
+        return Err(BatchFailed::Retry(first));
     }
     conn.client
         .batch_execute("COMMIT")
