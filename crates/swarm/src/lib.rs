@@ -14,6 +14,7 @@ pub mod player;
 pub mod ramp;
 pub mod report;
 pub mod resources;
+pub mod rpc;
 pub mod scenario;
 pub mod sketch;
 pub mod stats;

@@ -44,7 +44,7 @@ pub fn ws_config() -> WebSocketConfig {
         .max_frame_size(Some(1 << 20))
 }
 
-type Ws = WebSocketStream<TcpStream>;
+pub(crate) type Ws = WebSocketStream<TcpStream>;
 
 /// Why a player failed; [`Failure::kind`] is the key in the report's `errors` map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +83,8 @@ pub enum Failure {
     CloseUnanswered,
     /// Still in the middle of a step when the run's grace period ran out.
     Unfinished,
+    /// A server function call failed: `problem` is `error_<code>`, `http_<status>` or `timeout`.
+    Rpc { function: String, problem: String },
 }
 
 impl Failure {
@@ -106,11 +108,12 @@ impl Failure {
             Failure::Timeout(what) => format!("{what}_timeout").into(),
             Failure::CloseUnanswered => "ws_close_unanswered".into(),
             Failure::Unfinished => "unfinished".into(),
+            Failure::Rpc { function, problem } => format!("rpc_{function}_{problem}").into(),
         }
     }
 }
 
-fn ws_failure(e: WsError) -> Failure {
+pub(crate) fn ws_failure(e: WsError) -> Failure {
     use tokio_tungstenite::tungstenite::error::ProtocolError;
     match e {
         WsError::Http(resp) => Failure::WsHttp(resp.status().as_u16()),
@@ -127,7 +130,7 @@ fn ws_failure(e: WsError) -> Failure {
     }
 }
 
-fn http_failure(e: &reqwest::Error) -> Failure {
+pub(crate) fn http_failure(e: &reqwest::Error) -> Failure {
     if e.is_timeout() {
         Failure::HttpTimeout
     } else if e.is_connect() {
@@ -143,7 +146,15 @@ struct Envelope<'a> {
     #[serde(borrow)]
     cid: Option<Cow<'a, str>>,
     pong: Option<serde::de::IgnoredAny>,
+    rpc: Option<serde::de::IgnoredAny>,
     error: Option<EnvelopeError>,
+}
+
+/// The kind of answer a request waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    Pong,
+    Rpc,
 }
 
 #[derive(Deserialize)]
@@ -159,7 +170,7 @@ struct Session {
 }
 
 /// How an idle wait ended.
-enum Wake {
+pub(crate) enum Wake {
     Deadline,
     Stop,
 }
@@ -301,6 +312,26 @@ impl Player {
                     }
                     self.next = until;
                 }
+                Step::Rpc {
+                    functions,
+                    interval_s,
+                    duration_s,
+                    timeout_s,
+                    transport,
+                } => {
+                    let until = duration_s.map(|d| self.next + d.as_duration());
+                    let plan = crate::rpc::Plan {
+                        functions,
+                        interval: *interval_s,
+                        transport: *transport,
+                        until,
+                        limit: limit(timeout_s),
+                    };
+                    let token = self.token.as_deref().unwrap_or_default();
+                    crate::rpc::run(ctx, self.ws.as_mut(), token, self.index, self.next, plan)
+                        .await?;
+                    self.next = until.unwrap_or_else(Instant::now);
+                }
                 Step::Disconnect { timeout_s } => {
                     if let Some(ws) = self.ws.take() {
                         Box::pin(close(ctx, ws, limit(timeout_s))).await?;
@@ -411,7 +442,7 @@ async fn ping(
     let cid = seq.to_string();
     let envelope = format!("{{\"cid\":\"{cid}\",\"ping\":{{}}}}");
     ws.send(Message::text(envelope)).await.map_err(ws_failure)?;
-    await_reply(ctx, ws, &cid, sent + limit, "ping").await?;
+    await_reply(ctx, ws, &cid, sent + limit, "ping", Expect::Pong).await?;
     ctx.rec
         .borrow_mut()
         .latency(Metric::Ping, Instant::now() - intended);
@@ -420,7 +451,7 @@ async fn ping(
 
 /// Keeps the socket serviced (answering the server's pings, noticing its close) until
 /// `deadline` or until the run is over.
-async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Result<Wake, Failure> {
+pub(crate) async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Result<Wake, Failure> {
     loop {
         if ctx.is_over() {
             return Ok(Wake::Stop);
@@ -434,13 +465,14 @@ async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Result<Wake, F
     }
 }
 
-/// Waits for the envelope answering `cid`.
-async fn await_reply(
+/// Waits for the envelope answering `cid` with the `expect`ed kind.
+pub(crate) async fn await_reply(
     ctx: &Ctx,
     ws: &mut Ws,
     cid: &str,
     deadline: Instant,
     what: &'static str,
+    expect: Expect,
 ) -> Result<(), Failure> {
     loop {
         let msg = match timeout_at(deadline, ws.next()).await {
@@ -454,7 +486,11 @@ async fn await_reply(
                     if let Some(err) = env.error {
                         return Err(Failure::ServerError(err.code));
                     }
-                    if env.pong.is_some() {
+                    let answered = match expect {
+                        Expect::Pong => env.pong.is_some(),
+                        Expect::Rpc => env.rpc.is_some(),
+                    };
+                    if answered {
                         return Ok(());
                     }
                 }

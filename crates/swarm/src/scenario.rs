@@ -33,6 +33,7 @@ use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 use crate::ramp::{Curve, PhasePlan, Schedule, Shape};
+use crate::rpc::{Interval, RawFunction, RpcFunction, Transport};
 
 /// A positive, finite number of seconds; TOML integers and floats are both accepted.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
@@ -142,6 +143,7 @@ enum StepKind {
     Heartbeat,
     Wait,
     Disconnect,
+    Rpc,
 }
 
 /// A step as written: every key any step may have, each with its span, so that a misplaced or
@@ -154,9 +156,11 @@ struct RawStep {
     kind: Spanned<StepKind>,
     create: Option<Spanned<bool>>,
     reuse_accounts: Option<Spanned<bool>>,
-    interval_s: Option<Spanned<Seconds>>,
+    interval_s: Option<Spanned<Interval>>,
     duration_s: Option<Spanned<Seconds>>,
     timeout_s: Option<Spanned<Seconds>>,
+    functions: Option<Spanned<Vec<RawFunction>>>,
+    transport: Option<Spanned<Transport>>,
 }
 
 /// One step of player behaviour.
@@ -189,6 +193,18 @@ pub enum Step {
     Wait { duration_s: Seconds },
     /// Close the socket with a normal close and wait for the server's close reply.
     Disconnect { timeout_s: Option<Seconds> },
+    /// Call server functions at random intervals (see [`crate::rpc`]).
+    Rpc {
+        /// The functions, one chosen per call in proportion to its weight.
+        functions: Vec<RpcFunction>,
+        /// The wait before each call, fixed or drawn from [min, max].
+        interval_s: Interval,
+        /// How long to keep calling; until the run ends when absent.
+        duration_s: Option<Seconds>,
+        /// How long to wait for each answer (the scenario's `timeout_s` by default).
+        timeout_s: Option<Seconds>,
+        transport: Transport,
+    },
 }
 
 impl Step {
@@ -200,6 +216,7 @@ impl Step {
             Step::Heartbeat { .. } => "heartbeat",
             Step::Wait { .. } => "wait",
             Step::Disconnect { .. } => "disconnect",
+            Step::Rpc { .. } => "rpc",
         }
     }
 }
@@ -220,6 +237,13 @@ impl RawStep {
             StepKind::Connect | StepKind::Disconnect => &["timeout_s"],
             StepKind::Heartbeat => &["interval_s", "duration_s", "timeout_s"],
             StepKind::Wait => &["duration_s"],
+            StepKind::Rpc => &[
+                "functions",
+                "interval_s",
+                "duration_s",
+                "timeout_s",
+                "transport",
+            ],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -230,6 +254,8 @@ impl RawStep {
             ("interval_s", self.interval_s.as_ref().map(|v| v.span())),
             ("duration_s", self.duration_s.as_ref().map(|v| v.span())),
             ("timeout_s", self.timeout_s.as_ref().map(|v| v.span())),
+            ("functions", self.functions.as_ref().map(|v| v.span())),
+            ("transport", self.transport.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -251,6 +277,12 @@ impl RawStep {
             })
         };
         let inner = |v: Option<Spanned<Seconds>>| v.map(Spanned::into_inner);
+        let interval = |v: Option<Spanned<Interval>>| {
+            v.ok_or_else(|| Misplaced {
+                span: span.clone(),
+                message: format!("do = \"{name}\" needs `interval_s`"),
+            })
+        };
         Ok(match kind {
             StepKind::Authenticate => Step::Authenticate {
                 create: self.create.map(Spanned::into_inner).unwrap_or(true),
@@ -264,7 +296,20 @@ impl RawStep {
                 timeout_s: inner(self.timeout_s),
             },
             StepKind::Heartbeat => Step::Heartbeat {
-                interval_s: need(self.interval_s, "interval_s")?,
+                interval_s: {
+                    let spanned = interval(self.interval_s)?;
+                    match *spanned.get_ref() {
+                        Interval::Fixed(s) => s,
+                        Interval::Range(..) => {
+                            return Err(Misplaced {
+                                span: spanned.span(),
+                                message: "key `interval_s`: a heartbeat's interval is one number \
+                                          (a fixed schedule), not a range"
+                                    .into(),
+                            })
+                        }
+                    }
+                },
                 duration_s: inner(self.duration_s),
                 timeout_s: inner(self.timeout_s),
             },
@@ -274,6 +319,38 @@ impl RawStep {
             StepKind::Disconnect => Step::Disconnect {
                 timeout_s: inner(self.timeout_s),
             },
+            StepKind::Rpc => {
+                let functions = self.functions.ok_or_else(|| Misplaced {
+                    span: span.clone(),
+                    message: "do = \"rpc\" needs `functions`".into(),
+                })?;
+                let at = functions.span();
+                let raw = functions.into_inner();
+                if raw.is_empty() {
+                    return Err(Misplaced {
+                        span: at,
+                        message: "key `functions`: list at least one function".into(),
+                    });
+                }
+                let functions = raw
+                    .into_iter()
+                    .map(RawFunction::check)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|message| Misplaced {
+                        span: at.clone(),
+                        message: format!("key `functions`: {message}"),
+                    })?;
+                Step::Rpc {
+                    functions,
+                    interval_s: *interval(self.interval_s)?.get_ref(),
+                    duration_s: inner(self.duration_s),
+                    timeout_s: inner(self.timeout_s),
+                    transport: self
+                        .transport
+                        .map(Spanned::into_inner)
+                        .unwrap_or(Transport::Socket),
+                }
+            }
         })
     }
 }
@@ -416,8 +493,8 @@ impl Scenario {
             };
             if endless && !matches!(step, Step::Disconnect { .. }) {
                 return fail(
-                    "unreachable: the heartbeat before it has no `duration_s`, so it lasts until \
-                     the run ends",
+                    "unreachable: the heartbeat or rpc step before it has no `duration_s`, so it \
+                     lasts until the run ends",
                 );
             }
             match step {
@@ -438,6 +515,22 @@ impl Scenario {
                     endless = duration_s.is_none();
                 }
                 Step::Wait { .. } => {}
+                Step::Rpc {
+                    transport,
+                    duration_s,
+                    ..
+                } => {
+                    match transport {
+                        Transport::Socket if !connected => {
+                            return fail("needs an open socket: add a `connect` step before it (or transport = \"http\")");
+                        }
+                        Transport::Http if !authenticated => {
+                            return fail("needs a session: add an `authenticate` step before it");
+                        }
+                        _ => {}
+                    }
+                    endless = duration_s.is_none();
+                }
                 Step::Disconnect { .. } => {
                     if !connected {
                         return fail("no socket is open here");
@@ -702,7 +795,7 @@ do = "disconnect"
     #[test]
     fn bundled_scenarios_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        for name in ["smoke.toml", "connect-and-heartbeat.toml"] {
+        for name in ["smoke.toml", "connect-and-heartbeat.toml", "economy.toml"] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);
         }

@@ -184,9 +184,16 @@ pub async fn run(
     let steps = scenario.steps.clone();
     let token_needed_after = (0..steps.len())
         .map(|i| {
-            steps[i + 1..]
-                .iter()
-                .any(|s| matches!(s, Step::Connect { .. }))
+            steps[i + 1..].iter().any(|s| {
+                matches!(
+                    s,
+                    Step::Connect { .. }
+                        | Step::Rpc {
+                            transport: crate::rpc::Transport::Http,
+                            ..
+                        }
+                )
+            })
         })
         .collect();
     let ctx = Rc::new(Ctx {
