@@ -19,4 +19,5 @@ pub mod scenario;
 pub mod sketch;
 pub mod stats;
 pub mod transport;
+pub mod window;
 pub mod worker;

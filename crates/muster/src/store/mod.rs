@@ -7,6 +7,7 @@ pub mod migrations;
 pub mod postgres;
 mod postgres_economy;
 pub mod sqlite;
+mod sqlite_checkpoint;
 mod sqlite_economy;
 
 use std::sync::Arc;
