@@ -31,6 +31,7 @@ cleanup() {
   stop_muster
   if [ -n "$PG_DIR" ]; then
     as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$PG_DIR"
   fi
   rm -rf "$work"
 }
@@ -46,8 +47,8 @@ start_postgres() {
     echo "PostgreSQL is not installed (scripts/test installs it)" >&2
     return 1
   fi
-  PG_DIR="$work/pg"
-  mkdir -p "$PG_DIR"
+  # Its own directory: the postgres user cannot enter $work (mode 700, ours).
+  PG_DIR=$(mktemp -d /tmp/bench-economy-pg.XXXXXX)
   [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
   PG_PORT=$(free_port)
   as_pg "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres -E UTF8 >/dev/null

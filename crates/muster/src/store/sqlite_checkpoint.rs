@@ -102,3 +102,69 @@ fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<i64> {
     );
     Ok(frames)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &std::path::Path) -> Connection {
+        let conn = Connection::open(path).expect("open");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
+        conn
+    }
+
+    /// Appends `rows` rows of 1 KiB in one transaction.
+    fn write(conn: &Connection, rows: usize) {
+        conn.execute_batch("BEGIN").expect("begin");
+        for _ in 0..rows {
+            conn.execute("INSERT INTO t (v) VALUES (randomblob(1024))", [])
+                .expect("insert");
+        }
+        conn.execute_batch("COMMIT").expect("commit");
+    }
+
+    fn file_len(path: &std::path::Path) -> u64 {
+        std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+    }
+
+    #[test]
+    fn the_writer_folds_the_wal_back_only_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db.sqlite3");
+        let writer = open(&path);
+        writer
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .expect("autocheckpoint off");
+        writer
+            .execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
+            .expect("create");
+        write(&writer, 400);
+        // With automatic checkpoints off, the rows are only in the WAL.
+        assert!(file_len(&path) < 64 * 1024, "{}", file_len(&path));
+
+        // Not asked: the writer leaves the WAL alone.
+        let rewind = Rewind::default();
+        rewind.if_wanted(&writer);
+        assert!(file_len(&path) < 64 * 1024, "{}", file_len(&path));
+
+        // Asked, between transactions: everything is copied into the database file, and the
+        // request is cleared.
+        rewind.wanted.store(true, Ordering::Release);
+        rewind.if_wanted(&writer);
+        assert!(
+            !rewind.wanted.load(Ordering::Acquire),
+            "the request is cleared"
+        );
+        assert!(file_len(&path) > 400 * 1024, "{}", file_len(&path));
+        // ...and the WAL starts over at the next write.
+        write(&writer, 1);
+        let reader = open(&path);
+        let frames = checkpoint(&reader, "PASSIVE").expect("passive");
+        assert!(frames < 20, "the WAL was rewound: {frames} frames");
+        let rows: i64 = reader
+            .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(rows, 401, "no write is lost by checkpoints");
+    }
+}
