@@ -5,8 +5,11 @@
 # 1,000,000 coins and 1,000,000 items) ramp in over RAMP_S, then call at random intervals whose
 # mean gives the step's rate, for HOLD_S. Latency percentiles, the achieved rate, Muster's CPU and
 # the group-commit batch sizes are read over the hold only (its first 2 s and last 1 s left out).
-# Prints JSON: every step, and per engine the highest rate sustained with p95 <= 26.7 ms (the
-# seed's bar) and no errors.
+# Prints JSON: every step (achieved calls/s; p50/p95/p99 of the slower function; Muster's and
+# swarm's CPU in cores and Muster's CPU per call; bytes Muster wrote to storage per call; how busy
+# the whole machine was; group-commit batch sizes from Muster's /metrics), and per engine the
+# highest rate sustained with p95 <= 26.7 ms (the seed's bar), no errors, and at least 95 % of the
+# offered rate (medians over RUNS runs).
 #
 # Usage: bench/economy.sh
 #   env: RATES="5000 10000 15000 20000 25000 30000" PLAYERS=4000 RAMP_S=10 HOLD_S=30
@@ -84,6 +87,14 @@ start_muster_on() {
 
 # cpu_ticks PID: user + system CPU of a process, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# tree_ticks PID: user + system CPU of a process and its children (swarm and its workers).
+tree_ticks() {
+  local total=0 p
+  for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(cpu_ticks "$p"))); done
+  echo "$total"
+}
+# disk_bytes PID: bytes the process has caused to be written to storage (WAL, database file).
+disk_bytes() { awk '/^write_bytes:/ {print $2}' "/proc/$1/io" 2>/dev/null || echo 0; }
 # machine_ticks: busy and total CPU ticks of the whole machine.
 machine_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
 
@@ -140,11 +151,13 @@ for engine in $ENGINES; do
       sleep "$from_s"
       curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-from"
       cpu_from=$(cpu_ticks "$MUSTER_PID"); machine_from=$(machine_ticks)
+      swarm_from=$(tree_ticks "$swarm_pid"); disk_from=$(disk_bytes "$MUSTER_PID")
       sleep $((to_s - from_s))
       curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-to"
       cpu_to=$(cpu_ticks "$MUSTER_PID"); machine_to=$(machine_ticks)
+      swarm_to=$(tree_ticks "$swarm_pid"); disk_to=$(disk_bytes "$MUSTER_PID")
       wait "$swarm_pid" || true
-      echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK)" >"$work/$tag/cpu"
+      echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK) $swarm_from $swarm_to $disk_from $disk_to" >"$work/$tag/cpu"
       "$swarm_bin" window "$work/$tag/out/report.json" --from-s "$from_s" --to-s "$to_s" \
         >"$work/$tag/window.json"
       stop_muster
@@ -194,7 +207,7 @@ for engine in engines:
             spend, grant = m.get("rpc_wallet_spend", {}), m.get("rpc_inventory_grant", {})
             calls = spend.get("count", 0) + grant.get("count", 0)
             # Percentiles of both functions together: the slower function's are a bound; report each.
-            cf, ct, mf_busy, mf_total, mt_busy, mt_total, hz = map(float, open(f"{work}/{tag}/cpu").read().split())
+            cf, ct, mf_busy, mf_total, mt_busy, mt_total, hz, sf, st, df, dt = map(float, open(f"{work}/{tag}/cpu").read().split())
             secs = w["seconds"] or 1
             report = json.load(open(f"{work}/{tag}/out/report.json"))
             steps.append({
@@ -208,6 +221,8 @@ for engine in engines:
                 "errors": w["errors"], "failedPlayers": report["failed"], "errorKinds": report["errors"],
                 "musterCpuCores": round((ct - cf) / hz / secs, 2),
                 "musterCpuUsPerCall": round((ct - cf) / hz / max(1, calls) * 1e6, 1),
+                "swarmCpuCores": round((st - sf) / hz / secs, 2),
+                "musterDiskBytesPerCall": round((dt - df) / max(1, calls)),
                 "machineBusy": round((mt_busy - mf_busy) / max(1, mt_total - mf_total), 2),
                 "groupCommit": batches(tag),
             })
