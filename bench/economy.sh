@@ -13,7 +13,7 @@
 #
 # Usage: bench/economy.sh
 #   env: RATES="5000 10000 15000 20000 25000 30000" PLAYERS=4000 RAMP_S=10 HOLD_S=30
-#        ENGINES="sqlite postgres" WORKERS=2 RUNS=1
+#        ENGINES="sqlite postgres" WORKERS=2 RUNS=1 LOG=warn KEEP=0 (KEEP=1: keep the work directory)
 # PostgreSQL is started privately on 127.0.0.1 (as scripts/test does) with its durable defaults
 # (fsync on, synchronous_commit on): acknowledged writes are on disk, as on SQLite.
 set -euo pipefail
@@ -25,6 +25,8 @@ HOLD_S=${HOLD_S:-30}
 ENGINES=${ENGINES:-"sqlite postgres"}
 WORKERS=${WORKERS:-2}
 RUNS=${RUNS:-1}
+# Muster's log filter; e.g. LOG=muster::store::sqlite_checkpoint=debug,warn shows every checkpoint.
+LOG=${LOG:-warn}
 P95_BAR_MS=26.7
 
 build_release
@@ -36,7 +38,7 @@ cleanup() {
     as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$PG_DIR"
   fi
-  rm -rf "$work"
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -72,7 +74,7 @@ start_muster_on() {
   fi
   MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
     MUSTER_DATABASE_URL="$url" \
-    "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log warn \
+    "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log "$LOG" \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!
   local i
