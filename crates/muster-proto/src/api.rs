@@ -152,6 +152,7 @@ pub mod code {
     pub const ALREADY_EXISTS: i32 = 6;
     pub const PERMISSION_DENIED: i32 = 7;
     pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const FAILED_PRECONDITION: i32 = 9;
     pub const INTERNAL: i32 = 13;
     pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;

@@ -12,7 +12,9 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::password::Hasher;
-use crate::store::{AccountUpdate, Credential, Identity, NewUser, Store, StoreError};
+use crate::store::{
+    AccountUpdate, Credential, Identity, NewUser, StartingGrant, Store, StoreError,
+};
 use crate::tokens::{Claims, TokenService};
 
 const MAX_VARS: usize = 32;
@@ -42,6 +44,8 @@ pub struct Accounts {
     tokens: Arc<TokenService>,
     hasher: Hasher,
     metrics: Arc<Metrics>,
+    /// Given to every new account in the transaction creating it (the after-authenticate hook).
+    starting_grant: Option<Arc<StartingGrant>>,
 }
 
 impl Accounts {
@@ -56,7 +60,14 @@ impl Accounts {
             tokens,
             hasher,
             metrics,
+            starting_grant: None,
         }
+    }
+
+    /// Gives every account created from now on `grant` (see [`crate::economy::grant`]).
+    pub fn with_starting_grant(mut self, grant: Option<StartingGrant>) -> Self {
+        self.starting_grant = grant.map(Arc::new);
+        self
     }
 
     /// Authenticates `login`, creating the account on first use when `create` is set.
@@ -159,6 +170,7 @@ impl Accounts {
                 username: username.clone().unwrap_or_else(generate_username),
                 password_hash: password_hash.clone(),
                 now_ms: crate::time::now_ms(),
+                grant: self.starting_grant.clone(),
             };
             match self.store.find_or_create(&credential, new_user).await {
                 Err(StoreError::UsernameTaken) if !chosen && attempts < 5 => attempts += 1,
@@ -298,7 +310,7 @@ impl Accounts {
                 create_time: crate::time::rfc3339(record.create_time_ms),
                 update_time: crate::time::rfc3339(record.update_time_ms),
             },
-            wallet: "{}".into(),
+            wallet: crate::economy::wallet_json(&record.wallet),
             email: record.email.unwrap_or_default(),
             devices: record
                 .devices

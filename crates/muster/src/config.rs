@@ -2,6 +2,7 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,6 +37,8 @@ pub struct Config {
     pub matchmaker: crate::matches::config::MatchmakerConfig,
     pub rooms: crate::matches::config::RoomsConfig,
     pub chat: ChatConfig,
+    pub runtime: RuntimeConfig,
+    pub economy: EconomyConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,8 +91,11 @@ pub struct LimitsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// Most writes committed together in one SQLite transaction (group commit).
+    /// Most writes committed together in one transaction (group commit), on SQLite and on the
+    /// PostgreSQL wallet and inventory writer.
     pub max_batch: usize,
+    /// Writes waiting for the writer before callers wait too (backpressure), per engine.
+    pub write_queue_size: usize,
     /// SQLite read connections used in parallel.
     pub read_connections: usize,
     /// PostgreSQL connections in the pool.
@@ -126,6 +132,63 @@ pub struct ChatConfig {
     pub max_listed_presences: usize,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Key for server-to-server calls of server functions (`/v2/rpc/{id}?http_key=...`), as
+    /// Nakama's `runtime.http_key`. Change it in production: whoever holds it acts for any user.
+    pub http_key: String,
+    /// Built-in server functions to register (see `crate::economy::builtins`); empty for none.
+    pub builtin_functions: Vec<String>,
+}
+
+/// One stack of the starting inventory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartingItem {
+    /// The item's id in the account's inventory.
+    pub id: String,
+    /// The item's kind (a category the game chooses).
+    pub kind: String,
+    /// How many: one stacked row, however large the count.
+    pub count: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EconomyConfig {
+    /// The wallet every new account starts with (currency to amount), granted in the same
+    /// transaction that creates the account.
+    pub starting_wallet: BTreeMap<String, i64>,
+    /// The inventory every new account starts with, granted with the starting wallet.
+    pub starting_items: Vec<StartingItem>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            http_key: "defaulthttpkey".into(),
+            builtin_functions: crate::economy::builtins::NAMES
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl Default for EconomyConfig {
+    fn default() -> Self {
+        EconomyConfig {
+            starting_wallet: BTreeMap::from([("coins".to_string(), 1_000_000)]),
+            starting_items: vec![StartingItem {
+                id: "item".into(),
+                kind: "default".into(),
+                count: 1_000_000,
+            }],
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -144,6 +207,8 @@ impl Default for Config {
             matchmaker: Default::default(),
             rooms: Default::default(),
             chat: ChatConfig::default(),
+            runtime: RuntimeConfig::default(),
+            economy: EconomyConfig::default(),
         }
     }
 }
@@ -202,6 +267,7 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
             max_batch: 512,
+            write_queue_size: 16 * 1024,
             read_connections: 4,
             pool_size: 16,
             migrate_on_start: true,
@@ -258,11 +324,12 @@ impl Config {
             return Err("socket.outgoing_queue_size must be at least 1".into());
         }
         if self.database.max_batch == 0
+            || self.database.write_queue_size == 0
             || self.database.read_connections == 0
             || self.database.pool_size == 0
         {
             return Err(
-                "database.max_batch, read_connections and pool_size must be at least 1".into(),
+                "database.max_batch, write_queue_size, read_connections and pool_size must be at least 1".into(),
             );
         }
         if self.chat.max_channels_per_socket == 0
@@ -288,6 +355,19 @@ impl Config {
         self.matches.validate()?;
         self.matchmaker.validate()?;
         self.rooms.validate()?;
+        if self.runtime.http_key.is_empty() {
+            return Err("runtime.http_key must not be empty".into());
+        }
+        for name in &self.runtime.builtin_functions {
+            if !crate::economy::builtins::NAMES.contains(&name.as_str()) {
+                return Err(format!(
+                    "runtime.builtin_functions: unknown function {name:?} (known: {})",
+                    crate::economy::builtins::NAMES.join(", ")
+                ));
+            }
+        }
+        crate::store::StartingGrant::from_config(&self.economy)
+            .map_err(|e| format!("economy: {e}"))?;
         Ok(())
     }
 

@@ -23,6 +23,8 @@ pub enum ApiError {
     #[error("{0}")]
     AlreadyExists(String),
     #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
     TooManyRequests(String),
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -40,6 +42,7 @@ impl ApiError {
             ApiError::PermissionDenied(_) => (StatusCode::FORBIDDEN, code::PERMISSION_DENIED),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
             ApiError::AlreadyExists(_) => (StatusCode::CONFLICT, code::ALREADY_EXISTS),
+            ApiError::FailedPrecondition(_) => (StatusCode::BAD_REQUEST, code::FAILED_PRECONDITION),
             ApiError::TooManyRequests(_) => {
                 (StatusCode::TOO_MANY_REQUESTS, code::RESOURCE_EXHAUSTED)
             }
@@ -78,5 +81,27 @@ impl From<StoreError> for ApiError {
                 ApiError::Internal
             }
         }
+    }
+}
+
+impl From<crate::economy::RpcError> for ApiError {
+    fn from(error: crate::economy::RpcError) -> Self {
+        use crate::economy::RpcCode;
+        let message = error.message;
+        match error.code {
+            RpcCode::InvalidArgument => ApiError::InvalidArgument(message),
+            RpcCode::NotFound => ApiError::NotFound(message),
+            RpcCode::AlreadyExists => ApiError::AlreadyExists(message),
+            RpcCode::PermissionDenied => ApiError::PermissionDenied(message),
+            RpcCode::FailedPrecondition => ApiError::FailedPrecondition(message),
+            RpcCode::Unavailable => ApiError::Unavailable(message),
+            RpcCode::Internal => ApiError::Internal,
+        }
+    }
+}
+
+impl From<crate::economy::EconomyError> for ApiError {
+    fn from(error: crate::economy::EconomyError) -> Self {
+        crate::economy::RpcError::from(error).into()
     }
 }

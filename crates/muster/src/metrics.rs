@@ -18,6 +18,10 @@ pub struct Metrics {
     pub http_requests: HistogramVec,
     pub db_operations: HistogramVec,
     pub db_batch_size: Histogram,
+    pub db_writes_queued: IntGauge,
+    pub economy_writes: IntCounterVec,
+    pub rpc_calls: IntCounterVec,
+    pub rpc_duration: HistogramVec,
     pub realtime_messages: IntCounterVec,
     pub realtime_errors: IntCounterVec,
     pub rate_limited: IntCounterVec,
@@ -90,10 +94,35 @@ impl Metrics {
                 &["op"]
             )),
             db_batch_size: register!(Histogram::with_opts(
-                HistogramOpts::new("db_group_commit_size", "Writes per SQLite group commit.")
+                HistogramOpts::new("db_group_commit_size", "Writes per group commit.")
                     .buckets(vec![
                         1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0
                     ])
+            )),
+            db_writes_queued: register!(IntGauge::new(
+                "db_writes_queued",
+                "Writes waiting for the group-commit writer (bounded by database.write_queue_size)."
+            )),
+            economy_writes: register!(IntCounterVec::new(
+                Opts::new(
+                    "economy_writes_total",
+                    "Wallet and inventory changes, by outcome (applied, replayed, refused, invalid, failed)."
+                ),
+                &["outcome"]
+            )),
+            rpc_calls: register!(IntCounterVec::new(
+                Opts::new(
+                    "rpc_calls_total",
+                    "Server function calls, by function and outcome (ok or the error's gRPC code name)."
+                ),
+                &["function", "outcome"]
+            )),
+            rpc_duration: register!(HistogramVec::new(
+                latency(
+                    "rpc_duration_seconds",
+                    "Server function latency, from the call to its answer, by function."
+                ),
+                &["function"]
             )),
             realtime_messages: register!(IntCounterVec::new(
                 Opts::new(

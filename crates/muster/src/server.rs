@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::accounts::Accounts;
 use crate::config::Config;
+use crate::economy::{builtins, Economy, Functions, Rpc};
 use crate::matches::handler::Handlers;
 use crate::matches::Matches;
 use crate::metrics::Metrics;
@@ -21,7 +22,7 @@ use crate::password::Hasher;
 use crate::ratelimit::IpLimit;
 use crate::realtime::channels::Chat;
 use crate::realtime::registry::SessionRegistry;
-use crate::store::{self, Store};
+use crate::store::{self, StartingGrant, Store};
 use crate::tokens::TokenService;
 
 /// Everything handlers share; cheap to clone.
@@ -37,6 +38,8 @@ pub struct AppState {
     pub matches: Arc<Matches>,
     /// Chat channels: membership, message ids, limits.
     pub chat: Arc<Chat>,
+    /// Server functions (and, through them, wallets and inventories).
+    pub rpc: Arc<Rpc>,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
     /// Cancelled when the server begins shutting down; every socket task watches it.
@@ -45,26 +48,56 @@ pub struct AppState {
     pub sockets: TaskTracker,
 }
 
+/// What a game adds to Muster in Rust: its authoritative match handlers and its server
+/// functions. The default has the built-in handlers (`arena`) and no functions of its own (the
+/// built-in functions are registered from `runtime.builtin_functions`).
+pub struct GameLogic {
+    pub handlers: Handlers,
+    pub functions: Functions,
+}
+
+impl Default for GameLogic {
+    fn default() -> Self {
+        GameLogic {
+            handlers: Handlers::builtin(),
+            functions: Functions::new(),
+        }
+    }
+}
+
 impl AppState {
     pub async fn build(config: Config) -> anyhow::Result<AppState> {
-        AppState::build_with_handlers(config, Handlers::builtin()).await
+        AppState::build_with(config, GameLogic::default()).await
     }
 
-    /// Builds the state with these authoritative match handlers registered.
-    pub async fn build_with_handlers(
-        config: Config,
-        handlers: Handlers,
-    ) -> anyhow::Result<AppState> {
+    /// Builds the state with a game's own logic: its match handlers and server functions.
+    pub async fn build_with(config: Config, game: GameLogic) -> anyhow::Result<AppState> {
+        let GameLogic {
+            handlers,
+            mut functions,
+        } = game;
+        let grant = StartingGrant::from_config(&config.economy).map_err(anyhow::Error::msg)?;
         let metrics = Arc::new(Metrics::new());
         let store = store::open(&config, metrics.clone()).await?;
         let tokens = Arc::new(TokenService::new(&config.session, store.clone()).await?);
-        let accounts = Arc::new(Accounts::new(
-            store.clone(),
-            tokens.clone(),
-            Hasher::new()?,
-            metrics.clone(),
-        ));
+        let accounts = Arc::new(
+            Accounts::new(
+                store.clone(),
+                tokens.clone(),
+                Hasher::new()?,
+                metrics.clone(),
+            )
+            .with_starting_grant(grant),
+        );
         let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone()).await?);
+        builtins::register(&mut functions, &config.runtime.builtin_functions);
+        let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
+        let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
+        if config.runtime.http_key == crate::config::RuntimeConfig::default().http_key {
+            tracing::warn!(
+                "runtime.http_key is the default: anyone can call server functions as any user; set your own"
+            );
+        }
         let limits = &config.limits;
         let shutdown = CancellationToken::new();
         let matches =
@@ -78,6 +111,7 @@ impl AppState {
                 limits.connect_burst,
             )),
             registry: Arc::new(SessionRegistry::new(metrics.clone())),
+            rpc,
             config: Arc::new(config),
             store,
             tokens,
@@ -95,17 +129,18 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    run_with_handlers(listener, config, Handlers::builtin(), shutdown).await
+    run_with(listener, config, GameLogic::default(), shutdown).await
 }
 
-/// [`run`], with these authoritative match handlers registered (a game's own logic).
-pub async fn run_with_handlers(
+/// [`run`] with a game's own logic: authoritative match handlers (see
+/// [`crate::matches::handler`]) and server functions (see [`crate::economy::functions`]).
+pub async fn run_with(
     listener: TcpListener,
     config: Config,
-    handlers: Handlers,
+    game: GameLogic,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = AppState::build_with_handlers(config, handlers).await?;
+    let state = AppState::build_with(config, game).await?;
     state.matches.start();
     if !state.config.rooms.tcp_listen.is_empty() {
         let address = &state.config.rooms.tcp_listen;
@@ -169,11 +204,17 @@ pub async fn run_with_handlers(
 
 /// Binds `config.listen` and serves until SIGTERM or SIGINT (the `muster serve` command).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    serve_with(config, GameLogic::default()).await
+}
+
+/// [`serve`] with a game's own logic (match handlers, server functions): what a game's own
+/// `main` calls.
+pub async fn serve_with(config: Config, game: GameLogic) -> anyhow::Result<()> {
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "muster listening (HTTP /v2, WebSocket /ws, /metrics)");
-    run(listener, config, termination()).await
+    run_with(listener, config, game, termination()).await
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -351,7 +351,8 @@ async fn account_read_and_update(backend: Backend) {
     assert_eq!(status, 200);
     assert_eq!(account["devices"][0]["id"], "device-profile-1");
     assert_eq!(account["user"]["id"], claims(&token)["uid"]);
-    assert_eq!(account["wallet"], "{}");
+    // The starting wallet (economy.starting_wallet), as Nakama shows a wallet: JSON in a string.
+    assert_eq!(account["wallet"], r#"{"coins":1000000}"#);
     assert!(account["user"]["create_time"]
         .as_str()
         .expect("time")

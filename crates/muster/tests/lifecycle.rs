@@ -156,6 +156,7 @@ async fn migrate_command_and_schema_check(backend: Backend) {
     );
     let stdout = String::from_utf8_lossy(&first.stdout);
     let latest = muster::store::migrations::SQLITE.len();
+    assert_eq!(latest, muster::store::migrations::POSTGRES.len());
     assert!(
         stdout.contains(&format!(
             "applied {latest} migration(s); schema at version {latest}"

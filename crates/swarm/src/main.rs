@@ -57,6 +57,16 @@ enum Command {
     },
     /// Check a scenario file and print its schedule.
     Check { scenario: PathBuf },
+    /// Print latency percentiles (p50/p95/p99) and rates over seconds [FROM, TO) of a run, as
+    /// JSON, merged from the report's per-second sketches (e.g. a steady hold, without the ramp).
+    Window {
+        /// A report.json written by `swarm run`.
+        report: PathBuf,
+        #[arg(long)]
+        from_s: u64,
+        #[arg(long)]
+        to_s: u64,
+    },
     /// Internal: a worker process, started by `swarm run`.
     #[command(hide = true)]
     Worker,
@@ -119,6 +129,16 @@ fn real_main() -> anyhow::Result<ExitCode> {
             }
             let steps: Vec<&str> = s.steps.iter().map(|st| st.name()).collect();
             println!("  steps: {}", steps.join(" → "));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Window {
+            report,
+            from_s,
+            to_s,
+        } => {
+            let report = Report::read(&report)?;
+            let window = swarm::window::window(&report, from_s, to_s)?;
+            println!("{}", serde_json::to_string_pretty(&window)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Merge { reports, out } => {

@@ -98,6 +98,8 @@ pub enum Failure {
     TcpClosed,
     /// Another native TCP I/O error, or a bad frame from the server.
     TcpIo,
+    /// A server function call failed: `problem` is `error_<code>`, `http_<status>` or `timeout`.
+    Rpc { function: String, problem: String },
 }
 
 impl Failure {
@@ -124,6 +126,7 @@ impl Failure {
             Failure::TcpConnect => "tcp_connect".into(),
             Failure::TcpClosed => "tcp_closed".into(),
             Failure::TcpIo => "tcp_io".into(),
+            Failure::Rpc { function, problem } => format!("rpc_{function}_{problem}").into(),
         }
     }
 }
@@ -145,7 +148,7 @@ pub(crate) fn ws_failure(e: WsError) -> Failure {
     }
 }
 
-fn http_failure(e: &reqwest::Error) -> Failure {
+pub(crate) fn http_failure(e: &reqwest::Error) -> Failure {
     if e.is_timeout() {
         Failure::HttpTimeout
     } else if e.is_connect() {
@@ -161,7 +164,15 @@ struct Envelope<'a> {
     #[serde(borrow)]
     cid: Option<Cow<'a, str>>,
     pong: Option<serde::de::IgnoredAny>,
+    rpc: Option<serde::de::IgnoredAny>,
     error: Option<EnvelopeError>,
+}
+
+/// The kind of answer a request waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    Pong,
+    Rpc,
 }
 
 #[derive(Deserialize)]
@@ -328,6 +339,26 @@ impl Player {
                     }
                     self.next = until;
                 }
+                Step::Rpc {
+                    functions,
+                    interval_s,
+                    duration_s,
+                    timeout_s,
+                    transport,
+                } => {
+                    let until = duration_s.map(|d| self.next + d.as_duration());
+                    let plan = crate::rpc::Plan {
+                        functions,
+                        interval: *interval_s,
+                        transport: *transport,
+                        until,
+                        limit: limit(timeout_s),
+                    };
+                    let token = self.token.as_deref().unwrap_or_default();
+                    crate::rpc::run(ctx, self.ws.as_mut(), token, self.index, self.next, plan)
+                        .await?;
+                    self.next = until.unwrap_or_else(Instant::now);
+                }
                 Step::Disconnect { timeout_s } => {
                     if let Some(ws) = self.ws.take() {
                         Box::pin(close(ctx, ws, limit(timeout_s))).await?;
@@ -492,7 +523,7 @@ async fn ping(
     let cid = seq.to_string();
     let envelope = format!("{{\"cid\":\"{cid}\",\"ping\":{{}}}}");
     ws.send(Message::text(envelope)).await.map_err(ws_failure)?;
-    await_reply(ctx, ws, &cid, sent + limit, "ping").await?;
+    await_reply(ctx, ws, &cid, sent + limit, "ping", Expect::Pong).await?;
     ctx.rec
         .borrow_mut()
         .latency(Metric::Ping, Instant::now() - intended);
@@ -515,13 +546,14 @@ pub(crate) async fn idle_until(ctx: &Ctx, ws: &mut Ws, deadline: Instant) -> Res
     }
 }
 
-/// Waits for the envelope answering `cid`.
-async fn await_reply(
+/// Waits for the envelope answering `cid` with the `expect`ed kind.
+pub(crate) async fn await_reply(
     ctx: &Ctx,
     ws: &mut Ws,
     cid: &str,
     deadline: Instant,
     what: &'static str,
+    expect: Expect,
 ) -> Result<(), Failure> {
     loop {
         let msg = match timeout_at(deadline, ws.next()).await {
@@ -538,7 +570,11 @@ async fn await_reply(
                     if let Some(err) = env.error {
                         return Err(Failure::ServerError(err.code));
                     }
-                    if env.pong.is_some() {
+                    let answered = match expect {
+                        Expect::Pong => env.pong.is_some(),
+                        Expect::Rpc => env.rpc.is_some(),
+                    };
+                    if answered {
                         return Ok(());
                     }
                 }

@@ -34,6 +34,7 @@ use toml::Spanned;
 
 use crate::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
 use crate::ramp::{Curve, PhasePlan, Schedule, Shape};
+use crate::rpc::{Interval, RawFunction, RpcFunction, Transport};
 
 /// A positive, finite number of seconds; TOML integers and floats are both accepted.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
@@ -151,6 +152,18 @@ enum StepKind {
     Replay,
     ChatJoin,
     Chat,
+    Rpc,
+}
+
+/// `transport = "…"` as written. One key serves two steps: `join_match` takes `websocket` or
+/// `tcp`, `rpc` takes `socket` or `http`; each step refuses the other's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TransportKey {
+    Websocket,
+    Tcp,
+    Socket,
+    Http,
 }
 
 /// A step as written: every key any step may have, each with its span, so that a misplaced or
@@ -163,13 +176,14 @@ struct RawStep {
     kind: Spanned<StepKind>,
     create: Option<Spanned<bool>>,
     reuse_accounts: Option<Spanned<bool>>,
-    interval_s: Option<Spanned<Seconds>>,
+    interval_s: Option<Spanned<Interval>>,
     duration_s: Option<Spanned<Seconds>>,
     timeout_s: Option<Spanned<Seconds>>,
     // Match and room steps (see `crate::game`).
     query: Option<Spanned<String>>,
     count: Option<Spanned<u32>>,
-    transport: Option<Spanned<crate::game::Transport>>,
+    /// `join_match` (`websocket`, `tcp`) and `rpc` (`socket`, `http`).
+    transport: Option<Spanned<TransportKey>>,
     tcp_port: Option<Spanned<u16>>,
     rate_hz: Option<Spanned<f64>>,
     align: Option<Spanned<crate::game::Align>>,
@@ -188,6 +202,7 @@ struct RawStep {
     hidden: Option<Spanned<bool>>,
     send_interval_s: Option<Spanned<SecondsRange>>,
     message_bytes: Option<Spanned<BytesRange>>,
+    functions: Option<Spanned<Vec<RawFunction>>>,
 }
 
 /// One step of player behaviour.
@@ -226,6 +241,18 @@ pub enum Step {
     ChatJoin(JoinStep),
     /// Send chat messages to the room joined last and measure their delivery (see [`ChatStep`]).
     Chat(ChatStep),
+    /// Call server functions at random intervals (see [`crate::rpc`]).
+    Rpc {
+        /// The functions, one chosen per call in proportion to its weight.
+        functions: Vec<RpcFunction>,
+        /// The wait before each call, fixed or drawn from [min, max].
+        interval_s: Interval,
+        /// How long to keep calling; until the run ends when absent.
+        duration_s: Option<Seconds>,
+        /// How long to wait for each answer (the scenario's `timeout_s` by default).
+        timeout_s: Option<Seconds>,
+        transport: Transport,
+    },
 }
 
 impl Step {
@@ -240,12 +267,20 @@ impl Step {
             Step::Game(g) => g.name(),
             Step::ChatJoin(_) => "chat_join",
             Step::Chat(_) => "chat",
+            Step::Rpc { .. } => "rpc",
         }
     }
 
     /// Whether the step uses the session token (so it must be kept until then).
     pub fn needs_token(&self) -> bool {
-        matches!(self, Step::Connect { .. }) || matches!(self, Step::Game(g) if g.needs_token())
+        matches!(
+            self,
+            Step::Connect { .. }
+                | Step::Rpc {
+                    transport: Transport::Http,
+                    ..
+                }
+        ) || matches!(self, Step::Game(g) if g.needs_token())
     }
 }
 
@@ -306,6 +341,13 @@ impl RawStep {
                 "duration_s",
                 "timeout_s",
             ],
+            StepKind::Rpc => &[
+                "functions",
+                "interval_s",
+                "duration_s",
+                "timeout_s",
+                "transport",
+            ],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -343,6 +385,7 @@ impl RawStep {
                 "message_bytes",
                 self.message_bytes.as_ref().map(|v| v.span()),
             ),
+            ("functions", self.functions.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -364,6 +407,12 @@ impl RawStep {
             })
         };
         let inner = |v: Option<Spanned<Seconds>>| v.map(Spanned::into_inner);
+        let interval = |v: Option<Spanned<Interval>>| {
+            v.ok_or_else(|| Misplaced {
+                span: span.clone(),
+                message: format!("do = \"{name}\" needs `interval_s`"),
+            })
+        };
         Ok(match kind {
             StepKind::Authenticate => Step::Authenticate {
                 create: self.create.map(Spanned::into_inner).unwrap_or(true),
@@ -377,7 +426,20 @@ impl RawStep {
                 timeout_s: inner(self.timeout_s),
             },
             StepKind::Heartbeat => Step::Heartbeat {
-                interval_s: need(self.interval_s, "interval_s")?,
+                interval_s: {
+                    let spanned = interval(self.interval_s)?;
+                    match *spanned.get_ref() {
+                        Interval::Fixed(s) => s,
+                        Interval::Range(..) => {
+                            return Err(Misplaced {
+                                span: spanned.span(),
+                                message: "key `interval_s`: a heartbeat's interval is one number \
+                                          (a fixed schedule), not a range"
+                                    .into(),
+                            })
+                        }
+                    }
+                },
                 duration_s: inner(self.duration_s),
                 timeout_s: inner(self.timeout_s),
             },
@@ -396,7 +458,20 @@ impl RawStep {
                 let game = crate::game::RawGameStep {
                     query: self.query.map(Spanned::into_inner),
                     count: self.count.map(Spanned::into_inner),
-                    transport: self.transport.map(Spanned::into_inner),
+                    transport: match self.transport {
+                        None => None,
+                        Some(t) => Some(match *t.get_ref() {
+                            TransportKey::Websocket => crate::game::Transport::Websocket,
+                            TransportKey::Tcp => crate::game::Transport::Tcp,
+                            TransportKey::Socket | TransportKey::Http => {
+                                return Err(Misplaced {
+                                    span: t.span(),
+                                    message: "key `transport`: \"websocket\" or \"tcp\" here"
+                                        .into(),
+                                })
+                            }
+                        }),
+                    },
                     tcp_port: self.tcp_port.map(Spanned::into_inner),
                     rate_hz: self.rate_hz.map(Spanned::into_inner),
                     duration_s: inner(self.duration_s),
@@ -471,6 +546,47 @@ impl RawStep {
                 duration_s: inner(self.duration_s),
                 timeout_s: inner(self.timeout_s),
             }),
+            StepKind::Rpc => {
+                let functions = self.functions.ok_or_else(|| Misplaced {
+                    span: span.clone(),
+                    message: "do = \"rpc\" needs `functions`".into(),
+                })?;
+                let at = functions.span();
+                let raw = functions.into_inner();
+                if raw.is_empty() {
+                    return Err(Misplaced {
+                        span: at,
+                        message: "key `functions`: list at least one function".into(),
+                    });
+                }
+                let functions = raw
+                    .into_iter()
+                    .map(RawFunction::check)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|message| Misplaced {
+                        span: at.clone(),
+                        message: format!("key `functions`: {message}"),
+                    })?;
+                Step::Rpc {
+                    functions,
+                    interval_s: *interval(self.interval_s)?.get_ref(),
+                    duration_s: inner(self.duration_s),
+                    timeout_s: inner(self.timeout_s),
+                    transport: match self.transport {
+                        None => Transport::Socket,
+                        Some(t) => match *t.get_ref() {
+                            TransportKey::Socket => Transport::Socket,
+                            TransportKey::Http => Transport::Http,
+                            TransportKey::Websocket | TransportKey::Tcp => {
+                                return Err(Misplaced {
+                                    span: t.span(),
+                                    message: "key `transport`: \"socket\" or \"http\" here".into(),
+                                })
+                            }
+                        },
+                    },
+                }
+            }
         })
     }
 }
@@ -626,7 +742,7 @@ impl Scenario {
             };
             if endless && !matches!(step, Step::Disconnect { .. }) {
                 return fail(
-                    "unreachable: the heartbeat or chat before it has no `duration_s`, so it \
+                    "unreachable: the heartbeat, chat or rpc step before it has no `duration_s`, so it \
                      lasts until the run ends",
                 );
             }
@@ -649,6 +765,22 @@ impl Scenario {
                     endless = duration_s.is_none();
                 }
                 Step::Wait { .. } => {}
+                Step::Rpc {
+                    transport,
+                    duration_s,
+                    ..
+                } => {
+                    match transport {
+                        Transport::Socket if !connected => {
+                            return fail("needs an open socket: add a `connect` step before it (or transport = \"http\")");
+                        }
+                        Transport::Http if !authenticated => {
+                            return fail("needs a session: add an `authenticate` step before it");
+                        }
+                        _ => {}
+                    }
+                    endless = duration_s.is_none();
+                }
                 Step::Disconnect { .. } => {
                     if !connected {
                         return fail("no socket is open here");
@@ -947,6 +1079,7 @@ do = "disconnect"
             "match-15hz.toml",
             "rooms-replay.toml",
             "chat-fanout.toml",
+            "economy.toml",
         ] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);

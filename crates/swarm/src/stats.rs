@@ -141,6 +141,9 @@ pub struct Recorder {
     pub peak_ccu: u64,
     pub successful: u64,
     pub failed: u64,
+    /// Latency metrics named at run time (one per server function of an `rpc` step): name,
+    /// whole-run sketch, current-second sketch. A handful at most, so a list.
+    named: Vec<(String, Sketch, Sketch)>,
 }
 
 impl Default for Recorder {
@@ -161,6 +164,7 @@ impl Default for Recorder {
             peak_ccu: 0,
             successful: 0,
             failed: 0,
+            named: Vec::new(),
         }
     }
 }
@@ -170,6 +174,24 @@ impl Recorder {
     pub fn latency(&mut self, metric: Metric, d: std::time::Duration) {
         self.run[metric.index()].record_duration(d);
         self.window[metric.index()].record_duration(d);
+    }
+
+    /// Records a latency of a metric named at run time (e.g. `rpc_wallet_spend`).
+    pub fn latency_named(&mut self, name: &str, d: std::time::Duration) {
+        let at = match self.named.iter().position(|(n, _, _)| n == name) {
+            Some(at) => at,
+            None => {
+                self.named.push((
+                    name.to_string(),
+                    Sketch::new(Precision::Run),
+                    Sketch::new(Precision::Window),
+                ));
+                self.named.len() - 1
+            }
+        };
+        let (_, run, window) = &mut self.named[at];
+        run.record_duration(d);
+        window.record_duration(d);
     }
 
     /// Bumps one counter in the totals and in the current second.
@@ -186,7 +208,7 @@ impl Recorder {
 
     /// Takes the current second's figures and starts a new second.
     pub fn take_window(&mut self, t: u64) -> Tick {
-        let hist = Metric::ALL
+        let mut hist: BTreeMap<String, String> = Metric::ALL
             .iter()
             .zip(self.window.iter_mut())
             .filter(|(_, s)| !s.is_empty())
@@ -196,6 +218,10 @@ impl Recorder {
                 (m.name().to_string(), encoded)
             })
             .collect();
+        for (name, _, window) in self.named.iter_mut().filter(|(_, _, w)| !w.is_empty()) {
+            hist.insert(name.clone(), window.encode());
+            window.reset();
+        }
         Tick {
             t,
             ccu: self.ccu,
@@ -208,12 +234,16 @@ impl Recorder {
 
     /// The whole-run sketches, encoded, skipping empty ones.
     pub fn run_sketches(&self) -> BTreeMap<String, String> {
-        Metric::ALL
+        let mut sketches: BTreeMap<String, String> = Metric::ALL
             .iter()
             .zip(self.run.iter())
             .filter(|(_, s)| !s.is_empty())
             .map(|(m, s)| (m.name().to_string(), s.encode()))
-            .collect()
+            .collect();
+        for (name, run, _) in self.named.iter().filter(|(_, r, _)| !r.is_empty()) {
+            sketches.insert(name.clone(), run.encode());
+        }
+        sketches
     }
 }
 

@@ -5,8 +5,10 @@
 mod account;
 mod authenticate;
 mod channel;
+mod economy;
 pub mod extract;
 pub mod rooms;
+mod rpc;
 mod session;
 
 use std::time::{Duration, Instant};
@@ -47,6 +49,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/rooms/{id}", get(rooms::get).delete(rooms::destroy))
         .route("/v2/rooms/{id}/connection", get(rooms::connection))
         .route("/v2/channel/{channel_id}", get(channel::list_messages))
+        .route("/v2/rpc/{id}", get(rpc::call).post(rpc::call))
+        .route("/v2/economy/wallet", get(economy::wallet))
+        .route("/v2/economy/inventory", get(economy::inventory))
+        .route("/v2/economy/ledger", get(economy::ledger))
         .route("/ws", get(crate::realtime::upgrade))
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))

@@ -65,7 +65,7 @@ pub async fn handle(
         | Message::MatchmakerRemove(_)) => state.matches.handle(session, cid, message).await,
 
         // Server functions.
-        Message::Rpc(_) => not_available(cid, &message),
+        Message::Rpc(rpc) => Some(super::rpc::handle(cid, rpc, session, state).await),
 
         // Kinds only the server sends.
         Message::Error(_)
@@ -83,13 +83,4 @@ pub async fn handle(
             format!("'{}' envelopes are sent only by the server", message.kind()),
         )),
     }
-}
-
-/// The answer to a kind this build knows but does not serve yet.
-fn not_available(cid: String, message: &Message) -> Option<Envelope> {
-    Some(Envelope::error(
-        cid,
-        error_code::UNRECOGNIZED_PAYLOAD,
-        format!("'{}' is not available on this server yet", message.kind()),
-    ))
 }

@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod fanout;
 pub mod outbox;
 pub mod registry;
+pub mod rpc;
 pub mod socket;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;

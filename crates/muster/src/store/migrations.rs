@@ -20,6 +20,11 @@ pub const SQLITE: &[Migration] = &[
         name: "channel_messages",
         sql: include_str!("migrations/sqlite/0002_channel_messages.sql"),
     },
+    Migration {
+        version: 3,
+        name: "economy",
+        sql: include_str!("migrations/sqlite/0003_economy.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -32,6 +37,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 2,
         name: "channel_messages",
         sql: include_str!("migrations/postgres/0002_channel_messages.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "economy",
+        sql: include_str!("migrations/postgres/0003_economy.sql"),
     },
 ];
 

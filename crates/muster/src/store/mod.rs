@@ -2,9 +2,13 @@
 //! and [`postgres`] (production; also CockroachDB). Domain code sees only the trait; the engines
 //! enforce in SQL what SQL can enforce (unique usernames, devices, emails) and nothing else.
 
+pub mod ledger;
 pub mod migrations;
 pub mod postgres;
+mod postgres_economy;
 pub mod sqlite;
+mod sqlite_checkpoint;
+mod sqlite_economy;
 
 use std::sync::Arc;
 
@@ -13,6 +17,10 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+pub use ledger::{
+    Changes, InventoryItem, ItemDelta, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
+    StartingGrant,
+};
 
 /// A failed storage operation, as domain code needs to tell them apart.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -53,6 +61,8 @@ pub struct NewUser {
     pub password_hash: Option<String>,
     /// Unix milliseconds.
     pub now_ms: i64,
+    /// Given to the account in the transaction that creates it, when set.
+    pub grant: Option<Arc<StartingGrant>>,
 }
 
 /// A whole account, as `GET /v2/account` shows it.
@@ -69,6 +79,8 @@ pub struct AccountRecord {
     pub email: Option<String>,
     pub custom_id: Option<String>,
     pub devices: Vec<String>,
+    /// Balances by currency, sorted by currency.
+    pub wallet: Vec<(String, i64)>,
     pub disable_time_ms: Option<i64>,
     pub create_time_ms: i64,
     pub update_time_ms: i64,
@@ -196,6 +208,23 @@ pub trait Store: Send + Sync + 'static {
 
     /// Reads a slice of a channel's history.
     async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError>;
+    /// Applies `write` all or nothing, with its ledger row, durably; see [`ledger`] for the
+    /// rules. `NotFound` when the account does not exist.
+    async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError>;
+
+    /// The account's balances, sorted by currency.
+    async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError>;
+
+    /// The account's item stacks with a count above zero, sorted by item id.
+    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError>;
+
+    /// Up to `limit` of the account's ledger rows, newest first, older than `before` if given.
+    async fn ledger(
+        &self,
+        user_id: Uuid,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
 
     /// Finishes pending writes and releases the database.
     async fn close(&self);

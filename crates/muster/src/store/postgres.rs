@@ -1,12 +1,14 @@
 //! The production engine: PostgreSQL (and CockroachDB, which speaks its wire protocol) through a
-//! `deadpool-postgres` pool. Each operation is one short transaction; PostgreSQL's own group
-//! commit batches the fsyncs of concurrent commits.
+//! `deadpool-postgres` pool. Each account operation is one short transaction; PostgreSQL's own
+//! group commit batches the fsyncs of concurrent commits.
 //!
-//! Chat messages, the one write that comes at thousands per second, are batched here as well:
-//! one task takes every message waiting (up to `database.max_batch`) and writes them with a
-//! single multi-row `INSERT … SELECT FROM UNNEST(…)`, one transaction, then answers each sender
-//! once that commit is durable. Batches are written one after another, so history order (`seq`)
-//! is commit order on this node.
+//! The two writes that come at thousands per second are batched here as well:
+//! - chat messages: one task takes every message waiting (up to `database.max_batch`) and writes
+//!   them with a single multi-row `INSERT … SELECT FROM UNNEST(…)`, one transaction, then answers
+//!   each sender once that commit is durable. Batches are written one after another, so history
+//!   order (`seq`) is commit order on this node;
+//! - wallet and inventory writes go through a writer connection of their own that commits them
+//!   in batches ([`super::postgres_economy`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,15 +22,18 @@ use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
 use super::migrations::{self, LEDGER_TABLE};
+use super::postgres_economy::{self, Writer};
 use super::{
     AccountRecord, AccountUpdate, ChannelMessageRecord, Credential, HistoryQuery, HistoryRow,
-    Identity, NewUser, Revocation, Store, StoreError,
+    Identity, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, NewUser, Revocation, Store,
+    StoreError,
 };
 use crate::config::Config;
 use crate::metrics::Metrics;
 
 pub struct PostgresStore {
     pool: Pool,
+    writer: Writer,
     metrics: Arc<Metrics>,
     messages: mpsc::Sender<PendingMessage>,
 }
@@ -60,11 +65,15 @@ fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
     }
 }
 
-fn build_pool(config: &Config) -> anyhow::Result<Pool> {
-    let pg_config: tokio_postgres::Config = config
+fn pg_config(config: &Config) -> anyhow::Result<tokio_postgres::Config> {
+    config
         .database_url
         .parse()
-        .map_err(|e| anyhow::anyhow!("database_url is not a valid PostgreSQL URL: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("database_url is not a valid PostgreSQL URL: {e}"))
+}
+
+fn build_pool(config: &Config) -> anyhow::Result<Pool> {
+    let pg_config = pg_config(config)?;
     let manager = Manager::from_config(
         pg_config,
         NoTls,
@@ -131,6 +140,14 @@ impl PostgresStore {
         apply_migrations(&pool, config.database.migrate_on_start)
             .await
             .map_err(|e| anyhow::anyhow!("PostgreSQL at database_url: {e:#}"))?;
+        let writer = Writer::start(
+            pg_config(config)?,
+            config.database.max_batch,
+            config.database.write_queue_size,
+            metrics.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("PostgreSQL writer connection: {e:#}"))?;
         tracing::info!("PostgreSQL store open");
         let (messages, queue) = mpsc::channel(MESSAGE_QUEUE);
         tokio::spawn(write_message_batches(
@@ -141,6 +158,7 @@ impl PostgresStore {
         ));
         Ok(PostgresStore {
             pool,
+            writer,
             metrics,
             messages,
         })
@@ -308,6 +326,11 @@ impl Store for PostgresStore {
                 tx.rollback().await.map_err(db_error)?;
                 continue;
             }
+            // The starting wallet and inventory, in the transaction creating the account: an
+            // account never exists without them.
+            if let Some(grant) = &new_user.grant {
+                postgres_economy::grant(&tx, new_user.id, grant, new_user.now_ms).await?;
+            }
             tx.commit().await.map_err(db_error)?;
             result = Ok((
                 Identity {
@@ -347,6 +370,7 @@ impl Store for PostgresStore {
             .iter()
             .map(|d| d.get(0))
             .collect();
+        let wallet = postgres_economy::wallet(&client, user_id).await?;
         self.metrics.observe_db("account", started.elapsed());
         Ok(Some(AccountRecord {
             id: user_id,
@@ -360,6 +384,7 @@ impl Store for PostgresStore {
             email: r.get(7),
             custom_id: r.get(8),
             devices,
+            wallet,
             disable_time_ms: r.get(9),
             create_time_ms: r.get(10),
             update_time_ms: r.get(11),
@@ -545,7 +570,41 @@ impl Store for PostgresStore {
             .collect())
     }
 
+    async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
+        self.writer.apply(write).await
+    }
+
+    async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let result = postgres_economy::wallet(&client, user_id).await;
+        self.metrics.observe_db("wallet", started.elapsed());
+        result
+    }
+
+    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let result = postgres_economy::inventory(&client, user_id).await;
+        self.metrics.observe_db("inventory", started.elapsed());
+        result
+    }
+
+    async fn ledger(
+        &self,
+        user_id: Uuid,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let result = postgres_economy::ledger(&client, user_id, before, limit).await;
+        self.metrics.observe_db("ledger", started.elapsed());
+        result
+    }
+
     async fn close(&self) {
+        self.writer.close().await;
         self.pool.close();
     }
 }

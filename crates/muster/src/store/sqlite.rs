@@ -20,9 +20,11 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
 use super::migrations::{self, LEDGER_TABLE};
+use super::{sqlite_checkpoint, sqlite_economy};
 use super::{
     AccountRecord, AccountUpdate, ChannelMessageRecord, Credential, HistoryQuery, HistoryRow,
-    Identity, NewUser, Revocation, Store, StoreError,
+    Identity, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, NewUser, Revocation, Store,
+    StoreError,
 };
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -32,15 +34,19 @@ type Completion = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// Runs one write on the writer's connection, inside a savepoint, and returns its completion.
 type WriteJob = Box<dyn FnOnce(&Connection) -> Completion + Send>;
 
-/// Writes queued beyond this make callers wait (backpressure) instead of growing memory.
-const WRITE_QUEUE: usize = 16 * 1024;
-
 pub struct SqliteStore {
     jobs: Mutex<Option<mpsc::Sender<WriteJob>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Dropping it stops the checkpointer thread.
+    checkpointer: Mutex<Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>>,
     readers: Arc<ReaderPool>,
     metrics: Arc<Metrics>,
 }
+
+/// The writer connection's page cache, in KiB (SQLite's `cache_size` takes negative KiB): large
+/// enough to keep the wallet, inventory and ledger index pages a busy server touches in memory
+/// instead of re-reading them from the OS for every write.
+const WRITER_CACHE_KIB: i64 = -64 * 1024;
 
 fn database_path(config: &Config) -> PathBuf {
     config.data_dir.join("muster.sqlite3")
@@ -131,19 +137,36 @@ impl SqliteStore {
         let conn = tokio::task::spawn_blocking(move || -> anyhow::Result<Connection> {
             let mut conn = open_connection(&writer_path, false)?;
             apply_migrations(&mut conn, allowed)?;
+            // Checkpoints run on their own thread (see `sqlite_checkpoint`), never inside a
+            // group commit; the writer keeps the hot pages of its tables in its own cache.
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+            conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
             Ok(conn)
         })
         .await??;
-        let (jobs, queue) = mpsc::channel(WRITE_QUEUE);
+        let (stop_checkpoints, stopped) = std::sync::mpsc::channel();
+        let checkpoint_path = path.clone();
+        let rewind = Arc::new(sqlite_checkpoint::Rewind::default());
+        let checkpointer_rewind = rewind.clone();
+        let checkpointer = std::thread::Builder::new()
+            .name("muster-sqlite-checkpoint".into())
+            .spawn(move || {
+                sqlite_checkpoint::run(checkpoint_path, stopped, &checkpointer_rewind, |p| {
+                    open_connection(p, false)
+                })
+            })?;
+        // Writes queued beyond this make callers wait (backpressure) instead of growing memory.
+        let (jobs, queue) = mpsc::channel(config.database.write_queue_size);
         let max_batch = config.database.max_batch;
         let writer_metrics = metrics.clone();
         let writer = std::thread::Builder::new()
             .name("muster-sqlite-writer".into())
-            .spawn(move || write_loop(conn, queue, max_batch, &writer_metrics))?;
+            .spawn(move || write_loop(conn, queue, max_batch, &writer_metrics, &rewind))?;
         tracing::info!(path = %path.display(), "SQLite store open");
         Ok(SqliteStore {
             jobs: Mutex::new(Some(jobs)),
             writer: Mutex::new(Some(writer)),
+            checkpointer: Mutex::new(Some((stop_checkpoints, checkpointer))),
             readers: Arc::new(ReaderPool::new(path, config.database.read_connections)),
             metrics,
         })
@@ -164,7 +187,11 @@ impl SqliteStore {
                 let _ = answer.send(commit.and(result));
             })
         });
-        jobs.send(job).await.map_err(|_| StoreError::Closed)?;
+        self.metrics.db_writes_queued.inc();
+        if jobs.send(job).await.is_err() {
+            self.metrics.db_writes_queued.dec();
+            return Err(StoreError::Closed);
+        }
         let result = answered.await.map_err(|_| StoreError::Closed)?;
         self.metrics.observe_db(op, started.elapsed());
         result
@@ -186,14 +213,19 @@ fn in_savepoint<T>(
     conn: &Connection,
     f: impl FnOnce(&Connection) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    conn.execute_batch("SAVEPOINT job").map_err(db_error)?;
-    let result = f(conn);
-    let end = if result.is_ok() {
-        "RELEASE job"
-    } else {
-        "ROLLBACK TO job; RELEASE job"
+    // Prepared once and cached: parsing these three statements for every write cost more than
+    // some writes themselves.
+    let run = |sql: &str| {
+        conn.prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map_err(db_error)
     };
-    conn.execute_batch(end).map_err(db_error)?;
+    run("SAVEPOINT job")?;
+    let result = f(conn);
+    if result.is_err() {
+        run("ROLLBACK TO job")?;
+    }
+    run("RELEASE job")?;
     result
 }
 
@@ -202,6 +234,7 @@ fn write_loop(
     mut queue: mpsc::Receiver<WriteJob>,
     max_batch: usize,
     metrics: &Metrics,
+    rewind: &sqlite_checkpoint::Rewind,
 ) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = queue.blocking_recv() {
@@ -213,6 +246,7 @@ fn write_loop(
             }
         }
         metrics.db_batch_size.observe(batch.len() as f64);
+        metrics.db_writes_queued.sub(batch.len() as i64);
         if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
             let error = db_error(error);
             for job in batch.drain(..) {
@@ -231,6 +265,8 @@ fn write_loop(
         for completion in completions {
             completion(commit.clone());
         }
+        // Between two transactions is the one moment the WAL can be rewound without waiting.
+        rewind.if_wanted(&conn);
     }
     // All senders are gone: every queued write has been answered. Fold the WAL into the
     // database file so the next start does not replay it.
@@ -363,6 +399,11 @@ impl Store for SqliteStore {
                     .and_then(|mut s| s.execute(params![device_id, id]))
                     .map_err(db_error)?;
             }
+            // The starting wallet and inventory, in the same savepoint as the account: an
+            // account never exists without them.
+            if let Some(grant) = &new_user.grant {
+                sqlite_economy::grant(conn, new_user.id, grant, new_user.now_ms)?;
+            }
             Ok((
                 Identity {
                     user_id: new_user.id,
@@ -399,6 +440,7 @@ impl Store for SqliteStore {
                             email: r.get(7)?,
                             custom_id: r.get(8)?,
                             devices: Vec::new(),
+                            wallet: Vec::new(),
                             disable_time_ms: r.get(9)?,
                             create_time_ms: r.get(10)?,
                             update_time_ms: r.get(11)?,
@@ -415,6 +457,7 @@ impl Store for SqliteStore {
                 .query_map([&id], |r| r.get(0))
                 .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
                 .map_err(db_error)?;
+            record.wallet = sqlite_economy::wallet(conn, user_id)?;
             Ok(Some(record))
         })
         .await
@@ -659,7 +702,43 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
+        self.write("apply_ledger", move |conn| {
+            sqlite_economy::apply(conn, &write)
+        })
+        .await
+    }
+
+    async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
+        self.read("wallet", move |conn| sqlite_economy::wallet(conn, user_id))
+            .await
+    }
+
+    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError> {
+        self.read("inventory", move |conn| {
+            sqlite_economy::inventory(conn, user_id)
+        })
+        .await
+    }
+
+    async fn ledger(
+        &self,
+        user_id: Uuid,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.read("ledger", move |conn| {
+            sqlite_economy::ledger(conn, user_id, before, limit)
+        })
+        .await
+    }
+
     async fn close(&self) {
+        let checkpointer = self.checkpointer.lock().take();
+        if let Some((stop, thread)) = checkpointer {
+            drop(stop);
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
         // Dropping the last sender ends the writer loop once its queue is empty.
         self.jobs.lock().take();
         let writer = self.writer.lock().take();

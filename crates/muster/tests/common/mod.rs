@@ -115,14 +115,28 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(config: Config) -> TestServer {
+        TestServer::start_with(config, muster::economy::Functions::new()).await
+    }
+
+    /// A server with a game's own server functions registered.
+    pub async fn start_with(config: Config, functions: muster::economy::Functions) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("address");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(muster::server::run(listener, config, async move {
-            let _ = stopped.await;
-        }));
+        let game = muster::server::GameLogic {
+            functions,
+            ..Default::default()
+        };
+        let task = tokio::spawn(muster::server::run_with(
+            listener,
+            config,
+            game,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         let server = TestServer {
             addr,
             http: reqwest::Client::new(),
