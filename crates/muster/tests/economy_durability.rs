@@ -44,6 +44,8 @@ async fn start(db: &Database) -> Running {
     command
         .env_clear()
         .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
+        // Several servers run at once: the TCP transport must not take the fixed default port.
+        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
         .arg("--data-dir")
         .arg(db.data_dir())
         .arg("--listen")
