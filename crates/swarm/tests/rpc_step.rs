@@ -27,6 +27,8 @@ impl Muster {
         };
         config.limits.auth_per_ip_per_sec = 0;
         config.limits.connect_per_ip_per_sec = 0;
+        // Tests run in parallel: the TCP transport must not take the fixed default port.
+        config.rooms.tcp_listen = "127.0.0.1:0".into();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
