@@ -6,89 +6,14 @@
 //! runtime is dropped, with every task and socket it still had).
 
 use std::io::{BufRead as _, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Muster running on a dedicated thread and runtime.
-struct Muster {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _data: tempfile::TempDir,
-}
-
-impl Muster {
-    fn start() -> Muster {
-        let data = tempfile::tempdir().expect("temp dir");
-        let mut config = muster::config::Config {
-            data_dir: data.path().to_path_buf(),
-            shutdown_grace_ms: 1_000,
-            ..Default::default()
-        };
-        // Every player comes from two source addresses: per-IP limits would throttle the test.
-        config.limits.auth_per_ip_per_sec = 0;
-        config.limits.connect_per_ip_per_sec = 0;
-        config.rooms.tcp_listen = "127.0.0.1:0".into();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("muster runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind 127.0.0.1:0");
-                addr_tx
-                    .send(listener.local_addr().expect("local addr"))
-                    .expect("send addr");
-                let shutdown = async move {
-                    let _ = stop_rx.await;
-                };
-                if let Err(e) = muster::server::run(listener, config, shutdown).await {
-                    eprintln!("muster stopped with an error: {e:#}");
-                }
-            });
-            // Dropping the runtime ends whatever the server still had running.
-            runtime.shutdown_timeout(Duration::from_secs(2));
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("muster did not start listening");
-        Muster {
-            addr,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-            _data: data,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Fires Muster's shutdown future and waits for it to be gone.
-    fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            thread.join().expect("muster thread panicked");
-        }
-    }
-}
-
-impl Drop for Muster {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+mod common;
+use common::Muster;
 
 fn smoke_scenario() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/smoke.toml")

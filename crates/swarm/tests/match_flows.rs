@@ -3,73 +3,15 @@
 //! client-interval) and Hathora's (create a room, look up its connection info, two TCP players,
 //! record a game, replay it).
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 
-/// Muster on its own runtime and thread, with the arena handler for matchmaker matches.
-struct Muster {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _data: tempfile::TempDir,
-}
+mod common;
+use common::Muster;
 
 impl Muster {
-    fn start() -> Muster {
-        let data = tempfile::tempdir().expect("temp dir");
-        let mut config = muster::config::Config {
-            data_dir: data.path().to_path_buf(),
-            shutdown_grace_ms: 1_000,
-            ..Default::default()
-        };
-        config.limits.auth_per_ip_per_sec = 0;
-        config.limits.connect_per_ip_per_sec = 0;
-        config.rooms.tcp_listen = "127.0.0.1:0".into();
-        config.matchmaker.match_handler = "arena".into();
-        config.matchmaker.interval_ms = 100;
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                addr_tx
-                    .send(listener.local_addr().expect("addr"))
-                    .expect("send");
-                let shutdown = async move {
-                    let _ = stop_rx.await;
-                };
-                if let Err(e) = muster::server::run(listener, config, shutdown).await {
-                    eprintln!("muster stopped with an error: {e:#}");
-                }
-            });
-            runtime.shutdown_timeout(Duration::from_secs(2));
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("muster listening");
-        Muster {
-            addr,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-            _data: data,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
     /// The native TCP port, as a room's connection info gives it.
     fn tcp_port(&self) -> u16 {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -120,17 +62,6 @@ impl Muster {
     }
 }
 
-impl Drop for Muster {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// Runs swarm on `scenario` text (in `dir`), returning the report.
 fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
     let file = dir.join(format!("{name}.toml"));
@@ -166,7 +97,10 @@ fn count(report: &Value, metric: &str) -> u64 {
 
 #[test]
 fn space_ape_and_hathora_flows() {
-    let muster = Muster::start();
+    let muster = Muster::start_with(|config| {
+        config.matchmaker.match_handler = "arena".into();
+        config.matchmaker.interval_ms = 100;
+    });
     let port = muster.tcp_port();
     let dir = tempfile::tempdir().expect("dir");
 

@@ -2,72 +2,15 @@
 //! in-process, over the socket and over HTTP. Every call swarm counts as answered must be one
 //! Muster counts as done, and a call Muster refuses must show up as a failure of its own kind.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 
-/// Muster on its own thread and runtime, stopped when dropped.
-struct Muster {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _data: tempfile::TempDir,
-}
+mod common;
+use common::Muster;
 
 impl Muster {
-    fn start() -> Muster {
-        let data = tempfile::tempdir().expect("temp dir");
-        let mut config = muster::config::Config {
-            data_dir: data.path().to_path_buf(),
-            shutdown_grace_ms: 1_000,
-            ..Default::default()
-        };
-        config.limits.auth_per_ip_per_sec = 0;
-        config.limits.connect_per_ip_per_sec = 0;
-        // Tests run in parallel: the TCP transport must not take the fixed default port.
-        config.rooms.tcp_listen = "127.0.0.1:0".into();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("muster runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                addr_tx
-                    .send(listener.local_addr().expect("addr"))
-                    .expect("send addr");
-                let shutdown = async move {
-                    let _ = stop_rx.await;
-                };
-                if let Err(e) = muster::server::run(listener, config, shutdown).await {
-                    eprintln!("muster stopped with an error: {e:#}");
-                }
-            });
-            runtime.shutdown_timeout(Duration::from_secs(2));
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("muster did not start");
-        Muster {
-            addr,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-            _data: data,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
     /// Sum of `muster_rpc_calls_total` samples for `function` with `outcome`.
     fn calls(&self, function: &str, outcome: &str) -> u64 {
         let text = reqwest::blocking_get(&format!("{}/metrics", self.url()));
@@ -76,17 +19,6 @@ impl Muster {
         text.lines()
             .find_map(|l| l.strip_prefix(needle.as_str()))
             .map_or(0, |v| v.trim().parse().expect("a count"))
-    }
-}
-
-impl Drop for Muster {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

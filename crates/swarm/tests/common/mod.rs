@@ -1,0 +1,102 @@
+//! A real Muster for swarm's end-to-end tests, started in-process on 127.0.0.1:0.
+//!
+//! Muster runs on its own runtime on its own thread, so stopping it is exactly what an operator's
+//! SIGTERM does (its shutdown future fires) followed by the process going away (the runtime is
+//! dropped, with every task and socket it still had).
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use muster::config::Config;
+
+/// Muster running on a dedicated thread and runtime; stopped when dropped.
+pub struct Muster {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _data: tempfile::TempDir,
+}
+
+impl Muster {
+    /// Muster with the test defaults (see [`Muster::start_with`]).
+    pub fn start() -> Muster {
+        Muster::start_with(|_| {})
+    }
+
+    /// Muster on a fresh SQLite database, with per-IP limits off (every player comes from one or
+    /// two source addresses) and the native TCP transport on a free port (tests run in parallel),
+    /// after `adjust` has changed what the test needs.
+    pub fn start_with(adjust: impl FnOnce(&mut Config)) -> Muster {
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut config = Config {
+            data_dir: data.path().to_path_buf(),
+            shutdown_grace_ms: 1_000,
+            ..Default::default()
+        };
+        config.limits.auth_per_ip_per_sec = 0;
+        config.limits.connect_per_ip_per_sec = 0;
+        config.rooms.tcp_listen = "127.0.0.1:0".into();
+        adjust(&mut config);
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("muster runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind 127.0.0.1:0");
+                addr_tx
+                    .send(listener.local_addr().expect("local addr"))
+                    .expect("send addr");
+                let shutdown = async move {
+                    let _ = stop_rx.await;
+                };
+                if let Err(e) = muster::server::run(listener, config, shutdown).await {
+                    eprintln!("muster stopped with an error: {e:#}");
+                }
+            });
+            // Dropping the runtime ends whatever the server still had running.
+            runtime.shutdown_timeout(Duration::from_secs(2));
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("muster did not start listening");
+        Muster {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            _data: data,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Fires Muster's shutdown future and waits for it to be gone.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("muster thread panicked");
+        }
+    }
+}
+
+impl Drop for Muster {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
