@@ -39,18 +39,27 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
+/// Registers `metric` in `registry` and hands it back. Every definition is static, so a failure
+/// (a bad name, a name registered twice) is a bug, not a runtime condition.
+pub(crate) fn register<M>(registry: &Registry, metric: prometheus::Result<M>) -> M
+where
+    M: prometheus::core::Collector + Clone + 'static,
+{
+    let metric = metric.expect("static metric definition is valid");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric names are unique");
+    metric
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         let registry =
             Registry::new_custom(Some("muster".into()), None).expect("static prefix is valid");
         macro_rules! register {
-            ($metric:expr) => {{
-                let metric = $metric.expect("static metric definition is valid");
-                registry
-                    .register(Box::new(metric.clone()))
-                    .expect("metric names are unique");
-                metric
-            }};
+            ($metric:expr) => {
+                register(&registry, $metric)
+            };
         }
         let latency = |name: &str, help: &str| {
             HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())

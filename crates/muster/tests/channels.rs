@@ -7,7 +7,9 @@ mod common;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use common::{assert_error, Backend, Database, TestServer};
+use common::{
+    assert_error, free_port, muster_command, spawn_listening, Backend, Database, TestServer,
+};
 use futures_util::{SinkExt, StreamExt};
 use muster::config::Config;
 use muster_proto::realtime::{self as rt, Envelope, Message as Kind};
@@ -1048,51 +1050,11 @@ async fn metrics_count_channels_members_and_messages() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// The `muster` binary on `db`, listening on `port`, with rate limits off.
 async fn start_binary(db: &Database, port: u16) -> std::process::Child {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_muster"));
-    command
-        .env_clear()
-        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
-        .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
-        .env("MUSTER_CHAT__MESSAGES_PER_SEC", "0")
-        // Several servers run at once: the TCP transport must not take the fixed default port.
-        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(db.data_dir())
-        .arg("--log")
-        .arg("warn")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    if !db.url.is_empty() {
-        command.arg("--database-url").arg(&db.url);
-    }
-    let mut child = command.spawn().expect("spawn muster");
-    let http = reqwest::Client::new();
-    for _ in 0..400 {
-        if http
-            .get(format!("http://127.0.0.1:{port}/healthcheck"))
-            .send()
-            .await
-            .is_ok()
-        {
-            return child;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("muster did not start");
+    let mut command = muster_command(db);
+    command.env("MUSTER_CHAT__MESSAGES_PER_SEC", "0");
+    spawn_listening(command, port).await
 }
 
 /// Sends persisted messages as fast as they are acknowledged, recording each acknowledged id,

@@ -6,11 +6,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Backend, Database};
+use common::{free_port, muster_command, spawn_listening, Backend, Database};
 use serde_json::{json, Value};
 
 on_both_backends!(acknowledged_economy_writes_survive_kill_9);
@@ -30,51 +30,13 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 async fn start(db: &Database) -> Running {
     let port = free_port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
-    command
-        .env_clear()
-        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
-        // Several servers run at once: the TCP transport must not take the fixed default port.
-        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(db.data_dir())
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--log")
-        .arg("error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if !db.url.is_empty() {
-        command.arg("--database-url").arg(&db.url);
-    }
-    let child = command.spawn().expect("spawn muster");
-    let running = Running {
+    let child = spawn_listening(muster_command(db), port).await;
+    Running {
         child,
         base: format!("http://127.0.0.1:{port}"),
-    };
-    let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if http
-            .get(format!("{}/healthcheck", running.base))
-            .send()
-            .await
-            .is_ok()
-        {
-            return running;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("muster binary did not start");
 }
 
 async fn session(http: &reqwest::Client, base: &str, device: &str) -> String {

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Backend, Database};
+use common::{free_port, muster_command, spawn_listening, Backend, Database};
 use serde_json::json;
 
 on_both_backends!(
@@ -14,31 +14,11 @@ on_both_backends!(
     migrate_command_and_schema_check
 );
 
+/// The binary with its output captured, for tests that read what it prints.
 fn muster(db: &Database) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
+    let mut command = muster_command(db);
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     command
-        .env_clear()
-        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
-        // Several servers run at once: the TCP transport must not take the fixed default port.
-        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(db.data_dir())
-        .arg("--log")
-        .arg("warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if !db.url.is_empty() {
-        command.arg("--database-url").arg(&db.url);
-    }
-    command
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 struct Running {
@@ -48,22 +28,11 @@ struct Running {
 
 async fn start(db: &Database) -> Running {
     let port = free_port();
-    let mut child = muster(db)
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .spawn()
-        .expect("spawn muster");
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if http.get(format!("{base}/healthcheck")).send().await.is_ok() {
-            return Running { child, base };
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+    let child = spawn_listening(muster_command(db), port).await;
+    Running {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("muster binary did not start");
 }
 
 async fn acknowledged_accounts_survive_kill_9(backend: Backend) {

@@ -43,13 +43,9 @@ const TICK_BUCKETS: &[f64] = &[
 impl MatchMetrics {
     pub fn register(registry: &Registry) -> MatchMetrics {
         macro_rules! register {
-            ($metric:expr) => {{
-                let metric = $metric.expect("static metric definition is valid");
-                registry
-                    .register(Box::new(metric.clone()))
-                    .expect("metric names are unique");
-                metric
-            }};
+            ($metric:expr) => {
+                crate::metrics::register(registry, $metric)
+            };
         }
         let histogram = |name: &str, help: &str| {
             Histogram::with_opts(HistogramOpts::new(name, help).buckets(TICK_BUCKETS.to_vec()))

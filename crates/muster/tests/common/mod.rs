@@ -256,3 +256,60 @@ pub fn assert_error(result: &(u16, Value), status: u16, code: i64) -> String {
     assert_eq!(body["error"], body["message"], "{body}");
     body["message"].as_str().expect("message").to_owned()
 }
+
+/// A free TCP port on 127.0.0.1 (for a server started as a separate process).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The `muster` binary on `db`, as the crash and command-line tests run it: a clean environment,
+/// per-IP authentication and connection limits off, the native TCP transport on a free port
+/// (several servers run at once; its default port is fixed) and logs at `warn`. Callers add the
+/// command, flags and stdio their test needs.
+pub fn muster_command(db: &Database) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_muster"));
+    command
+        .env_clear()
+        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
+        .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
+        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(db.data_dir())
+        .arg("--log")
+        .arg("warn");
+    if !db.url.is_empty() {
+        command.arg("--database-url").arg(&db.url);
+    }
+    command
+}
+
+/// Spawns `command` (a [`muster_command`]) listening on 127.0.0.1:`port`, its output discarded,
+/// and waits until `/healthcheck` answers; panics if it never does.
+pub async fn spawn_listening(mut command: std::process::Command, port: u16) -> std::process::Child {
+    let mut child = command
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn muster");
+    let http = reqwest::Client::new();
+    for _ in 0..400 {
+        if http
+            .get(format!("http://127.0.0.1:{port}/healthcheck"))
+            .send()
+            .await
+            .is_ok()
+        {
+            return child;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("muster did not start listening on {port}");
+}
