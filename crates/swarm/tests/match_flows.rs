@@ -4,12 +4,11 @@
 //! record a game, replay it).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 mod common;
-use common::Muster;
+use common::{run_swarm, Muster};
 
 impl Muster {
     /// The native TCP port, as a room's connection info gives it.
@@ -62,31 +61,11 @@ impl Muster {
     }
 }
 
-/// Runs swarm on `scenario` text (in `dir`), returning the report.
+/// Runs swarm on `scenario` text (in `dir`) with one worker, returning the report of a run
+/// that must succeed.
 fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
-    let file = dir.join(format!("{name}.toml"));
-    std::fs::write(&file, scenario).expect("scenario");
-    let out = dir.join(name);
-    let status = Command::new(env!("CARGO_BIN_EXE_swarm"))
-        .current_dir(dir)
-        .arg("run")
-        .arg(&file)
-        .args([
-            "--target",
-            &muster.url(),
-            "--workers",
-            "1",
-            "--progress",
-            "never",
-            "--out",
-        ])
-        .arg(&out)
-        .status()
-        .expect("swarm runs");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
-            .expect("JSON");
-    assert_eq!(status.code(), Some(0), "{name}: {report:#}");
+    let (code, report) = run_swarm(&muster.url(), dir, name, scenario, 1);
+    assert_eq!(code, 0, "{name}: {report:#}");
     assert_eq!(report["failed"], 0, "{name}: {}", report["errors"]);
     report
 }

@@ -3,12 +3,11 @@
 //! Muster counts as done, and a call Muster refuses must show up as a failure of its own kind.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 mod common;
-use common::Muster;
+use common::{run_swarm, Muster};
 
 impl Muster {
     /// Sum of `muster_rpc_calls_total` samples for `function` with `outcome`.
@@ -40,30 +39,8 @@ mod reqwest {
     }
 }
 
-fn run_swarm(target: &str, scenario: &str, dir: &Path) -> (i32, Value) {
-    let file = dir.join("scenario.toml");
-    std::fs::write(&file, scenario).expect("write scenario");
-    let out = dir.join("out");
-    let status = Command::new(env!("CARGO_BIN_EXE_swarm"))
-        .arg("run")
-        .arg(&file)
-        .args([
-            "--target",
-            target,
-            "--workers",
-            "2",
-            "--progress",
-            "never",
-            "--out",
-        ])
-        .arg(&out)
-        .status()
-        .expect("run swarm");
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("report.json")).expect("report.json"),
-    )
-    .expect("JSON report");
-    (status.code().unwrap_or(-1), report)
+fn run_rpc_swarm(target: &str, scenario: &str, dir: &Path) -> (i32, Value) {
+    run_swarm(target, dir, "scenario", scenario, 2)
 }
 
 const SCENARIO: &str = r#"
@@ -103,7 +80,7 @@ fn rpc_step_over_socket_and_http_is_counted_exactly() {
             muster.calls("wallet_spend", "ok"),
             muster.calls("inventory_grant", "ok"),
         );
-        let (code, report) = run_swarm(
+        let (code, report) = run_rpc_swarm(
             &muster.url(),
             &SCENARIO.replace("TRANSPORT", transport),
             dir.path(),
@@ -141,7 +118,7 @@ fn refused_calls_fail_players_by_kind() {
         .replace("players = 20", "players = 6")
         .replace("\"wallet_spend\"", "\"no_such_function\"")
         .replace("weight = 2", "weight = 1000");
-    let (code, report) = run_swarm(&muster.url(), &scenario, dir.path());
+    let (code, report) = run_rpc_swarm(&muster.url(), &scenario, dir.path());
     assert_eq!(code, 3, "failed players make the run fail");
     let errors = report["errors"].as_object().expect("errors");
     let refused = errors

@@ -100,3 +100,32 @@ impl Drop for Muster {
         }
     }
 }
+
+/// Runs the real `swarm` binary on `scenario` text (written to `dir/{name}.toml`, report in
+/// `dir/{name}/`) against `target` with `workers` worker processes; returns its exit code and
+/// report.
+pub fn run_swarm(
+    target: &str,
+    dir: &std::path::Path,
+    name: &str,
+    scenario: &str,
+    workers: u32,
+) -> (i32, serde_json::Value) {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, scenario).expect("write scenario");
+    let out = dir.join(name);
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_swarm"))
+        .current_dir(dir)
+        .arg("run")
+        .arg(&file)
+        .args(["--target", target, "--workers", &workers.to_string()])
+        .args(["--progress", "never", "--out"])
+        .arg(&out)
+        .status()
+        .expect("run swarm");
+    let report = serde_json::from_str(
+        &std::fs::read_to_string(out.join("report.json")).expect("report.json"),
+    )
+    .expect("JSON report");
+    (status.code().unwrap_or(-1), report)
+}
