@@ -25,6 +25,9 @@ use crate::api::extract::{ApiQuery, ClientIp};
 use crate::error::ApiError;
 use crate::server::AppState;
 
+/// Bytes of frames a socket gathers before writing them without waiting for its flush.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
 /// The two envelope encodings a socket may choose at connect time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -86,7 +89,11 @@ pub async fn upgrade(
     let socket_config = &state.config.socket;
     let response = upgrade
         .read_buffer_size(socket_config.read_buffer_bytes)
-        .write_buffer_size(0)
+        // Frames queue in tungstenite's write buffer until the socket task flushes, so a
+        // request's answer and everything its outbox holds leave in one write (one syscall
+        // instead of one per frame). The buffer holds only what one flush carries; an idle
+        // socket's stays as small as its largest batch.
+        .write_buffer_size(WRITE_BATCH_BYTES)
         .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
         .max_message_size(socket_config.max_message_size_bytes)
         .max_frame_size(socket_config.max_message_size_bytes)
