@@ -8,7 +8,7 @@
 # tick counters from /metrics.
 #
 # Prints JSON. Usage: bench/matches.sh   (env: PLAYERS=10000 RAMP_S=30 PLAY_S=90 WORKERS=2
-#                                          RUNS=1 ALIGN=tick LEAD_MS=10)
+#                                          RUNS=1 ALIGN=tick LEAD_MS=10 KEEP=0)
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 PLAYERS=${PLAYERS:-10000}
@@ -21,7 +21,8 @@ LEAD_MS=${LEAD_MS:-10}
 
 build_release
 work=$(mktemp -d /tmp/bench-matches.XXXXXX)
-trap 'stop_muster; rm -rf "$work"' EXIT
+# KEEP=1 keeps the work directory (swarm's reports, Muster's logs) for a closer look.
+trap 'stop_muster; if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi' EXIT
 
 ticks_and_late() {
   curl -s "http://127.0.0.1:$1/metrics" | awk '

@@ -3,7 +3,8 @@
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 swarm_bin="$root/target/release/swarm"
-muster_bin="$root/target/release/muster"
+# MUSTER_BIN runs another build of the server (e.g. an older commit's, for an A/B comparison).
+muster_bin="${MUSTER_BIN:-$root/target/release/muster}"
 MUSTER_PID=""
 
 build_release() {

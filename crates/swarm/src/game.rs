@@ -13,7 +13,8 @@
 //!
 //! RTT is measured per input from its *intended* send time to the first state echoing it, so a
 //! stalled server or client cannot hide behind a skipped send. `align = "tick"` sends each input
-//! `lead_ms` before the server's next tick (the phase is learned from the first state): the way a
+//! `lead_ms` before the server's next tick (the ticks are learned from the states' arrivals and
+//! corrected every second, see [`crate::tick_clock`]): the way a
 //! real client keeps its inputs just ahead of the server, so RTT measures the server's
 //! responsiveness rather than a random wait for the next tick. `align = "free"` sends on the
 //! client's own clock; then RTT includes that wait (up to one tick period).
@@ -36,6 +37,7 @@ use crate::player::{unsolicited, ws_failure, Failure, Ws};
 use crate::replay::{Record, Replay};
 use crate::scenario::Seconds;
 use crate::stats::Metric;
+use crate::tick_clock::TickClock;
 use crate::worker::Ctx;
 
 /// How a match is joined.
@@ -824,6 +826,7 @@ async fn play_link(ctx: &Ctx, mut link: Link<'_>, p: LinkPlan<'_>) -> Result<(),
     };
     // The first intended send.
     let base = Instant::now();
+    let mut tick_clock: Option<TickClock> = None;
     let mut next = match p.plan {
         Plan::Rate {
             period,
@@ -844,10 +847,9 @@ async fn play_link(ctx: &Ctx, mut link: Link<'_>, p: LinkPlan<'_>) -> Result<(),
                     break Instant::now();
                 }
             };
-            let mut first = tick_seen + *period - *lead;
-            while first <= Instant::now() {
-                first += *period;
-            }
+            let clock = TickClock::new(tick_seen, *period);
+            let first = clock.next_send(Instant::now(), *lead);
+            tick_clock = Some(clock);
             first
         }
         Plan::Replay(_) => base + records.first().map_or(Duration::ZERO, |r| r.at),
@@ -927,8 +929,15 @@ async fn play_link(ctx: &Ctx, mut link: Link<'_>, p: LinkPlan<'_>) -> Result<(),
             received = link.recv(ctx) => {
                 let d = received?;
                 if d.op_code == arena::OP_STATE {
+                    let now = Instant::now();
+                    if let (Some(clock), Plan::Rate { period, lead, .. }) = (&mut tick_clock, p.plan) {
+                        if clock.observe(now).is_some() {
+                            // The ticks moved: the next input goes `lead` before the first
+                            // predicted tick more than half a period after the last input.
+                            next = clock.next_send(next - *period + *period / 2, *lead);
+                        }
+                    }
                     if let Some(echoed) = arena::State::last_seq_of(&d.data, slot) {
-                        let now = Instant::now();
                         let mut rec = ctx.rec.borrow_mut();
                         while pending.front().is_some_and(|(seq, _)| *seq <= echoed) {
                             if let Some((_, intended)) = pending.pop_front() {

@@ -22,6 +22,7 @@ pub mod rpc;
 pub mod scenario;
 pub mod sketch;
 pub mod stats;
+pub mod tick_clock;
 pub mod transport;
 pub mod window;
 pub mod worker;
