@@ -27,7 +27,7 @@ P99_LIMIT_MS=${P99_LIMIT_MS:-50}
 build_release
 work=$(mktemp -d /tmp/chat-bench.XXXXXX)
 SAMPLER_PID=""
-trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; rm -rf "$work"' EXIT
+trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi' EXIT
 
 # chat_scenario FILE RATE: every player joins its room, waits until all have joined, sends RATE
 # messages a second on average (intervals uniform in [0.5, 1.5] / RATE s) for CHAT_S seconds, then

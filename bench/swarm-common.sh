@@ -3,8 +3,8 @@
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 swarm_bin="$root/target/release/swarm"
-# MUSTER_BIN runs another build of the server (e.g. an older commit's, for an A/B comparison).
-muster_bin="${MUSTER_BIN:-$root/target/release/muster}"
+# BENCH_SERVER_BIN runs another build of the server (e.g. an older commit's, for an A/B comparison).
+muster_bin="${BENCH_SERVER_BIN:-$root/target/release/muster}"  # not MUSTER_*: those are server settings
 MUSTER_PID=""
 
 build_release() {
