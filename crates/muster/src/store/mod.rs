@@ -9,6 +9,7 @@ mod postgres_economy;
 pub mod sqlite;
 mod sqlite_checkpoint;
 mod sqlite_economy;
+mod sqlite_sync;
 
 use std::sync::Arc;
 

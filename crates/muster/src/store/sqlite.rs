@@ -2,8 +2,9 @@
 //!
 //! Writes go to one writer thread that owns the only write connection. It takes every write
 //! waiting in its queue (up to `database.max_batch`), runs each inside its own savepoint of one
-//! transaction, commits once with `synchronous=FULL`, and only then answers each caller: a group
-//! commit, so one fsync serves a whole batch and every answered write is durable. A write that
+//! transaction, commits once, and answers each caller only once the commit is on disk: a group
+//! commit, so one fsync serves a whole batch and every answered write is durable. The fsync runs
+//! on its own thread (`sqlite_sync`) while the writer goes on with the next batch. A write that
 //! fails rolls back its own savepoint and leaves the rest of the batch alone.
 //!
 //! Reads run on a small pool of read-only connections on tokio's blocking threads; WAL lets them
@@ -20,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
 use super::migrations::{self, LEDGER_TABLE};
+use super::sqlite_sync::{Completion, WalSyncer};
 use super::{sqlite_checkpoint, sqlite_economy};
 use super::{
     AccountRecord, AccountUpdate, ChannelMessageRecord, Credential, HistoryQuery, HistoryRow,
@@ -29,8 +31,6 @@ use super::{
 use crate::config::Config;
 use crate::metrics::Metrics;
 
-/// Called with the outcome of the batch's COMMIT, after it.
-type Completion = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// Runs one write on the writer's connection, inside a savepoint, and returns its completion.
 type WriteJob = Box<dyn FnOnce(&Connection) -> Completion + Send>;
 
@@ -141,6 +141,9 @@ impl SqliteStore {
             // group commit; the writer keeps the hot pages of its tables in its own cache.
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
             conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
+            // COMMIT writes the WAL frames without an fsync; the syncer thread fsyncs them
+            // before any caller is answered (see `sqlite_sync`).
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
             Ok(conn)
         })
         .await??;
@@ -159,9 +162,10 @@ impl SqliteStore {
         let (jobs, queue) = mpsc::channel(config.database.write_queue_size);
         let max_batch = config.database.max_batch;
         let writer_metrics = metrics.clone();
+        let syncer = WalSyncer::start(&path)?;
         let writer = std::thread::Builder::new()
             .name("muster-sqlite-writer".into())
-            .spawn(move || write_loop(conn, queue, max_batch, &writer_metrics, &rewind))?;
+            .spawn(move || write_loop(conn, queue, max_batch, &writer_metrics, &rewind, syncer))?;
         tracing::info!(path = %path.display(), "SQLite store open");
         Ok(SqliteStore {
             jobs: Mutex::new(Some(jobs)),
@@ -235,6 +239,7 @@ fn write_loop(
     max_batch: usize,
     metrics: &Metrics,
     rewind: &sqlite_checkpoint::Rewind,
+    syncer: WalSyncer,
 ) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = queue.blocking_recv() {
@@ -262,12 +267,11 @@ fn write_loop(
             tracing::error!(%error, "group commit failed");
             let _ = conn.execute_batch("ROLLBACK");
         }
-        for completion in completions {
-            completion(commit.clone());
-        }
+        syncer.committed(commit, completions);
         // Between two transactions is the one moment the WAL can be rewound without waiting.
         rewind.if_wanted(&conn);
     }
+    syncer.finish();
     // All senders are gone: every queued write has been answered. Fold the WAL into the
     // database file so the next start does not replay it.
     if let Err(error) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
