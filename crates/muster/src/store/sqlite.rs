@@ -43,10 +43,13 @@ pub struct SqliteStore {
     metrics: Arc<Metrics>,
 }
 
-/// The writer connection's page cache, in KiB (SQLite's `cache_size` takes negative KiB): large
-/// enough to keep the wallet, inventory and ledger index pages a busy server touches in memory
-/// instead of re-reading them from the OS for every write.
-const WRITER_CACHE_KIB: i64 = -64 * 1024;
+/// The writer connection's page cache, in KiB (SQLite's `cache_size` takes negative KiB): enough
+/// to keep the hot wallet and inventory pages in memory. Not larger: a commit after a B-tree
+/// split that swapped page numbers (they pass through the pending-byte page as a temporary key)
+/// scans the whole cache's hash table, so a bigger cache costs CPU on every such commit. At
+/// 20,000 calls/s, 16 MiB against 64 MiB saved ~2 µs per call and lowered p95 in 3 of 3
+/// interleaved runs; 8 and 4 MiB were no better than 16.
+const WRITER_CACHE_KIB: i64 = -16 * 1024;
 
 fn database_path(config: &Config) -> PathBuf {
     config.data_dir.join("muster.sqlite3")
