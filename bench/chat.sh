@@ -10,7 +10,7 @@
 # message to its sender too, so a full room delivers 5 messages per message sent.
 #
 # Usage: bench/chat.sh   (env: RUNS=1 LEVELS="0.5 1 1.5 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
-#                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50)
+#                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50 KEEP=0)
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 RUNS=${RUNS:-1}
@@ -27,7 +27,7 @@ P99_LIMIT_MS=${P99_LIMIT_MS:-50}
 build_release
 work=$(mktemp -d /tmp/chat-bench.XXXXXX)
 SAMPLER_PID=""
-trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi' EXIT
+trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; remove_work_dir "$work"' EXIT
 
 # chat_scenario FILE RATE: every player joins its room, waits until all have joined, sends RATE
 # messages a second on average (intervals uniform in [0.5, 1.5] / RATE s) for CHAT_S seconds, then

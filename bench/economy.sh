@@ -38,7 +38,7 @@ cleanup() {
     as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$PG_DIR"
   fi
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+  remove_work_dir "$work"
 }
 trap cleanup EXIT
 

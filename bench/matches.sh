@@ -21,8 +21,7 @@ LEAD_MS=${LEAD_MS:-10}
 
 build_release
 work=$(mktemp -d /tmp/bench-matches.XXXXXX)
-# KEEP=1 keeps the work directory (swarm's reports, Muster's logs) for a closer look.
-trap 'stop_muster; if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi' EXIT
+trap 'stop_muster; remove_work_dir "$work"' EXIT
 
 ticks_and_late() {
   curl -s "http://127.0.0.1:$1/metrics" | awk '

@@ -17,7 +17,7 @@ PLAYERS=$((RATE * DURATION_S))
 
 build_release
 work=$(mktemp -d /tmp/bench-rooms.XXXXXX)
-trap 'stop_muster; rm -rf "$work"' EXIT
+trap 'stop_muster; remove_work_dir "$work"' EXIT
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 scenario() { # FILE RATE DURATION ROOMS(0|1)

@@ -7,6 +7,12 @@ swarm_bin="$root/target/release/swarm"
 muster_bin="${BENCH_SERVER_BIN:-$root/target/release/muster}"  # not MUSTER_*: those are server settings
 MUSTER_PID=""
 
+# remove_work_dir DIR: deletes a bench's work directory, or with KEEP=1 (any swarm bench) keeps it
+# (swarm's reports, Muster's logs) and says where.
+remove_work_dir() {
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $1" >&2; else rm -rf "$1"; fi
+}
+
 build_release() {
   (cd "$root" && cargo build --release -p swarm -p muster --quiet) >&2
 }

@@ -18,7 +18,7 @@ RUNS=${RUNS:-3}
 
 build_release
 work=$(mktemp -d /tmp/swarm-efficiency.XXXXXX)
-trap 'stop_muster; rm -rf "$work"' EXIT
+trap 'stop_muster; remove_work_dir "$work"' EXIT
 
 heartbeat_scenario "$work/scenario.toml" "$PLAYERS" "$RAMP_S" "$HOLD_S" "$INTERVAL_S"
 for run in $(seq 1 "$RUNS"); do

@@ -14,7 +14,7 @@ SCENARIO=${SCENARIO:-$root/scenarios/connect-and-heartbeat.toml}
 build_release
 work=$(mktemp -d /tmp/swarm-hold.XXXXXX)
 SAMPLER_PID=""
-trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; rm -rf "$work"' EXIT
+trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; remove_work_dir "$work"' EXIT
 
 for run in $(seq 1 "$RUNS"); do
   port=$(free_port)

@@ -13,8 +13,7 @@
 //! its fsync (a power cut in that window loses writes a reader saw but no writer was told of).
 
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
@@ -39,12 +38,13 @@ pub struct WalSyncer {
 }
 
 impl WalSyncer {
-    /// Starts the thread for the database at `db_path` (its WAL is `<db_path>-wal`, which the
-    /// writer's connection has already created).
-    pub fn start(db_path: &std::path::Path) -> std::io::Result<WalSyncer> {
+    /// Starts the thread for the database at `db_path`. Its WAL, `<db_path>-wal`, exists while
+    /// any connection is open, and the writer's stays open longer than this thread runs, so
+    /// SQLite neither deletes nor replaces the file this descriptor syncs.
+    pub fn start(db_path: &Path) -> std::io::Result<WalSyncer> {
         let mut wal_path = db_path.as_os_str().to_owned();
         wal_path.push("-wal");
-        let wal = Wal::open(PathBuf::from(wal_path))?;
+        let wal = File::open(wal_path)?;
         let (batches, queue) = sync_channel(MAX_UNSYNCED_BATCHES);
         let thread = std::thread::Builder::new()
             .name("muster-sqlite-sync".into())
@@ -76,51 +76,23 @@ impl WalSyncer {
     }
 }
 
-/// The WAL file, opened by its path; reopened if SQLite ever replaced it, so an fsync always
-/// reaches the file SQLite writes.
-struct Wal {
-    path: PathBuf,
-    file: File,
-}
-
-impl Wal {
-    fn open(path: PathBuf) -> std::io::Result<Wal> {
-        let file = File::open(&path)?;
-        Ok(Wal { path, file })
-    }
-
-    fn sync(&mut self) -> std::io::Result<()> {
-        let current = std::fs::metadata(&self.path)?;
-        let ours = self.file.metadata()?;
-        if (current.dev(), current.ino()) != (ours.dev(), ours.ino()) {
-            tracing::warn!(path = %self.path.display(), "the WAL file was replaced; reopening it");
-            self.file = File::open(&self.path)?;
-        }
-        self.file.sync_data()
-    }
-}
-
-fn sync_loop(mut wal: Wal, queue: Receiver<Committed>) {
+fn sync_loop(wal: File, queue: Receiver<Committed>) {
     let mut waiting: Vec<Committed> = Vec::new();
     // After a failed fsync the kernel may have dropped the dirty pages it could not write, so
     // no later fsync proves that earlier frames are on disk: from then on nothing is
     // acknowledged (as PostgreSQL does), and the server must be restarted to recover from the WAL.
-    let mut failed_fsync: Option<String> = None;
+    let mut synced: Result<(), StoreError> = Ok(());
     while let Ok(first) = queue.recv() {
         waiting.push(first);
         waiting.extend(queue.try_iter());
-        if failed_fsync.is_none() && waiting.iter().any(|batch| batch.outcome.is_ok()) {
-            if let Err(error) = wal.sync() {
+        if synced.is_ok() && waiting.iter().any(|batch| batch.outcome.is_ok()) {
+            if let Err(error) = wal.sync_data() {
                 tracing::error!(%error, "fsync of the WAL failed; no write is acknowledged until the server restarts");
-                failed_fsync = Some(error.to_string());
+                synced = Err(StoreError::Database(format!(
+                    "the write-ahead log could not be made durable ({error}); restart the server"
+                )));
             }
         }
-        let synced = match &failed_fsync {
-            None => Ok(()),
-            Some(error) => Err(StoreError::Database(format!(
-                "the write-ahead log could not be made durable ({error}); restart the server"
-            ))),
-        };
         for batch in waiting.drain(..) {
             let outcome = batch.outcome.and(synced.clone());
             for completion in batch.completions {
