@@ -2,6 +2,8 @@
 //! kinds goes to its domain module, which answers the sender through the returned envelope and
 //! reaches other sockets through their outboxes ([`fanout`](super::fanout)).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::extract::ws::Message as Frame;
@@ -29,32 +31,45 @@ pub fn encode(format: Format, envelope: &Envelope) -> Frame {
     }
 }
 
+/// What answering an envelope takes: a reply known at once, or a handler to await.
+// Large only as a return value, matched at once: only the box is held while a handler waits.
+#[allow(clippy::large_enum_variant)]
+pub enum Handling<'a> {
+    Now(Option<Envelope>),
+    /// Boxed so a socket's task holds only a pointer while it waits, and each request allocates
+    /// only what its own handler needs: an rpc's ~400 bytes, not the ~2 KB a match handler
+    /// takes, which every request paid when the whole dispatch was boxed.
+    Later(Pin<Box<dyn Future<Output = Option<Envelope>> + Send + 'a>>),
+}
+
 /// Answers one envelope from `session`.
-pub async fn handle(
+pub fn handle<'a>(
     envelope: Envelope,
-    session: &Arc<SessionEntry>,
-    state: &AppState,
-) -> Option<Envelope> {
-    let cid = envelope.cid;
-    let message = envelope.message?;
+    session: &'a Arc<SessionEntry>,
+    state: &'a AppState,
+) -> Handling<'a> {
+    let Envelope { cid, message } = envelope;
+    let Some(message) = message else {
+        return Handling::Now(None);
+    };
     state
         .metrics
         .realtime_messages
         .with_label_values(&[message.kind()])
         .inc();
     match message {
-        Message::Ping(_) => Some(Envelope::new(cid, Message::Pong(Pong {}))),
+        Message::Ping(_) => Handling::Now(Some(Envelope::new(cid, Message::Pong(Pong {})))),
         // A client's answer to a ping we never send; nothing to do.
-        Message::Pong(_) => None,
+        Message::Pong(_) => Handling::Now(None),
 
         // Chat channels.
         Message::ChannelJoin(_)
         | Message::ChannelLeave(_)
         | Message::ChannelMessageSend(_)
         | Message::ChannelMessageUpdate(_)
-        | Message::ChannelMessageRemove(_) => {
-            super::channels::handle(cid, message, session, state).await
-        }
+        | Message::ChannelMessageRemove(_) => Handling::Later(Box::pin(super::channels::handle(
+            cid, message, session, state,
+        ))),
 
         // Matches and the matchmaker.
         message @ (Message::MatchCreate(_)
@@ -62,10 +77,14 @@ pub async fn handle(
         | Message::MatchLeave(_)
         | Message::MatchDataSend(_)
         | Message::MatchmakerAdd(_)
-        | Message::MatchmakerRemove(_)) => state.matches.handle(session, cid, message).await,
+        | Message::MatchmakerRemove(_)) => {
+            Handling::Later(Box::pin(state.matches.handle(session, cid, message)))
+        }
 
         // Server functions.
-        Message::Rpc(rpc) => Some(super::rpc::handle(cid, rpc, session, state).await),
+        Message::Rpc(rpc) => Handling::Later(Box::pin(async move {
+            Some(super::rpc::handle(cid, rpc, session, state).await)
+        })),
 
         // Kinds only the server sends.
         Message::Error(_)
@@ -77,10 +96,10 @@ pub async fn handle(
         | Message::MatchData(_)
         | Message::MatchPresenceEvent(_)
         | Message::MatchmakerMatched(_)
-        | Message::MatchmakerTicket(_) => Some(Envelope::error(
+        | Message::MatchmakerTicket(_) => Handling::Now(Some(Envelope::error(
             cid,
             error_code::UNRECOGNIZED_PAYLOAD,
             format!("'{}' envelopes are sent only by the server", message.kind()),
-        )),
+        ))),
     }
 }
