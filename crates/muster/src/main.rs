@@ -6,6 +6,13 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use muster::config::{Config, EXAMPLE_TOML};
 
+/// jemalloc rather than glibc's malloc: a durable write is allocated on a socket's task and freed
+/// on the database writer thread, and its answer the other way round, which glibc serves from its
+/// locked slow path (~4 µs of CPU per economy call). jemalloc cost 4.6 µs less per call at
+/// 20,000 calls/s and 2 % more memory for 18,000 idle sockets (bench/RESULTS.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "muster",
