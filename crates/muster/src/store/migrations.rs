@@ -25,6 +25,11 @@ pub const SQLITE: &[Migration] = &[
         name: "economy",
         sql: include_str!("migrations/sqlite/0003_economy.sql"),
     },
+    Migration {
+        version: 4,
+        name: "economy_account_keys",
+        sql: include_str!("migrations/sqlite/0004_economy_account_keys.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -42,6 +47,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 3,
         name: "economy",
         sql: include_str!("migrations/postgres/0003_economy.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "economy_account_keys",
+        sql: include_str!("migrations/postgres/0004_economy_account_keys.sql"),
     },
 ];
 
