@@ -359,7 +359,24 @@ async fn socket_limit_and_rate_limit(backend: Backend) {
     config.limits.auth_burst = 2;
     let server = TestServer::start(config).await;
     let (token, _) = server.device_session("device-ws-limit").await;
-    let _first = connect(&server, &token, "json").await;
+    // Many upgrades at once cannot all find room for the last place: exactly one gets it.
+    let burst = (0..16).map(|_| connect_async(server.ws_url(&format!("token={token}"))));
+    let mut admitted = Vec::new();
+    for attempt in futures_util::future::join_all(burst).await {
+        match attempt {
+            Ok((socket, _)) => admitted.push(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                assert_eq!(response.status(), 503)
+            }
+            Err(other) => panic!("expected 101 or 503, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        admitted.len(),
+        1,
+        "a socket limit of 1 admitted {}",
+        admitted.len()
+    );
     match connect_async(server.ws_url(&format!("token={token}"))).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             assert_eq!(response.status(), 503)

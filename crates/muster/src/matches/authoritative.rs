@@ -556,7 +556,15 @@ mod tests {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let sessions = Arc::new(SessionRegistry::new(metrics));
         let guards = (0..n)
-            .map(|i| sessions.register(Uuid::new_v4(), &format!("p{i}"), Format::Protobuf, 1024))
+            .map(|i| {
+                sessions.register(
+                    sessions.admit(0).expect("no limit"),
+                    Uuid::new_v4(),
+                    &format!("p{i}"),
+                    Format::Protobuf,
+                    1024,
+                )
+            })
             .collect();
         (sessions, guards)
     }

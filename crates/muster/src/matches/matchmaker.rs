@@ -636,7 +636,13 @@ mod tests {
         let registry = Arc::new(crate::realtime::registry::SessionRegistry::new(Arc::new(
             crate::metrics::Metrics::new(),
         )));
-        let guard = registry.register(Uuid::new_v4(), "u", crate::realtime::Format::Json, 8);
+        let guard = registry.register(
+            registry.admit(0).expect("no limit"),
+            Uuid::new_v4(),
+            "u",
+            crate::realtime::Format::Json,
+            8,
+        );
         let base = MatchmakerAdd {
             min_count: 2,
             max_count: 2,

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::registry::MatchRef;
 use super::JoinTarget;
-use crate::realtime::registry::SessionEntry;
+use crate::realtime::registry::{Admission, SessionEntry};
 use crate::realtime::{dispatch, Format};
 use crate::server::AppState;
 
@@ -151,8 +151,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
             .await;
         return;
     }
-    let max = config.max_sockets;
-    if max > 0 && state.registry.sockets() >= max {
+    let Some(admission) = state.registry.admit(config.max_sockets) else {
         let _ = conn
             .send(&[Envelope::error(
                 "",
@@ -161,8 +160,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
             )])
             .await;
         return;
-    }
-    let ending = match timeout(idle, handshake(&mut conn, &state)).await {
+    };
+    let ending = match timeout(idle, handshake(&mut conn, admission, &state)).await {
         Ok(Ok((guard, ended))) => {
             let session = guard.entry.clone();
             let ending = run(&mut conn, &session, ended, &state, idle).await;
@@ -184,6 +183,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
 /// Reads the first frame, which must join a match with a token; registers the session.
 async fn handshake(
     conn: &mut Conn,
+    admission: Admission,
     state: &AppState,
 ) -> Result<
     (
@@ -253,6 +253,7 @@ async fn handshake(
         }
     };
     let guard = state.registry.register(
+        admission,
         claims.uid,
         &claims.usn,
         Format::Protobuf,

@@ -74,12 +74,12 @@ pub async fn upgrade(
             )))
         }
     };
-    let max = state.config.socket.max_sockets;
-    if max > 0 && state.registry.sockets() >= max {
-        return Err(ApiError::Unavailable(
-            "Server is at its socket limit; try another node.".into(),
-        ));
-    }
+    let admission = state
+        .registry
+        .admit(state.config.socket.max_sockets)
+        .ok_or_else(|| {
+            ApiError::Unavailable("Server is at its socket limit; try another node.".into())
+        })?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::InvalidArgument(format!(
             "Not a WebSocket upgrade request: {}",
@@ -97,7 +97,7 @@ pub async fn upgrade(
         .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
         .max_message_size(socket_config.max_message_size_bytes)
         .max_frame_size(socket_config.max_message_size_bytes)
-        .on_upgrade(move |ws| socket::serve(ws, claims, format, state))
+        .on_upgrade(move |ws| socket::serve(ws, claims, format, admission, state))
         .into_response();
     Ok(response)
 }

@@ -41,12 +41,27 @@ pub struct SessionRegistry {
     sessions: DashMap<Uuid, Arc<SessionEntry>>,
     sessions_per_user: DashMap<Uuid, u32>,
     open: AtomicUsize,
+    /// Sockets admitted under the socket limit: open ones and those still upgrading.
+    admitted: AtomicUsize,
     metrics: Arc<Metrics>,
+}
+
+/// A place under the socket limit. It is taken before an upgrade is answered, so that many
+/// upgrades at once cannot all see room for one more; the session holds it once registered, and
+/// it is given back when the session ends or the upgrade never completes.
+pub struct Admission {
+    registry: Arc<SessionRegistry>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.registry.admitted.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Keeps a session registered while alive; dropping it unregisters the session.
 pub struct SessionGuard {
-    registry: Arc<SessionRegistry>,
+    admission: Admission,
     pub entry: Arc<SessionEntry>,
 }
 
@@ -56,12 +71,26 @@ impl SessionRegistry {
             sessions: DashMap::new(),
             sessions_per_user: DashMap::new(),
             open: AtomicUsize::new(0),
+            admitted: AtomicUsize::new(0),
             metrics,
         }
     }
 
+    /// Takes a place if fewer than `max` sockets hold one (`max` 0: no limit).
+    pub fn admit(self: &Arc<Self>, max: usize) -> Option<Admission> {
+        self.admitted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (max == 0 || n < max).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Admission {
+            registry: self.clone(),
+        })
+    }
+
     pub fn register(
-        self: &Arc<Self>,
+        &self,
+        admission: Admission,
         user_id: Uuid,
         username: &str,
         format: Format,
@@ -84,10 +113,7 @@ impl SessionRegistry {
         drop(count);
         self.open.fetch_add(1, Ordering::Relaxed);
         self.metrics.sockets_open.inc();
-        SessionGuard {
-            registry: self.clone(),
-            entry,
-        }
+        SessionGuard { admission, entry }
     }
 
     fn unregister(&self, entry: &SessionEntry) {
@@ -124,7 +150,7 @@ impl SessionRegistry {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        self.registry.unregister(&self.entry);
+        self.admission.registry.unregister(&self.entry);
     }
 }
 
@@ -136,8 +162,9 @@ mod tests {
     fn counts_sessions_and_users() {
         let registry = Arc::new(SessionRegistry::new(Arc::new(Metrics::new())));
         let alice = Uuid::new_v4();
-        let first = registry.register(alice, "alice", Format::Json, 4);
-        let second = registry.register(alice, "alice", Format::Protobuf, 4);
+        let admit = || registry.admit(0).expect("no limit");
+        let first = registry.register(admit(), alice, "alice", Format::Json, 4);
+        let second = registry.register(admit(), alice, "alice", Format::Protobuf, 4);
         assert_eq!(registry.sockets(), 2);
         assert!(registry.is_online(alice));
         assert!(registry.session(first.entry.session_id).is_some());
@@ -147,5 +174,34 @@ mod tests {
         assert!(!registry.is_online(alice));
         assert_eq!(registry.sockets(), 0);
         assert_eq!(registry.metrics.users_online.get(), 0);
+    }
+
+    #[test]
+    fn admissions_hold_the_limit_until_released() {
+        let registry = Arc::new(SessionRegistry::new(Arc::new(Metrics::new())));
+        let upgrading = registry.admit(2).expect("room");
+        let session = registry.register(
+            registry.admit(2).expect("room"),
+            Uuid::new_v4(),
+            "bob",
+            Format::Json,
+            4,
+        );
+        assert!(
+            registry.admit(2).is_none(),
+            "an upgrade in flight holds its place"
+        );
+        drop(upgrading);
+        let third = registry
+            .admit(2)
+            .expect("an abandoned upgrade gives its place back");
+        assert!(registry.admit(2).is_none());
+        drop(session);
+        assert!(
+            registry.admit(2).is_some(),
+            "a closed session gives its place back"
+        );
+        drop(third);
+        assert_eq!(registry.admitted.load(Ordering::Acquire), 0);
     }
 }

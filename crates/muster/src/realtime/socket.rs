@@ -10,6 +10,7 @@ use muster_proto::realtime::{DecodeError, Envelope};
 use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
 
 use super::outbox::Outbox;
+use super::registry::Admission;
 use super::{dispatch, Format};
 use crate::server::AppState;
 use crate::tokens::Claims;
@@ -131,12 +132,14 @@ pub fn serve(
     socket: WebSocket,
     claims: Claims,
     format: Format,
+    admission: Admission,
     state: AppState,
 ) -> impl std::future::Future<Output = ()> + Send {
     serve_accepted(Box::new(Accepted {
         socket,
         claims,
         format,
+        admission,
         state,
     }))
 }
@@ -145,6 +148,7 @@ struct Accepted {
     socket: WebSocket,
     claims: Claims,
     format: Format,
+    admission: Admission,
     state: AppState,
 }
 
@@ -153,14 +157,18 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         mut socket,
         claims,
         format,
+        admission,
         state,
     } = *accepted;
     let _tracked = state.sockets.token();
     let config = &state.config.socket;
-    let guard =
-        state
-            .registry
-            .register(claims.uid, &claims.usn, format, config.outgoing_queue_size);
+    let guard = state.registry.register(
+        admission,
+        claims.uid,
+        &claims.usn,
+        format,
+        config.outgoing_queue_size,
+    );
     let session = &guard.entry;
     // Declared after `guard`, so it is dropped first: the socket leaves its chat channels
     // (telling their other members) before it leaves the registry.

@@ -338,7 +338,15 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let registry = Arc::new(SessionRegistry::new(metrics.clone()));
         let guards = (0..n)
-            .map(|i| registry.register(Uuid::new_v4(), &format!("u{i}"), Format::Json, 64))
+            .map(|i| {
+                registry.register(
+                    registry.admit(0).expect("no limit"),
+                    Uuid::new_v4(),
+                    &format!("u{i}"),
+                    Format::Json,
+                    64,
+                )
+            })
             .collect();
         (metrics, guards)
     }
