@@ -306,65 +306,65 @@ async fn run(
     let mut last_heard = Instant::now();
     loop {
         tokio::select! {
-                    () = &mut shutdown => return Ending::ServerShutdown,
-                    () = &mut ended => return Ending::MatchEnded,
-                    () = &mut idle_timer => {
-                        // The timer is moved only when it fires, not on every message.
-                        let deadline = last_heard + idle;
-                        if Instant::now() >= deadline {
-                            return Ending::Idle;
-                        }
-                        idle_timer.as_mut().reset(deadline);
+            () = &mut shutdown => return Ending::ServerShutdown,
+            () = &mut ended => return Ending::MatchEnded,
+            () = &mut idle_timer => {
+                // The timer is moved only when it fires, not on every message.
+                let deadline = last_heard + idle;
+                if Instant::now() >= deadline {
+                    return Ending::Idle;
+                }
+                idle_timer.as_mut().reset(deadline);
+            }
+            filled = conn.fill() => {
+                if let Err(ending) = filled {
+                    return ending;
+                }
+                last_heard = Instant::now();
+                let frames = match conn.frames() {
+                    Ok(frames) => frames,
+                    Err(error) => {
+                        let _ = conn.send(&[Envelope::error("", error_code::BAD_INPUT, error.to_string())]).await;
+                        return Ending::BadFrame;
                     }
-                    filled = conn.fill() => {
-                        if let Err(ending) = filled {
-                            return ending;
-                        }
-                        last_heard = Instant::now();
-                        let frames = match conn.frames() {
-                            Ok(frames) => frames,
-                            Err(error) => {
-                                let _ = conn.send(&[Envelope::error("", error_code::BAD_INPUT, error.to_string())]).await;
-                                return Ending::BadFrame;
-                            }
-                        };
-                        let mut replies = Vec::new();
-                        for decoded in frames {
-                            let reply = match decoded {
-                                Ok(envelope) => match dispatch::handle(envelope, session, state) {
-            dispatch::Handling::Now(reply) => reply,
-            dispatch::Handling::Later(handler) => handler.await,
-        },
-                                Err(error) => Some(Envelope::error(error.cid(), error.code(), error.to_string())),
-                            };
-                            replies.extend(reply);
-                        }
-                        if !replies.is_empty() {
-                            if let Err(ending) = conn.send(&replies).await {
-                                return ending;
-                            }
-                        }
-                    }
-                    () = &mut ready => {
-                        ready.set(session.outbox.ready());
-                        let drained = session.outbox.drain();
-                        if drained.overflowed {
-                            state.metrics.outgoing_dropped.inc();
-                            return Ending::QueueFull;
-                        }
-                        let mut out = Vec::new();
-                        for message in drained.messages {
-                            if let Frame::Binary(bytes) = message {
-                                frame::write_header(bytes.len(), &mut out);
-                                out.extend_from_slice(&bytes);
-                            }
-                        }
-                        if !out.is_empty() {
-                            if let Err(ending) = conn.write(&out).await {
-                                return ending;
-                            }
-                        }
+                };
+                let mut replies = Vec::new();
+                for decoded in frames {
+                    let reply = match decoded {
+                        Ok(envelope) => match dispatch::handle(envelope, session, state) {
+                            dispatch::Handling::Now(reply) => reply,
+                            dispatch::Handling::Later(handler) => handler.await,
+                        },
+                        Err(error) => Some(Envelope::error(error.cid(), error.code(), error.to_string())),
+                    };
+                    replies.extend(reply);
+                }
+                if !replies.is_empty() {
+                    if let Err(ending) = conn.send(&replies).await {
+                        return ending;
                     }
                 }
+            }
+            () = &mut ready => {
+                ready.set(session.outbox.ready());
+                let drained = session.outbox.drain();
+                if drained.overflowed {
+                    state.metrics.outgoing_dropped.inc();
+                    return Ending::QueueFull;
+                }
+                let mut out = Vec::new();
+                for message in drained.messages {
+                    if let Frame::Binary(bytes) = message {
+                        frame::write_header(bytes.len(), &mut out);
+                        out.extend_from_slice(&bytes);
+                    }
+                }
+                if !out.is_empty() {
+                    if let Err(ending) = conn.write(&out).await {
+                        return ending;
+                    }
+                }
+            }
+        }
     }
 }

@@ -181,48 +181,48 @@ async fn serve_accepted(accepted: Box<Accepted>) {
 
     let ending = loop {
         tokio::select! {
-                    () = state.shutdown.cancelled() => break Ending::ServerShutdown,
-                    incoming = socket.recv() => {
-                        let frame = match incoming {
-                            None => break Ending::ClientClosed,
-                            Some(Err(error)) => break classify(error),
-                            Some(Ok(frame)) => frame,
-                        };
-                        last_heard = Instant::now();
-                        if let Frame::Close(_) = frame {
-                            // tungstenite has queued the echo of the client's close (RFC 6455 5.5.1);
-                            // flushing writes it, so the client sees its close handshake completed.
-                            let _ = timeout(pong_wait, socket.flush()).await;
-                            break Ending::ClientClosed;
-                        }
-                        let Some(decoded) = dispatch::decode(&frame) else { continue };
-                        let reply = match decoded {
-                            Ok(envelope) => match dispatch::handle(envelope, session, &state) {
-            dispatch::Handling::Now(reply) => reply,
-            dispatch::Handling::Later(handler) => handler.await,
-        },
-                            Err(error) => Some(reject(&error, &state)),
-                        };
-                        // The reply goes out first, then whatever the outbox holds, in one flush.
-                        let reply = reply.map(|reply| dispatch::encode(format, &reply));
-                        if let Err(ending) = write_pending(&mut socket, &session.outbox, reply, pong_wait).await {
-                            break ending;
-                        }
-                    }
-                    () = session.outbox.ready() => {
-                        if let Err(ending) = write_pending(&mut socket, &session.outbox, None, pong_wait).await {
-                            break ending;
-                        }
-                    }
-                    _ = keepalive.tick() => {
-                        if last_heard.elapsed() >= pong_wait {
-                            break Ending::KeepAliveTimeout;
-                        }
-                        if let Err(ending) = send(&mut socket, Frame::Ping(Default::default()), pong_wait).await {
-                            break ending;
-                        }
-                    }
+            () = state.shutdown.cancelled() => break Ending::ServerShutdown,
+            incoming = socket.recv() => {
+                let frame = match incoming {
+                    None => break Ending::ClientClosed,
+                    Some(Err(error)) => break classify(error),
+                    Some(Ok(frame)) => frame,
+                };
+                last_heard = Instant::now();
+                if let Frame::Close(_) = frame {
+                    // tungstenite has queued the echo of the client's close (RFC 6455 5.5.1);
+                    // flushing writes it, so the client sees its close handshake completed.
+                    let _ = timeout(pong_wait, socket.flush()).await;
+                    break Ending::ClientClosed;
                 }
+                let Some(decoded) = dispatch::decode(&frame) else { continue };
+                let reply = match decoded {
+                    Ok(envelope) => match dispatch::handle(envelope, session, &state) {
+                        dispatch::Handling::Now(reply) => reply,
+                        dispatch::Handling::Later(handler) => handler.await,
+                    },
+                    Err(error) => Some(reject(&error, &state)),
+                };
+                // The reply goes out first, then whatever the outbox holds, in one flush.
+                let reply = reply.map(|reply| dispatch::encode(format, &reply));
+                if let Err(ending) = write_pending(&mut socket, &session.outbox, reply, pong_wait).await {
+                    break ending;
+                }
+            }
+            () = session.outbox.ready() => {
+                if let Err(ending) = write_pending(&mut socket, &session.outbox, None, pong_wait).await {
+                    break ending;
+                }
+            }
+            _ = keepalive.tick() => {
+                if last_heard.elapsed() >= pong_wait {
+                    break Ending::KeepAliveTimeout;
+                }
+                if let Err(ending) = send(&mut socket, Frame::Ping(Default::default()), pong_wait).await {
+                    break ending;
+                }
+            }
+        }
     };
 
     state.matches.session_closed(session);

@@ -68,14 +68,12 @@ pub fn apply(conn: &Connection, write: &LedgerWrite) -> Result<LedgerOutcome, St
             .prepare_cached("SELECT amount FROM wallets WHERE account = ?1 AND currency = ?2")
             .map_err(db_error)?;
         for (currency, delta) in &write.wallet {
-            let balance: i64 = match account {
-                Some(account) => amount
-                    .query_row(params![account, currency], |r| r.get(0))
-                    .optional()
-                    .map_err(db_error)?
-                    .unwrap_or(0),
-                None => 0,
-            };
+            // An account without a key yet binds NULL, which matches no row: a balance of 0.
+            let balance: i64 = amount
+                .query_row(params![account, currency], |r| r.get(0))
+                .optional()
+                .map_err(db_error)?
+                .unwrap_or(0);
             match balance.checked_add(*delta) {
                 Some(next) if next >= 0 => {
                     after.wallet.insert(currency.clone(), next);
@@ -99,14 +97,11 @@ pub fn apply(conn: &Connection, write: &LedgerWrite) -> Result<LedgerOutcome, St
             .prepare_cached("SELECT count FROM inventory WHERE account = ?1 AND item_id = ?2")
             .map_err(db_error)?;
         for item in &write.items {
-            let held: i64 = match account {
-                Some(account) => count
-                    .query_row(params![account, item.item_id], |r| r.get(0))
-                    .optional()
-                    .map_err(db_error)?
-                    .unwrap_or(0),
-                None => 0,
-            };
+            let held: i64 = count
+                .query_row(params![account, item.item_id], |r| r.get(0))
+                .optional()
+                .map_err(db_error)?
+                .unwrap_or(0);
             match held.checked_add(item.delta) {
                 Some(next) if next >= 0 => {
                     after.items.insert(item.item_id.clone(), next);
