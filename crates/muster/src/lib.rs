@@ -1,22 +1,29 @@
 //! Muster: a realtime multiplayer game backend that speaks Nakama's client API.
 //!
-//! A request travels one way through the crate: [`api`] (HTTP handlers) and [`realtime`]
-//! (WebSocket sessions) parse and answer; [`accounts`] and [`economy`] hold the rules; [`store`]
-//! persists.
-//! [`server::run`] wires them on an already-bound listener with a shutdown future, so tests and
-//! the binary start the same server.
+//! The crate is built in layers; each module only imports the ones below it (checked by
+//! `scripts/check-layers`, rules in `docs/ARCHITECTURE.md`):
+//!
+//! | layer | modules | job |
+//! |---|---|---|
+//! | app | [`app`], [`state`] | wiring: build the services, bind listeners, run until shutdown |
+//! | net | [`net`] | transports and edges: HTTP routes, WebSocket, native TCP, connection lifecycle, dispatch |
+//! | domains | [`accounts`], [`chat`], [`matches`], [`economy`], [`functions`] | the rules; no HTTP, no wire errors |
+//! | cluster | [`cluster`] | the router: deliver to sessions, users, channel members wherever they live |
+//! | session | [`session`] | registry, bounded outboxes, encode-once fanout |
+//! | store | [`store`] | persistence behind traits, SQLite and PostgreSQL |
+//! | base | [`base`] | configuration, metrics, clock, rate limits |
+//!
+//! [`app::run`] wires them on an already-bound listener with a shutdown future, so tests and the
+//! binary start the same server.
 
 pub mod accounts;
-pub mod api;
-pub mod config;
+pub mod app;
+pub mod base;
+pub mod chat;
 pub mod economy;
-pub mod error;
+pub mod functions;
 pub mod matches;
-pub mod metrics;
-pub mod password;
-pub mod ratelimit;
-pub mod realtime;
-pub mod server;
+pub mod net;
+pub mod session;
+pub mod state;
 pub mod store;
-pub mod time;
-pub mod tokens;

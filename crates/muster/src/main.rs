@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use muster::config::{Config, EXAMPLE_TOML};
+use muster::base::config::{Config, EXAMPLE_TOML};
 
 /// jemalloc rather than glibc's malloc: a durable write is allocated on a socket's task and freed
 /// on the database writer thread, and its answer the other way round, which glibc serves from its
@@ -88,7 +88,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    muster::server::init_logging(&config.log);
+    muster::app::init_logging(&config.log);
     // Every socket is a file: take the whole allowance the system grants (soft up to hard).
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::debug!(limit, "open file limit"),
@@ -108,7 +108,7 @@ fn main() -> ExitCode {
                 println!("applied {applied} migration(s); schema at version {version}");
                 Ok(())
             }
-            _ => muster::server::serve(config).await,
+            _ => muster::app::serve(config).await,
         }
     });
     match result {

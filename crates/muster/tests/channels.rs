@@ -11,7 +11,7 @@ use common::{
     assert_error, free_port, muster_command, spawn_listening, Backend, Database, TestServer,
 };
 use futures_util::{SinkExt, StreamExt};
-use muster::config::Config;
+use muster::base::config::Config;
 use muster_proto::realtime::{self as rt, Envelope, Message as Kind};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use common::{assert_error, Backend, Database, TestServer};
 use futures_util::{SinkExt, StreamExt};
-use muster::economy::{Call, Change, Functions, RpcError, ServerFunction};
+use muster::economy::Change;
+use muster::functions::{Call, Functions, RpcError, ServerFunction};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
@@ -30,7 +31,7 @@ on_both_backends!(
 );
 
 /// A test configuration with a small wallet, so overdraws are easy to reach.
-fn config(db: &Database) -> muster::config::Config {
+fn config(db: &Database) -> muster::base::config::Config {
     let mut config = db.config();
     config.economy.starting_wallet = BTreeMap::from([("coins".into(), 1000), ("gems".into(), 50)]);
     config

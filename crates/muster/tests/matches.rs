@@ -7,7 +7,7 @@ mod match_client;
 
 use common::{Backend, Database, TestServer};
 use match_client::{b64, error_code, unb64, Ws};
-use muster::config::Config;
+use muster::base::config::Config;
 use serde_json::json;
 
 async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {

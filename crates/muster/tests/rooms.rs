@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Backend, Database, TestServer};
 use match_client::{b64, error_code, join_with_token, unb64, Tcp, Ws};
-use muster::config::Config;
+use muster::base::config::Config;
 use muster_proto::arena;
 use muster_proto::realtime::{error_code as code, Envelope, MatchDataSend, Message, Ping};
 use serde_json::{json, Value};
@@ -393,10 +393,10 @@ async fn tickets_are_single_use_personal_and_expiring() {
     let metrics = std::sync::Arc::new(muster::matches::metrics::MatchMetrics::register(
         &prometheus_registry(),
     ));
-    let tokens = muster::matches::tokens::JoinTokens::new("test-join-key", 60, metrics);
+    let tokens = muster::matches::join_tokens::JoinTokens::new("test-join-key", 60, metrics);
     let id = muster::matches::id::MatchId::parse(&room, "muster").expect("id");
     let user = uuid::Uuid::parse_str(&b.user_id).expect("uuid");
-    let expired = tokens.issue_until(id, user, "b", muster::time::now_secs() - 1);
+    let expired = tokens.issue_until(id, user, "b", muster::base::clock::now_secs() - 1);
     let reply = b.request(json!({"match_join": {"token": expired}})).await;
     assert_eq!(error_code(&reply), 3);
     assert!(reply["error"]["message"]

@@ -7,7 +7,7 @@
 //! account ever exists without its grant, and the grant is never given twice. Its ledger row has
 //! the reason `starting_grant`. The million items are one stacked row (`count = 1000000`).
 
-use crate::config::EconomyConfig;
+use crate::base::config::EconomyConfig;
 use crate::economy::change::check_name;
 use crate::store::{Changes, ItemDelta, StartingGrant};
 
@@ -68,7 +68,7 @@ impl StartingGrant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::StartingItem;
+    use crate::base::config::StartingItem;
 
     #[test]
     fn the_default_grant_is_the_seed_scenario() {

@@ -1,4 +1,4 @@
-//! Wallets, inventories, their ledger, and server functions (RPCs).
+//! Wallets, inventories and their ledger.
 //!
 //! - A **wallet** maps currency to a signed 64-bit amount that never goes below zero. It shows in
 //!   `GET /v2/account` as Nakama shows it: a JSON object in a string, `"{\"coins\":1000000}"`.
@@ -7,18 +7,15 @@
 //! - Every change is one [`Change`], applied all or nothing by [`Economy::apply`]: several
 //!   currencies and items at once, with one **ledger** row (who, what changed, what the balances
 //!   became, why, metadata, when, idempotency key). Users page through their ledger newest first.
-//! - **Server functions** ([`functions`]) are named RPCs callable over HTTP and the socket; the
-//!   built-ins ([`builtins`]) spend coins and grant or consume items; games add their own in Rust
-//!   through the [`functions::ServerFunction`] trait.
+//! - Server functions (the RPCs that spend and grant) live in [`crate::functions`]; they call
+//!   [`Economy::apply`].
 //! - New accounts get their starting wallet and inventory in the transaction that creates them
 //!   ([`grant`]).
 //!
 //! Durability: a change is answered only once the database has committed it (group commit on
 //! both engines, see [`crate::store`]).
 
-pub mod builtins;
 pub mod change;
-pub mod functions;
 pub mod grant;
 
 use std::collections::BTreeMap;
@@ -27,9 +24,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 pub use change::Change;
-pub use functions::{Call, Caller, Functions, Rpc, RpcCode, RpcError, ServerFunction};
 
-use crate::metrics::Metrics;
+use crate::base::metrics::Metrics;
 use crate::store::{
     Changes, InventoryItem, LedgerEntry, LedgerOutcome, Refusal, Store, StoreError,
 };
@@ -130,7 +126,7 @@ impl Economy {
     }
 
     async fn apply_inner(&self, change: Change) -> Result<Receipt, EconomyError> {
-        let write = change.into_write(crate::time::now_ms())?;
+        let write = change.into_write(crate::base::clock::now_ms())?;
         let needed = |changes: &[(String, i64)], name: &str| {
             changes
                 .iter()

@@ -27,7 +27,7 @@ use super::handler::{Flow, Input, MatchContext, MatchHandler, MatchParams};
 use super::id::MatchId;
 use super::metrics::MatchMetrics;
 use super::registry::{MatchRegistry, Member};
-use crate::realtime::fanout::Encoded;
+use crate::session::fanout::Encoded;
 
 /// Who created a room (an authoritative match made through the rooms API).
 #[derive(Debug, Clone)]
@@ -446,8 +446,8 @@ impl Actor {
 mod tests {
     use super::*;
     use crate::matches::handler::MatchSettings;
-    use crate::realtime::registry::SessionRegistry;
-    use crate::realtime::Format;
+    use crate::session::registry::SessionRegistry;
+    use crate::session::Format;
     use std::sync::Mutex;
 
     /// Records what the match task calls, for the assertions.
@@ -551,9 +551,9 @@ mod tests {
         n: usize,
     ) -> (
         Arc<SessionRegistry>,
-        Vec<crate::realtime::registry::SessionGuard>,
+        Vec<crate::session::registry::SessionGuard>,
     ) {
-        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let metrics = Arc::new(crate::base::metrics::Metrics::new());
         let sessions = Arc::new(SessionRegistry::new(metrics));
         let guards = (0..n)
             .map(|i| {

@@ -42,7 +42,7 @@ use muster_proto::realtime::{Envelope, MatchData, Message, UserPresence};
 use uuid::Uuid;
 
 use super::registry::Member;
-use crate::realtime::fanout::Encoded;
+use crate::session::fanout::Encoded;
 
 /// One message a player sent to the match since the previous tick.
 #[derive(Debug, Clone, PartialEq)]

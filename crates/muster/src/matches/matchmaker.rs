@@ -38,8 +38,8 @@ use super::handler::MatchParams;
 use super::id::MatchId;
 use super::query::Query;
 use super::Matches;
-use crate::realtime::fanout::Encoded;
-use crate::realtime::registry::SessionEntry;
+use crate::session::fanout::Encoded;
+use crate::session::Session;
 
 /// Requests to the matchmaker task.
 enum Command {
@@ -60,7 +60,7 @@ enum Command {
 /// One player looking for a match.
 pub struct Ticket {
     pub id: Uuid,
-    pub session: Option<Arc<SessionEntry>>,
+    pub session: Option<Arc<Session>>,
     pub presence: UserPresence,
     pub session_id: Uuid,
     pub query: Query,
@@ -95,7 +95,7 @@ impl Matchmaker {
     /// Validates a `matchmaker_add` and queues its ticket.
     pub async fn add(
         &self,
-        session: &Arc<SessionEntry>,
+        session: &Arc<Session>,
         add: MatchmakerAdd,
     ) -> Result<MatchmakerTicket, MatchError> {
         let ticket = self.ticket(session, add)?;
@@ -110,11 +110,7 @@ impl Matchmaker {
         })
     }
 
-    fn ticket(
-        &self,
-        session: &Arc<SessionEntry>,
-        add: MatchmakerAdd,
-    ) -> Result<Ticket, MatchError> {
+    fn ticket(&self, session: &Arc<Session>, add: MatchmakerAdd) -> Result<Ticket, MatchError> {
         let c = &self.config;
         let bad = |m: String| Err(MatchError::BadInput(m));
         if add.min_count < 2 {
@@ -633,14 +629,14 @@ mod tests {
     #[test]
     fn add_validates_limits() {
         let mm = Matchmaker::new(MatchmakerConfig::default());
-        let registry = Arc::new(crate::realtime::registry::SessionRegistry::new(Arc::new(
-            crate::metrics::Metrics::new(),
+        let registry = Arc::new(crate::session::registry::SessionRegistry::new(Arc::new(
+            crate::base::metrics::Metrics::new(),
         )));
         let guard = registry.register(
             registry.admit(0).expect("no limit"),
             Uuid::new_v4(),
             "u",
-            crate::realtime::Format::Json,
+            crate::session::Format::Json,
             8,
         );
         let base = MatchmakerAdd {

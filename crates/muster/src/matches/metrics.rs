@@ -44,7 +44,7 @@ impl MatchMetrics {
     pub fn register(registry: &Registry) -> MatchMetrics {
         macro_rules! register {
             ($metric:expr) => {
-                crate::metrics::register(registry, $metric)
+                crate::base::metrics::register(registry, $metric)
             };
         }
         let histogram = |name: &str, help: &str| {

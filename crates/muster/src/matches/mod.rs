@@ -16,14 +16,13 @@ pub mod error;
 pub mod games;
 pub mod handler;
 pub mod id;
+pub mod join_tokens;
 pub mod matchmaker;
 pub mod metrics;
 pub mod query;
 pub mod registry;
 pub mod relayed;
 pub mod rooms;
-pub mod tcp;
-pub mod tokens;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -41,13 +40,13 @@ use self::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use self::error::MatchError;
 use self::handler::{Handlers, Input, MatchParams};
 use self::id::MatchId;
+use self::join_tokens::JoinTokens;
 use self::matchmaker::Matchmaker;
 use self::metrics::MatchMetrics;
 use self::registry::{Bucket, MatchRef, MatchRegistry, Member};
 use self::relayed::RelayedMatch;
-use self::tokens::JoinTokens;
-use crate::config::Config;
-use crate::realtime::registry::SessionEntry;
+use crate::base::config::Config;
+use crate::session::Session;
 use crate::store::Store;
 
 /// The matches service: one per server, shared by every socket and request.
@@ -76,7 +75,7 @@ impl Matches {
     pub async fn build(
         config: &Config,
         store: &Arc<dyn Store>,
-        metrics: &crate::metrics::Metrics,
+        metrics: &crate::base::metrics::Metrics,
         handlers: Handlers,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Arc<Matches>> {
@@ -203,7 +202,7 @@ impl Matches {
     /// `match_create`: a new relayed match (or, given a name in use, that match), joined.
     pub fn create(
         &self,
-        session: &Arc<SessionEntry>,
+        session: &Arc<Session>,
         request: MatchCreate,
     ) -> Result<Match, MatchError> {
         self.check_membership_room(session, None)?;
@@ -232,7 +231,7 @@ impl Matches {
 
     fn join_relayed(
         &self,
-        session: &Arc<SessionEntry>,
+        session: &Arc<Session>,
         relayed: &Arc<RelayedMatch>,
     ) -> Result<Match, MatchError> {
         let joined = relayed.join(Member::of(session), self.config.max_relayed_size)?;
@@ -250,7 +249,7 @@ impl Matches {
     /// Refuses a join that would put `session` in more than `max_matches_per_session` matches.
     fn check_membership_room(
         &self,
-        session: &SessionEntry,
+        session: &Session,
         joining: Option<MatchId>,
     ) -> Result<(), MatchError> {
         let count = self.registry.memberships_of(session.session_id);
@@ -266,7 +265,7 @@ impl Matches {
     /// `match_join`, by match id or by join token.
     pub async fn join(
         &self,
-        session: &Arc<SessionEntry>,
+        session: &Arc<Session>,
         target: JoinTarget,
         metadata: HashMap<String, String>,
     ) -> Result<Match, MatchError> {
@@ -311,7 +310,7 @@ impl Matches {
 
     async fn join_found(
         &self,
-        session: &Arc<SessionEntry>,
+        session: &Arc<Session>,
         found: MatchRef,
         metadata: HashMap<String, String>,
     ) -> Result<Match, MatchError> {
@@ -331,7 +330,7 @@ impl Matches {
     }
 
     /// `match_leave`. Leaving a match one is not in is not an error; an unknown match is.
-    pub fn leave(&self, session: &SessionEntry, match_id: &str) -> Result<(), MatchError> {
+    pub fn leave(&self, session: &Session, match_id: &str) -> Result<(), MatchError> {
         let id = MatchId::parse(match_id, self.node())?;
         match self.registry.remove_membership(session.session_id, id) {
             Some(target) => {
@@ -358,7 +357,7 @@ impl Matches {
 
     /// `match_data_send`: forwarded to the other members (relayed) or queued for the match's next
     /// tick (authoritative).
-    pub fn send(&self, session: &SessionEntry, data: MatchDataSend) -> Result<(), MatchError> {
+    pub fn send(&self, session: &Session, data: MatchDataSend) -> Result<(), MatchError> {
         let id = MatchId::parse(&data.match_id, self.node())?;
         if data.data.len() > self.config.max_data_bytes {
             self.metrics
@@ -428,7 +427,7 @@ impl Matches {
     }
 
     /// A socket or TCP connection closed: leave every match, drop every matchmaker ticket.
-    pub fn session_closed(&self, session: &SessionEntry) {
+    pub fn session_closed(&self, session: &Session) {
         for target in self.registry.take_memberships(session.session_id) {
             self.leave_target(session.session_id, target);
         }
@@ -438,7 +437,7 @@ impl Matches {
     /// Answers one match or matchmaker envelope from `session` (the realtime dispatcher's arm).
     pub async fn handle(
         &self,
-        session: &Arc<SessionEntry>,
+        session: &Arc<Session>,
         cid: String,
         message: Message,
     ) -> Option<Envelope> {

@@ -21,17 +21,17 @@ use super::authoritative::AuthoritativeHandle;
 use super::error::MatchError;
 use super::id::MatchId;
 use super::relayed::RelayedMatch;
-use crate::realtime::registry::SessionEntry;
+use crate::session::Session;
 
 /// One session in one match, as the match sees it.
 #[derive(Clone)]
 pub struct Member {
     pub presence: UserPresence,
-    pub session: Arc<SessionEntry>,
+    pub session: Arc<Session>,
 }
 
 impl Member {
-    pub fn of(session: &Arc<SessionEntry>) -> Member {
+    pub fn of(session: &Arc<Session>) -> Member {
         Member {
             presence: session.presence(),
             session: session.clone(),
@@ -208,7 +208,7 @@ impl MatchRegistry {
             .is_some();
         if removed {
             self.live.fetch_sub(1, Ordering::Relaxed);
-            self.ended.insert(id.uuid, crate::time::now_secs());
+            self.ended.insert(id.uuid, crate::base::clock::now_secs());
             if let Some(name) = name {
                 self.names.remove_if(name, |_, uuid| *uuid == id.uuid);
             }
@@ -282,7 +282,7 @@ impl MatchRegistry {
 
     /// Forgets tombstones older than [`TOMBSTONE_SEC`].
     pub fn prune(&self) {
-        let oldest = crate::time::now_secs() - TOMBSTONE_SEC;
+        let oldest = crate::base::clock::now_secs() - TOMBSTONE_SEC;
         self.ended.retain(|_, at| *at >= oldest);
     }
 

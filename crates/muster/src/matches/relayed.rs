@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::error::MatchError;
 use super::id::MatchId;
 use super::registry::Member;
-use crate::realtime::fanout::Encoded;
+use crate::session::fanout::Encoded;
 
 pub struct RelayedMatch {
     pub id: MatchId,

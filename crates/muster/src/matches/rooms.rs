@@ -134,7 +134,7 @@ impl Matches {
             params,
             Some(RoomMeta {
                 owner,
-                created_at_ms: crate::time::now_ms(),
+                created_at_ms: crate::base::clock::now_ms(),
             }),
         )?;
         Ok(RoomInfo::of(&room))

@@ -5,19 +5,15 @@
 pub mod ledger;
 pub mod migrations;
 pub mod postgres;
-mod postgres_economy;
 pub mod sqlite;
-mod sqlite_checkpoint;
-mod sqlite_economy;
-mod sqlite_sync;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::config::Config;
-use crate::metrics::Metrics;
+use crate::base::config::Config;
+use crate::base::metrics::Metrics;
 pub use ledger::{
     Changes, InventoryItem, ItemDelta, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
     StartingGrant,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
-use muster::config::Config;
+use muster::base::config::Config;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -115,28 +115,23 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(config: Config) -> TestServer {
-        TestServer::start_with(config, muster::economy::Functions::new()).await
+        TestServer::start_with(config, muster::functions::Functions::new()).await
     }
 
     /// A server with a game's own server functions registered.
-    pub async fn start_with(config: Config, functions: muster::economy::Functions) -> TestServer {
+    pub async fn start_with(config: Config, functions: muster::functions::Functions) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("address");
         let (stop, stopped) = oneshot::channel::<()>();
-        let game = muster::server::GameLogic {
+        let game = muster::app::GameLogic {
             functions,
             ..Default::default()
         };
-        let task = tokio::spawn(muster::server::run_with(
-            listener,
-            config,
-            game,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let task = tokio::spawn(muster::app::run_with(listener, config, game, async move {
+            let _ = stopped.await;
+        }));
         let server = TestServer {
             addr,
             http: reqwest::Client::new(),

@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use muster::config::Config;
+use muster::base::config::Config;
 
 /// Muster running on a dedicated thread and runtime; stopped when dropped.
 pub struct Muster {
@@ -57,7 +57,7 @@ impl Muster {
                 let shutdown = async move {
                     let _ = stop_rx.await;
                 };
-                if let Err(e) = muster::server::run(listener, config, shutdown).await {
+                if let Err(e) = muster::app::run(listener, config, shutdown).await {
                     eprintln!("muster stopped with an error: {e:#}");
                 }
             });

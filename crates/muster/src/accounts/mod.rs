@@ -1,0 +1,515 @@
+//! Account rules: who may authenticate and how, what makes a valid identifier, username or
+//! profile, and how a session is issued, refreshed and ended. HTTP handlers call in here; this
+//! module calls the store and never sees HTTP.
+
+pub mod password;
+pub mod tokens;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use muster_proto::api::{Account, AccountDevice, Session, UpdateAccountRequest, User};
+use rand::Rng;
+use uuid::Uuid;
+
+use crate::accounts::password::Hasher;
+use crate::accounts::tokens::{Claims, TokenService};
+use crate::base::metrics::Metrics;
+use crate::net::http::error::ApiError;
+use crate::store::{
+    AccountUpdate, Credential, Identity, NewUser, StartingGrant, Store, StoreError,
+};
+
+const MAX_VARS: usize = 32;
+const MAX_VAR_KEY_BYTES: usize = 64;
+const MAX_VAR_VALUE_BYTES: usize = 256;
+const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// How a caller proves who they are, as received.
+pub enum Login {
+    Device(String),
+    Custom(String),
+    Email { email: String, password: String },
+}
+
+impl Login {
+    fn method(&self) -> &'static str {
+        match self {
+            Login::Device(_) => "device",
+            Login::Custom(_) => "custom",
+            Login::Email { .. } => "email",
+        }
+    }
+}
+
+pub struct Accounts {
+    store: Arc<dyn Store>,
+    tokens: Arc<TokenService>,
+    hasher: Hasher,
+    metrics: Arc<Metrics>,
+    /// Given to every new account in the transaction creating it (the after-authenticate hook).
+    starting_grant: Option<Arc<StartingGrant>>,
+}
+
+impl Accounts {
+    pub fn new(
+        store: Arc<dyn Store>,
+        tokens: Arc<TokenService>,
+        hasher: Hasher,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Accounts {
+            store,
+            tokens,
+            hasher,
+            metrics,
+            starting_grant: None,
+        }
+    }
+
+    /// Gives every account created from now on `grant` (see [`crate::economy::grant`]).
+    pub fn with_starting_grant(mut self, grant: Option<StartingGrant>) -> Self {
+        self.starting_grant = grant.map(Arc::new);
+        self
+    }
+
+    /// Authenticates `login`, creating the account on first use when `create` is set.
+    pub async fn authenticate(
+        &self,
+        login: Login,
+        create: bool,
+        username: Option<String>,
+        vars: HashMap<String, String>,
+    ) -> Result<Session, ApiError> {
+        let method = login.method();
+        let result = self.authenticate_inner(login, create, username, vars).await;
+        let outcome = match &result {
+            Ok(session) if session.created => "created",
+            Ok(_) => "ok",
+            Err(_) => "refused",
+        };
+        self.metrics
+            .authentications
+            .with_label_values(&[method, outcome])
+            .inc();
+        if outcome == "created" {
+            self.metrics.accounts_created.inc();
+        }
+        result
+    }
+
+    async fn authenticate_inner(
+        &self,
+        login: Login,
+        create: bool,
+        username: Option<String>,
+        vars: HashMap<String, String>,
+    ) -> Result<Session, ApiError> {
+        validate_vars(&vars)?;
+        if let Some(name) = &username {
+            validate_username(name)?;
+        }
+        let (identity, created) = match login {
+            Login::Device(id) => {
+                validate_id(&id, 10, "Device ID")?;
+                self.find_or_create(
+                    Credential::Device(id),
+                    create,
+                    username,
+                    None,
+                    "Device ID not found.",
+                )
+                .await?
+            }
+            Login::Custom(id) => {
+                validate_id(&id, 6, "Custom ID")?;
+                self.find_or_create(
+                    Credential::Custom(id),
+                    create,
+                    username,
+                    None,
+                    "Custom ID not found.",
+                )
+                .await?
+            }
+            Login::Email { email, password } => {
+                self.email(email, password, create, username).await?
+            }
+        };
+        if identity.disabled {
+            return Err(ApiError::PermissionDenied("User account banned.".into()));
+        }
+        let pair = self
+            .tokens
+            .issue(identity.user_id, &identity.username, vars);
+        Ok(Session {
+            token: pair.token,
+            refresh_token: pair.refresh_token,
+            created,
+        })
+    }
+
+    async fn find_or_create(
+        &self,
+        credential: Credential,
+        create: bool,
+        username: Option<String>,
+        password_hash: Option<String>,
+        not_found: &str,
+    ) -> Result<(Identity, bool), ApiError> {
+        if !create {
+            return match self.store.find_identity(&credential).await? {
+                Some(identity) => Ok((identity, false)),
+                None => Err(ApiError::NotFound(not_found.into())),
+            };
+        }
+        // A generated username may, rarely, clash: draw another. A chosen one that clashes is
+        // the caller's to change.
+        let chosen = username.is_some();
+        let mut attempts = 0;
+        loop {
+            let new_user = NewUser {
+                id: Uuid::new_v4(),
+                username: username.clone().unwrap_or_else(generate_username),
+                password_hash: password_hash.clone(),
+                now_ms: crate::base::clock::now_ms(),
+                grant: self.starting_grant.clone(),
+            };
+            match self.store.find_or_create(&credential, new_user).await {
+                Err(StoreError::UsernameTaken) if !chosen && attempts < 5 => attempts += 1,
+                other => return Ok(other?),
+            }
+        }
+    }
+
+    async fn email(
+        &self,
+        email: String,
+        password: String,
+        create: bool,
+        username: Option<String>,
+    ) -> Result<(Identity, bool), ApiError> {
+        let email = validate_email(&email)?;
+        validate_password(&password)?;
+        let credential = Credential::Email(email);
+        let invalid = || ApiError::Unauthenticated("Invalid credentials.".into());
+        let existing = self.store.find_identity(&credential).await?;
+        match existing {
+            Some(identity) => {
+                let hash = identity.password_hash.clone();
+                if self.hasher.verify(password, hash).await {
+                    Ok((identity, false))
+                } else {
+                    Err(invalid())
+                }
+            }
+            None if !create => {
+                // Same work and same answer as a wrong password: no hint the email is unknown.
+                self.hasher.verify(password, None).await;
+                Err(invalid())
+            }
+            None => {
+                let hash = self.hasher.hash(password.clone()).await.map_err(|e| {
+                    tracing::error!("{e:#}");
+                    ApiError::Internal
+                })?;
+                let (identity, created) = self
+                    .find_or_create(credential, true, username, Some(hash), "")
+                    .await?;
+                // Lost a race with another creation of this email: check against its password.
+                if !created
+                    && !self
+                        .hasher
+                        .verify(password, identity.password_hash.clone())
+                        .await
+                {
+                    return Err(invalid());
+                }
+                Ok((identity, created))
+            }
+        }
+    }
+
+    /// A new token pair for a valid refresh token; the old pair is revoked (rotation), so a
+    /// stolen refresh token works at most once.
+    pub async fn refresh(
+        &self,
+        refresh_token: &str,
+        vars: HashMap<String, String>,
+    ) -> Result<Session, ApiError> {
+        if refresh_token.is_empty() {
+            return Err(ApiError::InvalidArgument(
+                "Refresh token is required.".into(),
+            ));
+        }
+        validate_vars(&vars)?;
+        let claims = self.tokens.verify_refresh(refresh_token).map_err(|e| {
+            ApiError::Unauthenticated(e.to_string().replace("Auth token", "Refresh token"))
+        })?;
+        let identity = self.store.account(claims.uid).await?;
+        let Some(account) = identity else {
+            return Err(ApiError::NotFound("Account not found.".into()));
+        };
+        if account.disable_time_ms.is_some() {
+            return Err(ApiError::PermissionDenied("User account banned.".into()));
+        }
+        self.tokens.revoke(&[(claims.tid, claims.iat)]).await?;
+        let vars = if vars.is_empty() { claims.vrs } else { vars };
+        let pair = self.tokens.issue(claims.uid, &account.username, vars);
+        Ok(Session {
+            token: pair.token,
+            refresh_token: pair.refresh_token,
+            created: false,
+        })
+    }
+
+    /// Revokes the caller's session and any of its tokens named in the request.
+    pub async fn logout(
+        &self,
+        caller: &Claims,
+        token: &str,
+        refresh_token: &str,
+    ) -> Result<(), ApiError> {
+        let mut pairs = vec![(caller.tid, caller.iat)];
+        for (text, verify) in [
+            (
+                token,
+                TokenService::verify_session as fn(&TokenService, &str) -> _,
+            ),
+            (refresh_token, TokenService::verify_refresh),
+        ] {
+            if text.is_empty() {
+                continue;
+            }
+            // Tokens of other users are not the caller's to revoke; bad ones are ignored.
+            if let Ok(claims) = verify(&self.tokens, text) {
+                if claims.uid == caller.uid {
+                    pairs.push((claims.tid, claims.iat));
+                }
+            }
+        }
+        self.tokens.revoke(&pairs).await?;
+        Ok(())
+    }
+
+    /// The caller's account as `GET /v2/account` shows it.
+    pub async fn account(&self, user_id: Uuid, online: bool) -> Result<Account, ApiError> {
+        let record = self
+            .store
+            .account(user_id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound("Account not found.".into()))?;
+        Ok(Account {
+            user: User {
+                id: record.id.to_string(),
+                username: record.username,
+                display_name: record.display_name,
+                avatar_url: record.avatar_url,
+                lang_tag: record.lang_tag,
+                location: record.location,
+                timezone: record.timezone,
+                metadata: record.metadata,
+                online,
+                create_time: crate::base::clock::rfc3339(record.create_time_ms),
+                update_time: crate::base::clock::rfc3339(record.update_time_ms),
+            },
+            wallet: crate::economy::wallet_json(&record.wallet),
+            email: record.email.unwrap_or_default(),
+            devices: record
+                .devices
+                .into_iter()
+                .map(|id| AccountDevice { id })
+                .collect(),
+            custom_id: record.custom_id.unwrap_or_default(),
+            disable_time: record.disable_time_ms.map(crate::base::clock::rfc3339),
+        })
+    }
+
+    /// Applies a profile change after checking every field.
+    pub async fn update(
+        &self,
+        user_id: Uuid,
+        request: UpdateAccountRequest,
+    ) -> Result<(), ApiError> {
+        let update = validate_update(request)?;
+        if update.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .update_account(user_id, update, crate::base::clock::now_ms())
+            .await?;
+        Ok(())
+    }
+}
+
+/// Ten random lowercase letters, as Nakama generates.
+fn generate_username() -> String {
+    let mut rng = rand::rng();
+    (0..10)
+        .map(|_| rng.random_range(b'a'..=b'z') as char)
+        .collect()
+}
+
+fn has_forbidden_chars(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
+fn validate_id(id: &str, min: usize, what: &str) -> Result<(), ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::InvalidArgument(format!("{what} is required.")));
+    }
+    if id.len() < min || id.len() > 128 || has_forbidden_chars(id) {
+        return Err(ApiError::InvalidArgument(format!(
+            "{what} invalid, must be {min}-128 bytes with no spaces or control characters."
+        )));
+    }
+    Ok(())
+}
+
+pub fn validate_username(username: &str) -> Result<(), ApiError> {
+    if username.is_empty() || username.len() > 128 {
+        return Err(ApiError::InvalidArgument(
+            "Username invalid, must be 1-128 bytes.".into(),
+        ));
+    }
+    if has_forbidden_chars(username) {
+        return Err(ApiError::InvalidArgument(
+            "Username invalid, no spaces or control characters allowed.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Lower-cased email if valid.
+fn validate_email(email: &str) -> Result<String, ApiError> {
+    if email.is_empty() {
+        return Err(ApiError::InvalidArgument(
+            "Email address is required.".into(),
+        ));
+    }
+    let valid_shape = email.split_once('@').is_some_and(|(local, domain)| {
+        !local.is_empty()
+            && !domain.contains('@')
+            && domain.split('.').filter(|p| !p.is_empty()).count() >= 2
+    });
+    if email.len() < 10 || email.len() > 255 || has_forbidden_chars(email) || !valid_shape {
+        return Err(ApiError::InvalidArgument(
+            "Invalid email address, must be 10-255 bytes and look like name@example.com.".into(),
+        ));
+    }
+    Ok(email.to_lowercase())
+}
+
+fn validate_password(password: &str) -> Result<(), ApiError> {
+    if password.chars().count() < 8 {
+        return Err(ApiError::InvalidArgument(
+            "Password must be at least 8 characters long.".into(),
+        ));
+    }
+    if password.len() > 1024 {
+        return Err(ApiError::InvalidArgument(
+            "Password must be at most 1024 bytes long.".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_vars(vars: &HashMap<String, String>) -> Result<(), ApiError> {
+    if vars.len() > MAX_VARS
+        || vars.iter().any(|(k, v)| {
+            k.is_empty() || k.len() > MAX_VAR_KEY_BYTES || v.len() > MAX_VAR_VALUE_BYTES
+        })
+    {
+        return Err(ApiError::InvalidArgument(format!(
+            "Session vars invalid: at most {MAX_VARS} entries, keys 1-{MAX_VAR_KEY_BYTES} bytes, values at most {MAX_VAR_VALUE_BYTES} bytes."
+        )));
+    }
+    Ok(())
+}
+
+fn validate_update(request: UpdateAccountRequest) -> Result<AccountUpdate, ApiError> {
+    if let Some(username) = &request.username {
+        validate_username(username)?;
+    }
+    let limit = |value: &Option<String>, max: usize, what: &str| match value {
+        Some(v) if v.len() > max => Err(ApiError::InvalidArgument(format!(
+            "{what} must be at most {max} bytes."
+        ))),
+        _ => Ok(()),
+    };
+    limit(&request.display_name, 255, "Display name")?;
+    limit(&request.avatar_url, 512, "Avatar URL")?;
+    limit(&request.lang_tag, 18, "Lang tag")?;
+    limit(&request.location, 255, "Location")?;
+    limit(&request.timezone, 255, "Timezone")?;
+    limit(&request.metadata, MAX_METADATA_BYTES, "Metadata")?;
+    if let Some(metadata) = &request.metadata {
+        let is_object =
+            serde_json::from_str::<serde_json::Value>(metadata).is_ok_and(|v| v.is_object());
+        if !is_object {
+            return Err(ApiError::InvalidArgument(
+                "Metadata must be a JSON object.".into(),
+            ));
+        }
+    }
+    Ok(AccountUpdate {
+        username: request.username,
+        display_name: request.display_name,
+        avatar_url: request.avatar_url,
+        lang_tag: request.lang_tag,
+        location: request.location,
+        timezone: request.timezone,
+        metadata: request.metadata,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_and_usernames() {
+        assert!(validate_id("0123456789", 10, "Device ID").is_ok());
+        assert!(validate_id("short", 10, "Device ID").is_err());
+        assert!(validate_id(&"x".repeat(129), 10, "Device ID").is_err());
+        assert!(validate_id("has a space", 6, "Custom ID").is_err());
+        assert!(validate_username("alice").is_ok());
+        assert!(validate_username("al ice").is_err());
+        assert!(validate_username("").is_err());
+        assert_eq!(generate_username().len(), 10);
+    }
+
+    #[test]
+    fn emails_and_passwords() {
+        assert_eq!(
+            validate_email("Alice@Example.com").expect("valid"),
+            "alice@example.com"
+        );
+        for bad in [
+            "",
+            "a@b.c",
+            "no-at-sign.example.com",
+            "two@@example.com",
+            "x@localhost12",
+        ] {
+            assert!(validate_email(bad).is_err(), "{bad}");
+        }
+        assert!(validate_password("1234567").is_err());
+        assert!(validate_password("12345678").is_ok());
+    }
+
+    #[test]
+    fn profile_updates() {
+        let bad_metadata = UpdateAccountRequest {
+            metadata: Some("[1]".into()),
+            ..Default::default()
+        };
+        assert!(validate_update(bad_metadata).is_err());
+        let good = UpdateAccountRequest {
+            display_name: Some("Al".into()),
+            metadata: Some(r#"{"level":3}"#.into()),
+            ..Default::default()
+        };
+        assert!(!validate_update(good).expect("valid").is_empty());
+    }
+}

@@ -1,0 +1,206 @@
+//! Session and refresh tokens: HS256 JWTs carrying the claims Nakama's clients read
+//! (`uid` user id, `usn` username, `vrs` session variables, `exp` expiry) plus `tid`, the token
+//! pair's id, by which a logout or a refresh revokes both tokens of a pair.
+//!
+//! Session and refresh tokens are signed with different keys, so one can never pass for the other.
+//! Revoked pair ids are kept in memory (checked on every request, no database read) and in the
+//! store (so a restart forgets nothing); each is forgotten once its tokens would have expired.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::store::{Revocation, Store, StoreError};
+
+/// The claims of both token kinds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Claims {
+    /// Token pair id.
+    pub tid: Uuid,
+    /// User id.
+    pub uid: Uuid,
+    /// Username.
+    pub usn: String,
+    /// Session variables.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub vrs: HashMap<String, String>,
+    /// Expiry, unix seconds.
+    pub exp: i64,
+    /// Issued at, unix seconds.
+    pub iat: i64,
+}
+
+/// Why a token was refused; the text is shown to the client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("Auth token expired")]
+    Expired,
+    #[error("Auth token revoked")]
+    Revoked,
+    #[error("Auth token invalid")]
+    Invalid,
+}
+
+struct Keys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+impl Keys {
+    fn new(secret: &str) -> Keys {
+        Keys {
+            encoding: EncodingKey::from_secret(secret.as_bytes()),
+            decoding: DecodingKey::from_secret(secret.as_bytes()),
+        }
+    }
+}
+
+pub struct TokenService {
+    session: Keys,
+    refresh: Keys,
+    token_ttl: i64,
+    refresh_ttl: i64,
+    validation: Validation,
+    revoked: DashMap<Uuid, i64>,
+    store: Arc<dyn Store>,
+}
+
+/// A freshly issued pair.
+pub struct TokenPair {
+    pub token: String,
+    pub refresh_token: String,
+}
+
+impl TokenService {
+    /// Builds the service from configured keys, or keys generated once and kept in the store.
+    pub async fn new(
+        config: &crate::base::config::SessionConfig,
+        store: Arc<dyn Store>,
+    ) -> Result<TokenService, StoreError> {
+        let session_key =
+            key_or_stored(&config.encryption_key, "session_encryption_key", &store).await?;
+        let refresh_key = key_or_stored(
+            &config.refresh_encryption_key,
+            "refresh_encryption_key",
+            &store,
+        )
+        .await?;
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 0;
+        validation.set_required_spec_claims(&["exp"]);
+        let service = TokenService {
+            session: Keys::new(&session_key),
+            refresh: Keys::new(&refresh_key),
+            token_ttl: config.token_expiry_sec as i64,
+            refresh_ttl: config.refresh_token_expiry_sec as i64,
+            validation,
+            revoked: DashMap::new(),
+            store,
+        };
+        service.reload_revocations().await?;
+        Ok(service)
+    }
+
+    /// Issues a session and refresh token pair for a user.
+    pub fn issue(&self, user_id: Uuid, username: &str, vars: HashMap<String, String>) -> TokenPair {
+        let now = crate::base::clock::now_secs();
+        let mut claims = Claims {
+            tid: Uuid::new_v4(),
+            uid: user_id,
+            usn: username.to_owned(),
+            vrs: vars,
+            exp: now + self.token_ttl,
+            iat: now,
+        };
+        let header = Header::new(Algorithm::HS256);
+        // Encoding HS256 with a valid key cannot fail for these claims.
+        let token = encode(&header, &claims, &self.session.encoding).unwrap_or_default();
+        claims.exp = now + self.refresh_ttl;
+        let refresh_token = encode(&header, &claims, &self.refresh.encoding).unwrap_or_default();
+        TokenPair {
+            token,
+            refresh_token,
+        }
+    }
+
+    /// The claims of a valid, unexpired, unrevoked session token.
+    pub fn verify_session(&self, token: &str) -> Result<Claims, TokenError> {
+        self.verify(token, &self.session)
+    }
+
+    /// The claims of a valid, unexpired, unrevoked refresh token.
+    pub fn verify_refresh(&self, token: &str) -> Result<Claims, TokenError> {
+        self.verify(token, &self.refresh)
+    }
+
+    fn verify(&self, token: &str, keys: &Keys) -> Result<Claims, TokenError> {
+        let claims = decode::<Claims>(token, &keys.decoding, &self.validation)
+            .map_err(|e| match e.kind() {
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,
+                _ => TokenError::Invalid,
+            })?
+            .claims;
+        if self.revoked.contains_key(&claims.tid) {
+            return Err(TokenError::Revoked);
+        }
+        Ok(claims)
+    }
+
+    /// Revokes token pairs: refused from now on, here and after a restart.
+    pub async fn revoke(&self, pairs: &[(Uuid, i64)]) -> Result<(), StoreError> {
+        // The refresh token outlives the session token: keep the revocation as long as either.
+        let revocations: Vec<Revocation> = pairs
+            .iter()
+            .map(|&(token_id, issued_at)| Revocation {
+                token_id,
+                expires_at: issued_at + self.token_ttl.max(self.refresh_ttl),
+            })
+            .collect();
+        self.store.revoke(revocations.clone()).await?;
+        for r in revocations {
+            self.revoked.insert(r.token_id, r.expires_at);
+        }
+        Ok(())
+    }
+
+    /// Forgets expired revocations, here and in the store; run periodically.
+    pub async fn reload_revocations(&self) -> Result<(), StoreError> {
+        let now = crate::base::clock::now_secs();
+        let active = self.store.active_revocations(now).await?;
+        self.revoked.retain(|_, expires_at| *expires_at > now);
+        for r in active {
+            self.revoked.insert(r.token_id, r.expires_at);
+        }
+        Ok(())
+    }
+
+    /// Signs arbitrary claims with the session key; tests use it to make expired tokens.
+    pub fn sign_session_claims(&self, claims: &Claims) -> String {
+        encode(
+            &Header::new(Algorithm::HS256),
+            claims,
+            &self.session.encoding,
+        )
+        .unwrap_or_default()
+    }
+}
+
+async fn key_or_stored(
+    configured: &str,
+    name: &str,
+    store: &Arc<dyn Store>,
+) -> Result<String, StoreError> {
+    if !configured.is_empty() {
+        return Ok(configured.to_owned());
+    }
+    let candidate: String = {
+        use rand::Rng;
+        let bytes: [u8; 32] = rand::rng().random();
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    };
+    store.secret(name, candidate).await
+}

@@ -1,0 +1,429 @@
+//! Configuration: defaults, overridden by a TOML file, then by `MUSTER_*` environment variables,
+//! then by command-line flags. Every field is documented in `config.example.toml` (printed by
+//! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The documented default configuration, as printed by `muster config`.
+pub const EXAMPLE_TOML: &str = include_str!("../../config.example.toml");
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address for the HTTP API and the WebSocket, both on one port.
+    pub listen: String,
+    /// Directory for the embedded SQLite database.
+    pub data_dir: PathBuf,
+    /// `postgres://...` for PostgreSQL (or CockroachDB); empty for SQLite in `data_dir`.
+    pub database_url: String,
+    /// Key game clients send as HTTP Basic user name to authenticate.
+    pub server_key: String,
+    /// Log filter, in `tracing_subscriber::EnvFilter` syntax.
+    pub log: String,
+    /// How long shutdown waits for requests and sockets to finish.
+    pub shutdown_grace_ms: u64,
+    pub session: SessionConfig,
+    pub socket: SocketConfig,
+    pub limits: LimitsConfig,
+    pub database: DatabaseConfig,
+    pub metrics: MetricsConfig,
+    pub matches: crate::matches::config::MatchesConfig,
+    pub matchmaker: crate::matches::config::MatchmakerConfig,
+    pub rooms: crate::matches::config::RoomsConfig,
+    pub chat: ChatConfig,
+    pub runtime: RuntimeConfig,
+    pub economy: EconomyConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionConfig {
+    /// HMAC key signing session tokens; empty: one generated once and kept in the database.
+    pub encryption_key: String,
+    /// HMAC key signing refresh tokens; empty: generated and kept like `encryption_key`.
+    pub refresh_encryption_key: String,
+    /// Lifetime of a session token, in seconds.
+    pub token_expiry_sec: u64,
+    /// Lifetime of a refresh token, in seconds.
+    pub refresh_token_expiry_sec: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketConfig {
+    /// Largest realtime message a client may send, in bytes; a larger one closes the socket (1009).
+    pub max_message_size_bytes: usize,
+    /// How often the server sends a WebSocket ping to each socket.
+    pub ping_period_ms: u64,
+    /// A socket silent for this long is closed as dead.
+    pub pong_wait_ms: u64,
+    /// Messages waiting to be written to one socket; past it the socket is closed (1008).
+    pub outgoing_queue_size: usize,
+    /// Initial read buffer per socket, in bytes; grows only while a large frame is read.
+    pub read_buffer_bytes: usize,
+    /// Most sockets open at once on this node; 0 for no limit.
+    pub max_sockets: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest HTTP request body, in bytes.
+    pub max_request_size_bytes: usize,
+    /// Authentication and refresh calls allowed per client IP per second; 0 disables the limit.
+    pub auth_per_ip_per_sec: u32,
+    /// Burst allowance on top of `auth_per_ip_per_sec`.
+    pub auth_burst: u32,
+    /// WebSocket connections allowed per client IP per second; 0 disables the limit.
+    pub connect_per_ip_per_sec: u32,
+    /// Burst allowance on top of `connect_per_ip_per_sec`.
+    pub connect_burst: u32,
+    /// Slowest an HTTP request may be before it is answered 408.
+    pub request_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Most writes committed together in one transaction (group commit), on SQLite and on the
+    /// PostgreSQL wallet and inventory writer.
+    pub max_batch: usize,
+    /// Writes waiting for the writer before callers wait too (backpressure), per engine.
+    pub write_queue_size: usize,
+    /// SQLite read connections used in parallel.
+    pub read_connections: usize,
+    /// PostgreSQL connections in the pool.
+    pub pool_size: usize,
+    /// Apply pending migrations at start; when false, start refuses an out-of-date schema.
+    pub migrate_on_start: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Bearer token required by `GET /metrics`; empty serves metrics without authentication
+    /// (expose the port only to your Prometheus network then).
+    pub token: String,
+}
+
+/// Chat channels (`realtime::channels`): every per-socket bound on what a client may do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatConfig {
+    /// Channels one socket may be in at once; a join past it is refused.
+    pub max_channels_per_socket: usize,
+    /// Largest message content, in bytes of JSON text; a larger send or update is refused.
+    pub max_content_bytes: usize,
+    /// Longest room name, in characters.
+    pub max_room_name_chars: usize,
+    /// Sends, updates and removes one socket may make per second (token bucket refill rate);
+    /// 0 disables the limit.
+    pub messages_per_sec: u32,
+    /// Bucket size: how many messages a socket may send at once after being quiet.
+    pub message_burst: u32,
+    /// Most presences listed in the answer to a join (the joiner's view of who is there); the
+    /// rest of a very large room still sends presence events.
+    pub max_listed_presences: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Key for server-to-server calls of server functions (`/v2/rpc/{id}?http_key=...`), as
+    /// Nakama's `runtime.http_key`. Change it in production: whoever holds it acts for any user.
+    pub http_key: String,
+    /// Built-in server functions to register (see `crate::economy::builtins`); empty for none.
+    pub builtin_functions: Vec<String>,
+}
+
+/// One stack of the starting inventory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartingItem {
+    /// The item's id in the account's inventory.
+    pub id: String,
+    /// The item's kind (a category the game chooses).
+    pub kind: String,
+    /// How many: one stacked row, however large the count.
+    pub count: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EconomyConfig {
+    /// The wallet every new account starts with (currency to amount), granted in the same
+    /// transaction that creates the account.
+    pub starting_wallet: BTreeMap<String, i64>,
+    /// The inventory every new account starts with, granted with the starting wallet.
+    pub starting_items: Vec<StartingItem>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            http_key: "defaulthttpkey".into(),
+            builtin_functions: crate::functions::builtins::NAMES
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl Default for EconomyConfig {
+    fn default() -> Self {
+        EconomyConfig {
+            starting_wallet: BTreeMap::from([("coins".to_string(), 1_000_000)]),
+            starting_items: vec![StartingItem {
+                id: "item".into(),
+                kind: "default".into(),
+                count: 1_000_000,
+            }],
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "0.0.0.0:7350".into(),
+            data_dir: PathBuf::from("./data"),
+            database_url: String::new(),
+            server_key: "defaultkey".into(),
+            log: "info".into(),
+            shutdown_grace_ms: 10_000,
+            session: SessionConfig::default(),
+            socket: SocketConfig::default(),
+            limits: LimitsConfig::default(),
+            database: DatabaseConfig::default(),
+            metrics: MetricsConfig::default(),
+            matches: Default::default(),
+            matchmaker: Default::default(),
+            rooms: Default::default(),
+            chat: ChatConfig::default(),
+            runtime: RuntimeConfig::default(),
+            economy: EconomyConfig::default(),
+        }
+    }
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig {
+            max_channels_per_socket: 32,
+            max_content_bytes: 2048,
+            max_room_name_chars: 64,
+            messages_per_sec: 10,
+            message_burst: 20,
+            max_listed_presences: 1000,
+        }
+    }
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            encryption_key: String::new(),
+            refresh_encryption_key: String::new(),
+            token_expiry_sec: 3600,
+            refresh_token_expiry_sec: 7 * 24 * 3600,
+        }
+    }
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            max_message_size_bytes: 4096,
+            ping_period_ms: 15_000,
+            pong_wait_ms: 25_000,
+            outgoing_queue_size: 64,
+            read_buffer_bytes: 1024,
+            max_sockets: 0,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_request_size_bytes: 256 * 1024,
+            auth_per_ip_per_sec: 20,
+            auth_burst: 100,
+            connect_per_ip_per_sec: 20,
+            connect_burst: 100,
+            request_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            max_batch: 512,
+            write_queue_size: 16 * 1024,
+            read_connections: 4,
+            pool_size: 16,
+            migrate_on_start: true,
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then `file` (if any), then `MUSTER_*` variables (`MUSTER_SOCKET__PING_PERIOD_MS`
+    /// sets `socket.ping_period_ms`), then `overrides` (the command-line flags that were given).
+    pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Config, String> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(format!("config file {} does not exist", file.display()));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        // MUSTER_CONFIG names the file itself, not a setting.
+        figment = figment.merge(
+            Env::prefixed("MUSTER_")
+                .ignore(&["config"])
+                .split("__")
+                .lowercase(true),
+        );
+        for (key, value) in overrides {
+            figment = figment.merge(Serialized::default(key, value));
+        }
+        let config: Config = figment.extract().map_err(|e| e.to_string())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values no type can rule out; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.server_key.is_empty() {
+            return Err("server_key must not be empty".into());
+        }
+        if self.session.token_expiry_sec == 0 || self.session.refresh_token_expiry_sec == 0 {
+            return Err(
+                "session.token_expiry_sec and session.refresh_token_expiry_sec must be > 0".into(),
+            );
+        }
+        if self.socket.max_message_size_bytes < 128 {
+            return Err("socket.max_message_size_bytes must be at least 128".into());
+        }
+        if self.socket.ping_period_ms == 0 || self.socket.pong_wait_ms <= self.socket.ping_period_ms
+        {
+            return Err(
+                "socket.pong_wait_ms must be greater than socket.ping_period_ms (> 0)".into(),
+            );
+        }
+        if self.socket.outgoing_queue_size == 0 {
+            return Err("socket.outgoing_queue_size must be at least 1".into());
+        }
+        if self.database.max_batch == 0
+            || self.database.write_queue_size == 0
+            || self.database.read_connections == 0
+            || self.database.pool_size == 0
+        {
+            return Err(
+                "database.max_batch, write_queue_size, read_connections and pool_size must be at least 1".into(),
+            );
+        }
+        if self.chat.max_channels_per_socket == 0
+            || self.chat.max_content_bytes == 0
+            || self.chat.max_room_name_chars == 0
+        {
+            return Err(
+                "chat.max_channels_per_socket, max_content_bytes and max_room_name_chars must be at least 1"
+                    .into(),
+            );
+        }
+        if self.chat.messages_per_sec > 0 && self.chat.message_burst == 0 {
+            return Err(
+                "chat.message_burst must be at least 1 when chat.messages_per_sec is set".into(),
+            );
+        }
+        if !self.database_url.is_empty()
+            && !self.database_url.starts_with("postgres://")
+            && !self.database_url.starts_with("postgresql://")
+        {
+            return Err("database_url must start with postgres:// (or be empty for SQLite)".into());
+        }
+        self.matches.validate()?;
+        self.matchmaker.validate()?;
+        self.rooms.validate()?;
+        if self.runtime.http_key.is_empty() {
+            return Err("runtime.http_key must not be empty".into());
+        }
+        for name in &self.runtime.builtin_functions {
+            if !crate::functions::builtins::NAMES.contains(&name.as_str()) {
+                return Err(format!(
+                    "runtime.builtin_functions: unknown function {name:?} (known: {})",
+                    crate::functions::builtins::NAMES.join(", ")
+                ));
+            }
+        }
+        crate::store::StartingGrant::from_config(&self.economy)
+            .map_err(|e| format!("economy: {e}"))?;
+        Ok(())
+    }
+
+    pub fn token_expiry(&self) -> Duration {
+        Duration::from_secs(self.session.token_expiry_sec)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_file_is_exactly_the_defaults() {
+        let parsed: Config = toml::from_str(EXAMPLE_TOML).expect("config.example.toml parses");
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn example_file_documents_every_key() {
+        let defaults = toml::to_string(&Config::default()).expect("serializes");
+        let table: toml::Table = toml::from_str(&defaults).expect("parses");
+        for (key, value) in &table {
+            match value {
+                toml::Value::Table(section) => {
+                    assert!(
+                        EXAMPLE_TOML.contains(&format!("[{key}]")),
+                        "section [{key}] undocumented"
+                    );
+                    for sub in section.keys() {
+                        assert!(
+                            EXAMPLE_TOML.contains(&format!("\n{sub} =")),
+                            "{key}.{sub} undocumented"
+                        );
+                    }
+                }
+                _ => assert!(
+                    EXAMPLE_TOML.contains(&format!("\n{key} =")),
+                    "{key} undocumented"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let error = toml::from_str::<Config>("[socket]\nping_perod_ms = 5\n").unwrap_err();
+        assert!(error.to_string().contains("ping_perod_ms"), "{error}");
+        let config = Config {
+            server_key: String::new(),
+            ..Config::default()
+        };
+        assert!(config.validate().unwrap_err().contains("server_key"));
+    }
+}

@@ -1,0 +1,353 @@
+//! The five chat requests, answered in the sending socket's task. Each returns the message that
+//! answers the sender (or a [`ChatError`], turned into an error envelope in one place).
+
+use std::sync::Arc;
+
+use muster_proto::realtime::{
+    Channel, ChannelJoin, ChannelLeave, ChannelMessage, ChannelMessageAck, ChannelMessageRemove,
+    ChannelMessageSend, ChannelMessageUpdate, Envelope, Message,
+};
+use muster_proto::wire::Timestamp;
+use uuid::Uuid;
+
+use super::membership::Channel as Room;
+use super::rules::{self, Target};
+use super::socket_state::JoinFlags;
+use super::ChatError;
+use crate::session::fanout::Encoded;
+use crate::session::Session;
+use crate::state::AppState;
+use crate::store::ChannelMessageRecord;
+
+/// Nakama's message codes.
+pub mod code {
+    pub const CHAT: i32 = 0;
+    pub const UPDATE: i32 = 1;
+    pub const REMOVE: i32 = 2;
+}
+
+/// Answers one chat request from `session`. `None` when nothing is to be sent back (a leave
+/// without a correlation id) or when the answer was queued on the sender's outbox (an ack).
+pub async fn handle(
+    cid: String,
+    message: Message,
+    session: &Arc<Session>,
+    state: &AppState,
+) -> Option<Envelope> {
+    let result = match message {
+        Message::ChannelJoin(join_request) => join(join_request, session, state).await.map(Some),
+        Message::ChannelLeave(leave_request) => {
+            leave(&leave_request, session, state).map(|()| None)
+        }
+        Message::ChannelMessageSend(send_request) => {
+            send(send_request, session, state).await.map(Some)
+        }
+        Message::ChannelMessageUpdate(update_request) => {
+            update(update_request, session, state).await.map(Some)
+        }
+        Message::ChannelMessageRemove(remove_request) => {
+            remove(remove_request, session, state).await.map(Some)
+        }
+        other => {
+            tracing::error!(kind = other.kind(), "not a chat request");
+            return None;
+        }
+    };
+    match result {
+        // An ack goes through the sender's outbox, behind the `channel_message` the fanout has
+        // just queued there: the sender sees its own message before the ack, as on Nakama.
+        // (The socket writes a request's direct answer before what its outbox holds.)
+        Ok(Some(ack @ Message::ChannelMessageAck(_))) => {
+            Encoded::new(Envelope::new(cid, ack)).deliver(session);
+            None
+        }
+        Ok(Some(answer)) => Some(Envelope::new(cid, answer)),
+        Ok(None) if cid.is_empty() => None,
+        Ok(None) => Some(Envelope { cid, message: None }),
+        Err(error) => {
+            state
+                .metrics
+                .chat_errors
+                .with_label_values(&[error.reason()])
+                .inc();
+            Some(error.envelope(cid))
+        }
+    }
+}
+
+async fn join(
+    request: ChannelJoin,
+    session: &Arc<Session>,
+    state: &AppState,
+) -> Result<Message, ChatError> {
+    let config = &state.chat.config;
+    let target = rules::target(
+        &request.target,
+        request.r#type,
+        &session.user_id,
+        config.max_room_name_chars,
+    )?;
+    let id = match target {
+        Target::Room(id) => id,
+        Target::Direct(id, other) => {
+            // Only checked on a join that is not already in place: a rejoin skips the store.
+            let id_text = id.to_string();
+            if session.chat.find(&id_text).is_none() && state.store.account(other).await?.is_none()
+            {
+                return Err(ChatError::UserNotFound);
+            }
+            id
+        }
+    };
+    let flags = JoinFlags {
+        // Nakama's defaults: persisted unless asked not to, visible unless asked to hide.
+        persistence: request.persistence.unwrap_or(true),
+        hidden: request.hidden.unwrap_or(false),
+    };
+    let joined = state.chat.channels.join(
+        session,
+        &id.to_string(),
+        flags,
+        config.max_channels_per_socket,
+        config.max_listed_presences,
+    )?;
+    let fields = joined.channel.fields();
+    let mut me = session.presence();
+    me.persistence = joined.flags.persistence;
+    Ok(Message::Channel(Channel {
+        id: joined.channel.id.to_string(),
+        presences: joined.presences,
+        self_presence: Some(me),
+        room_name: fields.room_name.to_owned(),
+        group_id: fields.group_id.to_owned(),
+        user_id_one: fields.user_id_one.to_owned(),
+        user_id_two: fields.user_id_two.to_owned(),
+    }))
+}
+
+fn leave(
+    request: &ChannelLeave,
+    session: &Arc<Session>,
+    state: &AppState,
+) -> Result<(), ChatError> {
+    match state.chat.channels.leave(session, &request.channel_id) {
+        Err(ChatError::NotJoined { .. }) => Err(not_joined_or_invalid(&request.channel_id)),
+        other => other,
+    }
+}
+
+/// `NotJoined` for a well-formed id, `InvalidChannelId` for anything else.
+fn not_joined_or_invalid(channel_id: &str) -> ChatError {
+    match muster_proto::realtime::ChannelId::parse(channel_id) {
+        Ok(_) => ChatError::not_joined(channel_id),
+        Err(error) => ChatError::InvalidChannelId(
+            error
+                .to_string()
+                .trim_start_matches("invalid channel id: ")
+                .to_owned(),
+        ),
+    }
+}
+
+/// Finds the joined channel and takes one message from the socket's budget.
+fn admit(
+    channel_id: &str,
+    session: &Session,
+    state: &AppState,
+) -> Result<super::socket_state::Admitted, ChatError> {
+    let config = &state.chat.config;
+    match session
+        .chat
+        .admit(channel_id, config.messages_per_sec, config.message_burst)
+    {
+        Err(ChatError::NotJoined { .. }) => Err(not_joined_or_invalid(channel_id)),
+        other => other,
+    }
+}
+
+async fn send(
+    request: ChannelMessageSend,
+    session: &Arc<Session>,
+    state: &AppState,
+) -> Result<Message, ChatError> {
+    let admitted = admit(&request.channel_id, session, state)?;
+    rules::check_content(&request.content, state.chat.config.max_content_bytes)?;
+    let now = crate::base::clock::now_ms();
+    let persistent = admitted.flags.persistence;
+    let channel = &admitted.channel;
+    let id = state
+        .chat
+        .ids
+        .issue(now, persistent, &session.user_id, &channel.id);
+    let record = ChannelMessageRecord {
+        id,
+        channel_id: channel.id.to_string(),
+        code: code::CHAT,
+        sender_id: session.user_id,
+        username: session.username.to_string(),
+        content: request.content,
+        create_time_ms: now,
+        update_time_ms: now,
+    };
+    let record = if persistent {
+        // The ack (and the fanout) wait until the message is durable.
+        persist(state, record).await?
+    } else {
+        record
+    };
+    let ack = fan_out(state, channel, record, persistent);
+    state
+        .metrics
+        .chat_messages_in
+        .with_label_values(&["send"])
+        .inc();
+    Ok(Message::ChannelMessageAck(ack))
+}
+
+async fn persist(
+    state: &AppState,
+    record: ChannelMessageRecord,
+) -> Result<ChannelMessageRecord, ChatError> {
+    // The store takes the record by value; one clone of a short message is cheaper than making
+    // every store engine hand it back.
+    state.store.insert_channel_message(record.clone()).await?;
+    Ok(record)
+}
+
+async fn update(
+    request: ChannelMessageUpdate,
+    session: &Arc<Session>,
+    state: &AppState,
+) -> Result<Message, ChatError> {
+    let admitted = admit(&request.channel_id, session, state)?;
+    rules::check_content(&request.content, state.chat.config.max_content_bytes)?;
+    let (id, issued) = own_message(&request.message_id, session, &admitted.channel, state)?;
+    let now = crate::base::clock::now_ms();
+    let create_time_ms = if issued.persisted {
+        state
+            .store
+            .update_channel_message(
+                id,
+                session.user_id,
+                &admitted.channel.id,
+                request.content.clone(),
+                now,
+            )
+            .await?
+    } else {
+        issued.create_time_ms
+    };
+    let record = ChannelMessageRecord {
+        id,
+        channel_id: admitted.channel.id.to_string(),
+        code: code::UPDATE,
+        sender_id: session.user_id,
+        username: session.username.to_string(),
+        content: request.content,
+        create_time_ms,
+        update_time_ms: now,
+    };
+    let ack = fan_out(state, &admitted.channel, record, issued.persisted);
+    state
+        .metrics
+        .chat_messages_in
+        .with_label_values(&["update"])
+        .inc();
+    Ok(Message::ChannelMessageAck(ack))
+}
+
+async fn remove(
+    request: ChannelMessageRemove,
+    session: &Arc<Session>,
+    state: &AppState,
+) -> Result<Message, ChatError> {
+    let admitted = admit(&request.channel_id, session, state)?;
+    let (id, issued) = own_message(&request.message_id, session, &admitted.channel, state)?;
+    let now = crate::base::clock::now_ms();
+    let create_time_ms = if issued.persisted {
+        state
+            .store
+            .delete_channel_message(id, session.user_id, &admitted.channel.id)
+            .await?
+    } else {
+        issued.create_time_ms
+    };
+    let record = ChannelMessageRecord {
+        id,
+        channel_id: admitted.channel.id.to_string(),
+        code: code::REMOVE,
+        sender_id: session.user_id,
+        username: session.username.to_string(),
+        content: "{}".to_owned(),
+        create_time_ms,
+        update_time_ms: now,
+    };
+    let ack = fan_out(state, &admitted.channel, record, issued.persisted);
+    state
+        .metrics
+        .chat_messages_in
+        .with_label_values(&["remove"])
+        .inc();
+    Ok(Message::ChannelMessageAck(ack))
+}
+
+/// Reads a message id the sender wants to change: it must be an id issued to this sender in
+/// this channel.
+fn own_message(
+    message_id: &str,
+    session: &Session,
+    channel: &Room,
+    state: &AppState,
+) -> Result<(Uuid, super::ids::Issued), ChatError> {
+    let id = Uuid::parse_str(message_id).map_err(|_| ChatError::InvalidMessageId)?;
+    let issued = state
+        .chat
+        .ids
+        .verify(&id, &session.user_id, &channel.id)
+        .ok_or(ChatError::MessageNotFound)?;
+    Ok((id, issued))
+}
+
+/// Sends `record` to every member as a `channel_message` (encoded once per format) and builds
+/// the sender's ack.
+fn fan_out(
+    state: &AppState,
+    channel: &Room,
+    record: ChannelMessageRecord,
+    persistent: bool,
+) -> ChannelMessageAck {
+    let fields = channel.fields();
+    let create_time = Some(Timestamp::from_unix_ms(record.create_time_ms));
+    let update_time = Some(Timestamp::from_unix_ms(record.update_time_ms));
+    let ack = ChannelMessageAck {
+        channel_id: record.channel_id.clone(),
+        message_id: record.id.to_string(),
+        code: Some(record.code),
+        username: record.username.clone(),
+        create_time,
+        update_time,
+        persistent: Some(persistent),
+        room_name: fields.room_name.to_owned(),
+        group_id: fields.group_id.to_owned(),
+        user_id_one: fields.user_id_one.to_owned(),
+        user_id_two: fields.user_id_two.to_owned(),
+    };
+    let message = ChannelMessage {
+        channel_id: record.channel_id,
+        message_id: ack.message_id.clone(),
+        code: Some(record.code),
+        sender_id: record.sender_id.to_string(),
+        username: record.username,
+        content: record.content,
+        create_time,
+        update_time,
+        persistent: Some(persistent),
+        room_name: ack.room_name.clone(),
+        group_id: ack.group_id.clone(),
+        user_id_one: ack.user_id_one.clone(),
+        user_id_two: ack.user_id_two.clone(),
+    };
+    let encoded = Encoded::new(Envelope::new("", Message::ChannelMessage(message)));
+    state.chat.channels.broadcast(channel, &encoded);
+    ack
+}

@@ -1,0 +1,177 @@
+//! Chat channels: Nakama's `channel_join`, `channel_leave`, `channel_message_send`,
+//! `channel_message_update` and `channel_message_remove` on the realtime socket, with
+//! `channel_presence_event`s to members and history kept in the store when a join asks for it.
+//!
+//! - [`registry`]: who is in which channel (O(1) join, leave and disconnect; the lock order);
+//! - [`session`]: one socket's channels and message budget;
+//! - [`rules`]: what a client may send (room names, content, join targets);
+//! - [`ids`]: channel id fields and self-verifying message ids;
+//! - [`handlers`]: the five requests, answered in the socket's task.
+//!
+//! The flow of a message: the sender's socket task admits it (rate limit, membership), checks
+//! its content, stores it when the sender joined with persistence (and waits until that write is
+//! durable), encodes it once per format and queues a cheap clone on every member's outbox (the
+//! sender's included, as Nakama does), then answers the sender with the ack.
+
+pub mod cursor;
+pub mod handlers;
+pub mod ids;
+pub mod membership;
+pub mod rules;
+pub mod socket_state;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use muster_proto::realtime::{error_code, Envelope, Error, Message};
+
+pub use handlers::handle;
+use ids::MessageIds;
+use membership::ChannelRegistry;
+
+use crate::base::config::ChatConfig;
+use crate::base::metrics::Metrics;
+use crate::session::Session;
+use crate::store::{Store, StoreError};
+
+/// The chat service every socket task shares.
+pub struct Chat {
+    pub channels: ChannelRegistry,
+    pub ids: MessageIds,
+    pub config: ChatConfig,
+}
+
+impl Chat {
+    /// Builds the service; the message-id key is generated once and kept in the database.
+    pub async fn new(
+        config: &ChatConfig,
+        store: &Arc<dyn Store>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Chat, StoreError> {
+        let stored = store
+            .secret("channel_message_key", MessageIds::random_key_hex())
+            .await?;
+        let key = MessageIds::key_from_hex(&stored).ok_or_else(|| {
+            StoreError::Database("secret channel_message_key is not 32 hex digits".into())
+        })?;
+        Ok(Chat {
+            channels: ChannelRegistry::new(metrics),
+            ids: MessageIds::new(key),
+            config: config.clone(),
+        })
+    }
+
+    /// Keeps `session`'s memberships until dropped, then takes it out of every channel (with
+    /// leave events to the others). Held by the socket's task, so a socket that ends for any
+    /// reason, even a panic, leaves its channels.
+    pub fn memberships(self: &Arc<Self>, session: Arc<Session>) -> Memberships {
+        Memberships {
+            chat: self.clone(),
+            session,
+        }
+    }
+}
+
+/// See [`Chat::memberships`].
+pub struct Memberships {
+    chat: Arc<Chat>,
+    session: Arc<Session>,
+}
+
+impl Drop for Memberships {
+    fn drop(&mut self) {
+        self.chat.channels.leave_all(&self.session);
+    }
+}
+
+/// Why a chat request was refused. The text is shown to the client; [`ChatError::reason`] is the
+/// metric label and the error's `context.reason`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChatError {
+    #[error("Invalid channel identifier: {0}")]
+    InvalidChannelId(String),
+    #[error("Not a member of channel '{channel_id}': join it first")]
+    NotJoined { channel_id: String },
+    #[error("Invalid room name: {0}")]
+    InvalidRoomName(String),
+    #[error("Invalid channel join: {0}")]
+    InvalidTarget(String),
+    #[error("User not found: a direct chat needs an existing user")]
+    UserNotFound,
+    #[error("Groups are not available on this server, so a group's chat cannot be joined")]
+    GroupsUnsupported,
+    #[error("Too many channels on this socket (at most {max}): leave one first")]
+    TooManyChannels { max: usize },
+    #[error("Message content is larger than {max} bytes")]
+    ContentTooLarge { max: usize },
+    #[error("Message content must be a JSON object, e.g. {{\"text\":\"hi\"}}")]
+    ContentNotObject,
+    #[error("Invalid message identifier: expected a message id this server issued")]
+    InvalidMessageId,
+    #[error("Message not found in this channel, or not sent by you")]
+    MessageNotFound,
+    #[error("Too many messages: at most {per_sec} per second on one socket")]
+    RateLimited { per_sec: u32 },
+    #[error("Could not store the message; it was not sent")]
+    Storage,
+}
+
+impl ChatError {
+    /// A [`ChatError::NotJoined`] naming (the start of) the id the client gave.
+    pub fn not_joined(channel_id: &str) -> ChatError {
+        ChatError::NotJoined {
+            channel_id: channel_id.chars().take(128).collect(),
+        }
+    }
+
+    /// Short, stable name: the metric label and the error envelope's `context.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ChatError::InvalidChannelId(_) => "invalid_channel_id",
+            ChatError::NotJoined { .. } => "not_joined",
+            ChatError::InvalidRoomName(_) => "invalid_room_name",
+            ChatError::InvalidTarget(_) => "invalid_target",
+            ChatError::UserNotFound => "user_not_found",
+            ChatError::GroupsUnsupported => "groups_unsupported",
+            ChatError::TooManyChannels { .. } => "too_many_channels",
+            ChatError::ContentTooLarge { .. } => "content_too_large",
+            ChatError::ContentNotObject => "content_not_object",
+            ChatError::InvalidMessageId => "invalid_message_id",
+            ChatError::MessageNotFound => "message_not_found",
+            ChatError::RateLimited { .. } => "rate_limited",
+            ChatError::Storage => "storage",
+        }
+    }
+
+    /// Nakama's realtime error code: bad input, except a failed write (the server's fault).
+    pub fn code(&self) -> i32 {
+        match self {
+            ChatError::Storage => error_code::RUNTIME_EXCEPTION,
+            _ => error_code::BAD_INPUT,
+        }
+    }
+
+    /// The error envelope answering the request with correlation id `cid`.
+    pub fn envelope(&self, cid: String) -> Envelope {
+        Envelope::new(
+            cid,
+            Message::Error(Error {
+                code: self.code(),
+                message: self.to_string(),
+                context: HashMap::from([("reason".to_owned(), self.reason().to_owned())]),
+            }),
+        )
+    }
+}
+
+impl From<StoreError> for ChatError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound => ChatError::MessageNotFound,
+            other => {
+                tracing::warn!(error = %other, "chat storage failed");
+                ChatError::Storage
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The built-in server functions, for seed 001's scenario 3 ("spend some coins", "grant an item")
+//! and their counterpart. Each is registered when listed in `runtime.builtin_functions`.
+//!
+//! | id | payload | answer |
+//! |---|---|---|
+//! | `wallet_spend` | `{"amount": 10, "currency": "coins"}` (currency defaults to `coins`), or `{"amounts": {"coins": 10, "gems": 1}}` to spend several currencies at once | `{"ledger_id": "42", "wallet": {"coins": 999990}}` |
+//! | `inventory_grant` | `{"item": "sword", "count": 1, "kind": "weapon", "properties": {...}}` (count defaults to 1, kind to `default`) | `{"ledger_id": "43", "items": {"sword": 3}}` |
+//! | `inventory_consume` | `{"item": "sword", "count": 1}` | `{"ledger_id": "44", "items": {"sword": 2}}` |
+//!
+//! Every payload may also carry `"metadata": {...}` (stored in the ledger row),
+//! `"idempotency_key": "..."` (a retry with the same key applies once and gets the first answer)
+//! and, in server-to-server calls made with the HTTP key only, `"user_id": "..."` naming the
+//! account. The answer's `wallet` / `items` hold the new balances of what the call touched.
+//! Unknown payload keys are refused, so a typo cannot silently spend nothing.
+//!
+//! `inventory_grant` trusts its caller, as the seed's scenario does; a real game would rather
+//! register its own function deciding what to grant, and drop `inventory_grant` from the list.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{Call, Functions, RpcError, ServerFunction};
+use crate::economy::{Change, Receipt};
+
+/// Every built-in function id.
+pub const NAMES: &[&str] = &["wallet_spend", "inventory_grant", "inventory_consume"];
+
+/// Registers the built-ins named in `names` that `functions` does not already have (a game's
+/// own function of the same id wins).
+pub fn register(functions: &mut Functions, names: &[String]) {
+    for name in names {
+        if functions.contains(name) {
+            continue;
+        }
+        // The ids are constants known to be valid.
+        let _ = match name.as_str() {
+            "wallet_spend" => functions.register(name, WalletSpend),
+            "inventory_grant" => functions.register(name, InventoryGrant),
+            "inventory_consume" => functions.register(name, InventoryConsume),
+            _ => continue,
+        };
+    }
+}
+
+/// The keys every built-in payload may have. (Each payload type lists them itself: serde cannot
+/// combine `flatten` with `deny_unknown_fields`.)
+struct Common {
+    metadata: Option<serde_json::Value>,
+    idempotency_key: Option<String>,
+    user_id: Option<String>,
+}
+
+impl Common {
+    fn change(&self, call: &Call<'_>) -> Result<Change, RpcError> {
+        let user = call.user(self.user_id.as_deref())?;
+        let mut change = Change::new(user, call.id);
+        if let Some(metadata) = &self.metadata {
+            change = change.metadata(metadata);
+        }
+        if let Some(key) = &self.idempotency_key {
+            change = change.idempotency_key(key);
+        }
+        Ok(change)
+    }
+}
+
+fn answer(receipt: &Receipt, wallet: bool) -> String {
+    let balances: &BTreeMap<String, i64> = if wallet {
+        &receipt.wallet
+    } else {
+        &receipt.items
+    };
+    let key = if wallet { "wallet" } else { "items" };
+    serde_json::json!({ "ledger_id": receipt.ledger_id.to_string(), key: balances }).to_string()
+}
+
+/// `wallet_spend`.
+pub struct WalletSpend;
+
+#[async_trait::async_trait]
+impl ServerFunction for WalletSpend {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let payload: SpendRequest = call.json()?;
+        let mut change = payload.common().change(&call)?;
+        match (payload.amount, payload.amounts) {
+            (Some(amount), None) => {
+                let currency = payload.currency.as_deref().unwrap_or("coins");
+                change = change.spend(currency, amount);
+            }
+            (None, Some(amounts)) if payload.currency.is_none() => {
+                if amounts.is_empty() {
+                    return Err(RpcError::invalid(
+                        "amounts must name at least one currency.",
+                    ));
+                }
+                for (currency, amount) in &amounts {
+                    change = change.spend(currency, *amount);
+                }
+            }
+            _ => {
+                return Err(RpcError::invalid(
+                    "Give either amount (and optionally currency) or amounts, not both.",
+                ))
+            }
+        }
+        let receipt = call.economy.apply(change).await?;
+        Ok(answer(&receipt, true))
+    }
+}
+
+/// The `wallet_spend` payload.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpendRequest {
+    amount: Option<i64>,
+    currency: Option<String>,
+    amounts: Option<BTreeMap<String, i64>>,
+    metadata: Option<serde_json::Value>,
+    idempotency_key: Option<String>,
+    user_id: Option<String>,
+}
+
+impl SpendRequest {
+    fn common(&self) -> Common {
+        Common {
+            metadata: self.metadata.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            user_id: self.user_id.clone(),
+        }
+    }
+}
+
+/// `inventory_grant`.
+pub struct InventoryGrant;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantRequest {
+    item: String,
+    count: Option<i64>,
+    kind: Option<String>,
+    properties: Option<serde_json::Value>,
+    metadata: Option<serde_json::Value>,
+    idempotency_key: Option<String>,
+    user_id: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl ServerFunction for InventoryGrant {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let p: GrantRequest = call.json()?;
+        let common = Common {
+            metadata: p.metadata,
+            idempotency_key: p.idempotency_key,
+            user_id: p.user_id,
+        };
+        let change = common.change(&call)?.grant_item(
+            &p.item,
+            p.kind.as_deref().unwrap_or("default"),
+            p.count.unwrap_or(1),
+            p.properties.as_ref(),
+        );
+        let receipt = call.economy.apply(change).await?;
+        Ok(answer(&receipt, false))
+    }
+}
+
+/// `inventory_consume`.
+pub struct InventoryConsume;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsumeRequest {
+    item: String,
+    count: Option<i64>,
+    metadata: Option<serde_json::Value>,
+    idempotency_key: Option<String>,
+    user_id: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl ServerFunction for InventoryConsume {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let p: ConsumeRequest = call.json()?;
+        let common = Common {
+            metadata: p.metadata,
+            idempotency_key: p.idempotency_key,
+            user_id: p.user_id,
+        };
+        let change = common
+            .change(&call)?
+            .consume_item(&p.item, p.count.unwrap_or(1));
+        let receipt = call.economy.apply(change).await?;
+        Ok(answer(&receipt, false))
+    }
+}

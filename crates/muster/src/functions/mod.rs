@@ -1,0 +1,315 @@
+//! Server functions: named RPCs that clients call over HTTP (`POST /v2/rpc/{id}`) or the
+//! realtime socket (an `rpc` envelope), and servers call with the HTTP key.
+//!
+//! A game adds its own by implementing [`ServerFunction`] and registering it in a [`Functions`]
+//! given to [`crate::app::run_with`]. A function receives the caller (absent for HTTP-key
+//! calls), the payload (a string, JSON by convention) and the [`Economy`]; it answers a string
+//! payload, or an [`RpcError`] carrying a gRPC code that each transport maps to its own error
+//! (an HTTP status with Nakama's error body, or a socket `error` envelope).
+//!
+//! ```
+//! use muster::economy::Change;
+//! use muster::functions::{Call, Functions, RpcError, ServerFunction};
+//! use serde::Deserialize;
+//!
+//! /// `buy_sword`: 250 coins for a sword, atomically.
+//! struct BuySword;
+//!
+//! #[derive(Deserialize)]
+//! struct Order { order_id: String }
+//!
+//! #[async_trait::async_trait]
+//! impl ServerFunction for BuySword {
+//!     async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+//!         let order: Order = call.json()?;
+//!         let user = call.user(None)?;
+//!         let change = Change::new(user, "buy_sword")
+//!             .spend("coins", 250)
+//!             .grant_item("sword", "weapon", 1, None)
+//!             .idempotency_key(&order.order_id);
+//!         let receipt = call.economy.apply(change).await?;
+//!         Ok(serde_json::json!({ "coins": receipt.wallet["coins"] }).to_string())
+//!     }
+//! }
+//!
+//! let mut functions = Functions::new();
+//! functions.register("buy_sword", BuySword).expect("a valid id");
+//! ```
+
+pub mod builtins;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::base::metrics::Metrics;
+use crate::economy::{Economy, EconomyError};
+
+/// The user calling a function, from their session token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user_id: Uuid,
+    pub username: String,
+}
+
+/// What a function is called with.
+pub struct Call<'a> {
+    /// The function's id, as registered (lower case).
+    pub id: &'a str,
+    /// The user calling, or `None` for a server-to-server call with the HTTP key.
+    pub caller: Option<&'a Caller>,
+    /// The payload as sent (JSON by convention; empty when none was sent).
+    pub payload: &'a str,
+    pub economy: &'a Economy,
+}
+
+impl Call<'_> {
+    /// Parses the payload as JSON into `T`; an empty payload reads as `{}`. A payload that does
+    /// not parse is a clear `InvalidArgument` naming the problem.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
+        let text = if self.payload.trim().is_empty() {
+            "{}"
+        } else {
+            self.payload
+        };
+        serde_json::from_str(text).map_err(|e| RpcError::invalid(format!("Bad payload: {e}.")))
+    }
+
+    /// The account a call acts on. A user's call acts on their own account and may not name
+    /// another; a server-to-server call (HTTP key) must name one (`requested`, a user id).
+    pub fn user(&self, requested: Option<&str>) -> Result<Uuid, RpcError> {
+        match (self.caller, requested) {
+            (Some(caller), None) => Ok(caller.user_id),
+            (Some(_), Some(_)) => Err(RpcError::invalid(
+                "user_id is accepted only from server-to-server calls (HTTP key).",
+            )),
+            (None, Some(text)) => Uuid::parse_str(text)
+                .map_err(|_| RpcError::invalid(format!("user_id {text:?} is not a valid id."))),
+            (None, None) => Err(RpcError::invalid(
+                "user_id is required in calls made with the HTTP key.",
+            )),
+        }
+    }
+}
+
+/// A server function. Implementations must not panic on any payload: every problem is an
+/// [`RpcError`] with a message for the caller.
+#[async_trait::async_trait]
+pub trait ServerFunction: Send + Sync + 'static {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError>;
+}
+
+/// The gRPC status codes a function may fail with (Nakama's convention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcCode {
+    InvalidArgument,
+    NotFound,
+    AlreadyExists,
+    PermissionDenied,
+    FailedPrecondition,
+    Unavailable,
+    Internal,
+}
+
+impl RpcCode {
+    /// The gRPC code number.
+    pub fn grpc(self) -> i32 {
+        match self {
+            RpcCode::InvalidArgument => 3,
+            RpcCode::NotFound => 5,
+            RpcCode::AlreadyExists => 6,
+            RpcCode::PermissionDenied => 7,
+            RpcCode::FailedPrecondition => 9,
+            RpcCode::Internal => 13,
+            RpcCode::Unavailable => 14,
+        }
+    }
+
+    /// The metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            RpcCode::InvalidArgument => "invalid_argument",
+            RpcCode::NotFound => "not_found",
+            RpcCode::AlreadyExists => "already_exists",
+            RpcCode::PermissionDenied => "permission_denied",
+            RpcCode::FailedPrecondition => "failed_precondition",
+            RpcCode::Unavailable => "unavailable",
+            RpcCode::Internal => "internal",
+        }
+    }
+}
+
+/// A function's failure: a code and a message shown to the caller (never internal detail).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RpcError {
+    pub code: RpcCode,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: RpcCode, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> RpcError {
+        RpcError::new(RpcCode::InvalidArgument, message)
+    }
+
+    pub fn failed_precondition(message: impl Into<String>) -> RpcError {
+        RpcError::new(RpcCode::FailedPrecondition, message)
+    }
+
+    pub fn internal() -> RpcError {
+        RpcError::new(RpcCode::Internal, "internal server error")
+    }
+}
+
+impl From<EconomyError> for RpcError {
+    fn from(error: EconomyError) -> Self {
+        let code = match &error {
+            EconomyError::Invalid(_) => RpcCode::InvalidArgument,
+            EconomyError::InsufficientFunds { .. }
+            | EconomyError::BalanceOverflow { .. }
+            | EconomyError::InsufficientItems { .. }
+            | EconomyError::CountOverflow { .. } => RpcCode::FailedPrecondition,
+            EconomyError::KeyReused => RpcCode::AlreadyExists,
+            EconomyError::AccountNotFound => RpcCode::NotFound,
+            EconomyError::Unavailable => RpcCode::Unavailable,
+            EconomyError::Internal => RpcCode::Internal,
+        };
+        RpcError::new(code, error.to_string())
+    }
+}
+
+/// A function id that cannot be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid function id {0:?}: use 1-128 characters, no spaces, '/' or control characters")]
+pub struct InvalidId(pub String);
+
+/// The registry a game fills with its own functions before starting the server.
+#[derive(Clone, Default)]
+pub struct Functions {
+    functions: HashMap<String, Arc<dyn ServerFunction>>,
+}
+
+impl Functions {
+    pub fn new() -> Functions {
+        Functions::default()
+    }
+
+    /// Registers `function` under `id` (ids are case-insensitive, as in Nakama: stored lower
+    /// case). A later registration of the same id replaces the earlier one.
+    pub fn register(
+        &mut self,
+        id: &str,
+        function: impl ServerFunction,
+    ) -> Result<&mut Functions, InvalidId> {
+        let valid = !id.is_empty()
+            && id.chars().count() <= 128
+            && !id
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '/');
+        if !valid {
+            return Err(InvalidId(id.to_string()));
+        }
+        self.functions.insert(id.to_lowercase(), Arc::new(function));
+        Ok(self)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.functions.contains_key(&id.to_lowercase())
+    }
+
+    /// The registered ids, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.functions.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+/// Why a call did not succeed, as both transports tell it apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No function id was given.
+    MissingId,
+    /// No function has this id.
+    NotFound,
+    /// The function failed.
+    Failed(RpcError),
+}
+
+/// Runs registered functions for both transports, with one metric per function.
+pub struct Rpc {
+    functions: HashMap<String, Arc<dyn ServerFunction>>,
+    economy: Arc<Economy>,
+    metrics: Arc<Metrics>,
+}
+
+impl Rpc {
+    pub fn new(functions: Functions, economy: Arc<Economy>, metrics: Arc<Metrics>) -> Rpc {
+        Rpc {
+            functions: functions.functions,
+            economy,
+            metrics,
+        }
+    }
+
+    /// Calls function `id` (case-insensitive) for `caller` (None: HTTP key) with `payload`.
+    pub async fn call(
+        &self,
+        id: &str,
+        caller: Option<&Caller>,
+        payload: &str,
+    ) -> Result<String, CallError> {
+        if id.is_empty() {
+            self.count("unknown", "missing_id");
+            return Err(CallError::MissingId);
+        }
+        let lower = id.to_lowercase();
+        let Some((id, function)) = self.functions.get_key_value(&lower) else {
+            self.count("unknown", "not_found");
+            return Err(CallError::NotFound);
+        };
+        let started = Instant::now();
+        let call = Call {
+            id,
+            caller,
+            payload,
+            economy: &self.economy,
+        };
+        let result = function.call(call).await;
+        self.metrics
+            .rpc_duration
+            .with_label_values(&[id.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(answer) => {
+                self.count(id, "ok");
+                Ok(answer)
+            }
+            Err(error) => {
+                self.count(id, error.code.name());
+                Err(CallError::Failed(error))
+            }
+        }
+    }
+
+    fn count(&self, id: &str, outcome: &str) {
+        self.metrics
+            .rpc_calls
+            .with_label_values(&[id, outcome])
+            .inc();
+    }
+
+    pub fn economy(&self) -> &Arc<Economy> {
+        &self.economy
+    }
+}

@@ -1,0 +1,26 @@
+//! `GET /v2/account` and `PUT /v2/account`, for the caller's own account.
+
+use axum::extract::State;
+use axum::Json;
+use muster_proto::api::{Account, UpdateAccountRequest};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, Caller};
+use crate::state::AppState;
+
+pub async fn get(
+    Caller(caller): Caller,
+    State(state): State<AppState>,
+) -> Result<Json<Account>, ApiError> {
+    let online = state.registry.is_online(caller.uid);
+    Ok(Json(state.accounts.account(caller.uid, online).await?))
+}
+
+pub async fn update(
+    Caller(caller): Caller,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<UpdateAccountRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.accounts.update(caller.uid, body).await?;
+    Ok(Json(serde_json::json!({})))
+}

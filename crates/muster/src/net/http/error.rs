@@ -1,0 +1,107 @@
+//! The one error type of the HTTP API, mapped to an HTTP status and Nakama's error body
+//! `{"error","message","code"}` in exactly one place ([`ApiError::into_response`]).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use muster_proto::api::{code, ErrorBody};
+
+use crate::store::StoreError;
+
+/// A failed API call. The message is shown to the client, so it never carries secrets or
+/// internal detail; internal causes are logged where they are turned into `Internal`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
+    TooManyRequests(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal server error")]
+    Internal,
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, i32) {
+        match self {
+            ApiError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, code::INVALID_ARGUMENT),
+            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, code::UNAUTHENTICATED),
+            ApiError::PermissionDenied(_) => (StatusCode::FORBIDDEN, code::PERMISSION_DENIED),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
+            ApiError::AlreadyExists(_) => (StatusCode::CONFLICT, code::ALREADY_EXISTS),
+            ApiError::FailedPrecondition(_) => (StatusCode::BAD_REQUEST, code::FAILED_PRECONDITION),
+            ApiError::TooManyRequests(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, code::RESOURCE_EXHAUSTED)
+            }
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, code::RESOURCE_EXHAUSTED)
+            }
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, code::UNAVAILABLE),
+            ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = self.to_string();
+        let body = ErrorBody {
+            error: message.clone(),
+            message,
+            code,
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::UsernameTaken => {
+                ApiError::AlreadyExists("Username is already in use.".into())
+            }
+            StoreError::NotFound => ApiError::NotFound("Account not found.".into()),
+            StoreError::Closed => ApiError::Unavailable("Server is shutting down.".into()),
+            StoreError::Database(detail) => {
+                tracing::error!(%detail, "database error");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl From<crate::functions::RpcError> for ApiError {
+    fn from(error: crate::functions::RpcError) -> Self {
+        use crate::functions::RpcCode;
+        let message = error.message;
+        match error.code {
+            RpcCode::InvalidArgument => ApiError::InvalidArgument(message),
+            RpcCode::NotFound => ApiError::NotFound(message),
+            RpcCode::AlreadyExists => ApiError::AlreadyExists(message),
+            RpcCode::PermissionDenied => ApiError::PermissionDenied(message),
+            RpcCode::FailedPrecondition => ApiError::FailedPrecondition(message),
+            RpcCode::Unavailable => ApiError::Unavailable(message),
+            RpcCode::Internal => ApiError::Internal,
+        }
+    }
+}
+
+impl From<crate::economy::EconomyError> for ApiError {
+    fn from(error: crate::economy::EconomyError) -> Self {
+        crate::functions::RpcError::from(error).into()
+    }
+}

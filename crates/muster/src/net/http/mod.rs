@@ -1,0 +1,128 @@
+//! HTTP routes: Nakama's `/v2` client API, the realtime upgrade at `/ws`, `/metrics` and
+//! `/healthcheck`. Handlers parse and answer; the rules live in [`crate::accounts`]. Cross-cutting
+//! concerns (latency metrics, body limit, timeout, CORS) are layers here, not code in handlers.
+
+mod account;
+mod authenticate;
+mod channel;
+mod economy;
+pub mod error;
+pub mod extract;
+pub mod rooms;
+mod rpc;
+mod session;
+
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
+use tower_http::timeout::TimeoutLayer;
+
+use self::error::ApiError;
+use crate::state::AppState;
+
+pub fn router(state: AppState) -> Router {
+    let config = &state.config;
+    let cors = CorsLayer::new()
+        .allow_origin(AllowOrigin::mirror_request())
+        .allow_methods(AllowMethods::mirror_request())
+        .allow_headers(AllowHeaders::mirror_request())
+        .max_age(Duration::from_secs(3600));
+    Router::new()
+        .route(
+            "/v2/account/authenticate/device",
+            post(authenticate::device),
+        )
+        .route("/v2/account/authenticate/email", post(authenticate::email))
+        .route(
+            "/v2/account/authenticate/custom",
+            post(authenticate::custom),
+        )
+        .route("/v2/account/session/refresh", post(session::refresh))
+        .route("/v2/session/logout", post(session::logout))
+        .route("/v2/account", get(account::get).put(account::update))
+        .route("/v2/rooms", post(rooms::create).get(rooms::list))
+        .route("/v2/rooms/{id}", get(rooms::get).delete(rooms::destroy))
+        .route("/v2/rooms/{id}/connection", get(rooms::connection))
+        .route("/v2/channel/{channel_id}", get(channel::list_messages))
+        .route("/v2/rpc/{id}", get(rpc::call).post(rpc::call))
+        .route("/v2/economy/wallet", get(economy::wallet))
+        .route("/v2/economy/inventory", get(economy::inventory))
+        .route("/v2/economy/ledger", get(economy::ledger))
+        .route("/ws", get(crate::net::ws_upgrade::upgrade))
+        .route("/metrics", get(metrics))
+        .route("/healthcheck", get(healthcheck))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(config.limits.max_request_size_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(config.limits.request_timeout_ms),
+        ))
+        .layer(cors)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            record_latency,
+        ))
+        .with_state(state)
+}
+
+/// Observes every request's latency by route template (not raw path, so labels stay bounded).
+async fn record_latency(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    let status = response.status();
+    state
+        .metrics
+        .http_requests
+        .with_label_values(&[route.as_str(), status.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let required = &state.config.metrics.token;
+    if !required.is_empty() {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| extract::constant_time_eq(g.as_bytes(), required.as_bytes())) {
+            return Err(ApiError::Unauthenticated("Metrics token required.".into()));
+        }
+    }
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response())
+}
+
+async fn healthcheck() -> Json<serde_json::Value> {
+    Json(serde_json::json!({}))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("Not found.".into())
+}
+
+async fn method_not_allowed() -> Response {
+    let body = muster_proto::api::ErrorBody {
+        error: "Method not allowed.".into(),
+        message: "Method not allowed.".into(),
+        code: muster_proto::api::code::INVALID_ARGUMENT,
+    };
+    (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response()
+}

@@ -1,0 +1,175 @@
+//! The rooms API (Muster's own, not Nakama's): create a room of a registered match handler, get
+//! its connection info with a join ticket, list, destroy. See [`crate::matches::rooms`].
+//!
+//! | route | who | answer |
+//! |---|---|---|
+//! | `POST /v2/rooms` `{"handler","capacity","params"}` | player or admin | 201 room |
+//! | `GET /v2/rooms?handler=&limit=` | player or admin | `{"rooms":[…]}` |
+//! | `GET /v2/rooms/{id}` | player or admin | room |
+//! | `GET /v2/rooms/{id}/connection` | player | host, port, transport, ticket |
+//! | `DELETE /v2/rooms/{id}` | the room's creator, or admin | 204 |
+//!
+//! A player authenticates with `Authorization: Bearer <session token>`; a game server with
+//! `Authorization: Basic base64(<rooms.admin_key>:)` (refused while `rooms.admin_key` is empty).
+
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::header::{AUTHORIZATION, HOST};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::extract::{constant_time_eq, ApiJson, ApiQuery};
+use crate::matches::error::MatchError;
+use crate::matches::rooms::{CreateRoom, RoomCaller};
+use crate::state::AppState;
+
+/// The caller of a rooms route: a player (session token) or a game server (admin key).
+pub struct Caller(RoomCaller);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let (scheme, value) = header.split_once(' ').unwrap_or(("", ""));
+        if scheme.eq_ignore_ascii_case("Bearer") {
+            let claims = state
+                .tokens
+                .verify_session(value.trim())
+                .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
+            return Ok(Caller(RoomCaller::Player {
+                user_id: claims.uid,
+                username: claims.usn,
+            }));
+        }
+        let admin_key = &state.config.rooms.admin_key;
+        if scheme.eq_ignore_ascii_case("Basic") && !admin_key.is_empty() {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(value.trim())
+                .unwrap_or_default();
+            let key = decoded.split(|&b| b == b':').next().unwrap_or_default();
+            if constant_time_eq(key, admin_key.as_bytes()) {
+                return Ok(Caller(RoomCaller::Admin));
+            }
+        }
+        Err(ApiError::Unauthenticated(
+            "A session token (Bearer) or the rooms admin key (Basic) is required.".into(),
+        ))
+    }
+}
+
+fn api_error(error: MatchError) -> ApiError {
+    match error {
+        MatchError::NotFound(m) | MatchError::Ended(m) => ApiError::NotFound(m),
+        MatchError::BadInput(m) => ApiError::InvalidArgument(m),
+        MatchError::Forbidden(m) => ApiError::PermissionDenied(m),
+        MatchError::Rejected(m) => ApiError::Unavailable(m),
+    }
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiJson(request): ApiJson<CreateRoom>,
+) -> Result<Response, ApiError> {
+    let room = state
+        .matches
+        .create_room(&caller, request)
+        .map_err(api_error)?;
+    Ok((StatusCode::CREATED, Json(room)).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    handler: Option<String>,
+    limit: Option<usize>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(_): Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::InvalidArgument(
+            "limit must be between 1 and 1000.".into(),
+        ));
+    }
+    let rooms = state.matches.list_rooms(query.handler.as_deref(), limit);
+    Ok(Json(serde_json::json!({ "rooms": rooms })))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Caller(_): Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let room = state.matches.room_info(&id).map_err(api_error)?;
+    Ok(Json(room).into_response())
+}
+
+pub async fn connection(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    parts: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let host_header = parts
+        .get(HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    let (host, port) = split_host(host_header);
+    let info = state
+        .matches
+        .connection(&caller, &id, host, port)
+        .map_err(api_error)?;
+    Ok(Json(info).into_response())
+}
+
+pub async fn destroy(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .matches
+        .destroy_room(&caller, &id)
+        .map_err(api_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `host[:port]` or `[v6]:port` → (host, port); port 80 when absent.
+fn split_host(value: &str) -> (&str, u16) {
+    if let Some(rest) = value.strip_prefix('[') {
+        if let Some((host, tail)) = rest.split_once(']') {
+            let port = tail
+                .strip_prefix(':')
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(80);
+            return (host, port);
+        }
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) => (host, port.parse().unwrap_or(80)),
+        None => (value, 80),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_header_forms() {
+        assert_eq!(super::split_host("example.com"), ("example.com", 80));
+        assert_eq!(super::split_host("127.0.0.1:7350"), ("127.0.0.1", 7350));
+        assert_eq!(super::split_host("[::1]:9"), ("::1", 9));
+    }
+}

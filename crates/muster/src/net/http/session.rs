@@ -1,0 +1,30 @@
+//! `POST /v2/account/session/refresh` (server key) and `POST /v2/session/logout` (session token).
+
+use axum::extract::State;
+use axum::Json;
+use muster_proto::api::{Session, SessionLogoutRequest, SessionRefreshRequest};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, AuthRateLimit, Caller, ServerKey};
+use crate::state::AppState;
+
+pub async fn refresh(
+    _: AuthRateLimit,
+    _: ServerKey,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SessionRefreshRequest>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(state.accounts.refresh(&body.token, body.vars).await?))
+}
+
+pub async fn logout(
+    Caller(caller): Caller,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SessionLogoutRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .accounts
+        .logout(&caller, &body.token, &body.refresh_token)
+        .await?;
+    Ok(Json(serde_json::json!({})))
+}

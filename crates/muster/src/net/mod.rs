@@ -1,0 +1,15 @@
+//! Transports and edges: everything that knows about HTTP, WebSocket and TCP bytes.
+//!
+//! - [`http`]: Nakama's `/v2` routes, one file per resource, one auth extractor, one error type;
+//! - [`ws_upgrade`] + [`ws`]: the realtime socket over WebSocket (checked before the upgrade,
+//!   then one task per socket);
+//! - [`tcp`]: the native TCP transport (length-delimited protobuf envelopes) for rooms and matches;
+//! - [`dispatch`]: one decoded envelope in, at most one reply out, for every transport; a
+//!   domain's error becomes an error envelope there.
+
+pub mod dispatch;
+pub mod http;
+pub mod rpc_envelope;
+pub mod tcp;
+pub mod ws;
+pub mod ws_upgrade;

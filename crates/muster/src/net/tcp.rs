@@ -1,0 +1,371 @@
+//! The native TCP transport: rooms (and any match) without WebSocket or JSON.
+//!
+//! A connection carries protobuf realtime envelopes in [`muster_proto::frame`]'s length-delimited
+//! frames (a 1–5 byte varint length, then the envelope). The first frame must be
+//! `match_join { token }` with a join ticket (from a room's connection info) or a matchmaker
+//! token: it authenticates the connection as the ticket's user and joins its match, answered
+//! with `match` (same `cid`). After that the connection is a realtime session like a WebSocket
+//! in protobuf format: it sends and receives the same envelopes, and sits in the same match as
+//! WebSocket players.
+//!
+//! Bad input: a frame whose body is not an envelope is answered with an `error` envelope and the
+//! connection stays open; a length over `socket.max_message_size_bytes` or a malformed length is
+//! answered with an `error` (code 3) and the connection is closed (the stream has lost its
+//! framing). A first frame that is not a valid join, or a join that fails, is answered with the
+//! error and closed. A connection silent for `socket.pong_wait_ms` is closed (send `ping`
+//! envelopes when idle); one whose match ends is closed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::Message as Frame;
+use bytes::{Buf as _, BytesMut};
+use muster_proto::frame::{self, FrameError};
+use muster_proto::realtime::{error_code, match_join, DecodeError, Envelope, Message};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{timeout, Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch;
+use crate::matches::registry::MatchRef;
+use crate::matches::JoinTarget;
+use crate::session::registry::{Admission, Session};
+use crate::session::Format;
+use crate::state::AppState;
+
+/// Accepts connections until the server shuts down.
+pub async fn serve(listener: TcpListener, state: AppState) {
+    loop {
+        let accepted = tokio::select! {
+            () = state.shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let state = state.clone();
+                state.sockets.clone().spawn(connection(stream, peer, state));
+            }
+            Err(error) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(%error, "TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Why a TCP connection ended (the `sockets_closed_total` label).
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    ClientClosed,
+    ServerShutdown,
+    Idle,
+    QueueFull,
+    BadFrame,
+    JoinFailed,
+    MatchEnded,
+    WriteFailed,
+}
+
+impl Ending {
+    fn label(self) -> &'static str {
+        match self {
+            Ending::ClientClosed => "tcp_client_closed",
+            Ending::ServerShutdown => "tcp_server_shutdown",
+            Ending::Idle => "tcp_idle_timeout",
+            Ending::QueueFull => "tcp_queue_full",
+            Ending::BadFrame => "tcp_bad_frame",
+            Ending::JoinFailed => "tcp_join_failed",
+            Ending::MatchEnded => "tcp_match_ended",
+            Ending::WriteFailed => "tcp_write_failed",
+        }
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    read: BytesMut,
+    max_len: usize,
+    write_limit: Duration,
+}
+
+impl Conn {
+    /// Writes envelopes as frames, all in one write.
+    async fn send(&mut self, envelopes: &[Envelope]) -> Result<(), Ending> {
+        let mut out = Vec::new();
+        for envelope in envelopes {
+            frame::encode_frame(envelope, &mut out);
+        }
+        self.write(&out).await
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), Ending> {
+        match timeout(self.write_limit, self.stream.write_all(bytes)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(Ending::WriteFailed),
+        }
+    }
+
+    /// Reads more bytes; `Err` at end of stream or on error.
+    async fn fill(&mut self) -> Result<(), Ending> {
+        if self.read.capacity() - self.read.len() < 256 {
+            self.read.reserve(512);
+        }
+        match self.stream.read_buf(&mut self.read).await {
+            Ok(0) | Err(_) => Err(Ending::ClientClosed),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// Complete frames read so far (decoded, or their decode errors).
+    fn frames(&mut self) -> Result<Vec<Result<Envelope, DecodeError>>, FrameError> {
+        let (frames, used) = frame::decode_frames(&self.read, self.max_len)?;
+        self.read.advance(used);
+        Ok(frames)
+    }
+}
+
+async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
+    let _ = stream.set_nodelay(true);
+    let config = &state.config.socket;
+    let idle = Duration::from_millis(config.pong_wait_ms);
+    let mut conn = Conn {
+        stream,
+        read: BytesMut::with_capacity(256),
+        max_len: config.max_message_size_bytes,
+        write_limit: idle,
+    };
+    if !state.connect_limit.allow(peer.ip()) {
+        state
+            .metrics
+            .rate_limited
+            .with_label_values(&["connect"])
+            .inc();
+        let _ = conn
+            .send(&[Envelope::error(
+                "",
+                error_code::BAD_INPUT,
+                "Too many connections; slow down.",
+            )])
+            .await;
+        return;
+    }
+    let Some(admission) = state.registry.admit(config.max_sockets) else {
+        let _ = conn
+            .send(&[Envelope::error(
+                "",
+                error_code::BAD_INPUT,
+                "Server is at its connection limit.",
+            )])
+            .await;
+        return;
+    };
+    let ending = match timeout(idle, handshake(&mut conn, admission, &state)).await {
+        Ok(Ok((guard, ended))) => {
+            let session = guard.entry.clone();
+            let ending = run(&mut conn, &session, ended, &state, idle).await;
+            state.matches.session_closed(&session);
+            drop(guard);
+            ending
+        }
+        Ok(Err(ending)) => ending,
+        Err(_) => Ending::Idle,
+    };
+    state
+        .metrics
+        .sockets_closed
+        .with_label_values(&[ending.label()])
+        .inc();
+    let _ = conn.stream.shutdown().await;
+}
+
+/// Reads the first frame, which must join a match with a token; registers the session.
+async fn handshake(
+    conn: &mut Conn,
+    admission: Admission,
+    state: &AppState,
+) -> Result<
+    (
+        crate::session::registry::SessionGuard,
+        Option<CancellationToken>,
+    ),
+    Ending,
+> {
+    let first = loop {
+        match conn.frames() {
+            Err(error) => {
+                let _ = conn
+                    .send(&[Envelope::error(
+                        "",
+                        error_code::BAD_INPUT,
+                        error.to_string(),
+                    )])
+                    .await;
+                return Err(Ending::BadFrame);
+            }
+            Ok(mut frames) if !frames.is_empty() => break frames.swap_remove(0),
+            Ok(_) => conn.fill().await?,
+        }
+    };
+    let refuse = |cid: &str, code: i32, message: &str| Envelope::error(cid, code, message);
+    let envelope = match first {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            let _ = conn
+                .send(&[refuse(error.cid(), error.code(), &error.to_string())])
+                .await;
+            return Err(Ending::BadFrame);
+        }
+    };
+    let cid = envelope.cid.clone();
+    let Some(Message::MatchJoin(join)) = envelope.message else {
+        let _ = conn
+            .send(&[refuse(
+                &cid,
+                error_code::BAD_INPUT,
+                "The first frame must be match_join with a token.",
+            )])
+            .await;
+        return Err(Ending::JoinFailed);
+    };
+    let Some(match_join::Id::Token(token)) = join.id else {
+        let _ = conn
+            .send(&[refuse(
+                &cid,
+                error_code::BAD_INPUT,
+                "The first frame must be match_join with a token.",
+            )])
+            .await;
+        return Err(Ending::JoinFailed);
+    };
+    let matches = &state.matches;
+    let claims = match matches.tokens.verify(&token) {
+        Ok(claims) => claims,
+        Err(error) => {
+            matches
+                .metrics
+                .errors
+                .with_label_values(&[error.label()])
+                .inc();
+            let _ = conn.send(&[error.envelope(cid)]).await;
+            return Err(Ending::JoinFailed);
+        }
+    };
+    let guard = state.registry.register(
+        admission,
+        claims.uid,
+        &claims.usn,
+        Format::Protobuf,
+        state.config.socket.outgoing_queue_size,
+    );
+    let session = guard.entry.clone();
+    match matches
+        .join(&session, JoinTarget::Token(token), join.metadata)
+        .await
+    {
+        Ok(joined) => {
+            let reply = Envelope::new(cid, Message::Match(joined));
+            conn.send(&[reply]).await?;
+            let ended = match matches.registry.get(claims.match_id()) {
+                Ok(MatchRef::Authoritative(handle)) => Some(handle.ended.clone()),
+                _ => None,
+            };
+            Ok((guard, ended))
+        }
+        Err(error) => {
+            matches
+                .metrics
+                .errors
+                .with_label_values(&[error.label()])
+                .inc();
+            let _ = conn.send(&[error.envelope(cid)]).await;
+            Err(Ending::JoinFailed)
+        }
+    }
+}
+
+/// Serves a joined connection until it ends.
+///
+/// The futures that outlive one message (the shutdown and match-ended signals, the idle timer,
+/// the outbox's wake-up) are made once and reused: re-creating them per message showed in
+/// profiles as timer-wheel and waker-list churn on every input.
+async fn run(
+    conn: &mut Conn,
+    session: &Arc<Session>,
+    ended: Option<CancellationToken>,
+    state: &AppState,
+    idle: Duration,
+) -> Ending {
+    let ended = ended.unwrap_or_default();
+    let shutdown = state.shutdown.cancelled();
+    let ended = ended.cancelled();
+    let idle_timer = tokio::time::sleep(idle);
+    let ready = session.outbox.ready();
+    tokio::pin!(shutdown, ended, idle_timer, ready);
+    let mut last_heard = Instant::now();
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return Ending::ServerShutdown,
+            () = &mut ended => return Ending::MatchEnded,
+            () = &mut idle_timer => {
+                // The timer is moved only when it fires, not on every message.
+                let deadline = last_heard + idle;
+                if Instant::now() >= deadline {
+                    return Ending::Idle;
+                }
+                idle_timer.as_mut().reset(deadline);
+            }
+            filled = conn.fill() => {
+                if let Err(ending) = filled {
+                    return ending;
+                }
+                last_heard = Instant::now();
+                let frames = match conn.frames() {
+                    Ok(frames) => frames,
+                    Err(error) => {
+                        let _ = conn.send(&[Envelope::error("", error_code::BAD_INPUT, error.to_string())]).await;
+                        return Ending::BadFrame;
+                    }
+                };
+                let mut replies = Vec::new();
+                for decoded in frames {
+                    let reply = match decoded {
+                        Ok(envelope) => match dispatch::handle(envelope, session, state) {
+                            dispatch::Handling::Now(reply) => reply,
+                            dispatch::Handling::Later(handler) => handler.await,
+                        },
+                        Err(error) => Some(Envelope::error(error.cid(), error.code(), error.to_string())),
+                    };
+                    replies.extend(reply);
+                }
+                if !replies.is_empty() {
+                    if let Err(ending) = conn.send(&replies).await {
+                        return ending;
+                    }
+                }
+            }
+            () = &mut ready => {
+                ready.set(session.outbox.ready());
+                let drained = session.outbox.drain();
+                if drained.overflowed {
+                    state.metrics.outgoing_dropped.inc();
+                    return Ending::QueueFull;
+                }
+                let mut out = Vec::new();
+                for message in drained.messages {
+                    if let Frame::Binary(bytes) = message {
+                        frame::write_header(bytes.len(), &mut out);
+                        out.extend_from_slice(&bytes);
+                    }
+                }
+                if !out.is_empty() {
+                    if let Err(ending) = conn.write(&out).await {
+                        return ending;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! One socket's life: register, read and answer envelopes, write queued messages, keep the peer
+//! alive, and close with a reason. A single task does all of it, so an idle socket costs one task,
+//! its WebSocket state and a registry entry — no second task, no channel, no spare buffers.
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket};
+use futures_util::SinkExt;
+use muster_proto::realtime::{DecodeError, Envelope};
+use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
+
+use super::dispatch;
+use crate::accounts::tokens::Claims;
+use crate::session::codec;
+use crate::session::outbox::Outbox;
+use crate::session::{Admission, Format};
+use crate::state::AppState;
+
+/// Why a socket ended; the close code and reason the client sees, and the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    ClientClosed,
+    ServerShutdown,
+    KeepAliveTimeout,
+    QueueFull,
+    MessageTooBig,
+    ProtocolError,
+    WriteFailed,
+}
+
+impl Ending {
+    fn close_frame(self) -> Option<(u16, &'static str)> {
+        match self {
+            Ending::ClientClosed | Ending::WriteFailed => None,
+            Ending::ServerShutdown => Some((1001, "server shutting down")),
+            Ending::KeepAliveTimeout => Some((1001, "keep-alive timeout")),
+            Ending::QueueFull => Some((1008, "outgoing queue full: client too slow")),
+            Ending::MessageTooBig => Some((1009, "message too big")),
+            Ending::ProtocolError => Some((1002, "protocol error")),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Ending::ClientClosed => "client_closed",
+            Ending::ServerShutdown => "server_shutdown",
+            Ending::KeepAliveTimeout => "keepalive_timeout",
+            Ending::QueueFull => "queue_full",
+            Ending::MessageTooBig => "message_too_big",
+            Ending::ProtocolError => "protocol_error",
+            Ending::WriteFailed => "write_failed",
+        }
+    }
+}
+
+fn classify(error: axum::Error) -> Ending {
+    tracing::debug!(%error, "WebSocket read failed");
+    match error.into_inner().downcast::<tungstenite::Error>() {
+        Ok(e) if matches!(*e, tungstenite::Error::Capacity(_)) => Ending::MessageTooBig,
+        Ok(e)
+            if matches!(
+                *e,
+                tungstenite::Error::Protocol(_) | tungstenite::Error::Utf8(_)
+            ) =>
+        {
+            Ending::ProtocolError
+        }
+        _ => Ending::ClientClosed,
+    }
+}
+
+/// Sends one frame, giving up on a peer that does not take it within `limit`.
+async fn send(socket: &mut WebSocket, frame: Frame, limit: Duration) -> Result<(), Ending> {
+    match timeout(limit, socket.send(frame)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Ending::WriteFailed),
+    }
+}
+
+/// Writes `reply` (the direct answer to the request just handled, if any), then everything
+/// queued in the outbox, and flushes once, so frames that queued up together leave in as few
+/// writes as the write buffer allows. The answer goes first: a `match_join` is answered with
+/// `match` before the match's own first messages (queued while the join was handled). Answers
+/// that must follow a fanout, such as a chat ack after the sender's own `channel_message`, are
+/// queued on the outbox by their handler instead.
+///
+/// A peer that does not take the frames within `limit` is dropped; an outbox that overflows
+/// meanwhile ends the socket at once (1008), without waiting for the slow write to time out.
+async fn write_pending(
+    socket: &mut WebSocket,
+    outbox: &Outbox,
+    mut reply: Option<Frame>,
+    limit: Duration,
+) -> Result<(), Ending> {
+    loop {
+        let reply = reply.take();
+        let write = async {
+            let mut reply = reply;
+            if let Some(frame) = reply.take() {
+                socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
+            }
+            loop {
+                let drained = outbox.drain();
+                if drained.overflowed {
+                    return Err(Ending::QueueFull);
+                }
+                for frame in drained.messages {
+                    socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
+                }
+                if outbox.is_empty() {
+                    break;
+                }
+            }
+            socket.flush().await.map_err(|_| Ending::WriteFailed)
+        };
+        tokio::select! {
+            biased;
+            written = timeout(limit, write) => written.unwrap_or(Err(Ending::WriteFailed))?,
+            () = outbox.overflowed() => return Err(Ending::QueueFull),
+        }
+        // `overflowed` may have taken the wake-up of a push made during the write.
+        if outbox.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+/// Serves one upgraded socket until it ends. This future lives as long as the socket, so its
+/// size is per-socket memory: an `async fn` keeps its arguments in a part of its state that its
+/// locals can never reuse, so the arguments arrive in one box (8 bytes there instead of ~600)
+/// and are moved out of it at once.
+pub fn serve(
+    socket: WebSocket,
+    claims: Claims,
+    format: Format,
+    admission: Admission,
+    state: AppState,
+) -> impl std::future::Future<Output = ()> + Send {
+    serve_accepted(Box::new(Accepted {
+        socket,
+        claims,
+        format,
+        admission,
+        state,
+    }))
+}
+
+struct Accepted {
+    socket: WebSocket,
+    claims: Claims,
+    format: Format,
+    admission: Admission,
+    state: AppState,
+}
+
+async fn serve_accepted(accepted: Box<Accepted>) {
+    let Accepted {
+        mut socket,
+        claims,
+        format,
+        admission,
+        state,
+    } = *accepted;
+    let _tracked = state.sockets.token();
+    let config = &state.config.socket;
+    let guard = state.registry.register(
+        admission,
+        claims.uid,
+        &claims.usn,
+        format,
+        config.outgoing_queue_size,
+    );
+    let session = &guard.entry;
+    // Declared after `guard`, so it is dropped first: the socket leaves its chat channels
+    // (telling their other members) before it leaves the registry.
+    let _memberships = state.chat.memberships(session.clone());
+    let ping_period = Duration::from_millis(config.ping_period_ms);
+    let pong_wait = Duration::from_millis(config.pong_wait_ms);
+    let mut keepalive = interval_at(Instant::now() + ping_period, ping_period);
+    keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_heard = Instant::now();
+
+    let ending = loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => break Ending::ServerShutdown,
+            incoming = socket.recv() => {
+                let frame = match incoming {
+                    None => break Ending::ClientClosed,
+                    Some(Err(error)) => break classify(error),
+                    Some(Ok(frame)) => frame,
+                };
+                last_heard = Instant::now();
+                if let Frame::Close(_) = frame {
+                    // tungstenite has queued the echo of the client's close (RFC 6455 5.5.1);
+                    // flushing writes it, so the client sees its close handshake completed.
+                    let _ = timeout(pong_wait, socket.flush()).await;
+                    break Ending::ClientClosed;
+                }
+                let Some(decoded) = codec::decode(&frame) else { continue };
+                let reply = match decoded {
+                    Ok(envelope) => match dispatch::handle(envelope, session, &state) {
+                        dispatch::Handling::Now(reply) => reply,
+                        dispatch::Handling::Later(handler) => handler.await,
+                    },
+                    Err(error) => Some(reject(&error, &state)),
+                };
+                // The reply goes out first, then whatever the outbox holds, in one flush.
+                let reply = reply.map(|reply| codec::encode(format, &reply));
+                if let Err(ending) = write_pending(&mut socket, &session.outbox, reply, pong_wait).await {
+                    break ending;
+                }
+            }
+            () = session.outbox.ready() => {
+                if let Err(ending) = write_pending(&mut socket, &session.outbox, None, pong_wait).await {
+                    break ending;
+                }
+            }
+            _ = keepalive.tick() => {
+                if last_heard.elapsed() >= pong_wait {
+                    break Ending::KeepAliveTimeout;
+                }
+                if let Err(ending) = send(&mut socket, Frame::Ping(Default::default()), pong_wait).await {
+                    break ending;
+                }
+            }
+        }
+    };
+
+    state.matches.session_closed(session);
+    if ending == Ending::QueueFull {
+        state.metrics.outgoing_dropped.inc();
+    }
+    if let Some((code, reason)) = ending.close_frame() {
+        let frame = Frame::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        let _ = timeout(Duration::from_secs(1), socket.send(frame)).await;
+    }
+    state
+        .metrics
+        .sockets_closed
+        .with_label_values(&[ending.label()])
+        .inc();
+    tracing::debug!(session = %session.session_id, user = %session.user_id, reason = ending.label(), "socket closed");
+}
+
+/// The error envelope for a frame that could not be decoded; the socket stays open.
+fn reject(error: &DecodeError, state: &AppState) -> Envelope {
+    let reason = match error {
+        DecodeError::Malformed(_) => "malformed",
+        DecodeError::Unrecognized { .. } => "unrecognized",
+        DecodeError::Missing { .. } => "missing",
+        DecodeError::Ambiguous { .. } => "ambiguous",
+    };
+    state
+        .metrics
+        .realtime_errors
+        .with_label_values(&[reason])
+        .inc();
+    Envelope::error(error.cid(), error.code(), error.to_string())
+}

@@ -1,0 +1,86 @@
+//! The realtime socket's front door: `GET /ws`.
+//!
+//! `GET /ws?token=...&format=json|protobuf` is checked (rate limit, token, format, socket cap)
+//! before the upgrade, so a bad request is answered 4xx with Nakama's error body and never becomes
+//! a socket. After the upgrade, [`super::ws::serve`] owns the connection.
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::http::error::ApiError;
+use super::http::extract::{ApiQuery, ClientIp};
+use crate::session::Format;
+use crate::state::AppState;
+
+/// Bytes of frames a socket gathers before writing them without waiting for its flush.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+#[derive(Deserialize)]
+pub struct ConnectQuery {
+    token: Option<String>,
+    format: Option<String>,
+}
+
+pub async fn upgrade(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    ApiQuery(query): ApiQuery<ConnectQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    if !state.connect_limit.allow(ip) {
+        state
+            .metrics
+            .rate_limited
+            .with_label_values(&["connect"])
+            .inc();
+        return Err(ApiError::TooManyRequests(
+            "Too many connections; slow down.".into(),
+        ));
+    }
+    let token = query
+        .token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::Unauthenticated("Auth token required.".into()))?;
+    let claims = state
+        .tokens
+        .verify_session(&token)
+        .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
+    let format = match query.format.as_deref() {
+        None | Some("") | Some("json") => Format::Json,
+        Some("protobuf") => Format::Protobuf,
+        Some(other) => {
+            return Err(ApiError::InvalidArgument(format!(
+                "Unknown format '{other}': use json or protobuf."
+            )))
+        }
+    };
+    let admission = state
+        .registry
+        .admit(state.config.socket.max_sockets)
+        .ok_or_else(|| {
+            ApiError::Unavailable("Server is at its socket limit; try another node.".into())
+        })?;
+    let upgrade = upgrade.map_err(|rejection| {
+        ApiError::InvalidArgument(format!(
+            "Not a WebSocket upgrade request: {}",
+            rejection.body_text()
+        ))
+    })?;
+    let socket_config = &state.config.socket;
+    let response = upgrade
+        .read_buffer_size(socket_config.read_buffer_bytes)
+        // Frames queue in tungstenite's write buffer until the socket task flushes, so a
+        // request's answer and everything its outbox holds leave in one write (one syscall
+        // instead of one per frame). The buffer holds only what one flush carries; an idle
+        // socket's stays as small as its largest batch.
+        .write_buffer_size(WRITE_BATCH_BYTES)
+        .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
+        .max_message_size(socket_config.max_message_size_bytes)
+        .max_frame_size(socket_config.max_message_size_bytes)
+        .on_upgrade(move |ws| super::ws::serve(ws, claims, format, admission, state))
+        .into_response();
+    Ok(response)
+}

@@ -1,0 +1,121 @@
+//! A socket's bounded queue of messages written by other tasks (presence, chat fanout, matches).
+//!
+//! An empty outbox allocates nothing, which matters at a million idle sockets. When a producer
+//! finds it full, the outbox is marked overflowed and the socket's task closes the connection
+//! with a reason: a client that does not read must not grow the server's memory, and a reliable
+//! stream with a hole in it is worse than a reconnect.
+
+use std::collections::VecDeque;
+
+use super::codec::Frame as Message;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+pub struct Outbox {
+    state: Mutex<State>,
+    ready: Notify,
+    capacity: usize,
+}
+
+struct State {
+    queue: VecDeque<Message>,
+    overflowed: bool,
+}
+
+/// What the socket task takes out at once.
+pub struct Drained {
+    pub messages: VecDeque<Message>,
+    pub overflowed: bool,
+}
+
+impl Outbox {
+    pub fn new(capacity: usize) -> Outbox {
+        Outbox {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                overflowed: false,
+            }),
+            ready: Notify::new(),
+            capacity,
+        }
+    }
+
+    /// Queues `message`; false (and the socket will be closed) when the queue is full.
+    ///
+    /// Only the push that finds the queue empty wakes the socket's task: the task drains the
+    /// whole queue when it wakes (and checks [`Outbox::is_empty`] after a write before waiting
+    /// again), so later pushes ride on that wake-up instead of scheduling the task once each.
+    pub fn push(&self, message: Message) -> bool {
+        let mut state = self.state.lock();
+        if state.overflowed {
+            return false;
+        }
+        let was_empty = state.queue.is_empty();
+        let accepted = state.queue.len() < self.capacity;
+        if accepted {
+            state.queue.push_back(message);
+        } else {
+            state.overflowed = true;
+            state.queue = VecDeque::new();
+        }
+        drop(state);
+        if was_empty || !accepted {
+            self.ready.notify_one();
+        }
+        accepted
+    }
+
+    /// Resolves when something was pushed since the last [`Outbox::drain`].
+    pub async fn ready(&self) {
+        self.ready.notified().await;
+    }
+
+    /// Resolves once the outbox has overflowed. Consumes wake-ups meant for [`Outbox::ready`],
+    /// so whoever waits on it must check [`Outbox::is_empty`] afterwards.
+    pub async fn overflowed(&self) {
+        loop {
+            if self.state.lock().overflowed {
+                return;
+            }
+            self.ready.notified().await;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().queue.is_empty()
+    }
+
+    pub fn drain(&self) -> Drained {
+        let mut state = self.state.lock();
+        Drained {
+            messages: std::mem::take(&mut state.queue),
+            overflowed: state.overflowed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bounded_and_overflow_is_sticky() {
+        let outbox = Outbox::new(2);
+        assert!(outbox.push(Message::Text("a".into())));
+        assert!(outbox.push(Message::Text("b".into())));
+        outbox.ready().await;
+        let drained = outbox.drain();
+        assert_eq!(drained.messages.len(), 2);
+        assert!(!drained.overflowed);
+        assert!(outbox.push(Message::Text("c".into())));
+        assert!(outbox.push(Message::Text("d".into())));
+        assert!(!outbox.push(Message::Text("e".into())));
+        assert!(!outbox.push(Message::Text("f".into())), "stays overflowed");
+        let drained = outbox.drain();
+        assert!(drained.overflowed);
+        assert!(
+            drained.messages.is_empty(),
+            "an overflowed queue is released at once"
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! Who is online: every open socket (a session) and, per user, how many sessions they have.
+//! Counts are kept as counters updated on register and unregister, never by walking the maps.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use muster_proto::realtime::UserPresence;
+use uuid::Uuid;
+
+use super::outbox::Outbox;
+use super::Format;
+use crate::base::metrics::Metrics;
+use crate::chat::socket_state::ChatSession;
+
+/// One open socket as other parts of the server see it.
+pub struct Session {
+    pub session_id: Uuid,
+    pub user_id: Uuid,
+    pub username: Box<str>,
+    pub format: Format,
+    pub outbox: Outbox,
+    /// The chat channels this socket is in and its message budget.
+    pub chat: ChatSession,
+}
+
+impl Session {
+    /// This session as channel and match members see it.
+    pub fn presence(&self) -> UserPresence {
+        UserPresence {
+            user_id: self.user_id.to_string(),
+            session_id: self.session_id.to_string(),
+            username: self.username.to_string(),
+            persistence: false,
+            status: None,
+        }
+    }
+}
+
+pub struct SessionRegistry {
+    sessions: DashMap<Uuid, Arc<Session>>,
+    sessions_per_user: DashMap<Uuid, u32>,
+    open: AtomicUsize,
+    /// Sockets admitted under the socket limit: open ones and those still upgrading.
+    admitted: AtomicUsize,
+    metrics: Arc<Metrics>,
+}
+
+/// A place under the socket limit. It is taken before an upgrade is answered, so that many
+/// upgrades at once cannot all see room for one more; the session holds it once registered, and
+/// it is given back when the session ends or the upgrade never completes.
+pub struct Admission {
+    registry: Arc<SessionRegistry>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.registry.admitted.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Keeps a session registered while alive; dropping it unregisters the session.
+pub struct SessionGuard {
+    admission: Admission,
+    pub entry: Arc<Session>,
+}
+
+impl SessionRegistry {
+    pub fn new(metrics: Arc<Metrics>) -> SessionRegistry {
+        SessionRegistry {
+            sessions: DashMap::new(),
+            sessions_per_user: DashMap::new(),
+            open: AtomicUsize::new(0),
+            admitted: AtomicUsize::new(0),
+            metrics,
+        }
+    }
+
+    /// Takes a place if fewer than `max` sockets hold one (`max` 0: no limit).
+    pub fn admit(self: &Arc<Self>, max: usize) -> Option<Admission> {
+        self.admitted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (max == 0 || n < max).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Admission {
+            registry: self.clone(),
+        })
+    }
+
+    pub fn register(
+        &self,
+        admission: Admission,
+        user_id: Uuid,
+        username: &str,
+        format: Format,
+        outbox_capacity: usize,
+    ) -> SessionGuard {
+        let entry = Arc::new(Session {
+            session_id: Uuid::new_v4(),
+            user_id,
+            username: username.into(),
+            format,
+            outbox: Outbox::new(outbox_capacity),
+            chat: ChatSession::default(),
+        });
+        self.sessions.insert(entry.session_id, entry.clone());
+        let mut count = self.sessions_per_user.entry(user_id).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            self.metrics.users_online.inc();
+        }
+        drop(count);
+        self.open.fetch_add(1, Ordering::Relaxed);
+        self.metrics.sockets_open.inc();
+        SessionGuard { admission, entry }
+    }
+
+    fn unregister(&self, entry: &Session) {
+        if self.sessions.remove(&entry.session_id).is_none() {
+            return;
+        }
+        let last = self
+            .sessions_per_user
+            .remove_if_mut(&entry.user_id, |_, count| {
+                *count -= 1;
+                *count == 0
+            })
+            .is_some();
+        if last {
+            self.metrics.users_online.dec();
+        }
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.sockets_open.dec();
+    }
+
+    /// Sockets open now.
+    pub fn sockets(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    pub fn is_online(&self, user_id: Uuid) -> bool {
+        self.sessions_per_user.contains_key(&user_id)
+    }
+
+    pub fn session(&self, session_id: Uuid) -> Option<Arc<Session>> {
+        self.sessions.get(&session_id).map(|e| e.clone())
+    }
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.admission.registry.unregister(&self.entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_sessions_and_users() {
+        let registry = Arc::new(SessionRegistry::new(Arc::new(Metrics::new())));
+        let alice = Uuid::new_v4();
+        let admit = || registry.admit(0).expect("no limit");
+        let first = registry.register(admit(), alice, "alice", Format::Json, 4);
+        let second = registry.register(admit(), alice, "alice", Format::Protobuf, 4);
+        assert_eq!(registry.sockets(), 2);
+        assert!(registry.is_online(alice));
+        assert!(registry.session(first.entry.session_id).is_some());
+        drop(first);
+        assert!(registry.is_online(alice), "one session left");
+        drop(second);
+        assert!(!registry.is_online(alice));
+        assert_eq!(registry.sockets(), 0);
+        assert_eq!(registry.metrics.users_online.get(), 0);
+    }
+
+    #[test]
+    fn admissions_hold_the_limit_until_released() {
+        let registry = Arc::new(SessionRegistry::new(Arc::new(Metrics::new())));
+        let upgrading = registry.admit(2).expect("room");
+        let session = registry.register(
+            registry.admit(2).expect("room"),
+            Uuid::new_v4(),
+            "bob",
+            Format::Json,
+            4,
+        );
+        assert!(
+            registry.admit(2).is_none(),
+            "an upgrade in flight holds its place"
+        );
+        drop(upgrading);
+        let third = registry
+            .admit(2)
+            .expect("an abandoned upgrade gives its place back");
+        assert!(registry.admit(2).is_none());
+        drop(session);
+        assert!(
+            registry.admit(2).is_some(),
+            "a closed session gives its place back"
+        );
+        drop(third);
+        assert_eq!(registry.admitted.load(Ordering::Acquire), 0);
+    }
+}
