@@ -96,6 +96,11 @@ impl AppState {
         let shutdown = CancellationToken::new();
         let matches =
             Matches::build(&config, &store, &metrics, handlers, shutdown.child_token()).await?;
+        // One cleanup path for every transport: a session that ends leaves its chat channels
+        // first (telling their other members), then its matches and matchmaker tickets.
+        let registry = Arc::new(SessionRegistry::new(metrics.clone()));
+        registry.on_session_closed(chat.clone());
+        registry.on_session_closed(matches.clone());
         Ok(AppState {
             matches,
             chat,
@@ -104,7 +109,7 @@ impl AppState {
                 limits.connect_per_ip_per_sec,
                 limits.connect_burst,
             )),
-            registry: Arc::new(SessionRegistry::new(metrics.clone())),
+            registry,
             rpc,
             config: Arc::new(config),
             store,

@@ -496,3 +496,65 @@ async fn empty_rooms_expire() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A native TCP session that joined a chat channel leaves it when its connection closes: the
+/// other members get the leave event and a later joiner sees no ghost presence. (Before the
+/// transports shared one cleanup path, only the WebSocket left its channels.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tcp_session_leaves_its_chat_channels_on_close() {
+    let (server, _db) = server(|_| {}).await;
+    let tcp_player = Ws::connect(&server, "chat-tcp").await;
+    let mut watcher = Ws::connect(&server, "chat-watcher").await;
+    let room = create_room(&server, &bearer(&tcp_player), 2).await;
+    let info = connection(&server, &bearer(&tcp_player), &room).await;
+    // The TCP player's WebSocket is not needed any more: only its TCP session remains.
+    let tcp_user = tcp_player.user_id.clone();
+    tcp_player.close().await;
+
+    let mut tcp = Tcp::connect(tcp_addr(&info)).await;
+    tcp.send(&join_with_token(
+        "1",
+        info["ticket"].as_str().expect("ticket"),
+    ))
+    .await;
+    tcp.next_kind("match").await;
+    tcp.send(&Envelope::new(
+        "2",
+        Message::ChannelJoin(muster_proto::realtime::ChannelJoin {
+            target: "lobby".into(),
+            r#type: muster_proto::realtime::channel_type::ROOM,
+            ..Default::default()
+        }),
+    ))
+    .await;
+    let joined = tcp.next_kind("channel").await;
+    assert_eq!(joined.cid, "2");
+
+    let seen = watcher
+        .request(json!({"channel_join": {"target": "lobby", "type": 1}}))
+        .await;
+    let present: Vec<&str> = seen["channel"]["presences"]
+        .as_array()
+        .expect("presences")
+        .iter()
+        .filter_map(|p| p["user_id"].as_str())
+        .collect();
+    assert_eq!(present, vec![tcp_user.as_str()], "{seen}");
+
+    drop(tcp);
+    let event = watcher.next("channel_presence_event").await;
+    let leaves = &event["channel_presence_event"]["leaves"];
+    assert_eq!(leaves[0]["user_id"], json!(tcp_user), "{event}");
+
+    let mut late = Ws::connect(&server, "chat-late").await;
+    let seen = late
+        .request(json!({"channel_join": {"target": "lobby", "type": 1}}))
+        .await;
+    let present: Vec<&str> = seen["channel"]["presences"]
+        .as_array()
+        .expect("presences")
+        .iter()
+        .filter_map(|p| p["user_id"].as_str())
+        .collect();
+    assert_eq!(present, vec![watcher.user_id.as_str()], "no ghost: {seen}");
+}

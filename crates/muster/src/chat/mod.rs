@@ -31,6 +31,7 @@ use membership::ChannelRegistry;
 
 use crate::base::config::ChatConfig;
 use crate::base::metrics::Metrics;
+use crate::session::registry::SessionObserver;
 use crate::session::Session;
 use crate::store::{Store, StoreError};
 
@@ -60,27 +61,12 @@ impl Chat {
             config: config.clone(),
         })
     }
-
-    /// Keeps `session`'s memberships until dropped, then takes it out of every channel (with
-    /// leave events to the others). Held by the socket's task, so a socket that ends for any
-    /// reason, even a panic, leaves its channels.
-    pub fn memberships(self: &Arc<Self>, session: Arc<Session>) -> Memberships {
-        Memberships {
-            chat: self.clone(),
-            session,
-        }
-    }
 }
 
-/// See [`Chat::memberships`].
-pub struct Memberships {
-    chat: Arc<Chat>,
-    session: Arc<Session>,
-}
-
-impl Drop for Memberships {
-    fn drop(&mut self) {
-        self.chat.channels.leave_all(&self.session);
+/// A session that ends leaves every channel it is in, with leave events to the others.
+impl SessionObserver for Chat {
+    fn session_closed(&self, session: &Arc<Session>) {
+        self.channels.leave_all(session);
     }
 }
 

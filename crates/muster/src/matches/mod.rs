@@ -46,6 +46,7 @@ use self::metrics::MatchMetrics;
 use self::registry::{Bucket, MatchRef, MatchRegistry, Member};
 use self::relayed::RelayedMatch;
 use crate::base::config::Config;
+use crate::session::registry::SessionObserver;
 use crate::session::Session;
 use crate::store::Store;
 
@@ -426,14 +427,6 @@ impl Matches {
         }
     }
 
-    /// A socket or TCP connection closed: leave every match, drop every matchmaker ticket.
-    pub fn session_closed(&self, session: &Session) {
-        for target in self.registry.take_memberships(session.session_id) {
-            self.leave_target(session.session_id, target);
-        }
-        self.matchmaker.session_closed(session.session_id);
-    }
-
     /// Answers one match or matchmaker envelope from `session` (the realtime dispatcher's arm).
     pub async fn handle(
         &self,
@@ -494,5 +487,15 @@ impl Matches {
                 Some(error.envelope(cid))
             }
         }
+    }
+}
+
+/// A session that ends, on any transport, leaves every match and drops every matchmaker ticket.
+impl SessionObserver for Matches {
+    fn session_closed(&self, session: &Arc<Session>) {
+        for target in self.registry.take_memberships(session.session_id) {
+            self.leave_target(session.session_id, target);
+        }
+        self.matchmaker.session_closed(session.session_id);
     }
 }

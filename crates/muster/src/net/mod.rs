@@ -7,6 +7,7 @@
 //! - [`dispatch`]: one decoded envelope in, at most one reply out, for every transport; a
 //!   domain's error becomes an error envelope there.
 
+pub mod connection;
 pub mod dispatch;
 pub mod http;
 pub mod rpc_envelope;

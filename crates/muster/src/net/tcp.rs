@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
+use super::connection::{self, Ending, Transport};
 use super::dispatch;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
@@ -52,34 +53,6 @@ pub async fn serve(listener: TcpListener, state: AppState) {
                 tracing::warn!(%error, "TCP accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        }
-    }
-}
-
-/// Why a TCP connection ended (the `sockets_closed_total` label).
-#[derive(Debug, Clone, Copy)]
-enum Ending {
-    ClientClosed,
-    ServerShutdown,
-    Idle,
-    QueueFull,
-    BadFrame,
-    JoinFailed,
-    MatchEnded,
-    WriteFailed,
-}
-
-impl Ending {
-    fn label(self) -> &'static str {
-        match self {
-            Ending::ClientClosed => "tcp_client_closed",
-            Ending::ServerShutdown => "tcp_server_shutdown",
-            Ending::Idle => "tcp_idle_timeout",
-            Ending::QueueFull => "tcp_queue_full",
-            Ending::BadFrame => "tcp_bad_frame",
-            Ending::JoinFailed => "tcp_join_failed",
-            Ending::MatchEnded => "tcp_match_ended",
-            Ending::WriteFailed => "tcp_write_failed",
         }
     }
 }
@@ -137,47 +110,27 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
         max_len: config.max_message_size_bytes,
         write_limit: idle,
     };
-    if !state.connect_limit.allow(peer.ip()) {
-        state
-            .metrics
-            .rate_limited
-            .with_label_values(&["connect"])
-            .inc();
-        let _ = conn
-            .send(&[Envelope::error(
-                "",
-                error_code::BAD_INPUT,
-                "Too many connections; slow down.",
-            )])
-            .await;
-        return;
-    }
-    let Some(admission) = state.registry.admit(config.max_sockets) else {
-        let _ = conn
-            .send(&[Envelope::error(
-                "",
-                error_code::BAD_INPUT,
-                "Server is at its connection limit.",
-            )])
-            .await;
-        return;
+    let admitted =
+        connection::allow_connect(&state, peer.ip()).and_then(|()| connection::take_place(&state));
+    let admission = match admitted {
+        Ok(admission) => admission,
+        Err(refusal) => {
+            let refusal = Envelope::error("", error_code::BAD_INPUT, refusal.message());
+            let _ = conn.send(&[refusal]).await;
+            return;
+        }
     };
     let ending = match timeout(idle, handshake(&mut conn, admission, &state)).await {
         Ok(Ok((guard, ended))) => {
-            let session = guard.entry.clone();
-            let ending = run(&mut conn, &session, ended, &state, idle).await;
-            state.matches.session_closed(&session);
+            let ending = run(&mut conn, &guard.entry, ended, &state, idle).await;
+            // The session's cleanup (matches, chat channels, the registry) runs here.
             drop(guard);
             ending
         }
         Ok(Err(ending)) => ending,
-        Err(_) => Ending::Idle,
+        Err(_) => Ending::KeepAliveTimeout,
     };
-    state
-        .metrics
-        .sockets_closed
-        .with_label_values(&[ending.label()])
-        .inc();
+    connection::record_ending(&state, Transport::Tcp, ending);
     let _ = conn.stream.shutdown().await;
 }
 
@@ -186,13 +139,7 @@ async fn handshake(
     conn: &mut Conn,
     admission: Admission,
     state: &AppState,
-) -> Result<
-    (
-        crate::session::registry::SessionGuard,
-        Option<CancellationToken>,
-    ),
-    Ending,
-> {
+) -> Result<(crate::session::SessionGuard, Option<CancellationToken>), Ending> {
     let first = loop {
         match conn.frames() {
             Err(error) => {
@@ -203,7 +150,7 @@ async fn handshake(
                         error.to_string(),
                     )])
                     .await;
-                return Err(Ending::BadFrame);
+                return Err(Ending::ProtocolError);
             }
             Ok(mut frames) if !frames.is_empty() => break frames.swap_remove(0),
             Ok(_) => conn.fill().await?,
@@ -216,7 +163,7 @@ async fn handshake(
             let _ = conn
                 .send(&[refuse(error.cid(), error.code(), &error.to_string())])
                 .await;
-            return Err(Ending::BadFrame);
+            return Err(Ending::ProtocolError);
         }
     };
     let cid = envelope.cid.clone();
@@ -313,7 +260,7 @@ async fn run(
                 // The timer is moved only when it fires, not on every message.
                 let deadline = last_heard + idle;
                 if Instant::now() >= deadline {
-                    return Ending::Idle;
+                    return Ending::KeepAliveTimeout;
                 }
                 idle_timer.as_mut().reset(deadline);
             }
@@ -326,7 +273,7 @@ async fn run(
                     Ok(frames) => frames,
                     Err(error) => {
                         let _ = conn.send(&[Envelope::error("", error_code::BAD_INPUT, error.to_string())]).await;
-                        return Ending::BadFrame;
+                        return Ending::ProtocolError;
                     }
                 };
                 let mut replies = Vec::new();
@@ -350,7 +297,6 @@ async fn run(
                 ready.set(session.outbox.ready());
                 let drained = session.outbox.drain();
                 if drained.overflowed {
-                    state.metrics.outgoing_dropped.inc();
                     return Ending::QueueFull;
                 }
                 let mut out = Vec::new();

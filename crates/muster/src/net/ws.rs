@@ -9,49 +9,13 @@ use futures_util::SinkExt;
 use muster_proto::realtime::{DecodeError, Envelope};
 use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
 
+use super::connection::{self, Ending, Transport};
 use super::dispatch;
 use crate::accounts::tokens::Claims;
 use crate::session::codec;
 use crate::session::outbox::Outbox;
 use crate::session::{Admission, Format};
 use crate::state::AppState;
-
-/// Why a socket ended; the close code and reason the client sees, and the metric label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ending {
-    ClientClosed,
-    ServerShutdown,
-    KeepAliveTimeout,
-    QueueFull,
-    MessageTooBig,
-    ProtocolError,
-    WriteFailed,
-}
-
-impl Ending {
-    fn close_frame(self) -> Option<(u16, &'static str)> {
-        match self {
-            Ending::ClientClosed | Ending::WriteFailed => None,
-            Ending::ServerShutdown => Some((1001, "server shutting down")),
-            Ending::KeepAliveTimeout => Some((1001, "keep-alive timeout")),
-            Ending::QueueFull => Some((1008, "outgoing queue full: client too slow")),
-            Ending::MessageTooBig => Some((1009, "message too big")),
-            Ending::ProtocolError => Some((1002, "protocol error")),
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Ending::ClientClosed => "client_closed",
-            Ending::ServerShutdown => "server_shutdown",
-            Ending::KeepAliveTimeout => "keepalive_timeout",
-            Ending::QueueFull => "queue_full",
-            Ending::MessageTooBig => "message_too_big",
-            Ending::ProtocolError => "protocol_error",
-            Ending::WriteFailed => "write_failed",
-        }
-    }
-}
 
 fn classify(error: axum::Error) -> Ending {
     tracing::debug!(%error, "WebSocket read failed");
@@ -171,9 +135,6 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         config.outgoing_queue_size,
     );
     let session = &guard.entry;
-    // Declared after `guard`, so it is dropped first: the socket leaves its chat channels
-    // (telling their other members) before it leaves the registry.
-    let _memberships = state.chat.memberships(session.clone());
     let ping_period = Duration::from_millis(config.ping_period_ms);
     let pong_wait = Duration::from_millis(config.pong_wait_ms);
     let mut keepalive = interval_at(Instant::now() + ping_period, ping_period);
@@ -226,10 +187,11 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         }
     };
 
-    state.matches.session_closed(session);
-    if ending == Ending::QueueFull {
-        state.metrics.outgoing_dropped.inc();
-    }
+    let (session_id, user_id) = (session.session_id, session.user_id);
+    // The session's cleanup (chat channels, matches, the registry) runs here, before the close
+    // frame is written, so the others hear of the leave without waiting on this peer.
+    drop(guard);
+    connection::record_ending(&state, Transport::WebSocket, ending);
     if let Some((code, reason)) = ending.close_frame() {
         let frame = Frame::Close(Some(CloseFrame {
             code,
@@ -237,12 +199,7 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         }));
         let _ = timeout(Duration::from_secs(1), socket.send(frame)).await;
     }
-    state
-        .metrics
-        .sockets_closed
-        .with_label_values(&[ending.label()])
-        .inc();
-    tracing::debug!(session = %session.session_id, user = %session.user_id, reason = ending.label(), "socket closed");
+    tracing::debug!(session = %session_id, user = %user_id, reason = ending.label(Transport::WebSocket), "socket closed");
 }
 
 /// The error envelope for a frame that could not be decoded; the socket stays open.

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::connection::{self, Refusal};
 use super::http::error::ApiError;
 use super::http::extract::{ApiQuery, ClientIp};
 use crate::session::Format;
@@ -30,16 +31,7 @@ pub async fn upgrade(
     ApiQuery(query): ApiQuery<ConnectQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    if !state.connect_limit.allow(ip) {
-        state
-            .metrics
-            .rate_limited
-            .with_label_values(&["connect"])
-            .inc();
-        return Err(ApiError::TooManyRequests(
-            "Too many connections; slow down.".into(),
-        ));
-    }
+    connection::allow_connect(&state, ip).map_err(refused)?;
     let token = query
         .token
         .filter(|t| !t.is_empty())
@@ -57,12 +49,7 @@ pub async fn upgrade(
             )))
         }
     };
-    let admission = state
-        .registry
-        .admit(state.config.socket.max_sockets)
-        .ok_or_else(|| {
-            ApiError::Unavailable("Server is at its socket limit; try another node.".into())
-        })?;
+    let admission = connection::take_place(&state).map_err(refused)?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::InvalidArgument(format!(
             "Not a WebSocket upgrade request: {}",
@@ -83,4 +70,13 @@ pub async fn upgrade(
         .on_upgrade(move |ws| super::ws::serve(ws, claims, format, admission, state))
         .into_response();
     Ok(response)
+}
+
+/// A refused connection as the HTTP answer to its upgrade request: 429 or 503.
+fn refused(refusal: Refusal) -> ApiError {
+    let message = refusal.message().to_owned();
+    match refusal {
+        Refusal::RateLimited => ApiError::TooManyRequests(message),
+        Refusal::Full => ApiError::Unavailable(message),
+    }
 }

@@ -1,5 +1,10 @@
 //! Who is online: every open socket (a session) and, per user, how many sessions they have.
 //! Counts are kept as counters updated on register and unregister, never by walking the maps.
+//!
+//! A session ends in one place whatever its transport: dropping its [`SessionGuard`] tells every
+//! [`SessionObserver`] (chat leaves its channels, matches leave theirs and drop matchmaker
+//! tickets), in the order they were registered, and then unregisters it. A transport therefore
+//! cannot forget a domain's cleanup, and a task that panics still cleans up.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,8 +42,17 @@ impl Session {
     }
 }
 
+/// A domain that keeps per-session state and must let go of it when a session ends.
+pub trait SessionObserver: Send + Sync {
+    /// Called once, as the session ends, before it leaves the registry. Must not block: it runs
+    /// on the ending socket's task.
+    fn session_closed(&self, session: &Arc<Session>);
+}
+
 pub struct SessionRegistry {
     sessions: DashMap<Uuid, Arc<Session>>,
+    /// Told about every session that ends; set while the server is built.
+    observers: parking_lot::RwLock<Vec<Arc<dyn SessionObserver>>>,
     sessions_per_user: DashMap<Uuid, u32>,
     open: AtomicUsize,
     /// Sockets admitted under the socket limit: open ones and those still upgrading.
@@ -69,11 +83,17 @@ impl SessionRegistry {
     pub fn new(metrics: Arc<Metrics>) -> SessionRegistry {
         SessionRegistry {
             sessions: DashMap::new(),
+            observers: parking_lot::RwLock::new(Vec::new()),
             sessions_per_user: DashMap::new(),
             open: AtomicUsize::new(0),
             admitted: AtomicUsize::new(0),
             metrics,
         }
+    }
+
+    /// Adds `observer` to those told when a session ends (after the ones added before it).
+    pub fn on_session_closed(&self, observer: Arc<dyn SessionObserver>) {
+        self.observers.write().push(observer);
     }
 
     /// Takes a place if fewer than `max` sockets hold one (`max` 0: no limit).
@@ -150,7 +170,11 @@ impl SessionRegistry {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        self.admission.registry.unregister(&self.entry);
+        let registry = &self.admission.registry;
+        for observer in registry.observers.read().iter() {
+            observer.session_closed(&self.entry);
+        }
+        registry.unregister(&self.entry);
     }
 }
 
@@ -174,6 +198,32 @@ mod tests {
         assert!(!registry.is_online(alice));
         assert_eq!(registry.sockets(), 0);
         assert_eq!(registry.metrics.users_online.get(), 0);
+    }
+
+    #[test]
+    fn observers_hear_of_every_ending_before_it_leaves_the_registry() {
+        struct Seen(Arc<SessionRegistry>, parking_lot::Mutex<Vec<(Uuid, bool)>>);
+        impl SessionObserver for Seen {
+            fn session_closed(&self, session: &Arc<Session>) {
+                let still_registered = self.0.session(session.session_id).is_some();
+                self.1.lock().push((session.session_id, still_registered));
+            }
+        }
+        let registry = Arc::new(SessionRegistry::new(Arc::new(Metrics::new())));
+        let seen = Arc::new(Seen(registry.clone(), Default::default()));
+        registry.on_session_closed(seen.clone());
+        let guard = registry.register(
+            registry.admit(0).expect("no limit"),
+            Uuid::new_v4(),
+            "carol",
+            Format::Json,
+            4,
+        );
+        let id = guard.entry.session_id;
+        assert!(seen.1.lock().is_empty());
+        drop(guard);
+        assert_eq!(*seen.1.lock(), vec![(id, true)]);
+        assert_eq!(registry.sockets(), 0);
     }
 
     #[test]
