@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::connection::{self, Refusal};
+use super::http::auth;
 use super::http::error::ApiError;
 use super::http::extract::{ApiQuery, ClientIp};
 use crate::session::Format;
@@ -36,10 +37,7 @@ pub async fn upgrade(
         .token
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::Unauthenticated("Auth token required.".into()))?;
-    let claims = state
-        .tokens
-        .verify_session(&token)
-        .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
+    let claims = auth::verify_session(&state, &token)?;
     let format = match query.format.as_deref() {
         None | Some("") | Some("json") => Format::Json,
         Some("protobuf") => Format::Protobuf,

@@ -4,12 +4,13 @@ use axum::extract::State;
 use axum::Json;
 use muster_proto::api::{Account, UpdateAccountRequest};
 
+use super::auth::Player;
 use super::error::ApiError;
-use super::extract::{ApiJson, Caller};
+use super::extract::ApiJson;
 use crate::state::AppState;
 
 pub async fn get(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<Account>, ApiError> {
     let online = state.registry.is_online(caller.uid);
@@ -17,7 +18,7 @@ pub async fn get(
 }
 
 pub async fn update(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
     ApiJson(body): ApiJson<UpdateAccountRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {

@@ -6,8 +6,9 @@ use axum::Json;
 use muster_proto::api::{AuthenticateEmailRequest, AuthenticateIdRequest, Session};
 use serde::Deserialize;
 
+use super::auth::ServerKey;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiQuery, AuthRateLimit, ServerKey};
+use super::extract::{ApiJson, ApiQuery, AuthRateLimit};
 use crate::accounts::Login;
 use crate::state::AppState;
 

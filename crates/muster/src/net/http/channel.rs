@@ -14,8 +14,9 @@ use muster_proto::realtime::{ChannelId, ChannelMessage};
 use muster_proto::wire::Timestamp;
 use serde::Deserialize;
 
+use super::auth::Player;
 use super::error::ApiError;
-use super::extract::{ApiQuery, Caller};
+use super::extract::ApiQuery;
 use crate::chat::cursor::{Cursor, Plan, MAX_LIMIT};
 use crate::chat::ids::Fields;
 use crate::state::AppState;
@@ -29,7 +30,7 @@ pub struct ListQuery {
 }
 
 pub async fn list_messages(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     ApiQuery(query): ApiQuery<ListQuery>,

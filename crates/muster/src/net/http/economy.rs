@@ -13,8 +13,9 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::auth::Player;
 use super::error::ApiError;
-use super::extract::{ApiQuery, Caller};
+use super::extract::ApiQuery;
 use crate::state::AppState;
 
 /// A stored JSON object column, as a JSON value (an empty object if it does not parse).
@@ -23,7 +24,7 @@ fn object(text: &str) -> Value {
 }
 
 pub async fn wallet(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
     let wallet = state.rpc.economy().wallet(caller.uid).await?;
@@ -31,7 +32,7 @@ pub async fn wallet(
 }
 
 pub async fn inventory(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
     let items = state.rpc.economy().inventory(caller.uid).await?;
@@ -57,7 +58,7 @@ pub struct LedgerQuery {
 }
 
 pub async fn ledger(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<LedgerQuery>,
 ) -> Result<Json<Value>, ApiError> {

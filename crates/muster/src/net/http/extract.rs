@@ -1,66 +1,16 @@
-//! Request extractors that turn every kind of bad input into a clear [`ApiError`]: the server key
-//! (HTTP Basic), the session token (Bearer), JSON bodies and query strings, the client IP.
+//! Request extractors that turn every kind of bad input into a clear [`ApiError`]: JSON bodies
+//! and query strings, the client IP, the authentication rate limit. Credentials are
+//! [`super::auth`]'s.
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request};
-use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use base64::Engine;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use crate::accounts::tokens::Claims;
 use crate::state::AppState;
-
-/// Compares secrets in time independent of where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn authorization<'a>(parts: &'a Parts, scheme: &str) -> Option<&'a str> {
-    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let (given, rest) = value.split_once(' ')?;
-    given.eq_ignore_ascii_case(scheme).then(|| rest.trim())
-}
-
-/// Proof that the caller sent the server key as HTTP Basic user name.
-pub struct ServerKey;
-
-impl FromRequestParts<AppState> for ServerKey {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let encoded = authorization(parts, "Basic")
-            .ok_or_else(|| ApiError::Unauthenticated("Server key required.".into()))?;
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(|_| ApiError::Unauthenticated("Server key invalid.".into()))?;
-        let key = decoded.split(|&b| b == b':').next().unwrap_or_default();
-        if !constant_time_eq(key, state.config.server_key.as_bytes()) {
-            return Err(ApiError::Unauthenticated("Server key invalid.".into()));
-        }
-        Ok(ServerKey)
-    }
-}
-
-/// The verified claims of the caller's session token (`Authorization: Bearer ...`).
-pub struct Caller(pub Claims);
-
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = authorization(parts, "Bearer")
-            .ok_or_else(|| ApiError::Unauthenticated("Auth token required.".into()))?;
-        let claims = state
-            .tokens
-            .verify_session(token)
-            .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
-        Ok(Caller(claims))
-    }
-}
 
 /// The client's IP address, from the TCP connection.
 pub struct ClientIp(pub IpAddr);

@@ -3,6 +3,7 @@
 //! concerns (latency metrics, body limit, timeout, CORS) are layers here, not code in handlers.
 
 mod account;
+pub mod auth;
 mod authenticate;
 mod channel;
 mod economy;
@@ -15,7 +16,7 @@ mod session;
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -23,6 +24,7 @@ use axum::{Json, Router};
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
 
+use self::auth::MetricsScraper;
 use self::error::ApiError;
 use crate::state::AppState;
 
@@ -89,25 +91,15 @@ async fn record_latency(State(state): State<AppState>, request: Request, next: N
     response
 }
 
-async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let required = &state.config.metrics.token;
-    if !required.is_empty() {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| extract::constant_time_eq(g.as_bytes(), required.as_bytes())) {
-            return Err(ApiError::Unauthenticated("Metrics token required.".into()));
-        }
-    }
-    Ok((
+async fn metrics(_: MetricsScraper, State(state): State<AppState>) -> Response {
+    (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
         state.metrics.render(),
     )
-        .into_response())
+        .into_response()
 }
 
 async fn healthcheck() -> Json<serde_json::Value> {

@@ -12,57 +12,28 @@
 //! A player authenticates with `Authorization: Bearer <session token>`; a game server with
 //! `Authorization: Basic base64(<rooms.admin_key>:)` (refused while `rooms.admin_key` is empty).
 
-use axum::extract::{FromRequestParts, Path, State};
-use axum::http::header::{AUTHORIZATION, HOST};
-use axum::http::request::Parts;
+use axum::extract::{Path, State};
+use axum::http::header::HOST;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use base64::Engine as _;
 use serde::Deserialize;
 
+use super::auth::RoomsCaller;
 use super::error::ApiError;
-use super::extract::{constant_time_eq, ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiQuery};
 use crate::matches::error::MatchError;
 use crate::matches::rooms::{CreateRoom, RoomCaller};
 use crate::state::AppState;
 
-/// The caller of a rooms route: a player (session token) or a game server (admin key).
-pub struct Caller(RoomCaller);
-
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let (scheme, value) = header.split_once(' ').unwrap_or(("", ""));
-        if scheme.eq_ignore_ascii_case("Bearer") {
-            let claims = state
-                .tokens
-                .verify_session(value.trim())
-                .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
-            return Ok(Caller(RoomCaller::Player {
-                user_id: claims.uid,
-                username: claims.usn,
-            }));
-        }
-        let admin_key = &state.config.rooms.admin_key;
-        if scheme.eq_ignore_ascii_case("Basic") && !admin_key.is_empty() {
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(value.trim())
-                .unwrap_or_default();
-            let key = decoded.split(|&b| b == b':').next().unwrap_or_default();
-            if constant_time_eq(key, admin_key.as_bytes()) {
-                return Ok(Caller(RoomCaller::Admin));
-            }
-        }
-        Err(ApiError::Unauthenticated(
-            "A session token (Bearer) or the rooms admin key (Basic) is required.".into(),
-        ))
+/// The domain's view of a rooms caller.
+fn room_caller(caller: RoomsCaller) -> RoomCaller {
+    match caller {
+        RoomsCaller::Player(claims) => RoomCaller::Player {
+            user_id: claims.uid,
+            username: claims.usn,
+        },
+        RoomsCaller::Admin => RoomCaller::Admin,
     }
 }
 
@@ -77,12 +48,12 @@ fn api_error(error: MatchError) -> ApiError {
 
 pub async fn create(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    caller: RoomsCaller,
     ApiJson(request): ApiJson<CreateRoom>,
 ) -> Result<Response, ApiError> {
     let room = state
         .matches
-        .create_room(&caller, request)
+        .create_room(&room_caller(caller), request)
         .map_err(api_error)?;
     Ok((StatusCode::CREATED, Json(room)).into_response())
 }
@@ -95,7 +66,7 @@ pub struct ListQuery {
 
 pub async fn list(
     State(state): State<AppState>,
-    Caller(_): Caller,
+    _: RoomsCaller,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let limit = query.limit.unwrap_or(100);
@@ -110,7 +81,7 @@ pub async fn list(
 
 pub async fn get(
     State(state): State<AppState>,
-    Caller(_): Caller,
+    _: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let room = state.matches.room_info(&id).map_err(api_error)?;
@@ -119,7 +90,7 @@ pub async fn get(
 
 pub async fn connection(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    caller: RoomsCaller,
     Path(id): Path<String>,
     parts: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -130,19 +101,19 @@ pub async fn connection(
     let (host, port) = split_host(host_header);
     let info = state
         .matches
-        .connection(&caller, &id, host, port)
+        .connection(&room_caller(caller), &id, host, port)
         .map_err(api_error)?;
     Ok(Json(info).into_response())
 }
 
 pub async fn destroy(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    caller: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state
         .matches
-        .destroy_room(&caller, &id)
+        .destroy_room(&room_caller(caller), &id)
         .map_err(api_error)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -10,84 +10,43 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use base64::Engine;
 use serde::Deserialize;
 
+use super::auth::RpcCaller;
 use super::error::ApiError;
-use super::extract::{constant_time_eq, ApiQuery};
+use super::extract::ApiQuery;
 use crate::functions::CallError;
 use crate::functions::Caller;
 use crate::state::AppState;
 
 #[derive(Deserialize)]
 pub struct RpcQuery {
-    http_key: Option<String>,
     /// Present (with any value, even none): raw payload in, raw result out.
     unwrap: Option<String>,
     /// The payload of a GET call.
     payload: Option<String>,
 }
 
-/// Who is calling: a user (session token) or a server (HTTP key).
-fn authenticate(
-    state: &AppState,
-    query: &RpcQuery,
-    headers: &HeaderMap,
-) -> Result<Option<Caller>, ApiError> {
-    let key_matches = |key: &[u8]| constant_time_eq(key, state.config.runtime.http_key.as_bytes());
-    let invalid_key = || ApiError::Unauthenticated("HTTP key invalid.".into());
-    if let Some(key) = query.http_key.as_deref().filter(|k| !k.is_empty()) {
-        return if key_matches(key.as_bytes()) {
-            Ok(None)
-        } else {
-            Err(invalid_key())
-        };
-    }
-    let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
-        return Err(ApiError::Unauthenticated(
-            "Auth token or HTTP key required.".into(),
-        ));
-    };
-    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
-    if scheme.eq_ignore_ascii_case("Basic") {
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(rest.trim())
-            .map_err(|_| invalid_key())?;
-        let key = decoded.split(|&b| b == b':').next().unwrap_or_default();
-        return if key_matches(key) {
-            Ok(None)
-        } else {
-            Err(invalid_key())
-        };
-    }
-    if !scheme.eq_ignore_ascii_case("Bearer") {
-        return Err(ApiError::Unauthenticated(
-            "Auth token or HTTP key required.".into(),
-        ));
-    }
-    let claims = state
-        .tokens
-        .verify_session(rest.trim())
-        .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
-    Ok(Some(Caller {
-        user_id: claims.uid,
-        username: claims.usn,
-    }))
-}
-
 pub async fn call(
     State(state): State<AppState>,
     method: Method,
     Path(id): Path<String>,
+    caller: RpcCaller,
     ApiQuery(query): ApiQuery<RpcQuery>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&state, &query, &headers)?;
+    let caller = match caller {
+        RpcCaller::Player(claims) => Some(Caller {
+            user_id: claims.uid,
+            username: claims.usn,
+        }),
+        RpcCaller::Server => None,
+    };
     let unwrap = query.unwrap.is_some();
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {

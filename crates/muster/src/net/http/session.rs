@@ -4,8 +4,9 @@ use axum::extract::State;
 use axum::Json;
 use muster_proto::api::{Session, SessionLogoutRequest, SessionRefreshRequest};
 
+use super::auth::{Player, ServerKey};
 use super::error::ApiError;
-use super::extract::{ApiJson, AuthRateLimit, Caller, ServerKey};
+use super::extract::{ApiJson, AuthRateLimit};
 use crate::state::AppState;
 
 pub async fn refresh(
@@ -18,7 +19,7 @@ pub async fn refresh(
 }
 
 pub async fn logout(
-    Caller(caller): Caller,
+    Player(caller): Player,
     State(state): State<AppState>,
     ApiJson(body): ApiJson<SessionLogoutRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
