@@ -15,7 +15,6 @@ use uuid::Uuid;
 use crate::accounts::password::Hasher;
 use crate::accounts::tokens::{Claims, TokenService};
 use crate::base::metrics::Metrics;
-use crate::net::http::error::ApiError;
 use crate::store::{
     AccountUpdate, Credential, Identity, NewUser, StartingGrant, Store, StoreError,
 };
@@ -24,6 +23,28 @@ const MAX_VARS: usize = 32;
 const MAX_VAR_KEY_BYTES: usize = 64;
 const MAX_VAR_VALUE_BYTES: usize = 256;
 const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// Why an account request failed. Messages are shown to the client; the HTTP edge maps each
+/// kind to its status and Nakama code.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    /// The request is malformed: a missing or oversized field, a bad username or email.
+    #[error("{0}")]
+    Invalid(String),
+    /// Wrong credentials, or a bad or expired token.
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("User account banned.")]
+    Banned,
+    #[error("{0}")]
+    NotFound(String),
+    /// The store refused or failed (a taken username, a closed database).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Something on the server failed; the cause is logged, not shown.
+    #[error("internal server error")]
+    Internal,
+}
 
 /// How a caller proves who they are, as received.
 pub enum Login {
@@ -80,7 +101,7 @@ impl Accounts {
         create: bool,
         username: Option<String>,
         vars: HashMap<String, String>,
-    ) -> Result<Session, ApiError> {
+    ) -> Result<Session, AccountError> {
         let method = login.method();
         let result = self.authenticate_inner(login, create, username, vars).await;
         let outcome = match &result {
@@ -104,7 +125,7 @@ impl Accounts {
         create: bool,
         username: Option<String>,
         vars: HashMap<String, String>,
-    ) -> Result<Session, ApiError> {
+    ) -> Result<Session, AccountError> {
         validate_vars(&vars)?;
         if let Some(name) = &username {
             validate_username(name)?;
@@ -137,7 +158,7 @@ impl Accounts {
             }
         };
         if identity.disabled {
-            return Err(ApiError::PermissionDenied("User account banned.".into()));
+            return Err(AccountError::Banned);
         }
         let pair = self
             .tokens
@@ -156,11 +177,11 @@ impl Accounts {
         username: Option<String>,
         password_hash: Option<String>,
         not_found: &str,
-    ) -> Result<(Identity, bool), ApiError> {
+    ) -> Result<(Identity, bool), AccountError> {
         if !create {
             return match self.store.find_identity(&credential).await? {
                 Some(identity) => Ok((identity, false)),
-                None => Err(ApiError::NotFound(not_found.into())),
+                None => Err(AccountError::NotFound(not_found.into())),
             };
         }
         // A generated username may, rarely, clash: draw another. A chosen one that clashes is
@@ -188,11 +209,11 @@ impl Accounts {
         password: String,
         create: bool,
         username: Option<String>,
-    ) -> Result<(Identity, bool), ApiError> {
+    ) -> Result<(Identity, bool), AccountError> {
         let email = validate_email(&email)?;
         validate_password(&password)?;
         let credential = Credential::Email(email);
-        let invalid = || ApiError::Unauthenticated("Invalid credentials.".into());
+        let invalid = || AccountError::Unauthenticated("Invalid credentials.".into());
         let existing = self.store.find_identity(&credential).await?;
         match existing {
             Some(identity) => {
@@ -211,7 +232,7 @@ impl Accounts {
             None => {
                 let hash = self.hasher.hash(password.clone()).await.map_err(|e| {
                     tracing::error!("{e:#}");
-                    ApiError::Internal
+                    AccountError::Internal
                 })?;
                 let (identity, created) = self
                     .find_or_create(credential, true, username, Some(hash), "")
@@ -236,22 +257,20 @@ impl Accounts {
         &self,
         refresh_token: &str,
         vars: HashMap<String, String>,
-    ) -> Result<Session, ApiError> {
+    ) -> Result<Session, AccountError> {
         if refresh_token.is_empty() {
-            return Err(ApiError::InvalidArgument(
-                "Refresh token is required.".into(),
-            ));
+            return Err(AccountError::Invalid("Refresh token is required.".into()));
         }
         validate_vars(&vars)?;
         let claims = self.tokens.verify_refresh(refresh_token).map_err(|e| {
-            ApiError::Unauthenticated(e.to_string().replace("Auth token", "Refresh token"))
+            AccountError::Unauthenticated(e.to_string().replace("Auth token", "Refresh token"))
         })?;
         let identity = self.store.account(claims.uid).await?;
         let Some(account) = identity else {
-            return Err(ApiError::NotFound("Account not found.".into()));
+            return Err(AccountError::NotFound("Account not found.".into()));
         };
         if account.disable_time_ms.is_some() {
-            return Err(ApiError::PermissionDenied("User account banned.".into()));
+            return Err(AccountError::Banned);
         }
         self.tokens.revoke(&[(claims.tid, claims.iat)]).await?;
         let vars = if vars.is_empty() { claims.vrs } else { vars };
@@ -269,7 +288,7 @@ impl Accounts {
         caller: &Claims,
         token: &str,
         refresh_token: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AccountError> {
         let mut pairs = vec![(caller.tid, caller.iat)];
         for (text, verify) in [
             (
@@ -293,12 +312,12 @@ impl Accounts {
     }
 
     /// The caller's account as `GET /v2/account` shows it.
-    pub async fn account(&self, user_id: Uuid, online: bool) -> Result<Account, ApiError> {
+    pub async fn account(&self, user_id: Uuid, online: bool) -> Result<Account, AccountError> {
         let record = self
             .store
             .account(user_id)
             .await?
-            .ok_or_else(|| ApiError::NotFound("Account not found.".into()))?;
+            .ok_or_else(|| AccountError::NotFound("Account not found.".into()))?;
         Ok(Account {
             user: User {
                 id: record.id.to_string(),
@@ -330,7 +349,7 @@ impl Accounts {
         &self,
         user_id: Uuid,
         request: UpdateAccountRequest,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AccountError> {
         let update = validate_update(request)?;
         if update.is_empty() {
             return Ok(());
@@ -354,26 +373,26 @@ fn has_forbidden_chars(text: &str) -> bool {
     text.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
-fn validate_id(id: &str, min: usize, what: &str) -> Result<(), ApiError> {
+fn validate_id(id: &str, min: usize, what: &str) -> Result<(), AccountError> {
     if id.is_empty() {
-        return Err(ApiError::InvalidArgument(format!("{what} is required.")));
+        return Err(AccountError::Invalid(format!("{what} is required.")));
     }
     if id.len() < min || id.len() > 128 || has_forbidden_chars(id) {
-        return Err(ApiError::InvalidArgument(format!(
+        return Err(AccountError::Invalid(format!(
             "{what} invalid, must be {min}-128 bytes with no spaces or control characters."
         )));
     }
     Ok(())
 }
 
-pub fn validate_username(username: &str) -> Result<(), ApiError> {
+pub fn validate_username(username: &str) -> Result<(), AccountError> {
     if username.is_empty() || username.len() > 128 {
-        return Err(ApiError::InvalidArgument(
+        return Err(AccountError::Invalid(
             "Username invalid, must be 1-128 bytes.".into(),
         ));
     }
     if has_forbidden_chars(username) {
-        return Err(ApiError::InvalidArgument(
+        return Err(AccountError::Invalid(
             "Username invalid, no spaces or control characters allowed.".into(),
         ));
     }
@@ -381,11 +400,9 @@ pub fn validate_username(username: &str) -> Result<(), ApiError> {
 }
 
 /// Lower-cased email if valid.
-fn validate_email(email: &str) -> Result<String, ApiError> {
+fn validate_email(email: &str) -> Result<String, AccountError> {
     if email.is_empty() {
-        return Err(ApiError::InvalidArgument(
-            "Email address is required.".into(),
-        ));
+        return Err(AccountError::Invalid("Email address is required.".into()));
     }
     let valid_shape = email.split_once('@').is_some_and(|(local, domain)| {
         !local.is_empty()
@@ -393,46 +410,46 @@ fn validate_email(email: &str) -> Result<String, ApiError> {
             && domain.split('.').filter(|p| !p.is_empty()).count() >= 2
     });
     if email.len() < 10 || email.len() > 255 || has_forbidden_chars(email) || !valid_shape {
-        return Err(ApiError::InvalidArgument(
+        return Err(AccountError::Invalid(
             "Invalid email address, must be 10-255 bytes and look like name@example.com.".into(),
         ));
     }
     Ok(email.to_lowercase())
 }
 
-fn validate_password(password: &str) -> Result<(), ApiError> {
+fn validate_password(password: &str) -> Result<(), AccountError> {
     if password.chars().count() < 8 {
-        return Err(ApiError::InvalidArgument(
+        return Err(AccountError::Invalid(
             "Password must be at least 8 characters long.".into(),
         ));
     }
     if password.len() > 1024 {
-        return Err(ApiError::InvalidArgument(
+        return Err(AccountError::Invalid(
             "Password must be at most 1024 bytes long.".into(),
         ));
     }
     Ok(())
 }
 
-fn validate_vars(vars: &HashMap<String, String>) -> Result<(), ApiError> {
+fn validate_vars(vars: &HashMap<String, String>) -> Result<(), AccountError> {
     if vars.len() > MAX_VARS
         || vars.iter().any(|(k, v)| {
             k.is_empty() || k.len() > MAX_VAR_KEY_BYTES || v.len() > MAX_VAR_VALUE_BYTES
         })
     {
-        return Err(ApiError::InvalidArgument(format!(
+        return Err(AccountError::Invalid(format!(
             "Session vars invalid: at most {MAX_VARS} entries, keys 1-{MAX_VAR_KEY_BYTES} bytes, values at most {MAX_VAR_VALUE_BYTES} bytes."
         )));
     }
     Ok(())
 }
 
-fn validate_update(request: UpdateAccountRequest) -> Result<AccountUpdate, ApiError> {
+fn validate_update(request: UpdateAccountRequest) -> Result<AccountUpdate, AccountError> {
     if let Some(username) = &request.username {
         validate_username(username)?;
     }
     let limit = |value: &Option<String>, max: usize, what: &str| match value {
-        Some(v) if v.len() > max => Err(ApiError::InvalidArgument(format!(
+        Some(v) if v.len() > max => Err(AccountError::Invalid(format!(
             "{what} must be at most {max} bytes."
         ))),
         _ => Ok(()),
@@ -447,7 +464,7 @@ fn validate_update(request: UpdateAccountRequest) -> Result<AccountUpdate, ApiEr
         let is_object =
             serde_json::from_str::<serde_json::Value>(metadata).is_ok_and(|v| v.is_object());
         if !is_object {
-            return Err(ApiError::InvalidArgument(
+            return Err(AccountError::Invalid(
                 "Metadata must be a JSON object.".into(),
             ));
         }

@@ -13,10 +13,9 @@ use uuid::Uuid;
 use super::membership::Channel as Room;
 use super::rules::{self, Target};
 use super::socket_state::JoinFlags;
-use super::ChatError;
+use super::{Chat, ChatError};
 use crate::session::fanout::Encoded;
-use crate::session::Session;
-use crate::state::AppState;
+use crate::session::{Answer, Session};
 use crate::store::ChannelMessageRecord;
 
 /// Nakama's message codes.
@@ -26,61 +25,51 @@ pub mod code {
     pub const REMOVE: i32 = 2;
 }
 
-/// Answers one chat request from `session`. `None` when nothing is to be sent back (a leave
-/// without a correlation id) or when the answer was queued on the sender's outbox (an ack).
+/// Answers one chat request from `session`. A refusal is counted here
+/// (`muster_chat_errors_total{reason}`) and becomes an error envelope in the dispatcher.
 pub async fn handle(
-    cid: String,
     message: Message,
     session: &Arc<Session>,
-    state: &AppState,
-) -> Option<Envelope> {
+    chat: &Chat,
+) -> Result<Answer, ChatError> {
     let result = match message {
-        Message::ChannelJoin(join_request) => join(join_request, session, state).await.map(Some),
+        Message::ChannelJoin(join_request) => {
+            join(join_request, session, chat).await.map(Answer::Reply)
+        }
         Message::ChannelLeave(leave_request) => {
-            leave(&leave_request, session, state).map(|()| None)
+            leave(&leave_request, session, chat).map(|()| Answer::Done)
         }
-        Message::ChannelMessageSend(send_request) => {
-            send(send_request, session, state).await.map(Some)
-        }
-        Message::ChannelMessageUpdate(update_request) => {
-            update(update_request, session, state).await.map(Some)
-        }
-        Message::ChannelMessageRemove(remove_request) => {
-            remove(remove_request, session, state).await.map(Some)
-        }
+        // An ack follows the `channel_message` the fanout has just queued on the sender's own
+        // outbox: the sender sees its own message before the ack, as on Nakama.
+        Message::ChannelMessageSend(send_request) => send(send_request, session, chat)
+            .await
+            .map(Answer::AfterQueued),
+        Message::ChannelMessageUpdate(update_request) => update(update_request, session, chat)
+            .await
+            .map(Answer::AfterQueued),
+        Message::ChannelMessageRemove(remove_request) => remove(remove_request, session, chat)
+            .await
+            .map(Answer::AfterQueued),
         other => {
             tracing::error!(kind = other.kind(), "not a chat request");
-            return None;
+            return Ok(Answer::Silent);
         }
     };
-    match result {
-        // An ack goes through the sender's outbox, behind the `channel_message` the fanout has
-        // just queued there: the sender sees its own message before the ack, as on Nakama.
-        // (The socket writes a request's direct answer before what its outbox holds.)
-        Ok(Some(ack @ Message::ChannelMessageAck(_))) => {
-            Encoded::new(Envelope::new(cid, ack)).deliver(session);
-            None
-        }
-        Ok(Some(answer)) => Some(Envelope::new(cid, answer)),
-        Ok(None) if cid.is_empty() => None,
-        Ok(None) => Some(Envelope { cid, message: None }),
-        Err(error) => {
-            state
-                .metrics
-                .chat_errors
-                .with_label_values(&[error.reason()])
-                .inc();
-            Some(error.envelope(cid))
-        }
+    if let Err(error) = &result {
+        chat.metrics
+            .chat_errors
+            .with_label_values(&[error.reason()])
+            .inc();
     }
+    result
 }
 
 async fn join(
     request: ChannelJoin,
     session: &Arc<Session>,
-    state: &AppState,
+    chat: &Chat,
 ) -> Result<Message, ChatError> {
-    let config = &state.chat.config;
+    let config = &chat.config;
     let target = rules::target(
         &request.target,
         request.r#type,
@@ -92,8 +81,7 @@ async fn join(
         Target::Direct(id, other) => {
             // Only checked on a join that is not already in place: a rejoin skips the store.
             let id_text = id.to_string();
-            if session.chat.find(&id_text).is_none() && state.store.account(other).await?.is_none()
-            {
+            if session.chat.find(&id_text).is_none() && chat.store.account(other).await?.is_none() {
                 return Err(ChatError::UserNotFound);
             }
             id
@@ -104,7 +92,7 @@ async fn join(
         persistence: request.persistence.unwrap_or(true),
         hidden: request.hidden.unwrap_or(false),
     };
-    let joined = state.chat.channels.join(
+    let joined = chat.channels.join(
         session,
         &id.to_string(),
         flags,
@@ -125,12 +113,8 @@ async fn join(
     }))
 }
 
-fn leave(
-    request: &ChannelLeave,
-    session: &Arc<Session>,
-    state: &AppState,
-) -> Result<(), ChatError> {
-    match state.chat.channels.leave(session, &request.channel_id) {
+fn leave(request: &ChannelLeave, session: &Arc<Session>, chat: &Chat) -> Result<(), ChatError> {
+    match chat.channels.leave(session, &request.channel_id) {
         Err(ChatError::NotJoined { .. }) => Err(not_joined_or_invalid(&request.channel_id)),
         other => other,
     }
@@ -153,9 +137,9 @@ fn not_joined_or_invalid(channel_id: &str) -> ChatError {
 fn admit(
     channel_id: &str,
     session: &Session,
-    state: &AppState,
+    chat: &Chat,
 ) -> Result<super::socket_state::Admitted, ChatError> {
-    let config = &state.chat.config;
+    let config = &chat.config;
     match session
         .chat
         .admit(channel_id, config.messages_per_sec, config.message_burst)
@@ -168,15 +152,14 @@ fn admit(
 async fn send(
     request: ChannelMessageSend,
     session: &Arc<Session>,
-    state: &AppState,
+    chat: &Chat,
 ) -> Result<Message, ChatError> {
-    let admitted = admit(&request.channel_id, session, state)?;
-    rules::check_content(&request.content, state.chat.config.max_content_bytes)?;
+    let admitted = admit(&request.channel_id, session, chat)?;
+    rules::check_content(&request.content, chat.config.max_content_bytes)?;
     let now = crate::base::clock::now_ms();
     let persistent = admitted.flags.persistence;
     let channel = &admitted.channel;
-    let id = state
-        .chat
+    let id = chat
         .ids
         .issue(now, persistent, &session.user_id, &channel.id);
     let record = ChannelMessageRecord {
@@ -191,13 +174,12 @@ async fn send(
     };
     let record = if persistent {
         // The ack (and the fanout) wait until the message is durable.
-        persist(state, record).await?
+        persist(chat, record).await?
     } else {
         record
     };
-    let ack = fan_out(state, channel, record, persistent);
-    state
-        .metrics
+    let ack = fan_out(chat, channel, record, persistent);
+    chat.metrics
         .chat_messages_in
         .with_label_values(&["send"])
         .inc();
@@ -205,27 +187,26 @@ async fn send(
 }
 
 async fn persist(
-    state: &AppState,
+    chat: &Chat,
     record: ChannelMessageRecord,
 ) -> Result<ChannelMessageRecord, ChatError> {
     // The store takes the record by value; one clone of a short message is cheaper than making
     // every store engine hand it back.
-    state.store.insert_channel_message(record.clone()).await?;
+    chat.store.insert_channel_message(record.clone()).await?;
     Ok(record)
 }
 
 async fn update(
     request: ChannelMessageUpdate,
     session: &Arc<Session>,
-    state: &AppState,
+    chat: &Chat,
 ) -> Result<Message, ChatError> {
-    let admitted = admit(&request.channel_id, session, state)?;
-    rules::check_content(&request.content, state.chat.config.max_content_bytes)?;
-    let (id, issued) = own_message(&request.message_id, session, &admitted.channel, state)?;
+    let admitted = admit(&request.channel_id, session, chat)?;
+    rules::check_content(&request.content, chat.config.max_content_bytes)?;
+    let (id, issued) = own_message(&request.message_id, session, &admitted.channel, chat)?;
     let now = crate::base::clock::now_ms();
     let create_time_ms = if issued.persisted {
-        state
-            .store
+        chat.store
             .update_channel_message(
                 id,
                 session.user_id,
@@ -247,9 +228,8 @@ async fn update(
         create_time_ms,
         update_time_ms: now,
     };
-    let ack = fan_out(state, &admitted.channel, record, issued.persisted);
-    state
-        .metrics
+    let ack = fan_out(chat, &admitted.channel, record, issued.persisted);
+    chat.metrics
         .chat_messages_in
         .with_label_values(&["update"])
         .inc();
@@ -259,14 +239,13 @@ async fn update(
 async fn remove(
     request: ChannelMessageRemove,
     session: &Arc<Session>,
-    state: &AppState,
+    chat: &Chat,
 ) -> Result<Message, ChatError> {
-    let admitted = admit(&request.channel_id, session, state)?;
-    let (id, issued) = own_message(&request.message_id, session, &admitted.channel, state)?;
+    let admitted = admit(&request.channel_id, session, chat)?;
+    let (id, issued) = own_message(&request.message_id, session, &admitted.channel, chat)?;
     let now = crate::base::clock::now_ms();
     let create_time_ms = if issued.persisted {
-        state
-            .store
+        chat.store
             .delete_channel_message(id, session.user_id, &admitted.channel.id)
             .await?
     } else {
@@ -282,9 +261,8 @@ async fn remove(
         create_time_ms,
         update_time_ms: now,
     };
-    let ack = fan_out(state, &admitted.channel, record, issued.persisted);
-    state
-        .metrics
+    let ack = fan_out(chat, &admitted.channel, record, issued.persisted);
+    chat.metrics
         .chat_messages_in
         .with_label_values(&["remove"])
         .inc();
@@ -297,11 +275,10 @@ fn own_message(
     message_id: &str,
     session: &Session,
     channel: &Room,
-    state: &AppState,
+    chat: &Chat,
 ) -> Result<(Uuid, super::ids::Issued), ChatError> {
     let id = Uuid::parse_str(message_id).map_err(|_| ChatError::InvalidMessageId)?;
-    let issued = state
-        .chat
+    let issued = chat
         .ids
         .verify(&id, &session.user_id, &channel.id)
         .ok_or(ChatError::MessageNotFound)?;
@@ -311,7 +288,7 @@ fn own_message(
 /// Sends `record` to every member as a `channel_message` (encoded once per format) and builds
 /// the sender's ack.
 fn fan_out(
-    state: &AppState,
+    chat: &Chat,
     channel: &Room,
     record: ChannelMessageRecord,
     persistent: bool,
@@ -348,6 +325,6 @@ fn fan_out(
         user_id_two: ack.user_id_two.clone(),
     };
     let encoded = Encoded::new(Envelope::new("", Message::ChannelMessage(message)));
-    state.chat.channels.broadcast(channel, &encoded);
+    chat.channels.broadcast(channel, &encoded);
     ack
 }

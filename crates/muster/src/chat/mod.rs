@@ -20,10 +20,7 @@ pub mod membership;
 pub mod rules;
 pub mod socket_state;
 
-use std::collections::HashMap;
 use std::sync::Arc;
-
-use muster_proto::realtime::{error_code, Envelope, Error, Message};
 
 pub use handlers::handle;
 use ids::MessageIds;
@@ -40,6 +37,9 @@ pub struct Chat {
     pub channels: ChannelRegistry,
     pub ids: MessageIds,
     pub config: ChatConfig,
+    /// Where persisted messages go and direct-chat partners are looked up.
+    pub store: Arc<dyn Store>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Chat {
@@ -56,9 +56,11 @@ impl Chat {
             StoreError::Database("secret channel_message_key is not 32 hex digits".into())
         })?;
         Ok(Chat {
-            channels: ChannelRegistry::new(metrics),
+            channels: ChannelRegistry::new(metrics.clone()),
             ids: MessageIds::new(key),
             config: config.clone(),
+            store: store.clone(),
+            metrics,
         })
     }
 }
@@ -127,26 +129,6 @@ impl ChatError {
             ChatError::RateLimited { .. } => "rate_limited",
             ChatError::Storage => "storage",
         }
-    }
-
-    /// Nakama's realtime error code: bad input, except a failed write (the server's fault).
-    pub fn code(&self) -> i32 {
-        match self {
-            ChatError::Storage => error_code::RUNTIME_EXCEPTION,
-            _ => error_code::BAD_INPUT,
-        }
-    }
-
-    /// The error envelope answering the request with correlation id `cid`.
-    pub fn envelope(&self, cid: String) -> Envelope {
-        Envelope::new(
-            cid,
-            Message::Error(Error {
-                code: self.code(),
-                message: self.to_string(),
-                context: HashMap::from([("reason".to_owned(), self.reason().to_owned())]),
-            }),
-        )
     }
 }
 

@@ -1,7 +1,5 @@
-//! The one error type of matches, the matchmaker and rooms, mapped to Nakama's realtime error
-//! codes in exactly one place ([`MatchError::code`]). Messages are shown to the client.
-
-use muster_proto::realtime::{error_code, Envelope};
+//! The one error type of matches, the matchmaker and rooms. Messages are shown to the client;
+//! each transport's edge maps the kinds to its own codes (`net::dispatch`, `net::http::error`).
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MatchError {
@@ -23,15 +21,6 @@ pub enum MatchError {
 }
 
 impl MatchError {
-    /// Nakama's realtime error code for this error.
-    pub fn code(&self) -> i32 {
-        match self {
-            MatchError::NotFound(_) | MatchError::Ended(_) => error_code::MATCH_NOT_FOUND,
-            MatchError::Rejected(_) | MatchError::Forbidden(_) => error_code::MATCH_JOIN_REJECTED,
-            MatchError::BadInput(_) => error_code::BAD_INPUT,
-        }
-    }
-
     /// The metric label of this error.
     pub fn label(&self) -> &'static str {
         match self {
@@ -41,10 +30,5 @@ impl MatchError {
             MatchError::Forbidden(_) => "forbidden",
             MatchError::BadInput(_) => "bad_input",
         }
-    }
-
-    /// The error envelope answering the message with correlation id `cid`.
-    pub fn envelope(&self, cid: impl Into<String>) -> Envelope {
-        Envelope::error(cid, self.code(), self.to_string())
     }
 }

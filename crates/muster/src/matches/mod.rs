@@ -30,7 +30,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use muster_proto::realtime::{
-    match_join, Envelope, Match, MatchCreate, MatchDataSend, MatchJoin, MatchLeave, Message,
+    match_join, Match, MatchCreate, MatchDataSend, MatchJoin, MatchLeave, Message,
 };
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -47,7 +47,7 @@ use self::registry::{Bucket, MatchRef, MatchRegistry, Member};
 use self::relayed::RelayedMatch;
 use crate::base::config::Config;
 use crate::session::registry::SessionObserver;
-use crate::session::Session;
+use crate::session::{Answer, Session};
 use crate::store::Store;
 
 /// The matches service: one per server, shared by every socket and request.
@@ -427,66 +427,58 @@ impl Matches {
         }
     }
 
-    /// Answers one match or matchmaker envelope from `session` (the realtime dispatcher's arm).
+    /// Answers one match or matchmaker request from `session` (the realtime dispatcher's arm).
+    /// A refusal is counted here (`muster_match_errors_total{kind}`) and becomes an error
+    /// envelope in the dispatcher.
     pub async fn handle(
         &self,
         session: &Arc<Session>,
-        cid: String,
         message: Message,
-    ) -> Option<Envelope> {
+    ) -> Result<Answer, MatchError> {
         let result = match message {
             Message::MatchCreate(request) => self
                 .create(session, request)
-                .map(|m| Some(Message::Match(m))),
-            Message::MatchJoin(MatchJoin { id, metadata }) => {
-                let target = match id {
-                    Some(match_join::Id::MatchId(id)) => Ok(JoinTarget::Id(id)),
-                    Some(match_join::Id::Token(token)) => Ok(JoinTarget::Token(token)),
-                    None => Err(MatchError::BadInput(
-                        "match_join needs a match_id or a token.".into(),
-                    )),
-                };
-                match target {
-                    Ok(target) => self
-                        .join(session, target, metadata)
-                        .await
-                        .map(|m| Some(Message::Match(m))),
-                    Err(e) => Err(e),
-                }
-            }
-            Message::MatchLeave(MatchLeave { match_id }) => {
-                self.leave(session, &match_id).map(|()| None)
-            }
-            Message::MatchDataSend(data) => match self.send(session, data) {
-                // No answer to data, as in Nakama (the client does not wait for one).
-                Ok(()) => return None,
-                Err(e) => Err(e),
+                .map(|m| Answer::Reply(Message::Match(m))),
+            Message::MatchJoin(MatchJoin { id, metadata }) => match id {
+                Some(match_join::Id::MatchId(id)) => self
+                    .join(session, JoinTarget::Id(id), metadata)
+                    .await
+                    .map(|m| Answer::Reply(Message::Match(m))),
+                Some(match_join::Id::Token(token)) => self
+                    .join(session, JoinTarget::Token(token), metadata)
+                    .await
+                    .map(|m| Answer::Reply(Message::Match(m))),
+                None => Err(MatchError::BadInput(
+                    "match_join needs a match_id or a token.".into(),
+                )),
             },
+            Message::MatchLeave(MatchLeave { match_id }) => {
+                self.leave(session, &match_id).map(|()| Answer::Done)
+            }
+            // No answer to data, as in Nakama (the client does not wait for one).
+            Message::MatchDataSend(data) => self.send(session, data).map(|()| Answer::Silent),
             Message::MatchmakerAdd(add) => self
                 .matchmaker
                 .add(session, add)
                 .await
-                .map(|t| Some(Message::MatchmakerTicket(t))),
+                .map(|t| Answer::Reply(Message::MatchmakerTicket(t))),
             Message::MatchmakerRemove(remove) => self
                 .matchmaker
                 .remove(session.session_id, &remove.ticket)
                 .await
-                .map(|()| None),
+                .map(|()| Answer::Done),
             other => Err(MatchError::BadInput(format!(
                 "'{}' is not a match message",
                 other.kind()
             ))),
         };
-        match result {
-            Ok(message) => Some(Envelope { cid, message }),
-            Err(error) => {
-                self.metrics
-                    .errors
-                    .with_label_values(&[error.label()])
-                    .inc();
-                Some(error.envelope(cid))
-            }
+        if let Err(error) = &result {
+            self.metrics
+                .errors
+                .with_label_values(&[error.label()])
+                .inc();
         }
+        result
     }
 }
 

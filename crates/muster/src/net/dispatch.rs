@@ -1,14 +1,21 @@
-//! Envelope dispatch: one decoded envelope in, at most one reply out. Each family of message
-//! kinds goes to its domain module, which answers the sender through the returned envelope and
-//! reaches other sockets through their outboxes ([`fanout`](super::fanout)).
+//! Envelope dispatch, the same for every transport: one decoded envelope in, at most one reply
+//! out. Each family of message kinds goes to its domain, which answers with a
+//! [`Answer`](crate::session::Answer) or its own error and reaches other sessions through
+//! their outboxes; this module turns both into envelopes, so a domain's error becomes a wire
+//! error here and nowhere else.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use muster_proto::realtime::{error_code, Envelope, Message, Pong};
+use muster_proto::realtime::{self, error_code, Envelope, Message, Pong};
 
-use crate::session::Session;
+use crate::chat::ChatError;
+use crate::functions::{CallError, Caller, RpcCode};
+use crate::matches::error::MatchError;
+use crate::session::fanout::Encoded;
+use crate::session::{Answer, Session};
 use crate::state::AppState;
 
 /// What answering an envelope takes: a reply known at once, or a handler to await.
@@ -43,13 +50,14 @@ pub fn handle<'a>(
         Message::Pong(_) => Handling::Now(None),
 
         // Chat channels.
-        Message::ChannelJoin(_)
+        message @ (Message::ChannelJoin(_)
         | Message::ChannelLeave(_)
         | Message::ChannelMessageSend(_)
         | Message::ChannelMessageUpdate(_)
-        | Message::ChannelMessageRemove(_) => {
-            Handling::Later(Box::pin(crate::chat::handle(cid, message, session, state)))
-        }
+        | Message::ChannelMessageRemove(_)) => Handling::Later(Box::pin(async move {
+            let answered = crate::chat::handle(message, session, &state.chat).await;
+            finish(cid, answered.map_err(Refusal::Chat), session)
+        })),
 
         // Matches and the matchmaker.
         message @ (Message::MatchCreate(_)
@@ -57,13 +65,29 @@ pub fn handle<'a>(
         | Message::MatchLeave(_)
         | Message::MatchDataSend(_)
         | Message::MatchmakerAdd(_)
-        | Message::MatchmakerRemove(_)) => {
-            Handling::Later(Box::pin(state.matches.handle(session, cid, message)))
-        }
+        | Message::MatchmakerRemove(_)) => Handling::Later(Box::pin(async move {
+            let answered = state.matches.handle(session, message).await;
+            finish(cid, answered.map_err(Refusal::Match), session)
+        })),
 
-        // Server functions.
+        // Server functions, called as the session's user.
         Message::Rpc(rpc) => Handling::Later(Box::pin(async move {
-            Some(super::rpc_envelope::handle(cid, rpc, session, state).await)
+            let caller = Caller {
+                user_id: session.user_id,
+                username: session.username.to_string(),
+            };
+            let answered = state
+                .rpc
+                .call(&rpc.id, Some(&caller), &rpc.payload)
+                .await
+                .map(|payload| {
+                    Answer::Reply(Message::Rpc(realtime::Rpc {
+                        id: rpc.id,
+                        payload,
+                        http_key: String::new(),
+                    }))
+                });
+            finish(cid, answered.map_err(Refusal::Call), session)
         })),
 
         // Kinds only the server sends.
@@ -82,4 +106,81 @@ pub fn handle<'a>(
             format!("'{}' envelopes are sent only by the server", message.kind()),
         ))),
     }
+}
+
+/// A domain's refusal on its way to the wire.
+pub enum Refusal {
+    Chat(ChatError),
+    Match(MatchError),
+    Call(CallError),
+}
+
+/// Turns a domain's answer into the envelope for the request with correlation id `cid`.
+fn finish(cid: String, answered: Result<Answer, Refusal>, session: &Session) -> Option<Envelope> {
+    match answered {
+        Ok(Answer::Reply(message)) => Some(Envelope::new(cid, message)),
+        Ok(Answer::AfterQueued(message)) => {
+            // Through the outbox, behind what the request queued there: the socket writes a
+            // request's direct reply before what its outbox holds.
+            Encoded::new(Envelope::new(cid, message)).deliver(session);
+            None
+        }
+        Ok(Answer::Done) if cid.is_empty() => None,
+        Ok(Answer::Done) => Some(Envelope { cid, message: None }),
+        Ok(Answer::Silent) => None,
+        Err(refusal) => Some(error_envelope(cid, refusal)),
+    }
+}
+
+/// The error envelope for a refusal, with Nakama's realtime error codes.
+pub fn error_envelope(cid: impl Into<String>, refusal: Refusal) -> Envelope {
+    let (code, message, context) = match refusal {
+        Refusal::Chat(error) => {
+            // A failed write is the server's fault; every other refusal is the request's.
+            let code = match error {
+                ChatError::Storage => error_code::RUNTIME_EXCEPTION,
+                _ => error_code::BAD_INPUT,
+            };
+            let context = HashMap::from([("reason".to_owned(), error.reason().to_owned())]);
+            (code, error.to_string(), context)
+        }
+        Refusal::Match(error) => {
+            let code = match error {
+                MatchError::NotFound(_) | MatchError::Ended(_) => error_code::MATCH_NOT_FOUND,
+                MatchError::Rejected(_) | MatchError::Forbidden(_) => {
+                    error_code::MATCH_JOIN_REJECTED
+                }
+                MatchError::BadInput(_) => error_code::BAD_INPUT,
+            };
+            (code, error.to_string(), HashMap::new())
+        }
+        Refusal::Call(CallError::MissingId) => (
+            error_code::BAD_INPUT,
+            "RPC ID must be set.".to_owned(),
+            HashMap::new(),
+        ),
+        Refusal::Call(CallError::NotFound) => (
+            error_code::RUNTIME_FUNCTION_NOT_FOUND,
+            "RPC function not found.".to_owned(),
+            HashMap::new(),
+        ),
+        Refusal::Call(CallError::Failed(error)) => {
+            let code = if error.code == RpcCode::InvalidArgument {
+                error_code::BAD_INPUT
+            } else {
+                error_code::RUNTIME_FUNCTION_EXCEPTION
+            };
+            // The function's own gRPC code, e.g. 9 for an overdraw, for clients that branch on it.
+            let context = HashMap::from([("grpc_code".to_owned(), error.code.grpc().to_string())]);
+            (code, error.message, context)
+        }
+    };
+    Envelope::new(
+        cid,
+        Message::Error(realtime::Error {
+            code,
+            message,
+            context,
+        }),
+    )
 }

@@ -10,7 +10,6 @@
 pub mod connection;
 pub mod dispatch;
 pub mod http;
-pub mod rpc_envelope;
 pub mod tcp;
 pub mod ws;
 pub mod ws_upgrade;

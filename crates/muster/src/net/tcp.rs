@@ -29,7 +29,7 @@ use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{self, Ending, Transport};
-use super::dispatch;
+use super::dispatch::{self, Refusal};
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
 use crate::session::registry::{Admission, Session};
@@ -196,7 +196,9 @@ async fn handshake(
                 .errors
                 .with_label_values(&[error.label()])
                 .inc();
-            let _ = conn.send(&[error.envelope(cid)]).await;
+            let _ = conn
+                .send(&[dispatch::error_envelope(cid, Refusal::Match(error))])
+                .await;
             return Err(Ending::JoinFailed);
         }
     };
@@ -227,7 +229,9 @@ async fn handshake(
                 .errors
                 .with_label_values(&[error.label()])
                 .inc();
-            let _ = conn.send(&[error.envelope(cid)]).await;
+            let _ = conn
+                .send(&[dispatch::error_envelope(cid, Refusal::Match(error))])
+                .await;
             Err(Ending::JoinFailed)
         }
     }

@@ -19,3 +19,21 @@ pub enum Format {
     Json,
     Protobuf,
 }
+
+/// How a domain answers one realtime request from a session. The dispatcher turns it into the
+/// envelope (with the request's `cid`) or nothing; a domain's error becomes an error envelope
+/// there too, so no domain builds a reply envelope itself.
+#[derive(Debug)]
+pub enum Answer {
+    /// Answer with this message, written before anything the request queued on the session's
+    /// outbox (a `match_join`'s `match` precedes the match's first messages).
+    Reply(muster_proto::realtime::Message),
+    /// Answer with this message behind what the request queued (a chat ack follows the
+    /// sender's own copy of its message).
+    AfterQueued(muster_proto::realtime::Message),
+    /// Done, nothing to say: an empty envelope carrying the request's `cid`, or nothing when
+    /// the request had none.
+    Done,
+    /// No answer at all (match data, as on Nakama).
+    Silent,
+}

@@ -1,5 +1,6 @@
 //! The one error type of the HTTP API, mapped to an HTTP status and Nakama's error body
-//! `{"error","message","code"}` in exactly one place ([`ApiError::into_response`]).
+//! `{"error","message","code"}` in exactly one place ([`ApiError::into_response`]), and every
+//! domain's error turned into it here and nowhere else.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -103,5 +104,42 @@ impl From<crate::functions::RpcError> for ApiError {
 impl From<crate::economy::EconomyError> for ApiError {
     fn from(error: crate::economy::EconomyError) -> Self {
         crate::functions::RpcError::from(error).into()
+    }
+}
+
+impl From<crate::accounts::AccountError> for ApiError {
+    fn from(error: crate::accounts::AccountError) -> Self {
+        use crate::accounts::AccountError;
+        match error {
+            AccountError::Invalid(message) => ApiError::InvalidArgument(message),
+            AccountError::Unauthenticated(message) => ApiError::Unauthenticated(message),
+            AccountError::Banned => ApiError::PermissionDenied(AccountError::Banned.to_string()),
+            AccountError::NotFound(message) => ApiError::NotFound(message),
+            AccountError::Store(error) => error.into(),
+            AccountError::Internal => ApiError::Internal,
+        }
+    }
+}
+
+impl From<crate::matches::error::MatchError> for ApiError {
+    fn from(error: crate::matches::error::MatchError) -> Self {
+        use crate::matches::error::MatchError;
+        match error {
+            MatchError::NotFound(m) | MatchError::Ended(m) => ApiError::NotFound(m),
+            MatchError::BadInput(m) => ApiError::InvalidArgument(m),
+            MatchError::Forbidden(m) => ApiError::PermissionDenied(m),
+            MatchError::Rejected(m) => ApiError::Unavailable(m),
+        }
+    }
+}
+
+impl From<crate::functions::CallError> for ApiError {
+    fn from(error: crate::functions::CallError) -> Self {
+        use crate::functions::CallError;
+        match error {
+            CallError::MissingId => ApiError::InvalidArgument("RPC ID must be set.".into()),
+            CallError::NotFound => ApiError::NotFound("RPC function not found.".into()),
+            CallError::Failed(error) => error.into(),
+        }
     }
 }

@@ -22,7 +22,6 @@ use serde::Deserialize;
 use super::auth::RoomsCaller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
-use crate::matches::error::MatchError;
 use crate::matches::rooms::{CreateRoom, RoomCaller};
 use crate::state::AppState;
 
@@ -37,24 +36,12 @@ fn room_caller(caller: RoomsCaller) -> RoomCaller {
     }
 }
 
-fn api_error(error: MatchError) -> ApiError {
-    match error {
-        MatchError::NotFound(m) | MatchError::Ended(m) => ApiError::NotFound(m),
-        MatchError::BadInput(m) => ApiError::InvalidArgument(m),
-        MatchError::Forbidden(m) => ApiError::PermissionDenied(m),
-        MatchError::Rejected(m) => ApiError::Unavailable(m),
-    }
-}
-
 pub async fn create(
     State(state): State<AppState>,
     caller: RoomsCaller,
     ApiJson(request): ApiJson<CreateRoom>,
 ) -> Result<Response, ApiError> {
-    let room = state
-        .matches
-        .create_room(&room_caller(caller), request)
-        .map_err(api_error)?;
+    let room = state.matches.create_room(&room_caller(caller), request)?;
     Ok((StatusCode::CREATED, Json(room)).into_response())
 }
 
@@ -84,7 +71,7 @@ pub async fn get(
     _: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let room = state.matches.room_info(&id).map_err(api_error)?;
+    let room = state.matches.room_info(&id)?;
     Ok(Json(room).into_response())
 }
 
@@ -101,8 +88,7 @@ pub async fn connection(
     let (host, port) = split_host(host_header);
     let info = state
         .matches
-        .connection(&room_caller(caller), &id, host, port)
-        .map_err(api_error)?;
+        .connection(&room_caller(caller), &id, host, port)?;
     Ok(Json(info).into_response())
 }
 
@@ -111,10 +97,7 @@ pub async fn destroy(
     caller: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .matches
-        .destroy_room(&room_caller(caller), &id)
-        .map_err(api_error)?;
+    state.matches.destroy_room(&room_caller(caller), &id)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -19,7 +19,6 @@ use serde::Deserialize;
 use super::auth::RpcCaller;
 use super::error::ApiError;
 use super::extract::ApiQuery;
-use crate::functions::CallError;
 use crate::functions::Caller;
 use crate::state::AppState;
 
@@ -69,15 +68,7 @@ pub async fn call(
     } else {
         query.payload.clone().unwrap_or_default()
     };
-    let result = state
-        .rpc
-        .call(&id, caller.as_ref(), &payload)
-        .await
-        .map_err(|error| match error {
-            CallError::MissingId => ApiError::InvalidArgument("RPC ID must be set.".into()),
-            CallError::NotFound => ApiError::NotFound("RPC function not found.".into()),
-            CallError::Failed(error) => error.into(),
-        })?;
+    let result = state.rpc.call(&id, caller.as_ref(), &payload).await?;
     if unwrap {
         let content_type = headers
             .get(CONTENT_TYPE)
