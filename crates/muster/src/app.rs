@@ -10,7 +10,107 @@ use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 use crate::base::config::Config;
-pub use crate::state::{AppState, GameLogic};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::accounts::password::Hasher;
+use crate::accounts::tokens::TokenService;
+use crate::accounts::Accounts;
+use crate::base::metrics::Metrics;
+use crate::base::ratelimit::IpLimit;
+use crate::chat::presence::ChatPresence;
+use crate::chat::Chat;
+use crate::cluster::LocalRouter;
+use crate::economy::Economy;
+use crate::functions::{builtins, Functions, Rpc};
+use crate::matches::handler::Handlers;
+use crate::matches::Matches;
+pub use crate::net::state::AppState;
+use crate::session::channels::ChannelRegistry;
+use crate::session::SessionRegistry;
+use crate::store::{self, StartingGrant, Store};
+
+/// What a game adds to Muster in Rust: its authoritative match handlers and its server
+/// functions. The default has the built-in handlers (`arena`) and no functions of its own (the
+/// built-in functions are registered from `runtime.builtin_functions`).
+pub struct GameLogic {
+    pub handlers: Handlers,
+    pub functions: Functions,
+}
+
+impl Default for GameLogic {
+    fn default() -> Self {
+        GameLogic {
+            handlers: Handlers::builtin(),
+            functions: Functions::new(),
+        }
+    }
+}
+
+/// Builds every service from `config` with a game's own logic (its match handlers and server
+/// functions): the handlers' shared state, and the store, which the app closes last.
+async fn build(config: Config, game: GameLogic) -> anyhow::Result<(AppState, Arc<dyn Store>)> {
+    let GameLogic {
+        handlers,
+        mut functions,
+    } = game;
+    let grant = StartingGrant::from_config(&config.economy)
+        .map_err(|e| anyhow::anyhow!("configuration error: economy: {e}"))?;
+    let metrics = Arc::new(Metrics::new());
+    let store = store::open(&config, metrics.clone()).await?;
+    let tokens = Arc::new(TokenService::new(&config.session, store.clone()).await?);
+    let accounts = Arc::new(
+        Accounts::new(
+            store.clone(),
+            tokens.clone(),
+            Hasher::new()?,
+            metrics.clone(),
+        )
+        .with_starting_grant(grant),
+    );
+    // Sessions and the router that reaches them: one node's for now.
+    let registry = Arc::new(SessionRegistry::new(metrics.clone()));
+    let channels = ChannelRegistry::new(Arc::new(ChatPresence), metrics.clone());
+    let router = Arc::new(LocalRouter::new(registry.clone(), channels));
+    let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone(), router.clone()).await?);
+    builtins::register(&mut functions, &config.runtime.builtin_functions);
+    let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
+    let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
+    if config.runtime.http_key == crate::base::config::RuntimeConfig::default().http_key {
+        tracing::warn!(
+            "runtime.http_key is the default: anyone can call server functions as any user; set your own"
+        );
+    }
+    let limits = &config.limits;
+    let shutdown = CancellationToken::new();
+    let matches =
+        Matches::build(&config, &store, &metrics, handlers, shutdown.child_token()).await?;
+    // One cleanup path for every transport: a session that ends leaves its chat channels
+    // first (telling their other members), then its matches and matchmaker tickets.
+    registry.on_session_closed(router.clone());
+    registry.on_session_closed(matches.clone());
+    let state = AppState {
+        matches,
+        chat,
+        auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
+        connect_limit: Arc::new(IpLimit::new(
+            limits.connect_per_ip_per_sec,
+            limits.connect_burst,
+        )),
+        registry,
+        router,
+        rpc,
+        config: Arc::new(config),
+        tokens,
+        accounts,
+        metrics,
+        shutdown,
+        sockets: TaskTracker::new(),
+    };
+    Ok((state, store))
+}
 
 /// Serves on `listener` until `shutdown` resolves, then shuts down gracefully.
 pub async fn run(
@@ -29,7 +129,7 @@ pub async fn run_with(
     game: GameLogic,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = AppState::build_with(config, game).await?;
+    let (state, store) = build(config, game).await?;
     state.matches.start();
     if !state.config.rooms.tcp_listen.is_empty() {
         let address = &state.config.rooms.tcp_listen;
@@ -87,7 +187,7 @@ pub async fn run_with(
         );
     }
     housekeeping.abort();
-    state.store.close().await;
+    store.close().await;
     tracing::info!("shutdown complete");
     Ok(())
 }

@@ -4,16 +4,17 @@
 use std::sync::Arc;
 
 use muster_proto::realtime::{
-    Channel, ChannelJoin, ChannelLeave, ChannelMessage, ChannelMessageAck, ChannelMessageRemove,
-    ChannelMessageSend, ChannelMessageUpdate, Envelope, Message,
+    Channel as JoinedChannel, ChannelJoin, ChannelLeave, ChannelMessage, ChannelMessageAck,
+    ChannelMessageRemove, ChannelMessageSend, ChannelMessageUpdate, Envelope, Message,
 };
 use muster_proto::wire::Timestamp;
 use uuid::Uuid;
 
-use super::membership::Channel as Room;
+use super::ids::Fields;
 use super::rules::{self, Target};
-use super::socket_state::JoinFlags;
 use super::{Chat, ChatError};
+use crate::cluster::JoinLimits;
+use crate::session::channels::{Admitted, Channel, ChannelRefusal, JoinFlags};
 use crate::session::fanout::Encoded;
 use crate::session::{Answer, Session};
 use crate::store::ChannelMessageRecord;
@@ -81,7 +82,9 @@ async fn join(
         Target::Direct(id, other) => {
             // Only checked on a join that is not already in place: a rejoin skips the store.
             let id_text = id.to_string();
-            if session.chat.find(&id_text).is_none() && chat.store.account(other).await?.is_none() {
+            if session.channels.find(&id_text).is_none()
+                && chat.store.account(other).await?.is_none()
+            {
                 return Err(ChatError::UserNotFound);
             }
             id
@@ -92,17 +95,18 @@ async fn join(
         persistence: request.persistence.unwrap_or(true),
         hidden: request.hidden.unwrap_or(false),
     };
-    let joined = chat.channels.join(
-        session,
-        &id.to_string(),
-        flags,
-        config.max_channels_per_socket,
-        config.max_listed_presences,
-    )?;
-    let fields = joined.channel.fields();
+    let limits = JoinLimits {
+        max_channels: config.max_channels_per_socket,
+        max_listed: config.max_listed_presences,
+    };
+    let joined = chat
+        .router
+        .join_channel(session, &id.to_string(), flags, limits)
+        .map_err(|refusal| refused(refusal, ""))?;
+    let fields = Fields::of(&joined.channel.id);
     let mut me = session.presence();
     me.persistence = joined.flags.persistence;
-    Ok(Message::Channel(Channel {
+    Ok(Message::Channel(JoinedChannel {
         id: joined.channel.id.to_string(),
         presences: joined.presences,
         self_presence: Some(me),
@@ -114,9 +118,18 @@ async fn join(
 }
 
 fn leave(request: &ChannelLeave, session: &Arc<Session>, chat: &Chat) -> Result<(), ChatError> {
-    match chat.channels.leave(session, &request.channel_id) {
-        Err(ChatError::NotJoined { .. }) => Err(not_joined_or_invalid(&request.channel_id)),
-        other => other,
+    chat.router
+        .leave_channel(session, &request.channel_id)
+        .map_err(|refusal| refused(refusal, &request.channel_id))
+}
+
+/// A channel refusal as chat tells it: for a channel not joined, `NotJoined` when the id is
+/// well-formed and `InvalidChannelId` otherwise.
+fn refused(refusal: ChannelRefusal, channel_id: &str) -> ChatError {
+    match refusal {
+        ChannelRefusal::TooMany { max } => ChatError::TooManyChannels { max },
+        ChannelRefusal::RateLimited { per_sec } => ChatError::RateLimited { per_sec },
+        ChannelRefusal::NotJoined => not_joined_or_invalid(channel_id),
     }
 }
 
@@ -134,19 +147,12 @@ fn not_joined_or_invalid(channel_id: &str) -> ChatError {
 }
 
 /// Finds the joined channel and takes one message from the socket's budget.
-fn admit(
-    channel_id: &str,
-    session: &Session,
-    chat: &Chat,
-) -> Result<super::socket_state::Admitted, ChatError> {
+fn admit(channel_id: &str, session: &Session, chat: &Chat) -> Result<Admitted, ChatError> {
     let config = &chat.config;
-    match session
-        .chat
+    session
+        .channels
         .admit(channel_id, config.messages_per_sec, config.message_burst)
-    {
-        Err(ChatError::NotJoined { .. }) => Err(not_joined_or_invalid(channel_id)),
-        other => other,
-    }
+        .map_err(|refusal| refused(refusal, channel_id))
 }
 
 async fn send(
@@ -274,7 +280,7 @@ async fn remove(
 fn own_message(
     message_id: &str,
     session: &Session,
-    channel: &Room,
+    channel: &Channel,
     chat: &Chat,
 ) -> Result<(Uuid, super::ids::Issued), ChatError> {
     let id = Uuid::parse_str(message_id).map_err(|_| ChatError::InvalidMessageId)?;
@@ -289,11 +295,11 @@ fn own_message(
 /// the sender's ack.
 fn fan_out(
     chat: &Chat,
-    channel: &Room,
+    channel: &Channel,
     record: ChannelMessageRecord,
     persistent: bool,
 ) -> ChannelMessageAck {
-    let fields = channel.fields();
+    let fields = Fields::of(&channel.id);
     let create_time = Some(Timestamp::from_unix_ms(record.create_time_ms));
     let update_time = Some(Timestamp::from_unix_ms(record.update_time_ms));
     let ack = ChannelMessageAck {
@@ -325,6 +331,6 @@ fn fan_out(
         user_id_two: ack.user_id_two.clone(),
     };
     let encoded = Encoded::new(Envelope::new("", Message::ChannelMessage(message)));
-    chat.channels.broadcast(channel, &encoded);
+    chat.router.send_to_channel(channel, &encoded);
     ack
 }

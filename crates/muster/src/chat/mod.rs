@@ -2,11 +2,14 @@
 //! `channel_message_update` and `channel_message_remove` on the realtime socket, with
 //! `channel_presence_event`s to members and history kept in the store when a join asks for it.
 //!
-//! - [`registry`]: who is in which channel (O(1) join, leave and disconnect; the lock order);
-//! - [`session`]: one socket's channels and message budget;
 //! - [`rules`]: what a client may send (room names, content, join targets);
 //! - [`ids`]: channel id fields and self-verifying message ids;
-//! - [`handlers`]: the five requests, answered in the socket's task.
+//! - [`handlers`]: the five requests, answered in the socket's task;
+//! - [`presence`]: the `channel_presence_event`s members are told of;
+//! - [`history`] + [`cursor`]: stored history, a page at a time.
+//!
+//! Who is in which channel is not chat's to keep: it reaches members only through the
+//! [`Router`] (on one node, the session layer's channel registry, `crate::session::channels`).
 //!
 //! The flow of a message: the sender's socket task admits it (rate limit, membership), checks
 //! its content, stores it when the sender joined with persistence (and waits until that write is
@@ -15,26 +18,25 @@
 
 pub mod cursor;
 pub mod handlers;
+pub mod history;
 pub mod ids;
-pub mod membership;
+pub mod presence;
 pub mod rules;
-pub mod socket_state;
 
 use std::sync::Arc;
 
 pub use handlers::handle;
 use ids::MessageIds;
-use membership::ChannelRegistry;
 
 use crate::base::config::ChatConfig;
 use crate::base::metrics::Metrics;
-use crate::session::registry::SessionObserver;
-use crate::session::Session;
+use crate::cluster::Router;
 use crate::store::{Store, StoreError};
 
 /// The chat service every socket task shares.
 pub struct Chat {
-    pub channels: ChannelRegistry,
+    /// Channel membership and fanout, on this node or across the cluster.
+    pub router: Arc<dyn Router>,
     pub ids: MessageIds,
     pub config: ChatConfig,
     /// Where persisted messages go and direct-chat partners are looked up.
@@ -48,6 +50,7 @@ impl Chat {
         config: &ChatConfig,
         store: &Arc<dyn Store>,
         metrics: Arc<Metrics>,
+        router: Arc<dyn Router>,
     ) -> Result<Chat, StoreError> {
         let stored = store
             .secret("channel_message_key", MessageIds::random_key_hex())
@@ -56,19 +59,12 @@ impl Chat {
             StoreError::Database("secret channel_message_key is not 32 hex digits".into())
         })?;
         Ok(Chat {
-            channels: ChannelRegistry::new(metrics.clone()),
+            router,
             ids: MessageIds::new(key),
             config: config.clone(),
             store: store.clone(),
             metrics,
         })
-    }
-}
-
-/// A session that ends leaves every channel it is in, with leave events to the others.
-impl SessionObserver for Chat {
-    fn session_closed(&self, session: &Arc<Session>) {
-        self.channels.leave_all(session);
     }
 }
 

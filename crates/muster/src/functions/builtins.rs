@@ -24,7 +24,7 @@ use super::{Call, Functions, RpcError, ServerFunction};
 use crate::economy::{Change, Receipt};
 
 /// Every built-in function id.
-pub const NAMES: &[&str] = &["wallet_spend", "inventory_grant", "inventory_consume"];
+pub use crate::base::config::BUILTIN_FUNCTIONS as NAMES;
 
 /// Registers the built-ins named in `names` that `functions` does not already have (a game's
 /// own function of the same id wins).

@@ -299,7 +299,7 @@ impl Actor {
                     if self
                         .members
                         .iter()
-                        .any(|m| m.session.session_id == input.from)
+                        .any(|m| m.recipient.session_id() == input.from)
                     {
                         batch.push(input);
                     }
@@ -320,8 +320,12 @@ impl Actor {
         metadata: &HashMap<String, String>,
         reply: oneshot::Sender<Result<Match, MatchError>>,
     ) -> bool {
-        let session = member.session.session_id;
-        if self.members.iter().any(|m| m.session.session_id == session) {
+        let session = member.recipient.session_id();
+        if self
+            .members
+            .iter()
+            .any(|m| m.recipient.session_id() == session)
+        {
             let _ = reply.send(Ok(self.reply_for(&member.presence)));
             return false;
         }
@@ -345,7 +349,7 @@ impl Actor {
         }
         let event = self.presence_event(vec![member.presence.clone()], Vec::new());
         for other in &self.members {
-            event.deliver(&other.session);
+            other.recipient.deliver(&event);
         }
         let presence = member.presence.clone();
         self.members.push(member);
@@ -363,7 +367,7 @@ impl Actor {
         let Some(index) = self
             .members
             .iter()
-            .position(|m| m.session.session_id == session)
+            .position(|m| m.recipient.session_id() == session)
         else {
             return false;
         };
@@ -374,7 +378,7 @@ impl Actor {
         self.env.metrics.players.dec();
         let event = self.presence_event(Vec::new(), vec![gone.presence.clone()]);
         for other in &self.members {
-            event.deliver(&other.session);
+            other.recipient.deliver(&event);
         }
         let mut ctx = context!(self);
         self.handler.leave(&mut ctx, &gone.presence);
@@ -424,7 +428,7 @@ impl Actor {
         for member in self.members.drain(..) {
             self.env
                 .registry
-                .remove_membership(member.session.session_id, id);
+                .remove_membership(member.recipient.session_id(), id);
             self.env.metrics.players.dec();
         }
         self.handle.size.store(0, Ordering::Relaxed);
@@ -583,7 +587,7 @@ mod tests {
         for op in 0..100 {
             handle
                 .input(Input {
-                    from: me.session.session_id,
+                    from: me.recipient.session_id(),
                     op_code: op,
                     data: vec![],
                     reliable: true,
@@ -610,7 +614,7 @@ mod tests {
         assert!(log.terminated);
         assert_eq!(log.joins, 1);
         // The member got one broadcast per tick.
-        let drained = me.session.outbox.drain();
+        let drained = guards[0].entry.outbox.drain();
         assert_eq!(drained.messages.len(), 50);
         assert!(handle.ended.is_cancelled());
     }
@@ -649,8 +653,8 @@ mod tests {
         );
         assert_eq!(handle.size(), 2);
         assert_eq!(env.metrics.players.get(), 2);
-        handle.leave(m[0].session.session_id);
-        handle.leave(m[1].session.session_id);
+        handle.leave(m[0].recipient.session_id());
+        handle.leave(m[1].recipient.session_id());
         // Empty and not ticking: it ends after the empty timeout.
         assert_eq!(task.await.expect("task"), Ending::Empty);
         {

@@ -147,7 +147,7 @@ impl<'a> MatchContext<'a> {
     pub fn broadcast(&mut self, op_code: i64, data: Vec<u8>) {
         let encoded = self.encode(op_code, data);
         for member in self.members {
-            encoded.deliver(&member.session);
+            member.recipient.deliver(&encoded);
             self.sent += 1;
         }
     }
@@ -156,8 +156,8 @@ impl<'a> MatchContext<'a> {
     pub fn send_to(&mut self, sessions: &[Uuid], op_code: i64, data: Vec<u8>) {
         let encoded = self.encode(op_code, data);
         for member in self.members {
-            if sessions.contains(&member.session.session_id) {
-                encoded.deliver(&member.session);
+            if sessions.contains(&member.recipient.session_id()) {
+                member.recipient.deliver(&encoded);
                 self.sent += 1;
             }
         }

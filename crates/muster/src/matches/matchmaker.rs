@@ -32,12 +32,13 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::config::MatchmakerConfig;
 use super::error::MatchError;
 use super::handler::MatchParams;
 use super::id::MatchId;
 use super::query::Query;
 use super::Matches;
+use crate::base::config::MatchmakerConfig;
+use crate::cluster::Recipient;
 use crate::session::fanout::Encoded;
 use crate::session::Session;
 
@@ -60,7 +61,8 @@ enum Command {
 /// One player looking for a match.
 pub struct Ticket {
     pub id: Uuid,
-    pub session: Option<Arc<Session>>,
+    /// Who is told of the match; `None` in tests of the grouping alone.
+    pub recipient: Option<Recipient>,
     pub presence: UserPresence,
     pub session_id: Uuid,
     pub query: Query,
@@ -151,7 +153,7 @@ impl Matchmaker {
             .map_err(|e| MatchError::BadInput(format!("Bad query: {e}.")))?;
         Ok(Ticket {
             id: Uuid::new_v4(),
-            session: Some(session.clone()),
+            recipient: Some(Recipient::local(session)),
             presence: session.presence(),
             session_id: session.session_id,
             query,
@@ -444,17 +446,22 @@ fn announce(matches: &Matches, group: Vec<Ticket>) {
         .matchmaker_matched
         .inc_by(group.len() as u64);
     for (ticket, me) in group.iter().zip(&users) {
-        let Some(session) = &ticket.session else {
+        let Some(recipient) = &ticket.recipient else {
             continue;
         };
-        let (token, _) = matches.tokens.issue(id, session.user_id, &session.username);
+        let (token, _) = matches
+            .tokens
+            .issue(id, recipient.user_id(), &ticket.presence.username);
         let message = MatchmakerMatched {
             ticket: ticket.id.to_string(),
             id: Some(matchmaker_matched::Id::Token(token)),
             users: users.clone(),
             self_user: Some(me.clone()),
         };
-        Encoded::new(Envelope::new("", Message::MatchmakerMatched(message))).deliver(session);
+        recipient.deliver(&Encoded::new(Envelope::new(
+            "",
+            Message::MatchmakerMatched(message),
+        )));
     }
 }
 
@@ -466,7 +473,7 @@ mod tests {
         let session_id = Uuid::from_u128(n);
         Ticket {
             id: Uuid::from_u128(1_000_000 + n),
-            session: None,
+            recipient: None,
             presence: UserPresence {
                 session_id: session_id.to_string(),
                 ..Default::default()

@@ -11,7 +11,6 @@
 //! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
 
 pub mod authoritative;
-pub mod config;
 pub mod error;
 pub mod games;
 pub mod handler;
@@ -36,7 +35,6 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use self::authoritative::{ActorEnv, AuthoritativeHandle, RoomMeta};
-use self::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use self::error::MatchError;
 use self::handler::{Handlers, Input, MatchParams};
 use self::id::MatchId;
@@ -46,6 +44,7 @@ use self::metrics::MatchMetrics;
 use self::registry::{Bucket, MatchRef, MatchRegistry, Member};
 use self::relayed::RelayedMatch;
 use crate::base::config::Config;
+use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
 use crate::store::Store;

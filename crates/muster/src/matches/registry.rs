@@ -21,20 +21,23 @@ use super::authoritative::AuthoritativeHandle;
 use super::error::MatchError;
 use super::id::MatchId;
 use super::relayed::RelayedMatch;
+use crate::cluster::Recipient;
 use crate::session::Session;
 
 /// One session in one match, as the match sees it.
 #[derive(Clone)]
 pub struct Member {
     pub presence: UserPresence,
-    pub session: Arc<Session>,
+    /// Where the match's messages to this member go.
+    pub recipient: Recipient,
 }
 
 impl Member {
+    /// The session a join request came from, as a member.
     pub fn of(session: &Arc<Session>) -> Member {
         Member {
             presence: session.presence(),
-            session: session.clone(),
+            recipient: Recipient::local(session),
         }
     }
 }

@@ -61,18 +61,18 @@ impl RelayedMatch {
         if state.ended {
             return Err(MatchError::Ended("Match has ended.".into()));
         }
-        let session = member.session.session_id;
+        let session = member.recipient.session_id();
         let new = state
             .members
             .iter()
-            .all(|m| m.session.session_id != session);
+            .all(|m| m.recipient.session_id() != session);
         if new {
             if state.members.len() >= max_size {
                 return Err(MatchError::Rejected("Match is full.".into()));
             }
             let event = self.presence_event(vec![member.presence.clone()], Vec::new());
             for other in &state.members {
-                event.deliver(&other.session);
+                other.recipient.deliver(&event);
             }
             state.members.push(member.clone());
         }
@@ -84,7 +84,7 @@ impl RelayedMatch {
             presences: state
                 .members
                 .iter()
-                .filter(|m| m.session.session_id != session)
+                .filter(|m| m.recipient.session_id() != session)
                 .map(|m| m.presence.clone())
                 .collect(),
             self_presence: Some(member.presence),
@@ -99,7 +99,7 @@ impl RelayedMatch {
         let index = state
             .members
             .iter()
-            .position(|m| m.session.session_id == session)?;
+            .position(|m| m.recipient.session_id() == session)?;
         let gone = state.members.remove(index);
         if state.members.is_empty() {
             state.ended = true;
@@ -107,7 +107,7 @@ impl RelayedMatch {
         }
         let event = self.presence_event(Vec::new(), vec![gone.presence]);
         for other in &state.members {
-            event.deliver(&other.session);
+            other.recipient.deliver(&event);
         }
         Some(false)
     }
@@ -123,7 +123,11 @@ impl RelayedMatch {
         reliable: bool,
     ) -> usize {
         let state = self.state.read();
-        let Some(sender) = state.members.iter().find(|m| m.session.session_id == from) else {
+        let Some(sender) = state
+            .members
+            .iter()
+            .find(|m| m.recipient.session_id() == from)
+        else {
             return 0;
         };
         let encoded = Encoded::new(Envelope::new(
@@ -139,12 +143,12 @@ impl RelayedMatch {
         let mut reached = 0;
         for member in &state.members {
             let wanted = if to.is_empty() {
-                member.session.session_id != from
+                member.recipient.session_id() != from
             } else {
                 to.iter()
                     .any(|p| p.session_id == member.presence.session_id)
             };
-            if wanted && encoded.deliver(&member.session) {
+            if wanted && member.recipient.deliver(&encoded) {
                 reached += 1;
             }
         }

@@ -9,8 +9,8 @@
 
 use std::net::IpAddr;
 
+use crate::net::state::AppState;
 use crate::session::Admission;
-use crate::state::AppState;
 
 /// The transport a connection came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

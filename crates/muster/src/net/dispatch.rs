@@ -14,9 +14,9 @@ use muster_proto::realtime::{self, error_code, Envelope, Message, Pong};
 use crate::chat::ChatError;
 use crate::functions::{CallError, Caller, RpcCode};
 use crate::matches::error::MatchError;
+use crate::net::state::AppState;
 use crate::session::fanout::Encoded;
 use crate::session::{Answer, Session};
-use crate::state::AppState;
 
 /// What answering an envelope takes: a reply known at once, or a handler to await.
 // Large only as a return value, matched at once: only the box is held while a handler waits.

@@ -10,6 +10,7 @@
 pub mod connection;
 pub mod dispatch;
 pub mod http;
+pub mod state;
 pub mod tcp;
 pub mod ws;
 pub mod ws_upgrade;

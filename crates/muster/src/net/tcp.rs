@@ -32,9 +32,9 @@ use super::connection::{self, Ending, Transport};
 use super::dispatch::{self, Refusal};
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
+use crate::net::state::AppState;
 use crate::session::registry::{Admission, Session};
 use crate::session::Format;
-use crate::state::AppState;
 
 /// Accepts connections until the server shuts down.
 pub async fn serve(listener: TcpListener, state: AppState) {

@@ -12,10 +12,10 @@ use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
 use super::connection::{self, Ending, Transport};
 use super::dispatch;
 use crate::accounts::tokens::Claims;
+use crate::net::state::AppState;
 use crate::session::codec;
 use crate::session::outbox::Outbox;
 use crate::session::{Admission, Format};
-use crate::state::AppState;
 
 fn classify(error: axum::Error) -> Ending {
     tracing::debug!(%error, "WebSocket read failed");

@@ -14,8 +14,8 @@ use super::connection::{self, Refusal};
 use super::http::auth;
 use super::http::error::ApiError;
 use super::http::extract::{ApiQuery, ClientIp};
+use crate::net::state::AppState;
 use crate::session::Format;
-use crate::state::AppState;
 
 /// Bytes of frames a socket gathers before writing them without waiting for its flush.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;

@@ -3,8 +3,10 @@
 //! - [`registry`]: who is online, the socket limit ([`registry::Admission`]), counts kept as counters;
 //! - [`outbox`]: a session's bounded queue of frames written by other tasks;
 //! - [`codec`]: envelopes to frames and back, in the session's [`Format`];
-//! - [`fanout`]: one message encoded once per format and handed to many outboxes.
+//! - [`fanout`]: one message encoded once per format and handed to many outboxes;
+//! - [`channels`]: which sessions on this node are in which channel, O(1) joins and leaves.
 
+pub mod channels;
 pub mod codec;
 pub mod fanout;
 pub mod outbox;

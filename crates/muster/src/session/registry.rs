@@ -13,10 +13,10 @@ use dashmap::DashMap;
 use muster_proto::realtime::UserPresence;
 use uuid::Uuid;
 
+use super::channels::SessionChannels;
 use super::outbox::Outbox;
 use super::Format;
 use crate::base::metrics::Metrics;
-use crate::chat::socket_state::ChatSession;
 
 /// One open socket as other parts of the server see it.
 pub struct Session {
@@ -25,8 +25,8 @@ pub struct Session {
     pub username: Box<str>,
     pub format: Format,
     pub outbox: Outbox,
-    /// The chat channels this socket is in and its message budget.
-    pub chat: ChatSession,
+    /// The channels this session is in and its message budget.
+    pub channels: SessionChannels,
 }
 
 impl Session {
@@ -53,7 +53,9 @@ pub struct SessionRegistry {
     sessions: DashMap<Uuid, Arc<Session>>,
     /// Told about every session that ends; set while the server is built.
     observers: parking_lot::RwLock<Vec<Arc<dyn SessionObserver>>>,
-    sessions_per_user: DashMap<Uuid, u32>,
+    /// Each online user's session ids: most users have one, so a boxed slice (16 bytes, one
+    /// small allocation) rebuilt on the rare connect or disconnect of a second session.
+    sessions_of_user: DashMap<Uuid, Box<[Uuid]>>,
     open: AtomicUsize,
     /// Sockets admitted under the socket limit: open ones and those still upgrading.
     admitted: AtomicUsize,
@@ -84,7 +86,7 @@ impl SessionRegistry {
         SessionRegistry {
             sessions: DashMap::new(),
             observers: parking_lot::RwLock::new(Vec::new()),
-            sessions_per_user: DashMap::new(),
+            sessions_of_user: DashMap::new(),
             open: AtomicUsize::new(0),
             admitted: AtomicUsize::new(0),
             metrics,
@@ -122,15 +124,16 @@ impl SessionRegistry {
             username: username.into(),
             format,
             outbox: Outbox::new(outbox_capacity),
-            chat: ChatSession::default(),
+            channels: SessionChannels::default(),
         });
         self.sessions.insert(entry.session_id, entry.clone());
-        let mut count = self.sessions_per_user.entry(user_id).or_insert(0);
-        *count += 1;
-        if *count == 1 {
+        let mut ids = self.sessions_of_user.entry(user_id).or_default();
+        let first = ids.is_empty();
+        *ids = ids.iter().copied().chain([entry.session_id]).collect();
+        drop(ids);
+        if first {
             self.metrics.users_online.inc();
         }
-        drop(count);
         self.open.fetch_add(1, Ordering::Relaxed);
         self.metrics.sockets_open.inc();
         SessionGuard { admission, entry }
@@ -141,10 +144,14 @@ impl SessionRegistry {
             return;
         }
         let last = self
-            .sessions_per_user
-            .remove_if_mut(&entry.user_id, |_, count| {
-                *count -= 1;
-                *count == 0
+            .sessions_of_user
+            .remove_if_mut(&entry.user_id, |_, ids| {
+                *ids = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| *id != entry.session_id)
+                    .collect();
+                ids.is_empty()
             })
             .is_some();
         if last {
@@ -160,7 +167,15 @@ impl SessionRegistry {
     }
 
     pub fn is_online(&self, user_id: Uuid) -> bool {
-        self.sessions_per_user.contains_key(&user_id)
+        self.sessions_of_user.contains_key(&user_id)
+    }
+
+    /// Every open session of `user_id`.
+    pub fn sessions_of(&self, user_id: Uuid) -> Vec<Arc<Session>> {
+        let Some(ids) = self.sessions_of_user.get(&user_id).map(|ids| ids.clone()) else {
+            return Vec::new();
+        };
+        ids.iter().filter_map(|id| self.session(*id)).collect()
     }
 
     pub fn session(&self, session_id: Uuid) -> Option<Arc<Session>> {
@@ -192,7 +207,11 @@ mod tests {
         assert_eq!(registry.sockets(), 2);
         assert!(registry.is_online(alice));
         assert!(registry.session(first.entry.session_id).is_some());
+        assert_eq!(registry.sessions_of(alice).len(), 2);
         drop(first);
+        let left = registry.sessions_of(alice);
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].session_id, second.entry.session_id);
         assert!(registry.is_online(alice), "one session left");
         drop(second);
         assert!(!registry.is_online(alice));

@@ -7,13 +7,13 @@ use muster_proto::api::{Account, UpdateAccountRequest};
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::ApiJson;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 pub async fn get(
     Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<Account>, ApiError> {
-    let online = state.registry.is_online(caller.uid);
+    let online = state.router.is_online(caller.uid);
     Ok(Json(state.accounts.account(caller.uid, online).await?))
 }
 

@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use crate::accounts::tokens::Claims;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 /// Compares secrets in time independent of where they differ.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

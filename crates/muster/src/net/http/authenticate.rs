@@ -10,7 +10,7 @@ use super::auth::ServerKey;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, AuthRateLimit};
 use crate::accounts::Login;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 /// `?create=true|false&username=...`; `create` defaults to true, as in Nakama.
 #[derive(Deserialize)]

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::ApiQuery;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 /// A stored JSON object column, as a JSON value (an empty object if it does not parse).
 fn object(text: &str) -> Value {

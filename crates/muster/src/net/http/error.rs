@@ -143,3 +143,15 @@ impl From<crate::functions::CallError> for ApiError {
         }
     }
 }
+
+impl From<crate::chat::history::HistoryError> for ApiError {
+    fn from(error: crate::chat::history::HistoryError) -> Self {
+        use crate::chat::history::HistoryError;
+        match error {
+            HistoryError::Invalid(message) => ApiError::InvalidArgument(message),
+            HistoryError::NotFound(message) => ApiError::NotFound(message),
+            HistoryError::Forbidden(message) => ApiError::PermissionDenied(message),
+            HistoryError::Store(error) => error.into(),
+        }
+    }
+}

@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 /// The client's IP address, from the TCP connection.
 pub struct ClientIp(pub IpAddr);

@@ -26,7 +26,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use self::auth::MetricsScraper;
 use self::error::ApiError;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {
     let config = &state.config;

@@ -23,7 +23,7 @@ use super::auth::RoomsCaller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
 use crate::matches::rooms::{CreateRoom, RoomCaller};
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 /// The domain's view of a rooms caller.
 fn room_caller(caller: RoomsCaller) -> RoomCaller {

@@ -20,7 +20,7 @@ use super::auth::RpcCaller;
 use super::error::ApiError;
 use super::extract::ApiQuery;
 use crate::functions::Caller;
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 #[derive(Deserialize)]
 pub struct RpcQuery {

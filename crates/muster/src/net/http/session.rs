@@ -7,7 +7,7 @@ use muster_proto::api::{Session, SessionLogoutRequest, SessionRefreshRequest};
 use super::auth::{Player, ServerKey};
 use super::error::ApiError;
 use super::extract::{ApiJson, AuthRateLimit};
-use crate::state::AppState;
+use crate::net::state::AppState;
 
 pub async fn refresh(
     _: AuthRateLimit,

@@ -12,13 +12,12 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use super::membership::Channel;
-use super::ChatError;
+use super::{Channel, ChannelRefusal};
 
 /// Per-socket chat state. Locked briefly: never while a channel's lock is wanted (the order is
 /// always channel → session, never the reverse).
 #[derive(Default)]
-pub struct ChatSession {
+pub struct SessionChannels {
     state: Mutex<State>,
 }
 
@@ -47,19 +46,19 @@ pub struct JoinFlags {
 }
 
 /// What a message send needs to know about the channel it goes to.
-pub(super) struct Admitted {
+pub struct Admitted {
     pub channel: Arc<Channel>,
     pub flags: JoinFlags,
 }
 
-impl ChatSession {
+impl SessionChannels {
     /// Channels joined now.
     pub fn joined_count(&self) -> usize {
         self.state.lock().joined.len()
     }
 
     /// The channel `channel_id` if this socket joined it, with its join flags.
-    pub(super) fn find(&self, channel_id: &str) -> Option<Admitted> {
+    pub fn find(&self, channel_id: &str) -> Option<Admitted> {
         let state = self.state.lock();
         state
             .joined
@@ -73,15 +72,15 @@ impl ChatSession {
 
     /// Takes one message from the budget, then finds the channel: a rate-limited socket is
     /// refused before anything else is looked at.
-    pub(super) fn admit(
+    pub fn admit(
         &self,
         channel_id: &str,
         per_sec: u32,
         burst: u32,
-    ) -> Result<Admitted, ChatError> {
+    ) -> Result<Admitted, ChannelRefusal> {
         let mut state = self.state.lock();
         if !state.bucket.take(per_sec, burst, coarse_now_ms()) {
-            return Err(ChatError::RateLimited { per_sec });
+            return Err(ChannelRefusal::RateLimited { per_sec });
         }
         state
             .joined
@@ -91,7 +90,7 @@ impl ChatSession {
                 channel: j.channel.clone(),
                 flags: j.flags,
             })
-            .ok_or_else(|| ChatError::not_joined(channel_id))
+            .ok_or(ChannelRefusal::NotJoined)
     }
 
     /// Records a new membership at `index` of `channel`'s member list. Called with the channel
@@ -217,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_chat_session_is_small() {
-        assert!(std::mem::size_of::<ChatSession>() <= 48);
+    fn an_idle_session_s_channels_are_small() {
+        assert!(std::mem::size_of::<SessionChannels>() <= 48);
     }
 }

@@ -1,6 +1,12 @@
-//! Channel membership: which sockets are in which channel, kept so that a join, a leave and a
-//! socket's disconnect each cost O(1) whatever the channel's size, and so that 400,000 channels
-//! cost little more than their members.
+//! Channel membership on this node: which sessions are in which channel, kept so that a join, a
+//! leave and a session's end each cost O(1) whatever the channel's size, and so that 400,000
+//! channels cost little more than their members.
+//!
+//! A channel here is only a set of sessions that receive the same messages; what its members
+//! are told when someone joins or leaves is the caller's format ([`PresenceEvents`], the chat
+//! domain's `channel_presence_event`), and who may join what is the chat domain's rules. The
+//! cluster router reaches channels through this registry, and chat reaches them through the
+//! router.
 //!
 //! ## Shape
 //!
@@ -32,19 +38,39 @@ use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use muster_proto::realtime::{ChannelPresenceEvent, Envelope, Message, UserPresence};
+use muster_proto::realtime::UserPresence;
 use parking_lot::Mutex;
 
-use super::ids::Fields;
-use super::socket_state::JoinFlags;
-use super::ChatError;
+mod per_session;
+
+pub use per_session::{Admitted, JoinFlags, SessionChannels};
+
 use crate::base::metrics::Metrics;
 use crate::session::fanout::Encoded;
 use crate::session::Session;
 
+/// Why a channel operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelRefusal {
+    /// The session is in `max` channels already.
+    TooMany { max: usize },
+    /// The session is not in the channel it named.
+    NotJoined,
+    /// The session's message budget is spent (`per_sec` messages a second).
+    RateLimited { per_sec: u32 },
+}
+
+/// The events a channel's members are told of when someone joins or leaves (not for members
+/// who joined hidden). The chat domain supplies them in its wire format.
+pub trait PresenceEvents: Send + Sync {
+    fn joined(&self, channel_id: &str, who: UserPresence) -> Encoded;
+    fn left(&self, channel_id: &str, who: UserPresence) -> Encoded;
+}
+
 /// Every channel with at least one member on this node.
 pub struct ChannelRegistry {
     channels: DashMap<Arc<str>, Arc<Channel>>,
+    events: Arc<dyn PresenceEvents>,
     metrics: Arc<Metrics>,
 }
 
@@ -93,9 +119,10 @@ pub struct Delivery {
 }
 
 impl ChannelRegistry {
-    pub fn new(metrics: Arc<Metrics>) -> ChannelRegistry {
+    pub fn new(events: Arc<dyn PresenceEvents>, metrics: Arc<Metrics>) -> ChannelRegistry {
         ChannelRegistry {
             channels: DashMap::new(),
+            events,
             metrics,
         }
     }
@@ -119,8 +146,8 @@ impl ChannelRegistry {
         flags: JoinFlags,
         max_channels: usize,
         max_listed: usize,
-    ) -> Result<Joined, ChatError> {
-        if let Some(already) = session.chat.find(id) {
+    ) -> Result<Joined, ChannelRefusal> {
+        if let Some(already) = session.channels.find(id) {
             let members = already.channel.members.lock();
             let presences = visible_others(&members.list, session, max_listed);
             drop(members);
@@ -131,8 +158,8 @@ impl ChannelRegistry {
                 new: false,
             });
         }
-        if session.chat.joined_count() >= max_channels {
-            return Err(ChatError::TooManyChannels { max: max_channels });
+        if session.channels.joined_count() >= max_channels {
+            return Err(ChannelRefusal::TooMany { max: max_channels });
         }
         loop {
             let channel = match self.channels.entry(Arc::from(id)) {
@@ -166,11 +193,11 @@ impl ChannelRegistry {
                 session: session.clone(),
                 flags,
             });
-            session.chat.add(channel.clone(), index, flags);
+            session.channels.add(channel.clone(), index, flags);
             self.metrics.chat_members.inc();
             if !flags.hidden {
                 let member = &members.list[index as usize];
-                let event = presence_event(&channel.id, vec![member.presence()], Vec::new());
+                let event = self.events.joined(&channel.id, member.presence());
                 let delivery = deliver(&members.list, &event, Some(session));
                 self.count_presence(delivery);
             }
@@ -185,18 +212,15 @@ impl ChannelRegistry {
     }
 
     /// Takes `session` out of channel `id`; an error when it was not in it.
-    pub fn leave(&self, session: &Arc<Session>, id: &str) -> Result<(), ChatError> {
-        let joined = session
-            .chat
-            .find(id)
-            .ok_or_else(|| ChatError::not_joined(id))?;
+    pub fn leave(&self, session: &Arc<Session>, id: &str) -> Result<(), ChannelRefusal> {
+        let joined = session.channels.find(id).ok_or(ChannelRefusal::NotJoined)?;
         self.remove(session, &joined.channel);
         Ok(())
     }
 
     /// Takes `session` out of every channel it is in (its socket closed).
     pub fn leave_all(&self, session: &Arc<Session>) {
-        for channel in session.chat.channels() {
+        for channel in session.channels.channels() {
             self.remove(session, &channel);
         }
     }
@@ -205,7 +229,7 @@ impl ChannelRegistry {
     /// the others, drop the channel with its last member.
     fn remove(&self, session: &Arc<Session>, channel: &Arc<Channel>) {
         let mut members = channel.members.lock();
-        let Some((index, flags)) = session.chat.remove(channel) else {
+        let Some((index, flags)) = session.channels.remove(channel) else {
             return;
         };
         let index = index as usize;
@@ -221,7 +245,7 @@ impl ChannelRegistry {
         }
         let leaver = members.list.swap_remove(index);
         if let Some(moved) = members.list.get(index) {
-            moved.session.chat.moved(channel, index as u32);
+            moved.session.channels.moved(channel, index as u32);
         }
         self.metrics.chat_members.dec();
         if members.list.is_empty() {
@@ -237,7 +261,7 @@ impl ChannelRegistry {
             members.list.shrink_to(keep);
         }
         if !flags.hidden {
-            let event = presence_event(&channel.id, Vec::new(), vec![leaver.presence()]);
+            let event = self.events.left(&channel.id, leaver.presence());
             let delivery = deliver(&members.list, &event, None);
             self.count_presence(delivery);
         }
@@ -275,13 +299,6 @@ impl ChannelRegistry {
     }
 }
 
-impl Channel {
-    /// The `room_name`, `group_id`, `user_id_one`, `user_id_two` every message carries.
-    pub fn fields(&self) -> Fields<'_> {
-        Fields::of(&self.id)
-    }
-}
-
 /// Delivers `message` to every member except `skip`.
 fn deliver(list: &[Member], message: &Encoded, skip: Option<&Arc<Session>>) -> Delivery {
     let mut delivery = Delivery::default();
@@ -306,22 +323,6 @@ fn visible_others(list: &[Member], me: &Arc<Session>, max: usize) -> Vec<UserPre
         .collect()
 }
 
-fn presence_event(id: &str, joins: Vec<UserPresence>, leaves: Vec<UserPresence>) -> Encoded {
-    let fields = Fields::of(id);
-    Encoded::new(Envelope::new(
-        "",
-        Message::ChannelPresenceEvent(ChannelPresenceEvent {
-            channel_id: id.to_owned(),
-            joins,
-            leaves,
-            room_name: fields.room_name.to_owned(),
-            group_id: fields.group_id.to_owned(),
-            user_id_one: fields.user_id_one.to_owned(),
-            user_id_two: fields.user_id_two.to_owned(),
-        }),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +334,23 @@ mod tests {
         persistence: false,
         hidden: false,
     };
+
+    /// Events that name what happened, for the tests to count.
+    struct Events;
+
+    impl PresenceEvents for Events {
+        fn joined(&self, channel_id: &str, _: UserPresence) -> Encoded {
+            let message = muster_proto::realtime::Message::Pong(Default::default());
+            Encoded::new(muster_proto::realtime::Envelope::new(channel_id, message))
+        }
+        fn left(&self, channel_id: &str, who: UserPresence) -> Encoded {
+            self.joined(channel_id, who)
+        }
+    }
+
+    fn registry(metrics: Arc<Metrics>) -> ChannelRegistry {
+        ChannelRegistry::new(Arc::new(Events), metrics)
+    }
 
     fn sessions(n: usize) -> (Arc<Metrics>, Vec<crate::session::registry::SessionGuard>) {
         let metrics = Arc::new(Metrics::new());
@@ -357,7 +375,7 @@ mod tests {
             let channel = entry.value();
             let members = channel.members.lock();
             for (i, m) in members.list.iter().enumerate() {
-                assert_eq!(m.session.chat.index_in(channel), Some(i as u32));
+                assert_eq!(m.session.channels.index_in(channel), Some(i as u32));
             }
         }
     }
@@ -365,7 +383,7 @@ mod tests {
     #[test]
     fn join_leave_and_disconnect_keep_indices_and_counts() {
         let (metrics, guards) = sessions(6);
-        let registry = ChannelRegistry::new(metrics.clone());
+        let registry = registry(metrics.clone());
         let s: Vec<_> = guards.iter().map(|g| g.entry.clone()).collect();
         for session in &s {
             registry
@@ -385,7 +403,7 @@ mod tests {
         assert_eq!(registry.member_count("2...a"), 5);
         assert!(matches!(
             registry.leave(&s[1], "2...a"),
-            Err(ChatError::NotJoined { .. })
+            Err(ChannelRefusal::NotJoined)
         ));
         registry.leave_all(&s[0]);
         check_indices(&registry);
@@ -407,7 +425,7 @@ mod tests {
     #[test]
     fn rejoin_changes_nothing_and_the_cap_holds() {
         let (metrics, guards) = sessions(2);
-        let registry = ChannelRegistry::new(metrics);
+        let registry = registry(metrics);
         let me = &guards[0].entry;
         let first = registry.join(me, "2...a", OPEN, 2, 100).expect("join");
         assert!(first.new);
@@ -429,14 +447,14 @@ mod tests {
         registry.join(me, "2...b", OPEN, 2, 100).expect("second");
         assert!(matches!(
             registry.join(me, "2...c", OPEN, 2, 100),
-            Err(ChatError::TooManyChannels { max: 2 })
+            Err(ChannelRefusal::TooMany { max: 2 })
         ));
     }
 
     #[test]
     fn presence_lists_skip_self_and_hidden_members_and_are_capped() {
         let (metrics, guards) = sessions(5);
-        let registry = ChannelRegistry::new(metrics.clone());
+        let registry = registry(metrics.clone());
         let hidden = JoinFlags {
             persistence: false,
             hidden: true,
@@ -471,7 +489,7 @@ mod tests {
     #[test]
     fn concurrent_joins_and_leaves_never_lose_a_member() {
         let (metrics, guards) = sessions(16);
-        let registry = Arc::new(ChannelRegistry::new(metrics.clone()));
+        let registry = Arc::new(registry(metrics.clone()));
         let threads: Vec<_> = guards
             .iter()
             .map(|g| {

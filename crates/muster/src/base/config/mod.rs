@@ -2,6 +2,14 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
+mod matches;
+
+pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
+
+/// The built-in server functions, by id: what `runtime.builtin_functions` may name and
+/// `crate::functions::builtins` registers.
+pub const BUILTIN_FUNCTIONS: &[&str] = &["wallet_spend", "inventory_grant", "inventory_consume"];
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,7 +19,7 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 /// The documented default configuration, as printed by `muster config`.
-pub const EXAMPLE_TOML: &str = include_str!("../../config.example.toml");
+pub const EXAMPLE_TOML: &str = include_str!("../../../config.example.toml");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -33,9 +41,9 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub database: DatabaseConfig,
     pub metrics: MetricsConfig,
-    pub matches: crate::matches::config::MatchesConfig,
-    pub matchmaker: crate::matches::config::MatchmakerConfig,
-    pub rooms: crate::matches::config::RoomsConfig,
+    pub matches: MatchesConfig,
+    pub matchmaker: MatchmakerConfig,
+    pub rooms: RoomsConfig,
     pub chat: ChatConfig,
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
@@ -138,7 +146,7 @@ pub struct RuntimeConfig {
     /// Key for server-to-server calls of server functions (`/v2/rpc/{id}?http_key=...`), as
     /// Nakama's `runtime.http_key`. Change it in production: whoever holds it acts for any user.
     pub http_key: String,
-    /// Built-in server functions to register (see `crate::economy::builtins`); empty for none.
+    /// Built-in server functions to register (see `crate::functions::builtins`); empty for none.
     pub builtin_functions: Vec<String>,
 }
 
@@ -168,7 +176,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             http_key: "defaulthttpkey".into(),
-            builtin_functions: crate::functions::builtins::NAMES
+            builtin_functions: BUILTIN_FUNCTIONS
                 .iter()
                 .map(|name| name.to_string())
                 .collect(),
@@ -359,15 +367,13 @@ impl Config {
             return Err("runtime.http_key must not be empty".into());
         }
         for name in &self.runtime.builtin_functions {
-            if !crate::functions::builtins::NAMES.contains(&name.as_str()) {
+            if !BUILTIN_FUNCTIONS.contains(&name.as_str()) {
                 return Err(format!(
                     "runtime.builtin_functions: unknown function {name:?} (known: {})",
-                    crate::functions::builtins::NAMES.join(", ")
+                    BUILTIN_FUNCTIONS.join(", ")
                 ));
             }
         }
-        crate::store::StartingGrant::from_config(&self.economy)
-            .map_err(|e| format!("economy: {e}"))?;
         Ok(())
     }
 

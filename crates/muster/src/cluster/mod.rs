@@ -1,0 +1,112 @@
+//! The seam between domains and sessions: domains reach any session other than the one whose
+//! request they are answering only through here, so that going from one node to many is a new
+//! [`Router`] implementation, not an edit of every domain.
+//!
+//! - [`Router`]: deliver to a session, a user or a chat channel's members wherever they are;
+//!   channel membership and presence (who is online).
+//! - [`Recipient`]: a session as a domain holds it (a match member, a matchmaker ticket's
+//!   owner): something to deliver to and to name, never the session's own state.
+//! - [`local::LocalRouter`]: the one-node implementation over the session registry and the
+//!   node's channel registry. The NATS implementation (several nodes) comes with the cluster.
+
+pub mod local;
+
+use std::sync::Arc;
+
+use muster_proto::realtime::UserPresence;
+use uuid::Uuid;
+
+use crate::session::channels::{Channel, ChannelRefusal, JoinFlags, Joined};
+use crate::session::fanout::Encoded;
+use crate::session::Session;
+
+pub use local::LocalRouter;
+
+/// How many recipients took a fanned-out message, and how many could not (their outbox was
+/// full: those sessions are being closed).
+pub use crate::session::channels::Delivery;
+
+/// Limits a channel join is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct JoinLimits {
+    /// Most channels one session may be in.
+    pub max_channels: usize,
+    /// Most presences listed in the join's answer.
+    pub max_listed: usize,
+}
+
+/// Delivery and presence across however many nodes there are.
+pub trait Router: Send + Sync {
+    /// Queues `message` for the session `session_id`; false when it is not connected (or its
+    /// outbox overflowed and it is being closed).
+    fn send_to_session(&self, session_id: Uuid, message: &Encoded) -> bool;
+
+    /// Queues `message` for every session of `user_id`; how many took it.
+    fn send_to_user(&self, user_id: Uuid, message: &Encoded) -> usize;
+
+    /// Whether `user_id` has at least one session open.
+    fn is_online(&self, user_id: Uuid) -> bool;
+
+    /// Puts `session` in channel `channel_id`, tells the other members (unless hidden) and
+    /// lists who is there; joining a channel the session is in already changes nothing.
+    fn join_channel(
+        &self,
+        session: &Arc<Session>,
+        channel_id: &str,
+        flags: JoinFlags,
+        limits: JoinLimits,
+    ) -> Result<Joined, ChannelRefusal>;
+
+    /// Takes `session` out of channel `channel_id`, telling the others.
+    fn leave_channel(&self, session: &Arc<Session>, channel_id: &str)
+        -> Result<(), ChannelRefusal>;
+
+    /// Queues `message` for every member of `channel`, the sender's session included.
+    fn send_to_channel(&self, channel: &Channel, message: &Encoded) -> Delivery;
+
+    /// Members of channel `channel_id` now.
+    fn channel_members(&self, channel_id: &str) -> usize;
+
+    /// `session` as a domain may hold it.
+    fn recipient(&self, session: &Arc<Session>) -> Recipient;
+}
+
+/// A session as a domain holds it: a name (its ids and presence) and a way to deliver to it.
+/// Cheap to clone. On one node it is the session itself; across nodes it will also name
+/// sessions elsewhere, reached over the broker.
+#[derive(Clone)]
+pub struct Recipient {
+    session: Arc<Session>,
+}
+
+impl Recipient {
+    /// The session a request came from, on this node.
+    pub fn local(session: &Arc<Session>) -> Recipient {
+        Recipient {
+            session: session.clone(),
+        }
+    }
+
+    pub fn session_id(&self) -> Uuid {
+        self.session.session_id
+    }
+
+    pub fn user_id(&self) -> Uuid {
+        self.session.user_id
+    }
+
+    /// The session as channel and match members see it.
+    pub fn presence(&self) -> UserPresence {
+        self.session.presence()
+    }
+
+    /// Queues `message` for this session; false when it cannot take it (it is being closed).
+    pub fn deliver(&self, message: &Encoded) -> bool {
+        message.deliver(&self.session)
+    }
+
+    /// Whether two recipients name the same session.
+    pub fn is(&self, other: &Recipient) -> bool {
+        Arc::ptr_eq(&self.session, &other.session)
+    }
+}

@@ -1,0 +1,43 @@
+//! The state every transport's handlers share: the services they call and the edge's own
+//! limits. Built by [`crate::app`]; handlers take it as axum state or by reference.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::accounts::tokens::TokenService;
+use crate::accounts::Accounts;
+use crate::base::config::Config;
+use crate::base::metrics::Metrics;
+use crate::base::ratelimit::IpLimit;
+use crate::chat::Chat;
+use crate::cluster::Router;
+use crate::functions::Rpc;
+use crate::matches::Matches;
+use crate::session::SessionRegistry;
+
+/// Everything handlers share; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub tokens: Arc<TokenService>,
+    pub accounts: Arc<Accounts>,
+    pub metrics: Arc<Metrics>,
+    /// Every session on this node: transports register theirs here.
+    pub registry: Arc<SessionRegistry>,
+    /// Delivery and presence wherever sessions are.
+    pub router: Arc<dyn Router>,
+    /// Matches, the matchmaker and rooms.
+    pub matches: Arc<Matches>,
+    /// Chat channels: membership, message ids, limits.
+    pub chat: Arc<Chat>,
+    /// Server functions (and, through them, wallets and inventories).
+    pub rpc: Arc<Rpc>,
+    pub auth_limit: Arc<IpLimit>,
+    pub connect_limit: Arc<IpLimit>,
+    /// Cancelled when the server begins shutting down; every socket task watches it.
+    pub shutdown: CancellationToken,
+    /// Tracks socket tasks, so shutdown knows when every socket has closed.
+    pub sockets: TaskTracker,
+}
