@@ -60,7 +60,7 @@ async fn build(config: Config, game: GameLogic) -> anyhow::Result<(AppState, Arc
         .map_err(|e| anyhow::anyhow!("configuration error: economy: {e}"))?;
     let metrics = Arc::new(Metrics::new());
     let store = store::open(&config, metrics.clone()).await?;
-    let tokens = Arc::new(TokenService::new(&config.session, store.clone()).await?);
+    let tokens = Arc::new(TokenService::new(&config.session, store.as_ref(), store.clone()).await?);
     let accounts = Arc::new(
         Accounts::new(
             store.clone(),
@@ -85,8 +85,14 @@ async fn build(config: Config, game: GameLogic) -> anyhow::Result<(AppState, Arc
     }
     let limits = &config.limits;
     let shutdown = CancellationToken::new();
-    let matches =
-        Matches::build(&config, &store, &metrics, handlers, shutdown.child_token()).await?;
+    let matches = Matches::build(
+        &config,
+        store.as_ref(),
+        &metrics,
+        handlers,
+        shutdown.child_token(),
+    )
+    .await?;
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(router.clone());

@@ -16,7 +16,7 @@ use crate::accounts::password::Hasher;
 use crate::accounts::tokens::{Claims, TokenService};
 use crate::base::metrics::Metrics;
 use crate::store::{
-    AccountUpdate, Credential, Identity, NewUser, StartingGrant, Store, StoreError,
+    AccountStore, AccountUpdate, Credential, Identity, NewUser, StartingGrant, StoreError,
 };
 
 const MAX_VARS: usize = 32;
@@ -64,7 +64,7 @@ impl Login {
 }
 
 pub struct Accounts {
-    store: Arc<dyn Store>,
+    store: Arc<dyn AccountStore>,
     tokens: Arc<TokenService>,
     hasher: Hasher,
     metrics: Arc<Metrics>,
@@ -74,7 +74,7 @@ pub struct Accounts {
 
 impl Accounts {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn AccountStore>,
         tokens: Arc<TokenService>,
         hasher: Hasher,
         metrics: Arc<Metrics>,

@@ -14,7 +14,7 @@ use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::store::{Revocation, Store, StoreError};
+use crate::store::{Revocation, SecretStore, StoreError, TokenStore};
 
 /// The claims of both token kinds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub struct TokenService {
     refresh_ttl: i64,
     validation: Validation,
     revoked: DashMap<Uuid, i64>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn TokenStore>,
 }
 
 /// A freshly issued pair.
@@ -79,14 +79,15 @@ impl TokenService {
     /// Builds the service from configured keys, or keys generated once and kept in the store.
     pub async fn new(
         config: &crate::base::config::SessionConfig,
-        store: Arc<dyn Store>,
+        secrets: &dyn SecretStore,
+        store: Arc<dyn TokenStore>,
     ) -> Result<TokenService, StoreError> {
         let session_key =
-            key_or_stored(&config.encryption_key, "session_encryption_key", &store).await?;
+            key_or_stored(&config.encryption_key, "session_encryption_key", secrets).await?;
         let refresh_key = key_or_stored(
             &config.refresh_encryption_key,
             "refresh_encryption_key",
-            &store,
+            secrets,
         )
         .await?;
         let mut validation = Validation::new(Algorithm::HS256);
@@ -192,7 +193,7 @@ impl TokenService {
 async fn key_or_stored(
     configured: &str,
     name: &str,
-    store: &Arc<dyn Store>,
+    store: &dyn SecretStore,
 ) -> Result<String, StoreError> {
     if !configured.is_empty() {
         return Ok(configured.to_owned());

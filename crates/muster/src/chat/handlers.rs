@@ -83,7 +83,7 @@ async fn join(
             // Only checked on a join that is not already in place: a rejoin skips the store.
             let id_text = id.to_string();
             if session.channels.find(&id_text).is_none()
-                && chat.store.account(other).await?.is_none()
+                && chat.accounts.account(other).await?.is_none()
             {
                 return Err(ChatError::UserNotFound);
             }
@@ -198,7 +198,7 @@ async fn persist(
 ) -> Result<ChannelMessageRecord, ChatError> {
     // The store takes the record by value; one clone of a short message is cheaper than making
     // every store engine hand it back.
-    chat.store.insert_channel_message(record.clone()).await?;
+    chat.messages.insert_channel_message(record.clone()).await?;
     Ok(record)
 }
 
@@ -212,7 +212,7 @@ async fn update(
     let (id, issued) = own_message(&request.message_id, session, &admitted.channel, chat)?;
     let now = crate::base::clock::now_ms();
     let create_time_ms = if issued.persisted {
-        chat.store
+        chat.messages
             .update_channel_message(
                 id,
                 session.user_id,
@@ -251,7 +251,7 @@ async fn remove(
     let (id, issued) = own_message(&request.message_id, session, &admitted.channel, chat)?;
     let now = crate::base::clock::now_ms();
     let create_time_ms = if issued.persisted {
-        chat.store
+        chat.messages
             .delete_channel_message(id, session.user_id, &admitted.channel.id)
             .await?
     } else {

@@ -84,7 +84,7 @@ impl Chat {
         };
         let plan = Plan::new(forward, limit, cursor);
         let rows = self
-            .store
+            .messages
             .channel_messages(HistoryQuery {
                 channel_id: channel_id.clone(),
                 ascending: plan.ascending,

@@ -31,7 +31,7 @@ use ids::MessageIds;
 use crate::base::config::ChatConfig;
 use crate::base::metrics::Metrics;
 use crate::cluster::Router;
-use crate::store::{Store, StoreError};
+use crate::store::{AccountStore, ChatStore, Store, StoreError};
 
 /// The chat service every socket task shares.
 pub struct Chat {
@@ -40,7 +40,9 @@ pub struct Chat {
     pub ids: MessageIds,
     pub config: ChatConfig,
     /// Where persisted messages go and direct-chat partners are looked up.
-    pub store: Arc<dyn Store>,
+    pub messages: Arc<dyn ChatStore>,
+    /// Direct chats need the other user to exist.
+    pub accounts: Arc<dyn AccountStore>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -62,7 +64,8 @@ impl Chat {
             router,
             ids: MessageIds::new(key),
             config: config.clone(),
-            store: store.clone(),
+            messages: store.clone(),
+            accounts: store.clone(),
             metrics,
         })
     }

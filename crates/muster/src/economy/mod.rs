@@ -27,7 +27,7 @@ pub use change::Change;
 
 use crate::base::metrics::Metrics;
 use crate::store::{
-    Changes, InventoryItem, LedgerEntry, LedgerOutcome, Refusal, Store, StoreError,
+    Changes, EconomyStore, InventoryItem, LedgerEntry, LedgerOutcome, Refusal, StoreError,
 };
 
 /// Most ledger rows one page may hold.
@@ -96,12 +96,12 @@ pub struct LedgerPage {
 
 /// The wallet, inventory and ledger rules over the store.
 pub struct Economy {
-    store: Arc<dyn Store>,
+    store: Arc<dyn EconomyStore>,
     metrics: Arc<Metrics>,
 }
 
 impl Economy {
-    pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> Economy {
+    pub fn new(store: Arc<dyn EconomyStore>, metrics: Arc<Metrics>) -> Economy {
         Economy { store, metrics }
     }
 

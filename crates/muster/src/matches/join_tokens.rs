@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::error::MatchError;
 use super::id::MatchId;
 use super::metrics::MatchMetrics;
-use crate::store::{Store, StoreError};
+use crate::store::{SecretStore, StoreError};
 
 /// What a join token says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,14 +60,14 @@ impl JoinTokens {
     pub async fn open(
         configured: &str,
         ttl_sec: u64,
-        store: &Arc<dyn Store>,
+        secrets: &dyn SecretStore,
         metrics: Arc<MatchMetrics>,
     ) -> Result<JoinTokens, StoreError> {
         let key = if configured.is_empty() {
             use rand::Rng;
             let bytes: [u8; 32] = rand::rng().random();
             let candidate: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            store.secret("join_token_key", candidate).await?
+            secrets.secret("join_token_key", candidate).await?
         } else {
             configured.to_owned()
         };

@@ -47,7 +47,7 @@ use crate::base::config::Config;
 use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
-use crate::store::Store;
+use crate::store::SecretStore;
 
 /// The matches service: one per server, shared by every socket and request.
 pub struct Matches {
@@ -74,7 +74,7 @@ pub enum JoinTarget {
 impl Matches {
     pub async fn build(
         config: &Config,
-        store: &Arc<dyn Store>,
+        secrets: &dyn SecretStore,
         metrics: &crate::base::metrics::Metrics,
         handlers: Handlers,
         shutdown: CancellationToken,
@@ -83,7 +83,7 @@ impl Matches {
         let tokens = JoinTokens::open(
             &config.matches.join_token_key,
             config.matches.join_token_expiry_sec,
-            store,
+            secrets,
             metrics.clone(),
         )
         .await?;

@@ -55,12 +55,43 @@ pub const POSTGRES: &[Migration] = &[
     },
 ];
 
+/// The highest applied version; the same SQL works on both engines.
+pub const APPLIED_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM muster_migrations";
+
 /// The table recording applied migrations; the same SQL works on both engines.
 pub const LEDGER_TABLE: &str = "CREATE TABLE IF NOT EXISTS muster_migrations (
     version BIGINT PRIMARY KEY,
     name TEXT NOT NULL,
     applied_at_ms BIGINT NOT NULL
 )";
+
+/// The migrations to apply on a database whose highest applied version is `applied`: refused
+/// when the schema is newer than this binary, or when some are pending and applying them at
+/// start is off (`database.migrate_on_start = false`: run `muster migrate`). Both engines run
+/// what this returns, in order, each in its transaction, recording each with [`RECORD`].
+pub fn plan(
+    migrations: &'static [Migration],
+    applied: i64,
+    allowed: bool,
+) -> anyhow::Result<&'static [Migration]> {
+    let pending = pending(migrations, applied)?;
+    if !pending.is_empty() && !allowed {
+        anyhow::bail!(
+            "the database schema is at version {applied} and {} migration(s) are pending; run `muster migrate`",
+            pending.len()
+        );
+    }
+    Ok(pending)
+}
+
+/// Logs one applied migration.
+pub fn applied(migration: &Migration) {
+    tracing::info!(
+        version = migration.version,
+        name = migration.name,
+        "applied migration"
+    );
+}
 
 /// What to do given the highest applied version.
 pub fn pending(
@@ -94,6 +125,14 @@ mod tests {
         }
         let names = |set: &[Migration]| set.iter().map(|m| m.name).collect::<Vec<_>>();
         assert_eq!(names(SQLITE), names(POSTGRES));
+    }
+
+    #[test]
+    fn pending_migrations_wait_for_muster_migrate_when_told_to() {
+        assert!(plan(SQLITE, 0, false).is_err());
+        assert_eq!(plan(SQLITE, 0, true).expect("ok").len(), SQLITE.len());
+        let latest = SQLITE.len() as i64;
+        assert!(plan(SQLITE, latest, false).expect("up to date").is_empty());
     }
 
     #[test]

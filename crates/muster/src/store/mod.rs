@@ -144,9 +144,10 @@ pub struct HistoryQuery {
     pub limit: usize,
 }
 
-/// Every storage operation the server performs. Each write is durable when its future resolves.
+/// Accounts: identities, creation (with the starting grant), profiles.
+/// Each write is durable when its future resolves.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait AccountStore: Send + Sync {
     /// The account linked to `credential`, if any.
     async fn find_identity(&self, credential: &Credential) -> Result<Option<Identity>, StoreError>;
 
@@ -168,16 +169,31 @@ pub trait Store: Send + Sync + 'static {
         update: AccountUpdate,
         now_ms: i64,
     ) -> Result<(), StoreError>;
+}
 
+/// Session tokens: revocations that every node honours.
+/// Each write is durable when its future resolves.
+#[async_trait]
+pub trait TokenStore: Send + Sync {
     async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError>;
 
     /// Revocations still in force at `now` (unix seconds); older ones are deleted.
     async fn active_revocations(&self, now: i64) -> Result<Vec<Revocation>, StoreError>;
+}
 
+/// Server secrets generated once and shared by every node on the database.
+/// Each write is durable when its future resolves.
+#[async_trait]
+pub trait SecretStore: Send + Sync {
     /// The secret named `name`, set to `candidate` if it did not exist yet. Every node sharing
     /// the database reads the same value.
     async fn secret(&self, name: &str, candidate: String) -> Result<String, StoreError>;
+}
 
+/// Chat: persisted channel messages and their history.
+/// Each write is durable when its future resolves.
+#[async_trait]
+pub trait ChatStore: Send + Sync {
     /// Stores a chat message; durable when the future resolves. Concurrent calls are written
     /// together (one transaction for many messages).
     async fn insert_channel_message(&self, message: ChannelMessageRecord)
@@ -205,6 +221,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Reads a slice of a channel's history.
     async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError>;
+}
+
+/// The economy: atomic ledgered changes, balances, items, the ledger.
+/// Each write is durable when its future resolves.
+#[async_trait]
+pub trait EconomyStore: Send + Sync {
     /// Applies `write` all or nothing, with its ledger row, durably; see [`ledger`] for the
     /// rules. `NotFound` when the account does not exist.
     async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError>;
@@ -222,7 +244,14 @@ pub trait Store: Send + Sync + 'static {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<LedgerEntry>, StoreError>;
+}
 
+/// Every storage operation the server performs, one trait per domain: a service holds only
+/// the part it uses (chat an `Arc<dyn ChatStore>`, the economy an `Arc<dyn EconomyStore>`, …).
+#[async_trait]
+pub trait Store:
+    AccountStore + TokenStore + SecretStore + ChatStore + EconomyStore + 'static
+{
     /// Finishes pending writes and releases the database.
     async fn close(&self);
 }

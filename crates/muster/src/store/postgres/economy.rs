@@ -35,6 +35,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Row, Statement};
 use uuid::Uuid;
 
+use super::{db_error, db_error_ref};
 use crate::base::metrics::Metrics;
 use crate::store::ledger::{
     Changes, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
@@ -237,19 +238,6 @@ fn outcome(write: &LedgerWrite, row: &Row) -> Result<LedgerOutcome, StoreError> 
         None => Err(StoreError::Database(
             "ledger write produced no outcome".into(),
         )),
-    }
-}
-
-fn db_error(error: tokio_postgres::Error) -> StoreError {
-    db_error_ref(&error)
-}
-
-fn db_error_ref(error: &tokio_postgres::Error) -> StoreError {
-    match error.as_db_error() {
-        Some(db) if db.code() == &SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound,
-        // The server's own message and code; `Display` alone says only "db error".
-        Some(db) => StoreError::Database(format!("{} ({})", db.message(), db.code().code())),
-        None => StoreError::Database(error.to_string()),
     }
 }
 

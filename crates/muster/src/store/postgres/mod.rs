@@ -28,9 +28,9 @@ use crate::base::config::Config;
 use crate::base::metrics::Metrics;
 use crate::store::migrations::{self, LEDGER_TABLE};
 use crate::store::{
-    AccountRecord, AccountUpdate, ChannelMessageRecord, Credential, HistoryQuery, HistoryRow,
-    Identity, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, NewUser, Revocation, Store,
-    StoreError,
+    AccountRecord, AccountStore, AccountUpdate, ChannelMessageRecord, ChatStore, Credential,
+    EconomyStore, HistoryQuery, HistoryRow, Identity, InventoryItem, LedgerEntry, LedgerOutcome,
+    LedgerWrite, NewUser, Revocation, SecretStore, Store, StoreError, TokenStore,
 };
 
 pub struct PostgresStore {
@@ -49,14 +49,25 @@ struct PendingMessage {
 /// Messages queued beyond this make senders wait (backpressure) instead of growing memory.
 const MESSAGE_QUEUE: usize = 16 * 1024;
 
-fn db_error(error: tokio_postgres::Error) -> StoreError {
-    if let Some(db) = error.as_db_error() {
-        if db.code() == &SqlState::UNIQUE_VIOLATION && db.constraint() == Some("users_username_key")
+/// The one mapping of PostgreSQL's errors to what domain code tells apart: a taken username, a
+/// row a foreign key needed that is not there, and everything else (with the server's own
+/// message and code; `Display` alone says only "db error").
+pub(super) fn db_error_ref(error: &tokio_postgres::Error) -> StoreError {
+    match error.as_db_error() {
+        Some(db)
+            if db.code() == &SqlState::UNIQUE_VIOLATION
+                && db.constraint() == Some("users_username_key") =>
         {
-            return StoreError::UsernameTaken;
+            StoreError::UsernameTaken
         }
+        Some(db) if db.code() == &SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound,
+        Some(db) => StoreError::Database(format!("{} ({})", db.message(), db.code().code())),
+        None => StoreError::Database(error.to_string()),
     }
-    StoreError::Database(error.to_string())
+}
+
+pub(super) fn db_error(error: tokio_postgres::Error) -> StoreError {
+    db_error_ref(&error)
 }
 
 fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
@@ -95,20 +106,8 @@ async fn apply_migrations(pool: &Pool, allowed: bool) -> anyhow::Result<(usize, 
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock(7350)", &[])
         .await?;
-    let applied: i64 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0) FROM muster_migrations",
-            &[],
-        )
-        .await?
-        .get(0);
-    let pending = migrations::pending(migrations::POSTGRES, applied)?;
-    if !pending.is_empty() && !allowed {
-        anyhow::bail!(
-            "the database schema is at version {applied} and {} migration(s) are pending; run `muster migrate`",
-            pending.len()
-        );
-    }
+    let applied: i64 = tx.query_one(migrations::APPLIED_VERSION, &[]).await?.get(0);
+    let pending = migrations::plan(migrations::POSTGRES, applied, allowed)?;
     let mut version = applied;
     for migration in pending {
         tx.batch_execute(migration.sql).await?;
@@ -121,11 +120,7 @@ async fn apply_migrations(pool: &Pool, allowed: bool) -> anyhow::Result<(usize, 
             ],
         )
         .await?;
-        tracing::info!(
-            version = migration.version,
-            name = migration.name,
-            "applied migration"
-        );
+        migrations::applied(migration);
         version = migration.version;
     }
     tx.commit().await?;
@@ -273,7 +268,7 @@ async fn find_identity(
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl AccountStore for PostgresStore {
     async fn find_identity(&self, credential: &Credential) -> Result<Option<Identity>, StoreError> {
         let started = Instant::now();
         let client = self.client().await?;
@@ -437,7 +432,10 @@ impl Store for PostgresStore {
         }
         Ok(())
     }
+}
 
+#[async_trait]
+impl TokenStore for PostgresStore {
     async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError> {
         let started = Instant::now();
         let mut client = self.client().await?;
@@ -473,7 +471,10 @@ impl Store for PostgresStore {
             })
             .collect())
     }
+}
 
+#[async_trait]
+impl SecretStore for PostgresStore {
     async fn secret(&self, name: &str, candidate: String) -> Result<String, StoreError> {
         let client = self.client().await?;
         client
@@ -489,7 +490,10 @@ impl Store for PostgresStore {
             .map_err(db_error)?;
         Ok(row.get(0))
     }
+}
 
+#[async_trait]
+impl ChatStore for PostgresStore {
     async fn insert_channel_message(
         &self,
         message: ChannelMessageRecord,
@@ -575,7 +579,10 @@ impl Store for PostgresStore {
             .map(|r| history_row(r, &query.channel_id))
             .collect())
     }
+}
 
+#[async_trait]
+impl EconomyStore for PostgresStore {
     async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
         self.writer.apply(write).await
     }
@@ -608,7 +615,10 @@ impl Store for PostgresStore {
         self.metrics.observe_db("ledger", started.elapsed());
         result
     }
+}
 
+#[async_trait]
+impl Store for PostgresStore {
     async fn close(&self) {
         self.writer.close().await;
         self.pool.close();

@@ -13,20 +13,12 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use uuid::Uuid;
 
+use super::db_error;
 use crate::store::ledger::{
     Changes, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
     StartingGrant, STARTING_GRANT_REASON,
 };
 use crate::store::StoreError;
-
-fn db_error(error: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::SqliteFailure(failure, _) = &error {
-        if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY {
-            return StoreError::NotFound;
-        }
-    }
-    StoreError::Database(error.to_string())
-}
 
 /// Applies one write; see [`super::Store::apply_ledger`].
 pub fn apply(conn: &Connection, write: &LedgerWrite) -> Result<LedgerOutcome, StoreError> {

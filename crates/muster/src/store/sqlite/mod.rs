@@ -30,9 +30,9 @@ use crate::base::config::Config;
 use crate::base::metrics::Metrics;
 use crate::store::migrations::{self, LEDGER_TABLE};
 use crate::store::{
-    AccountRecord, AccountUpdate, ChannelMessageRecord, Credential, HistoryQuery, HistoryRow,
-    Identity, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, NewUser, Revocation, Store,
-    StoreError,
+    AccountRecord, AccountStore, AccountUpdate, ChannelMessageRecord, ChatStore, Credential,
+    EconomyStore, HistoryQuery, HistoryRow, Identity, InventoryItem, LedgerEntry, LedgerOutcome,
+    LedgerWrite, NewUser, Revocation, SecretStore, Store, StoreError, TokenStore,
 };
 
 /// Runs one write on the writer's connection, inside a savepoint, and returns its completion.
@@ -59,12 +59,19 @@ fn database_path(config: &Config) -> PathBuf {
     config.data_dir.join("muster.sqlite3")
 }
 
-fn db_error(error: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::SqliteFailure(failure, Some(message)) = &error {
+/// The one mapping of SQLite's errors to what domain code tells apart: a taken username, a row
+/// a foreign key needed that is not there, and everything else.
+pub(super) fn db_error(error: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(failure, message) = &error {
         if failure.code == rusqlite::ErrorCode::ConstraintViolation
-            && message.contains("users.username")
+            && message
+                .as_deref()
+                .is_some_and(|m| m.contains("users.username"))
         {
             return StoreError::UsernameTaken;
+        }
+        if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY {
+            return StoreError::NotFound;
         }
     }
     StoreError::Database(error.to_string())
@@ -91,18 +98,8 @@ fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection>
 
 fn apply_migrations(conn: &mut Connection, allowed: bool) -> anyhow::Result<(usize, i64)> {
     conn.execute_batch(LEDGER_TABLE)?;
-    let applied: i64 = conn.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM muster_migrations",
-        [],
-        |r| r.get(0),
-    )?;
-    let pending = migrations::pending(migrations::SQLITE, applied)?;
-    if !pending.is_empty() && !allowed {
-        anyhow::bail!(
-            "the database schema is at version {applied} and {} migration(s) are pending; run `muster migrate`",
-            pending.len()
-        );
-    }
+    let applied: i64 = conn.query_row(migrations::APPLIED_VERSION, [], |r| r.get(0))?;
+    let pending = migrations::plan(migrations::SQLITE, applied, allowed)?;
     let mut version = applied;
     for migration in pending {
         let tx = conn.transaction()?;
@@ -116,11 +113,7 @@ fn apply_migrations(conn: &mut Connection, allowed: bool) -> anyhow::Result<(usi
             ],
         )?;
         tx.commit()?;
-        tracing::info!(
-            version = migration.version,
-            name = migration.name,
-            "applied migration"
-        );
+        migrations::applied(migration);
         version = migration.version;
     }
     Ok((pending.len(), version))
@@ -376,7 +369,7 @@ fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl AccountStore for SqliteStore {
     async fn find_identity(&self, credential: &Credential) -> Result<Option<Identity>, StoreError> {
         let credential = credential.clone();
         self.read("find_identity", move |conn| {
@@ -519,7 +512,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl TokenStore for SqliteStore {
     async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError> {
         self.write("revoke", move |conn| {
             let mut insert = conn
@@ -559,7 +555,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl SecretStore for SqliteStore {
     async fn secret(&self, name: &str, candidate: String) -> Result<String, StoreError> {
         let name = name.to_string();
         self.write("secret", move |conn| {
@@ -575,7 +574,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl ChatStore for SqliteStore {
     async fn insert_channel_message(
         &self,
         message: ChannelMessageRecord,
@@ -716,7 +718,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl EconomyStore for SqliteStore {
     async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
         self.write("apply_ledger", move |conn| {
             sqlite_economy::apply(conn, &write)
@@ -747,7 +752,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl Store for SqliteStore {
     async fn close(&self) {
         let checkpointer = self.checkpointer.lock().take();
         if let Some((stop, thread)) = checkpointer {
