@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::accounts::password::Hasher;
 use crate::accounts::tokens::TokenService;
 use crate::accounts::Accounts;
+use crate::base::clock::Clock;
 use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
 use crate::chat::presence::ChatPresence;
@@ -51,7 +52,11 @@ impl Default for GameLogic {
 
 /// Builds every service from `config` with a game's own logic (its match handlers and server
 /// functions): the handlers' shared state, and the store, which the app closes last.
-async fn build(config: Config, game: GameLogic) -> anyhow::Result<(AppState, Arc<dyn Store>)> {
+async fn build(
+    config: Config,
+    game: GameLogic,
+    clock: Clock,
+) -> anyhow::Result<(AppState, Arc<dyn Store>)> {
     let GameLogic {
         handlers,
         mut functions,
@@ -60,7 +65,8 @@ async fn build(config: Config, game: GameLogic) -> anyhow::Result<(AppState, Arc
         .map_err(|e| anyhow::anyhow!("configuration error: economy: {e}"))?;
     let metrics = Arc::new(Metrics::new());
     let store = store::open(&config, metrics.clone()).await?;
-    let tokens = Arc::new(TokenService::new(&config.session, store.as_ref(), store.clone()).await?);
+    let tokens =
+        Arc::new(TokenService::new(&config.session, store.as_ref(), store.clone(), clock).await?);
     let accounts = Arc::new(
         Accounts::new(
             store.clone(),
@@ -135,7 +141,19 @@ pub async fn run_with(
     game: GameLogic,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (state, store) = build(config, game).await?;
+    run_with_clock(listener, config, game, Clock::system(), shutdown).await
+}
+
+/// [`run_with`] on a given clock: tests pass a [`Clock::manual`] and move it, so that a session
+/// token expires when the test says so instead of after a sleep.
+pub async fn run_with_clock(
+    listener: TcpListener,
+    config: Config,
+    game: GameLogic,
+    clock: Clock,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (state, store) = build(config, game, clock).await?;
     state.matches.start();
     if !state.config.rooms.tcp_listen.is_empty() {
         let address = &state.config.rooms.tcp_listen;

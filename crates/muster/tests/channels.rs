@@ -2,18 +2,18 @@
 //! events), hidden members, persistence on and off, history paging in both directions, direct
 //! chats, every limit and bad input, metrics, and acknowledged messages surviving `kill -9`.
 
-mod common;
+mod support;
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
-use common::{
-    assert_error, free_port, muster_command, spawn_listening, Backend, Database, TestServer,
-};
 use futures_util::{SinkExt, StreamExt};
 use muster::base::config::Config;
 use muster_proto::realtime::{self as rt, Envelope, Message as Kind};
 use serde_json::{json, Value};
+use support::{
+    assert_error, eventually, free_port, metric, muster_command, Backend, Binary, Client, Database,
+    TestServer,
+};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
 
@@ -28,141 +28,13 @@ on_both_backends!(
     acknowledged_messages_survive_kill_9,
 );
 
-/// One user's socket, speaking JSON. Frames that arrive while waiting for something else are
-/// kept, in order, for later `event` calls.
-struct Player {
-    socket: Socket,
-    user_id: String,
-    username: String,
-    token: String,
-    buffered: VecDeque<Value>,
-    cid: u64,
+/// Chat requests the tests make again and again.
+trait Chat {
+    async fn join(&mut self, room: &str, persistence: bool, hidden: bool) -> Value;
+    async fn send_text(&mut self, channel_id: &str, text: &str) -> Value;
 }
 
-impl Player {
-    async fn connect(server: &TestServer, device: &str) -> Player {
-        Player::connect_at(&format!("{}", server.addr), device).await
-    }
-
-    /// Signs a new device account in on the server at `addr` and opens its socket.
-    async fn connect_at(addr: &str, device: &str) -> Player {
-        let body: Value = reqwest::Client::new()
-            .post(format!(
-                "http://{addr}/v2/account/authenticate/device?create=true"
-            ))
-            .basic_auth("defaultkey", Some(""))
-            .json(&json!({ "id": format!("device-{device}") }))
-            .send()
-            .await
-            .expect("authenticate")
-            .json()
-            .await
-            .expect("session");
-        let token = body["token"].as_str().expect("token").to_owned();
-        let claims = common::claims(&token);
-        let (socket, _) = connect_async(format!("ws://{addr}/ws?token={token}&format=json"))
-            .await
-            .expect("socket connects");
-        Player {
-            socket,
-            user_id: claims["uid"].as_str().expect("uid").to_owned(),
-            username: claims["usn"].as_str().expect("usn").to_owned(),
-            token,
-            buffered: VecDeque::new(),
-            cid: 0,
-        }
-    }
-
-    /// The next JSON data frame, skipping WebSocket pings.
-    async fn frame(&mut self) -> Value {
-        loop {
-            let frame = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
-                .await
-                .expect("a frame within 10 s")
-                .expect("socket open")
-                .expect("valid frame");
-            match frame {
-                Message::Text(text) => return serde_json::from_str(&text).expect("JSON"),
-                Message::Ping(_) | Message::Pong(_) => continue,
-                other => panic!("unexpected frame {other:?}"),
-            }
-        }
-    }
-
-    /// Sends `{kind: body}` with a fresh cid and returns the envelope answering it.
-    async fn request(&mut self, kind: &str, body: Value) -> Value {
-        self.cid += 1;
-        let cid = self.cid.to_string();
-        let mut envelope = json!({ "cid": cid });
-        envelope[kind] = body;
-        self.socket
-            .send(Message::text(envelope.to_string()))
-            .await
-            .expect("send");
-        loop {
-            let frame = self.frame().await;
-            if frame["cid"] == cid.as_str() {
-                return frame;
-            }
-            self.buffered.push_back(frame);
-        }
-    }
-
-    /// A request that must succeed with an answer of kind `answer`.
-    async fn ok(&mut self, kind: &str, body: Value, answer: &str) -> Value {
-        let reply = self.request(kind, body).await;
-        assert!(reply.get(answer).is_some(), "{kind} → {reply}");
-        reply[answer].clone()
-    }
-
-    /// A request that must fail: (code, message, reason).
-    async fn refused(&mut self, kind: &str, body: Value) -> (i64, String, String) {
-        let reply = self.request(kind, body).await;
-        let error = &reply["error"];
-        assert!(error.is_object(), "{kind} should fail: {reply}");
-        let message = error["message"].as_str().expect("message").to_owned();
-        assert!(!message.is_empty());
-        (
-            error["code"].as_i64().expect("code"),
-            message,
-            error["context"]["reason"].as_str().unwrap_or("").to_owned(),
-        )
-    }
-
-    /// The next unsolicited envelope of `kind` (its body).
-    async fn event(&mut self, kind: &str) -> Value {
-        if let Some(at) = self
-            .buffered
-            .iter()
-            .position(|f| f.get(kind).is_some() && f.get("cid").is_none())
-        {
-            return self.buffered.remove(at).expect("present")[kind].clone();
-        }
-        loop {
-            let frame = self.frame().await;
-            if frame.get(kind).is_some() && frame.get("cid").is_none() {
-                return frame[kind].clone();
-            }
-            self.buffered.push_back(frame);
-        }
-    }
-
-    /// A ping round trip. The server writes everything queued for a socket before the answer to
-    /// its next request, so after this every event caused by something that already happened is
-    /// in `buffered`: a way to check that an event did *not* come, without sleeping.
-    async fn barrier(&mut self) {
-        let pong = self.ok("ping", json!({}), "pong").await;
-        assert!(pong.is_object());
-    }
-
-    /// Takes every buffered event of `kind`.
-    fn take(&mut self, kind: &str) -> Vec<Value> {
-        let (matching, rest): (VecDeque<Value>, VecDeque<Value>) =
-            self.buffered.drain(..).partition(|f| f.get(kind).is_some());
-        self.buffered = rest;
-        matching.into_iter().map(|f| f[kind].clone()).collect()
-    }
-
+impl Chat for Client {
     async fn join(&mut self, room: &str, persistence: bool, hidden: bool) -> Value {
         self.ok(
             "channel_join",
@@ -201,39 +73,6 @@ fn content_text(message: &Value) -> String {
     content["text"].as_str().unwrap_or("").to_owned()
 }
 
-/// One sample from `/metrics` (0 when absent).
-async fn metric(server: &TestServer, name: &str) -> f64 {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// Polls `condition` every 20 ms for up to 10 s.
-async fn eventually<F, Fut>(what: &str, condition: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..500 {
-        if condition().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 async fn sqlite_server() -> (Database, TestServer) {
     server_with(Backend::Sqlite, |_| {}).await
 }
@@ -262,8 +101,8 @@ fn history_texts(body: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn room_join_send_leave_and_presence() {
     let (_db, server) = sqlite_server().await;
-    let mut alice = Player::connect(&server, "chat-alice").await;
-    let mut bob = Player::connect(&server, "chat-bob").await;
+    let mut alice = Client::connect(&server, "chat-alice").await;
+    let mut bob = Client::connect(&server, "chat-bob").await;
 
     let channel = alice.join("lobby", false, false).await;
     assert_eq!(channel["id"], "2...lobby");
@@ -287,7 +126,7 @@ async fn room_join_send_leave_and_presence() {
     assert_eq!(joined["joins"][0]["user_id"], bob.user_id.as_str());
     assert_eq!(joined["joins"][0]["username"], bob.username.as_str());
     assert!(joined.get("leaves").is_none(), "{joined}");
-    bob.barrier().await;
+    bob.sync().await;
     assert!(
         bob.take("channel_presence_event").is_empty(),
         "no event about oneself"
@@ -319,19 +158,21 @@ async fn room_join_send_leave_and_presence() {
 
     // A leave answers with the bare cid and tells the others.
     let left = bob
-        .request("channel_leave", json!({"channel_id": "2...lobby"}))
+        .call("channel_leave", json!({"channel_id": "2...lobby"}))
         .await;
-    assert_eq!(left, json!({"cid": bob.cid.to_string()}));
+    let cid = left["cid"].as_str().expect("the leave's cid").to_owned();
+    assert!(!cid.is_empty());
+    assert_eq!(left, json!({ "cid": cid }), "nothing but the cid");
     let event = alice.event("channel_presence_event").await;
     assert_eq!(event["leaves"][0]["user_id"], bob.user_id.as_str());
     assert!(event.get("joins").is_none());
     // Bob no longer gets the room's messages.
     alice.send_text("2...lobby", "bye").await;
-    bob.barrier().await;
+    bob.sync().await;
     assert!(bob.take("channel_message").is_empty());
 
     // A disconnect is a leave too.
-    let mut carol = Player::connect(&server, "chat-carol").await;
+    let mut carol = Client::connect(&server, "chat-carol").await;
     carol.join("lobby", false, false).await;
     let event = alice.event("channel_presence_event").await;
     assert_eq!(event["joins"][0]["user_id"], carol.user_id.as_str());
@@ -357,8 +198,8 @@ async fn room_join_send_leave_and_presence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejoin_changes_nothing_and_channels_are_separate() {
     let (_db, server) = sqlite_server().await;
-    let mut alice = Player::connect(&server, "chat-rejoin-a").await;
-    let mut bob = Player::connect(&server, "chat-rejoin-b").await;
+    let mut alice = Client::connect(&server, "chat-rejoin-a").await;
+    let mut bob = Client::connect(&server, "chat-rejoin-b").await;
     alice.join("one", false, false).await;
     bob.join("one", false, false).await;
     bob.join("two", false, false).await;
@@ -367,7 +208,7 @@ async fn rejoin_changes_nothing_and_channels_are_separate() {
     let again = bob.join("one", true, true).await;
     assert_eq!(again["id"], "2...one");
     assert_eq!(presences(&again), [alice.user_id.clone()]);
-    alice.barrier().await;
+    alice.sync().await;
     assert!(alice.take("channel_presence_event").is_empty());
     // The first join's flags stay: messages are still not persisted.
     let ack = bob.send_text("2...one", "x").await;
@@ -375,14 +216,14 @@ async fn rejoin_changes_nothing_and_channels_are_separate() {
     // A message in "two" does not reach "one"'s other member.
     bob.send_text("2...two", "only two").await;
     alice.event("channel_message").await;
-    alice.barrier().await;
+    alice.sync().await;
     assert!(alice.take("channel_message").is_empty(), "nothing from two");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protobuf_and_json_members_get_the_same_message() {
     let (_db, server) = sqlite_server().await;
-    let mut alice = Player::connect(&server, "chat-json").await;
+    let mut alice = Client::connect(&server, "chat-json").await;
     alice.join("mixed", false, false).await;
     let (token, _) = server.device_session("chat-protobuf").await;
     let (mut binary, _) = connect_async(server.ws_url(&format!("token={token}&format=protobuf")))
@@ -430,8 +271,8 @@ async fn protobuf_and_json_members_get_the_same_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hidden_members_are_never_announced() {
     let (_db, server) = sqlite_server().await;
-    let mut alice = Player::connect(&server, "chat-hidden-a").await;
-    let mut ghost = Player::connect(&server, "chat-hidden-g").await;
+    let mut alice = Client::connect(&server, "chat-hidden-a").await;
+    let mut ghost = Client::connect(&server, "chat-hidden-g").await;
     alice.join("quiet", false, false).await;
     let channel = ghost.join("quiet", false, true).await;
     assert_eq!(
@@ -439,12 +280,12 @@ async fn hidden_members_are_never_announced() {
         [alice.user_id.clone()],
         "a hidden member sees others"
     );
-    alice.barrier().await;
+    alice.sync().await;
     assert!(
         alice.take("channel_presence_event").is_empty(),
         "no join event"
     );
-    let mut bob = Player::connect(&server, "chat-hidden-b").await;
+    let mut bob = Client::connect(&server, "chat-hidden-b").await;
     let channel = bob.join("quiet", false, false).await;
     assert_eq!(
         presences(&channel),
@@ -458,9 +299,9 @@ async fn hidden_members_are_never_announced() {
     assert_eq!(content_text(&ghost.event("channel_message").await), "psst");
     // Its leave is silent too.
     ghost
-        .request("channel_leave", json!({"channel_id": "2...quiet"}))
+        .call("channel_leave", json!({"channel_id": "2...quiet"}))
         .await;
-    alice.barrier().await;
+    alice.sync().await;
     let events = alice.take("channel_presence_event");
     assert!(
         events.iter().all(|e| e.get("leaves").is_none()),
@@ -470,8 +311,8 @@ async fn hidden_members_are_never_announced() {
 
 async fn update_and_remove_only_by_the_sender(backend: Backend) {
     let (_db, server) = server_with(backend, |_| {}).await;
-    let mut alice = Player::connect(&server, "chat-edit-a").await;
-    let mut bob = Player::connect(&server, "chat-edit-b").await;
+    let mut alice = Client::connect(&server, "chat-edit-a").await;
+    let mut bob = Client::connect(&server, "chat-edit-b").await;
     for persistence in [true, false] {
         let room = format!("edits-{persistence}");
         let id = format!("2...{room}");
@@ -585,8 +426,8 @@ async fn update_and_remove_only_by_the_sender(backend: Backend) {
 
 async fn persistence_on_and_off(backend: Backend) {
     let (_db, server) = server_with(backend, |_| {}).await;
-    let mut keeper = Player::connect(&server, "chat-keep").await;
-    let mut ephemeral = Player::connect(&server, "chat-ephemeral").await;
+    let mut keeper = Client::connect(&server, "chat-keep").await;
+    let mut ephemeral = Client::connect(&server, "chat-ephemeral").await;
     // Nakama's default when the flag is absent is to persist.
     let channel = keeper
         .ok(
@@ -629,7 +470,7 @@ async fn persistence_on_and_off(backend: Backend) {
 
 async fn history_pages_both_ways_with_cursors(backend: Backend) {
     let (_db, server) = server_with(backend, |c| c.chat.messages_per_sec = 0).await;
-    let mut writer = Player::connect(&server, "chat-history").await;
+    let mut writer = Client::connect(&server, "chat-history").await;
     writer.join("annals", true, false).await;
     for i in 1..=7 {
         writer.send_text("2...annals", &format!("m{i}")).await;
@@ -719,7 +560,7 @@ async fn history_pages_both_ways_with_cursors(backend: Backend) {
 
 async fn history_refuses_bad_requests(backend: Backend) {
     let (_db, server) = server_with(backend, |_| {}).await;
-    let mut alice = Player::connect(&server, "chat-history-bad").await;
+    let mut alice = Client::connect(&server, "chat-history-bad").await;
     alice.join("logbook", true, false).await;
     alice.send_text("2...logbook", "one").await;
     alice.send_text("2...logbook", "two").await;
@@ -763,7 +604,7 @@ async fn history_refuses_bad_requests(backend: Backend) {
         .send()
         .await
         .expect("request");
-    assert_error(&common::status_and_json(unauthenticated).await, 401, 16);
+    assert_error(&support::status_and_json(unauthenticated).await, 401, 16);
     // An empty room's history is an empty page, not an error.
     let (status, body) = history(&server, &token, "2...empty", "limit=5").await;
     assert_eq!((status, body), (200, json!({})));
@@ -771,9 +612,9 @@ async fn history_refuses_bad_requests(backend: Backend) {
 
 async fn direct_chats(backend: Backend) {
     let (_db, server) = server_with(backend, |_| {}).await;
-    let mut alice = Player::connect(&server, "chat-dm-a").await;
-    let mut bob = Player::connect(&server, "chat-dm-b").await;
-    let carol = Player::connect(&server, "chat-dm-c").await;
+    let mut alice = Client::connect(&server, "chat-dm-a").await;
+    let mut bob = Client::connect(&server, "chat-dm-b").await;
+    let carol = Client::connect(&server, "chat-dm-c").await;
     let dm = |target: &str| json!({"target": target, "type": 2, "persistence": true});
     let channel = alice.ok("channel_join", dm(&bob.user_id), "channel").await;
     let (one, two) = if alice.user_id < bob.user_id {
@@ -818,7 +659,7 @@ async fn direct_chats(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_are_refused_not_opened() {
     let (_db, server) = sqlite_server().await;
-    let mut alice = Player::connect(&server, "chat-group").await;
+    let mut alice = Client::connect(&server, "chat-group").await;
     let (code, message, reason) = alice
         .refused(
             "channel_join",
@@ -845,8 +686,8 @@ async fn bad_input_gets_clear_errors_and_disturbs_nothing() {
         c.chat.max_channels_per_socket = 2;
     })
     .await;
-    let mut alice = Player::connect(&server, "chat-bad-a").await;
-    let mut bob = Player::connect(&server, "chat-bad-b").await;
+    let mut alice = Client::connect(&server, "chat-bad-a").await;
+    let mut bob = Client::connect(&server, "chat-bad-b").await;
     alice.join("room", false, false).await;
     bob.join("room", false, false).await;
     alice.event("channel_presence_event").await;
@@ -947,7 +788,7 @@ async fn bad_input_gets_clear_errors_and_disturbs_nothing() {
     assert_eq!(code, 1);
 
     // None of it reached bob, and both sockets still work.
-    bob.barrier().await;
+    bob.sync().await;
     assert!(bob.take("channel_message").is_empty());
     assert!(bob.take("channel_presence_event").is_empty());
     alice.send_text("2...room", "still here").await;
@@ -972,8 +813,8 @@ async fn the_message_rate_is_limited_per_socket() {
         c.chat.message_burst = 3;
     })
     .await;
-    let mut alice = Player::connect(&server, "chat-rate-a").await;
-    let mut bob = Player::connect(&server, "chat-rate-b").await;
+    let mut alice = Client::connect(&server, "chat-rate-a").await;
+    let mut bob = Client::connect(&server, "chat-rate-b").await;
     alice.join("chatty", false, false).await;
     bob.join("chatty", false, false).await;
     for i in 0..3 {
@@ -1002,7 +843,7 @@ async fn the_message_rate_is_limited_per_socket() {
     let mut refilled = false;
     for _ in 0..40 {
         let reply = alice
-            .request(
+            .call(
                 "channel_message_send",
                 json!({"channel_id": "2...chatty", "content": "{}"}),
             )
@@ -1021,7 +862,7 @@ async fn metrics_count_channels_members_and_messages() {
     let (_db, server) = sqlite_server().await;
     let mut players = Vec::new();
     for i in 0..4 {
-        let mut p = Player::connect(&server, &format!("chat-metrics-{i}")).await;
+        let mut p = Client::connect(&server, &format!("chat-metrics-{i}")).await;
         p.join(&format!("group-{}", i % 2), false, false).await;
         players.push(p);
     }
@@ -1051,16 +892,16 @@ async fn metrics_count_channels_members_and_messages() {
 }
 
 /// The `muster` binary on `db`, listening on `port`, with rate limits off.
-async fn start_binary(db: &Database, port: u16) -> std::process::Child {
+async fn start_binary(db: &Database, port: u16) -> Binary {
     let mut command = muster_command(db);
     command.env("MUSTER_CHAT__MESSAGES_PER_SEC", "0");
-    spawn_listening(command, port).await
+    Binary::run(command, port).await
 }
 
 /// Sends persisted messages as fast as they are acknowledged, recording each acknowledged id,
 /// until the connection breaks.
 async fn write_until_killed(
-    mut player: Player,
+    mut player: Client,
     acked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 ) {
     for i in 0.. {
@@ -1099,11 +940,11 @@ async fn acknowledged_messages_survive_kill_9(backend: Backend) {
     let db = Database::new(backend).await;
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = start_binary(&db, port).await;
+    let mut binary = start_binary(&db, port).await;
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut writers = Vec::new();
     for w in 0..4 {
-        let mut player = Player::connect_at(&addr, &format!("chat-crash-{w}")).await;
+        let mut player = Client::connect_at(&addr, &format!("chat-crash-{w}")).await;
         player.join("vault", true, false).await;
         writers.push(tokio::spawn(write_until_killed(player, acked.clone())));
     }
@@ -1111,15 +952,14 @@ async fn acknowledged_messages_survive_kill_9(backend: Backend) {
         acked.lock().expect("lock").len() >= 300
     })
     .await;
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reaped");
+    binary.kill9();
     for writer in writers {
         writer.await.expect("writer");
     }
     let acked = acked.lock().expect("lock").clone();
 
-    let mut child = start_binary(&db, port).await;
-    let reader = Player::connect_at(&addr, "chat-crash-reader").await;
+    let binary = start_binary(&db, port).await;
+    let reader = Client::connect_at(&addr, "chat-crash-reader").await;
     let mut stored = std::collections::HashSet::new();
     let mut cursor = String::new();
     loop {
@@ -1141,8 +981,7 @@ async fn acknowledged_messages_survive_kill_9(backend: Backend) {
             None => break,
         }
     }
-    child.kill().expect("kill");
-    let _ = child.wait();
+    drop(binary);
     let lost: Vec<&String> = acked.iter().filter(|id| !stored.contains(*id)).collect();
     assert!(
         lost.is_empty(),

@@ -3,20 +3,17 @@
 //! idempotent retries, every error path (each checked to change nothing), HTTP-key calls, and a
 //! game's own function registered through the trait.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{assert_error, Backend, Database, TestServer};
 use futures_util::{SinkExt, StreamExt};
 use muster::economy::Change;
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
 use serde_json::{json, Value};
+use support::{assert_error, Backend, Client, Database, TestServer};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
-
-type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
 on_both_backends!(
     new_accounts_get_the_starting_grant,
@@ -48,7 +45,7 @@ async fn rpc(server: &TestServer, token: &str, id: &str, payload: Value) -> (u16
         .send()
         .await
         .expect("request");
-    let (status, body) = common::status_and_json(response).await;
+    let (status, body) = support::status_and_json(response).await;
     if status == 200 {
         let payload = body["payload"].as_str().expect("payload string").to_owned();
         return (status, serde_json::from_str(&payload).expect("JSON result"));
@@ -101,33 +98,15 @@ async fn items(server: &TestServer, token: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
-async fn connect(server: &TestServer, token: &str) -> Socket {
-    let (socket, _) = connect_async(server.ws_url(&format!("token={token}&format=json")))
-        .await
-        .expect("WebSocket connects");
-    socket
+async fn connect(server: &TestServer, token: &str) -> Client {
+    Client::with_token(&server.addr.to_string(), token).await
 }
 
-/// Sends an `rpc` envelope and returns the envelope answering it.
-async fn socket_rpc(socket: &mut Socket, cid: &str, id: &str, payload: &str) -> Value {
-    let envelope = json!({ "cid": cid, "rpc": { "id": id, "payload": payload } });
-    socket
-        .send(Message::text(envelope.to_string()))
+/// Calls server function `id` over the socket and returns the envelope answering it.
+async fn socket_rpc(client: &mut Client, id: &str, payload: &str) -> Value {
+    client
+        .call("rpc", json!({ "id": id, "payload": payload }))
         .await
-        .expect("send");
-    loop {
-        let frame = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
-            .await
-            .expect("an answer within 10 s")
-            .expect("socket open")
-            .expect("frame");
-        if let Message::Text(text) = frame {
-            let reply: Value = serde_json::from_str(text.as_str()).expect("JSON envelope");
-            if reply["cid"] == cid {
-                return reply;
-            }
-        }
-    }
 }
 
 async fn new_accounts_get_the_starting_grant(backend: Backend) {
@@ -194,7 +173,7 @@ async fn concurrent_spends_never_overdraw(backend: Backend) {
     for s in 0..4 {
         let (server, token) = (server.clone(), token.clone());
         calls.push(tokio::spawn(async move {
-            let mut socket = connect(&server, &token).await;
+            let mut socket = connect(&server, &token).await.socket;
             let sends = (0..6).map(|k| {
                 let cid = format!("{s}-{k}");
                 json!({"cid": cid, "rpc": {"id": "wallet_spend", "payload": "{\"amount\":30}"}})
@@ -365,17 +344,11 @@ async fn idempotent_retry_applies_once(backend: Backend) {
             body["ledger_id"].as_str().expect("ledger id").to_owned()
         }));
     }
-    for s in 0..10 {
+    for _ in 0..10 {
         let (server, token, burst) = (server.clone(), token.clone(), burst.clone());
         calls.push(tokio::spawn(async move {
             let mut socket = connect(&server, &token).await;
-            let reply = socket_rpc(
-                &mut socket,
-                &s.to_string(),
-                "wallet_spend",
-                &burst.to_string(),
-            )
-            .await;
+            let reply = socket_rpc(&mut socket, "wallet_spend", &burst.to_string()).await;
             let payload = reply["rpc"]["payload"].as_str().expect("payload");
             let body: Value = serde_json::from_str(payload).expect("JSON");
             body["ledger_id"].as_str().expect("ledger id").to_owned()
@@ -430,7 +403,7 @@ async fn errors_are_clear_and_change_nothing(backend: Backend) {
         .send()
         .await
         .expect("request");
-    let not_json = common::status_and_json(not_json).await;
+    let not_json = support::status_and_json(not_json).await;
     assert!(assert_error(&not_json, 400, 3).contains("Bad payload"));
     // The body must be the payload as a JSON string, unless ?unwrap.
     let raw_object = server
@@ -441,7 +414,7 @@ async fn errors_are_clear_and_change_nothing(backend: Backend) {
         .send()
         .await
         .expect("request");
-    let raw_object = common::status_and_json(raw_object).await;
+    let raw_object = support::status_and_json(raw_object).await;
     assert!(assert_error(&raw_object, 400, 3).contains("JSON string"));
     // Negative and zero amounts and counts.
     for (id, payload) in [
@@ -511,7 +484,7 @@ async fn errors_are_clear_and_change_nothing(backend: Backend) {
         .send()
         .await
         .expect("request");
-    assert_error(&common::status_and_json(no_auth).await, 401, 16);
+    assert_error(&support::status_and_json(no_auth).await, 401, 16);
     let bad_token = rpc(&server, "not-a-token", "wallet_spend", json!({"amount": 1})).await;
     assert_error(&bad_token, 401, 16);
     // Bad ledger paging.
@@ -551,7 +524,7 @@ async fn http_key_calls_act_for_a_named_account(backend: Backend) {
     let db = Database::new(backend).await;
     let server = TestServer::start(config(&db)).await;
     let (token, _) = server.device_session("device-server-01").await;
-    let user_id = common::claims(&token)["uid"]
+    let user_id = support::claims(&token)["uid"]
         .as_str()
         .expect("uid")
         .to_owned();
@@ -565,7 +538,7 @@ async fn http_key_calls_act_for_a_named_account(backend: Backend) {
         .send()
         .await
         .expect("request");
-    let (status, body) = common::status_and_json(response).await;
+    let (status, body) = support::status_and_json(response).await;
     assert_eq!(status, 200, "{body}");
     let result: Value =
         serde_json::from_str(body["payload"].as_str().expect("payload")).expect("JSON");
@@ -611,7 +584,7 @@ async fn http_key_calls_act_for_a_named_account(backend: Backend) {
         .send()
         .await
         .expect("request");
-    assert!(assert_error(&common::status_and_json(wrong).await, 401, 16).contains("HTTP key"));
+    assert!(assert_error(&support::status_and_json(wrong).await, 401, 16).contains("HTTP key"));
     let wrong_basic = server
         .http
         .post(server.url("/v2/rpc/inventory_grant"))
@@ -620,7 +593,7 @@ async fn http_key_calls_act_for_a_named_account(backend: Backend) {
         .send()
         .await
         .expect("request");
-    assert_error(&common::status_and_json(wrong_basic).await, 401, 16);
+    assert_error(&support::status_and_json(wrong_basic).await, 401, 16);
     let nobody = server
         .http
         .post(server.url("/v2/rpc/inventory_grant?http_key=defaulthttpkey"))
@@ -628,7 +601,7 @@ async fn http_key_calls_act_for_a_named_account(backend: Backend) {
         .send()
         .await
         .expect("request");
-    assert!(assert_error(&common::status_and_json(nobody).await, 400, 3).contains("user_id"));
+    assert!(assert_error(&support::status_and_json(nobody).await, 400, 3).contains("user_id"));
     let ghost = server
         .http
         .post(server.url("/v2/rpc/inventory_grant?http_key=defaulthttpkey"))
@@ -638,7 +611,7 @@ async fn http_key_calls_act_for_a_named_account(backend: Backend) {
         .send()
         .await
         .expect("request");
-    assert!(assert_error(&common::status_and_json(ghost).await, 404, 5).contains("Account"));
+    assert!(assert_error(&support::status_and_json(ghost).await, 404, 5).contains("Account"));
     assert_eq!(items(&server, &token).await["gift"], 6, "unchanged");
 }
 
@@ -648,28 +621,28 @@ async fn socket_rpc_answers_and_errors(backend: Backend) {
     let (token, _) = server.device_session("device-socket-01").await;
     let mut socket = connect(&server, &token).await;
 
-    let ok = socket_rpc(&mut socket, "1", "wallet_spend", r#"{"amount":25}"#).await;
+    let ok = socket_rpc(&mut socket, "wallet_spend", r#"{"amount":25}"#).await;
     assert_eq!(ok["rpc"]["id"], "wallet_spend", "{ok}");
     let result: Value =
         serde_json::from_str(ok["rpc"]["payload"].as_str().expect("payload")).expect("JSON");
     assert_eq!(result["wallet"]["coins"], 975);
 
     let cases = [
-        ("2", "no_such_function", "{}", 6),
-        ("3", "", "{}", 3),
-        ("4", "wallet_spend", "{not json", 3),
-        ("5", "wallet_spend", r#"{"amount":-5}"#, 3),
-        ("6", "wallet_spend", r#"{"amount":5000}"#, 7),
+        ("no_such_function", "{}", 6),
+        ("", "{}", 3),
+        ("wallet_spend", "{not json", 3),
+        ("wallet_spend", r#"{"amount":-5}"#, 3),
+        ("wallet_spend", r#"{"amount":5000}"#, 7),
     ];
-    for (cid, id, payload, code) in cases {
-        let reply = socket_rpc(&mut socket, cid, id, payload).await;
+    for (id, payload, code) in cases {
+        let reply = socket_rpc(&mut socket, id, payload).await;
         assert_eq!(reply["error"]["code"], code, "{id} {payload}: {reply}");
         assert!(reply["error"]["message"]
             .as_str()
             .is_some_and(|m| !m.is_empty()));
     }
     // The socket stays usable, and nothing but the first call changed the wallet.
-    let again = socket_rpc(&mut socket, "7", "WALLET_SPEND", r#"{"amount":5}"#).await;
+    let again = socket_rpc(&mut socket, "WALLET_SPEND", r#"{"amount":5}"#).await;
     assert!(
         again.get("rpc").is_some(),
         "ids are case-insensitive: {again}"
@@ -770,7 +743,7 @@ async fn a_failing_write_does_not_fail_the_others(backend: Backend) {
                     .send()
                     .await
                     .expect("request");
-                let result = common::status_and_json(response).await;
+                let result = support::status_and_json(response).await;
                 assert_error(&result, 404, 5);
                 false
             } else {

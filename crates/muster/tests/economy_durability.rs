@@ -3,41 +3,19 @@
 //! the ledger, balances and counts must equal the sum of the ledger's changes, and retrying an
 //! acknowledged call must not apply it again. On SQLite and on PostgreSQL.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
-use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{free_port, muster_command, spawn_listening, Backend, Database};
 use serde_json::{json, Value};
+use support::{Backend, Binary, Database};
 
 on_both_backends!(acknowledged_economy_writes_survive_kill_9);
 
 const USERS: usize = 12;
 const WRITERS_PER_USER: usize = 2;
-
-struct Running {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start(db: &Database) -> Running {
-    let port = free_port();
-    let child = spawn_listening(muster_command(db), port).await;
-    Running {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
-}
 
 async fn session(http: &reqwest::Client, base: &str, device: &str) -> String {
     let response = http
@@ -117,11 +95,11 @@ async fn ledger(http: &reqwest::Client, base: &str, token: &str) -> Vec<Value> {
 
 async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
     let db = Database::new(backend).await;
-    let running = start(&db).await;
+    let running = Binary::start(&db).await;
     let http = reqwest::Client::new();
     let mut tokens = Vec::new();
     for u in 0..USERS {
-        tokens.push(session(&http, &running.base, &format!("device-durable-{u:04}")).await);
+        tokens.push(session(&http, &running.base(), &format!("device-durable-{u:04}")).await);
     }
 
     // Acknowledged calls: (user, key) -> the answer.
@@ -131,7 +109,7 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
             let user = w % USERS;
             let (http, base, token, acknowledged) = (
                 http.clone(),
-                running.base.clone(),
+                running.base(),
                 tokens[user].clone(),
                 acknowledged.clone(),
             );
@@ -159,8 +137,7 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut running = running;
-    running.child.kill().expect("SIGKILL");
-    running.child.wait().expect("reaped");
+    running.kill9();
     for writer in writers {
         writer.await.expect("writer");
     }
@@ -172,9 +149,9 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
         acknowledged.len()
     );
 
-    let running = start(&db).await;
+    let running = Binary::start(&db).await;
     for (user, token) in tokens.iter().enumerate() {
-        let rows = ledger(&http, &running.base, token).await;
+        let rows = ledger(&http, &running.base(), token).await;
         // Every acknowledged call is in the ledger, under the ledger id it was answered with.
         let by_key: BTreeMap<&str, &Value> = rows
             .iter()
@@ -201,7 +178,7 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
             }
         }
         let account: Value = http
-            .get(format!("{}/v2/account", running.base))
+            .get(format!("{}/v2/account", running.base()))
             .bearer_auth(token)
             .send()
             .await
@@ -212,7 +189,7 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
         let wallet: BTreeMap<String, i64> =
             serde_json::from_str(account["wallet"].as_str().expect("wallet")).expect("JSON");
         let inventory: Value = http
-            .get(format!("{}/v2/economy/inventory", running.base))
+            .get(format!("{}/v2/economy/inventory", running.base()))
             .bearer_auth(token)
             .send()
             .await
@@ -242,19 +219,19 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
         .parse()
         .expect("index");
     let (id, payload, _) = call(writer, i);
-    let before = ledger(&http, &running.base, &tokens[user]).await.len();
-    let replay = post_rpc(&http, &running.base, &tokens[user], id, &payload)
+    let before = ledger(&http, &running.base(), &tokens[user]).await.len();
+    let replay = post_rpc(&http, &running.base(), &tokens[user], id, &payload)
         .await
         .expect("replayed");
     assert_eq!(replay, acknowledged[&(user, key)]);
     assert_eq!(
-        ledger(&http, &running.base, &tokens[user]).await.len(),
+        ledger(&http, &running.base(), &tokens[user]).await.len(),
         before
     );
     // And the restarted server takes new writes.
     let fresh = post_rpc(
         &http,
-        &running.base,
+        &running.base(),
         &tokens[0],
         "wallet_spend",
         &json!({"amount": 1}),

@@ -1,13 +1,12 @@
 //! The binary's life: migrations, configuration errors, and durability across `kill -9`.
 
-mod common;
+mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use common::{free_port, muster_command, spawn_listening, Backend, Database};
 use serde_json::json;
+use support::{eventually, muster_command, Backend, Binary, Database};
 
 on_both_backends!(
     acknowledged_accounts_survive_kill_9,
@@ -21,29 +20,14 @@ fn muster(db: &Database) -> Command {
     command
 }
 
-struct Running {
-    child: Child,
-    base: String,
-}
-
-async fn start(db: &Database) -> Running {
-    let port = free_port();
-    let child = spawn_listening(muster_command(db), port).await;
-    Running {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
-}
-
 async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
     let db = Database::new(backend).await;
-    let mut running = start(&db).await;
+    let mut running = Binary::start(&db).await;
     let acknowledged = Arc::new(Mutex::new(Vec::new()));
     let http = reqwest::Client::new();
     let writers: Vec<_> = (0..16)
         .map(|w| {
-            let (http, base, acknowledged) =
-                (http.clone(), running.base.clone(), acknowledged.clone());
+            let (http, base, acknowledged) = (http.clone(), running.base(), acknowledged.clone());
             tokio::spawn(async move {
                 for i in 0..100_000 {
                     let id = format!("device-crash-{w}-{i}");
@@ -61,9 +45,12 @@ async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    running.child.kill().expect("SIGKILL");
-    running.child.wait().expect("reaped");
+    // Kill in the middle of the load, once a fair number of accounts is acknowledged.
+    eventually("300 acknowledged accounts", || async {
+        acknowledged.lock().expect("lock").len() >= 300
+    })
+    .await;
+    running.kill9();
     for writer in writers {
         writer.await.expect("writer");
     }
@@ -74,13 +61,13 @@ async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
         acknowledged.len()
     );
 
-    let mut running = start(&db).await;
+    let running = Binary::start(&db).await;
     let mut lost = Vec::new();
     for id in &acknowledged {
         let status = http
             .post(format!(
                 "{}/v2/account/authenticate/device?create=false",
-                running.base
+                running.base()
             ))
             .basic_auth("defaultkey", Some(""))
             .json(&json!({ "id": id }))
@@ -92,8 +79,7 @@ async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
             lost.push(id.clone());
         }
     }
-    running.child.kill().expect("kill");
-    let _ = running.child.wait();
+    drop(running);
     assert!(
         lost.is_empty(),
         "{} of {} acknowledged accounts lost: {:?}",

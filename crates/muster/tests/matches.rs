@@ -2,13 +2,12 @@
 //! listed ones), presence events on join, leave and disconnect, and every error path — each a
 //! clear error, the match unharmed.
 
-mod common;
-mod match_client;
+mod support;
 
-use common::{Backend, Database, TestServer};
-use match_client::{b64, error_code, unb64, Ws};
 use muster::base::config::Config;
 use serde_json::json;
+use support::client::{b64, error_code, unb64, Client};
+use support::{Backend, Database, TestServer};
 
 async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
     let db = Database::new(Backend::Sqlite).await;
@@ -33,9 +32,9 @@ fn presence_ids(list: &serde_json::Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relayed_match_data_reaches_every_other_member() {
     let (server, _db) = server(|_| {}).await;
-    let mut a = Ws::connect(&server, "relay-a").await;
-    let mut b = Ws::connect(&server, "relay-b").await;
-    let mut c = Ws::connect(&server, "relay-c").await;
+    let mut a = Client::connect(&server, "relay-a").await;
+    let mut b = Client::connect(&server, "relay-b").await;
+    let mut c = Client::connect(&server, "relay-c").await;
 
     let created = a.request(json!({"match_create": {}})).await;
     let m = &created["match"];
@@ -137,7 +136,7 @@ async fn relayed_match_data_reaches_every_other_member() {
 }
 
 /// c's own presence (from a `match` answer of a repeated join, which changes nothing).
-async fn joined_presence(ws: &mut Ws, id: &str) -> serde_json::Value {
+async fn joined_presence(ws: &mut Client, id: &str) -> serde_json::Value {
     let again = ws.request(json!({"match_join": {"match_id": id}})).await;
     again["match"]["self"].clone()
 }
@@ -145,8 +144,8 @@ async fn joined_presence(ws: &mut Ws, id: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_matches_are_shared() {
     let (server, _db) = server(|_| {}).await;
-    let mut a = Ws::connect(&server, "named-a").await;
-    let mut b = Ws::connect(&server, "named-b").await;
+    let mut a = Client::connect(&server, "named-a").await;
+    let mut b = Client::connect(&server, "named-b").await;
     let first = a
         .request(json!({"match_create": {"name": "lobby-1"}}))
         .await;
@@ -171,9 +170,9 @@ async fn match_errors_are_clear_and_harmless() {
         c.matches.max_matches_per_session = 2;
     })
     .await;
-    let mut a = Ws::connect(&server, "err-a").await;
-    let mut b = Ws::connect(&server, "err-b").await;
-    let mut c = Ws::connect(&server, "err-c").await;
+    let mut a = Client::connect(&server, "err-a").await;
+    let mut b = Client::connect(&server, "err-b").await;
+    let mut c = Client::connect(&server, "err-c").await;
     let id = a.request(json!({"match_create": {}})).await["match"]["match_id"]
         .as_str()
         .expect("id")

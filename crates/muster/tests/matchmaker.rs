@@ -1,13 +1,12 @@
 //! The matchmaker over real sockets: tickets, removal, limits, pairing the right players (and
 //! not the wrong ones), tokens that join the matched players into one match, once.
 
-mod common;
-mod match_client;
+mod support;
 
-use common::{Backend, Database, TestServer};
-use match_client::{b64, error_code, unb64, Ws};
 use muster::base::config::Config;
 use serde_json::{json, Value};
+use support::client::{b64, error_code, unb64, Client};
+use support::{Backend, Database, TestServer};
 
 async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
     let db = Database::new(Backend::Sqlite).await;
@@ -17,7 +16,7 @@ async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
     (TestServer::start(config).await, db)
 }
 
-async fn add(ws: &mut Ws, query: &str, region: &str) -> String {
+async fn add(ws: &mut Client, query: &str, region: &str) -> String {
     let reply = ws
         .request(json!({"matchmaker_add": {
             "min_count": 2, "max_count": 2, "query": query,
@@ -49,10 +48,10 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairs_the_right_players_and_their_tokens_join_one_match() {
     let (server, _db) = server(|_| {}).await;
-    let mut eu1 = Ws::connect(&server, "mm-eu1").await;
-    let mut us1 = Ws::connect(&server, "mm-us1").await;
-    let mut eu2 = Ws::connect(&server, "mm-eu2").await;
-    let mut us2 = Ws::connect(&server, "mm-us2").await;
+    let mut eu1 = Client::connect(&server, "mm-eu1").await;
+    let mut us1 = Client::connect(&server, "mm-us1").await;
+    let mut eu2 = Client::connect(&server, "mm-eu2").await;
+    let mut us2 = Client::connect(&server, "mm-us2").await;
     let t_eu1 = add(&mut eu1, "+properties.region:eu", "eu").await;
     add(&mut us1, "+properties.region:us", "us").await;
     add(&mut eu2, "+properties.region:eu", "eu").await;
@@ -122,8 +121,8 @@ async fn pairs_the_right_players_and_their_tokens_join_one_match() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removed_and_disconnected_tickets_never_match() {
     let (server, _db) = server(|_| {}).await;
-    let mut gone = Ws::connect(&server, "mm-gone").await;
-    let mut removed = Ws::connect(&server, "mm-removed").await;
+    let mut gone = Client::connect(&server, "mm-gone").await;
+    let mut removed = Client::connect(&server, "mm-removed").await;
     let ticket = add(&mut removed, "*", "eu").await;
     let answer = removed
         .request(json!({"matchmaker_remove": {"ticket": ticket}}))
@@ -140,8 +139,8 @@ async fn removed_and_disconnected_tickets_never_match() {
     add(&mut gone, "*", "eu").await;
     gone.close().await;
     // Two new players match each other, not the removed or disconnected tickets.
-    let mut x = Ws::connect(&server, "mm-x").await;
-    let mut y = Ws::connect(&server, "mm-y").await;
+    let mut x = Client::connect(&server, "mm-x").await;
+    let mut y = Client::connect(&server, "mm-y").await;
     add(&mut x, "*", "eu").await;
     add(&mut y, "*", "eu").await;
     let mx = x.next("matchmaker_matched").await;
@@ -156,7 +155,7 @@ async fn removed_and_disconnected_tickets_never_match() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matchmaker_limits_and_bad_input() {
     let (server, _db) = server(|c| c.matchmaker.max_tickets_per_session = 2).await;
-    let mut p = Ws::connect(&server, "mm-limits").await;
+    let mut p = Client::connect(&server, "mm-limits").await;
     for bad in [
         json!({"min_count": 1, "max_count": 2, "query": "*"}),
         json!({"min_count": 3, "max_count": 2, "query": "*"}),
@@ -182,8 +181,8 @@ async fn matchmaker_limits_and_bad_input() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authoritative_matches_from_the_matchmaker() {
     let (server, _db) = server(|c| c.matchmaker.match_handler = "arena".into()).await;
-    let mut a = Ws::connect(&server, "mm-arena-a").await;
-    let mut b = Ws::connect(&server, "mm-arena-b").await;
+    let mut a = Client::connect(&server, "mm-arena-a").await;
+    let mut b = Client::connect(&server, "mm-arena-b").await;
     add(&mut a, "*", "eu").await;
     add(&mut b, "*", "eu").await;
     let ma = a.next("matchmaker_matched").await;

@@ -1,14 +1,14 @@
 //! Realtime sockets: the upgrade's checks, envelopes in both formats, bad input, keep-alive,
 //! presence, limits and shutdown — a real WebSocket client against a real server.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{assert_error, Backend, Database, TestServer};
 use futures_util::{SinkExt, StreamExt};
 use muster_proto::realtime::{self, Envelope, Message as Kind, Ping};
 use serde_json::{json, Value};
+use support::{assert_error, eventually, metric, next_json, Backend, Database, TestServer};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
@@ -35,22 +35,6 @@ async fn connect(server: &TestServer, token: &str, format: &str) -> Socket {
             .expect("WebSocket connects");
     assert_eq!(response.status(), 101);
     socket
-}
-
-/// The next data frame as JSON, skipping pings.
-async fn next_json(socket: &mut Socket) -> Value {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(5), socket.next())
-            .await
-            .expect("a frame within 5 s")
-            .expect("socket open")
-            .expect("valid frame");
-        match frame {
-            Message::Text(text) => return serde_json::from_str(&text).expect("JSON envelope"),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
 }
 
 /// Reads until the server's close frame; returns its code and reason.
@@ -98,7 +82,7 @@ async fn upgrade_is_checked_before_accepting(backend: Backend) {
         .send()
         .await
         .expect("send");
-    let result = common::status_and_json(plain).await;
+    let result = support::status_and_json(plain).await;
     assert!(assert_error(&result, 400, 3).contains("WebSocket"));
 }
 
@@ -240,37 +224,13 @@ async fn presence_follows_sockets(backend: Backend) {
     let mut second = connect(&server, &token, "json").await;
     assert!(online().await);
     first.close(None).await.expect("close");
-    wait_until(|| async { metric(&server, "muster_sockets_open").await == 1.0 }).await;
+    eventually("a keep-alive timeout", || async {
+        metric(&server, "muster_sockets_open").await == 1.0
+    })
+    .await;
     assert!(online().await, "still one socket open");
     second.close(None).await.expect("close");
-    wait_until(|| async { !online().await }).await;
-}
-
-/// One sample from `/metrics` (0 when absent or refused).
-async fn metric(server: &TestServer, name: &str) -> f64 {
-    let Ok(response) = server.http.get(server.url("/metrics")).send().await else {
-        return 0.0;
-    };
-    let text = response.text().await.unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
-async fn wait_until<F, Fut>(condition: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..100 {
-        if condition().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("condition not met within 5 s");
+    eventually("the user offline", || async { !online().await }).await;
 }
 
 async fn dead_peer_is_dropped_live_peer_kept(backend: Backend) {
@@ -297,7 +257,7 @@ async fn dead_peer_is_dropped_live_peer_kept(backend: Backend) {
     // A client that reads nothing never answers pings and is dropped for it. (Reading now would
     // make tungstenite answer the queued pings on a closed socket, so ask the server instead.)
     let _dead = connect(&server, &token, "json").await;
-    wait_until(|| async {
+    eventually("the condition", || async {
         metric(
             &server,
             "muster_sockets_closed_total{reason=\"keepalive_timeout\"}",

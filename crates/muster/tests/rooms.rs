@@ -2,18 +2,17 @@
 //! tickets, the native TCP transport, and players on TCP and on WebSocket in the same match of
 //! the built-in arena game, whose every input is applied exactly once.
 
-mod common;
-mod match_client;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Backend, Database, TestServer};
-use match_client::{b64, error_code, join_with_token, unb64, Tcp, Ws};
 use muster::base::config::Config;
 use muster_proto::arena;
 use muster_proto::realtime::{error_code as code, Envelope, MatchDataSend, Message, Ping};
 use serde_json::{json, Value};
+use support::client::{b64, error_code, join_with_token, unb64, Client, Tcp};
+use support::{Backend, Database, TestServer};
 
 async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
     let db = Database::new(Backend::Sqlite).await;
@@ -38,10 +37,10 @@ async fn call(
     if let Some(body) = body {
         request = request.json(&body);
     }
-    common::status_and_json(request.send().await.expect("request")).await
+    support::status_and_json(request.send().await.expect("request")).await
 }
 
-fn bearer(ws: &Ws) -> String {
+fn bearer(ws: &Client) -> String {
     format!("Bearer {}", ws.token)
 }
 
@@ -95,8 +94,8 @@ fn input_envelope(room: &str, seq: u32, dx: i8, dy: i8) -> Envelope {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_and_websocket_players_share_one_authoritative_match() {
     let (server, _db) = server(|_| {}).await;
-    let mut a_ws = Ws::connect(&server, "room-a").await;
-    let mut b = Ws::connect(&server, "room-b").await;
+    let mut a_ws = Client::connect(&server, "room-a").await;
+    let mut b = Client::connect(&server, "room-b").await;
     let room = create_room(&server, &bearer(&a_ws), 2).await;
     assert!(
         room.ends_with(".muster"),
@@ -257,7 +256,7 @@ async fn tcp_and_websocket_players_share_one_authoritative_match() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rooms_api_checks_callers_and_input() {
     let (server, _db) = server(|c| c.rooms.admin_key = "game-server-key".into()).await;
-    let mut p = Ws::connect(&server, "rooms-api").await;
+    let mut p = Client::connect(&server, "rooms-api").await;
     let auth = bearer(&p);
     let admin = format!("Basic {}", b64(b"game-server-key:"));
     for (body, why) in [
@@ -364,8 +363,8 @@ async fn rooms_api_checks_callers_and_input() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tickets_are_single_use_personal_and_expiring() {
     let (server, _db) = server(|c| c.matches.join_token_key = "test-join-key".into()).await;
-    let a = Ws::connect(&server, "ticket-a").await;
-    let mut b = Ws::connect(&server, "ticket-b").await;
+    let a = Client::connect(&server, "ticket-a").await;
+    let mut b = Client::connect(&server, "ticket-b").await;
     let room = create_room(&server, &bearer(&a), 1).await;
     let info = connection(&server, &bearer(&a), &room).await;
     let ticket = info["ticket"].as_str().expect("ticket").to_owned();
@@ -424,7 +423,7 @@ fn error_of(envelopes: &[Envelope]) -> (i32, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_bad_frames_are_refused() {
     let (server, _db) = server(|c| c.socket.max_message_size_bytes = 600).await;
-    let mut p = Ws::connect(&server, "tcp-bad").await;
+    let mut p = Client::connect(&server, "tcp-bad").await;
     let room = create_room(&server, &bearer(&p), 2).await;
     let info = connection(&server, &bearer(&p), &room).await;
     let addr = tcp_addr(&info);
@@ -474,7 +473,7 @@ async fn tcp_bad_frames_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_rooms_expire() {
     let (server, _db) = server(|c| c.matches.empty_timeout_ms = 200).await;
-    let p = Ws::connect(&server, "rooms-expire").await;
+    let p = Client::connect(&server, "rooms-expire").await;
     let room = create_room(&server, &bearer(&p), 2).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
@@ -503,8 +502,8 @@ async fn empty_rooms_expire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tcp_session_leaves_its_chat_channels_on_close() {
     let (server, _db) = server(|_| {}).await;
-    let tcp_player = Ws::connect(&server, "chat-tcp").await;
-    let mut watcher = Ws::connect(&server, "chat-watcher").await;
+    let tcp_player = Client::connect(&server, "chat-tcp").await;
+    let mut watcher = Client::connect(&server, "chat-watcher").await;
     let room = create_room(&server, &bearer(&tcp_player), 2).await;
     let info = connection(&server, &bearer(&tcp_player), &room).await;
     // The TCP player's WebSocket is not needed any more: only its TCP session remains.
@@ -546,7 +545,7 @@ async fn a_tcp_session_leaves_its_chat_channels_on_close() {
     let leaves = &event["channel_presence_event"]["leaves"];
     assert_eq!(leaves[0]["user_id"], json!(tcp_user), "{event}");
 
-    let mut late = Ws::connect(&server, "chat-late").await;
+    let mut late = Client::connect(&server, "chat-late").await;
     let seen = late
         .request(json!({"channel_join": {"target": "lobby", "type": 1}}))
         .await;

@@ -3,13 +3,13 @@
 //! message, and the server's memory stays bounded while megabytes are fanned out toward the
 //! stalled socket. Its own test binary, so the process's memory is this test's alone.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{Database, TestServer};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use support::{metric, Database, TestServer};
 use tokio_tungstenite::tungstenite::Message;
 
 /// Resident memory of this process (the server runs in it), KiB.
@@ -25,39 +25,15 @@ fn rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-async fn metric(server: &TestServer, name: &str) -> f64 {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Reads frames until the one answering `cid`; everything else is dropped unread.
 async fn answer<S>(socket: &mut S, cid: &str) -> Value
 where
     S: StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
     loop {
-        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("an answer within 10 s")
-            .expect("open")
-            .expect("frame");
-        if let Message::Text(text) = frame {
-            let value: Value = serde_json::from_str(&text).expect("JSON");
-            if value["cid"] == cid {
-                return value;
-            }
+        let value = support::next_json(socket).await;
+        if value["cid"] == cid {
+            return value;
         }
     }
 }
@@ -67,7 +43,7 @@ const CONTENT_BYTES: usize = 2500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_stops_reading_is_cut_off_and_memory_stays_bounded() {
-    let db = Database::new(common::Backend::Sqlite).await;
+    let db = Database::new(support::Backend::Sqlite).await;
     let mut config = db.config();
     config.socket.outgoing_queue_size = 16;
     config.chat.messages_per_sec = 0;

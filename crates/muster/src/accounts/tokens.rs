@@ -14,6 +14,7 @@ use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::base::clock::Clock;
 use crate::store::{Revocation, SecretStore, StoreError, TokenStore};
 
 /// The claims of both token kinds.
@@ -65,6 +66,8 @@ pub struct TokenService {
     token_ttl: i64,
     refresh_ttl: i64,
     validation: Validation,
+    /// Issue and expiry times come from here (a test moves it instead of sleeping).
+    clock: Clock,
     revoked: DashMap<Uuid, i64>,
     store: Arc<dyn TokenStore>,
 }
@@ -81,6 +84,7 @@ impl TokenService {
         config: &crate::base::config::SessionConfig,
         secrets: &dyn SecretStore,
         store: Arc<dyn TokenStore>,
+        clock: Clock,
     ) -> Result<TokenService, StoreError> {
         let session_key =
             key_or_stored(&config.encryption_key, "session_encryption_key", secrets).await?;
@@ -93,12 +97,15 @@ impl TokenService {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = 0;
         validation.set_required_spec_claims(&["exp"]);
+        // Expiry is checked against `clock` below, not by the JWT library's own system clock.
+        validation.validate_exp = false;
         let service = TokenService {
             session: Keys::new(&session_key),
             refresh: Keys::new(&refresh_key),
             token_ttl: config.token_expiry_sec as i64,
             refresh_ttl: config.refresh_token_expiry_sec as i64,
             validation,
+            clock,
             revoked: DashMap::new(),
             store,
         };
@@ -108,7 +115,7 @@ impl TokenService {
 
     /// Issues a session and refresh token pair for a user.
     pub fn issue(&self, user_id: Uuid, username: &str, vars: HashMap<String, String>) -> TokenPair {
-        let now = crate::base::clock::now_secs();
+        let now = self.clock.now_secs();
         let mut claims = Claims {
             tid: Uuid::new_v4(),
             uid: user_id,
@@ -145,6 +152,9 @@ impl TokenService {
                 _ => TokenError::Invalid,
             })?
             .claims;
+        if claims.exp < self.clock.now_secs() {
+            return Err(TokenError::Expired);
+        }
         if self.revoked.contains_key(&claims.tid) {
             return Err(TokenError::Revoked);
         }
@@ -170,7 +180,7 @@ impl TokenService {
 
     /// Forgets expired revocations, here and in the store; run periodically.
     pub async fn reload_revocations(&self) -> Result<(), StoreError> {
-        let now = crate::base::clock::now_secs();
+        let now = self.clock.now_secs();
         let active = self.store.active_revocations(now).await?;
         self.revoked.retain(|_, expires_at| *expires_at > now);
         for r in active {

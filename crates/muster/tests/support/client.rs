@@ -1,6 +1,6 @@
-//! Clients for the match tests: a Nakama-style JSON WebSocket client and a native TCP client
-//! (length-delimited protobuf frames), both waiting on events with timeouts, never on sleeps.
-#![allow(dead_code)]
+//! The test clients: a Nakama-style JSON WebSocket client ([`Client`]) and a native TCP client
+//! ([`Tcp`], length-delimited protobuf frames), both waiting on events with timeouts, never on
+//! sleeps.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -15,38 +15,65 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
 
-use crate::common::TestServer;
+use crate::support::TestServer;
 
-pub const WAIT: Duration = Duration::from_secs(5);
+/// How long a client waits for a message before the test fails.
+pub const WAIT: Duration = Duration::from_secs(10);
 
-/// A player with a session and an open JSON socket.
-pub struct Ws {
-    pub socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+/// A player's JSON realtime socket: a device session and its WebSocket. Frames that arrive
+/// while waiting for something else are kept, in order, for later calls.
+pub struct Client {
+    pub socket: Socket,
     pub token: String,
     pub user_id: String,
+    pub username: String,
     next_cid: u64,
     /// Messages received while waiting for something else.
     pending: VecDeque<Value>,
 }
 
-impl Ws {
-    /// Authenticates `device` (creating the account) and opens its socket.
-    pub async fn connect(server: &TestServer, device: &str) -> Ws {
-        let (token, _) = server.device_session(&format!("match-test-{device}")).await;
-        let claims = crate::common::claims(&token);
-        let (socket, _) = connect_async(server.ws_url(&format!("token={token}&format=json")))
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+impl Client {
+    /// Authenticates device `device-{device}` (creating the account) and opens its socket.
+    pub async fn connect(server: &TestServer, device: &str) -> Client {
+        Client::connect_at(&server.addr.to_string(), device).await
+    }
+
+    /// [`Client::connect`] against the server at `addr` (e.g. a binary started by a crash test).
+    pub async fn connect_at(addr: &str, device: &str) -> Client {
+        let response = reqwest::Client::new()
+            .post(format!(
+                "http://{addr}/v2/account/authenticate/device?create=true"
+            ))
+            .basic_auth("defaultkey", Some(""))
+            .json(&json!({ "id": format!("device-{device}") }))
+            .send()
             .await
-            .expect("socket");
-        Ws {
+            .expect("authenticate");
+        let body: Value = response.json().await.expect("session");
+        let token = body["token"].as_str().expect("token").to_owned();
+        Client::with_token(addr, &token).await
+    }
+
+    /// Opens a JSON socket with an existing session token.
+    pub async fn with_token(addr: &str, token: &str) -> Client {
+        let claims = crate::support::claims(token);
+        let (socket, _) = connect_async(format!("ws://{addr}/ws?token={token}&format=json"))
+            .await
+            .expect("socket connects");
+        Client {
             socket,
             user_id: claims["uid"].as_str().expect("uid").to_owned(),
-            token,
+            username: claims["usn"].as_str().expect("usn").to_owned(),
+            token: token.to_owned(),
             next_cid: 0,
             pending: VecDeque::new(),
         }
     }
 
-    /// Sends `body` with a fresh cid and returns the envelope answering it.
+    /// Sends `body` (an envelope without `cid`) with a fresh cid and returns the envelope
+    /// answering it.
     pub async fn request(&mut self, mut body: Value) -> Value {
         self.next_cid += 1;
         let cid = self.next_cid.to_string();
@@ -60,6 +87,34 @@ impl Ws {
             }
             self.pending.push_back(message);
         }
+    }
+
+    /// Sends `{kind: body}` with a fresh cid and returns the envelope answering it.
+    pub async fn call(&mut self, kind: &str, body: Value) -> Value {
+        let mut envelope = json!({});
+        envelope[kind] = body;
+        self.request(envelope).await
+    }
+
+    /// A request that must succeed with an answer of kind `answer`; its body.
+    pub async fn ok(&mut self, kind: &str, body: Value, answer: &str) -> Value {
+        let reply = self.call(kind, body).await;
+        assert!(reply.get(answer).is_some(), "{kind} → {reply}");
+        reply[answer].clone()
+    }
+
+    /// A request that must fail: (code, message, context.reason).
+    pub async fn refused(&mut self, kind: &str, body: Value) -> (i64, String, String) {
+        let reply = self.call(kind, body).await;
+        let error = &reply["error"];
+        assert!(error.is_object(), "{kind} should fail: {reply}");
+        let message = error["message"].as_str().expect("message").to_owned();
+        assert!(!message.is_empty());
+        (
+            error["code"].as_i64().expect("code"),
+            message,
+            error["context"]["reason"].as_str().unwrap_or("").to_owned(),
+        )
     }
 
     /// Sends without waiting for anything.
@@ -85,7 +140,31 @@ impl Ws {
         }
     }
 
-    /// Messages of kind `key` received so far (pending ones), consumed.
+    /// The body of the next unsolicited envelope (no `cid`) of `kind`.
+    pub async fn event(&mut self, kind: &str) -> Value {
+        let unsolicited = |m: &Value| m.get(kind).is_some() && m.get("cid").is_none();
+        if let Some(at) = self.pending.iter().position(unsolicited) {
+            return self.pending.remove(at).expect("present")[kind].clone();
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let message = self.read(deadline).await;
+            if unsolicited(&message) {
+                return message[kind].clone();
+            }
+            self.pending.push_back(message);
+        }
+    }
+
+    /// The next JSON data frame, whatever it is (pending ones first).
+    pub async fn frame(&mut self) -> Value {
+        if let Some(message) = self.pending.pop_front() {
+            return message;
+        }
+        self.read(tokio::time::Instant::now() + WAIT).await
+    }
+
+    /// Messages of kind `key` received so far (pending ones), whole, consumed.
     pub fn take_pending(&mut self, key: &str) -> Vec<Value> {
         let (hit, rest): (Vec<_>, Vec<_>) =
             self.pending.drain(..).partition(|m| m.get(key).is_some());
@@ -93,33 +172,60 @@ impl Ws {
         hit
     }
 
-    async fn read(&mut self, deadline: tokio::time::Instant) -> Value {
-        loop {
-            let frame = tokio::time::timeout_at(deadline, self.socket.next())
-                .await
-                .expect("a message in time")
-                .expect("socket open")
-                .expect("valid frame");
-            match frame {
-                Message::Text(text) => return serde_json::from_str(&text).expect("JSON"),
-                Message::Ping(_) | Message::Pong(_) => continue,
-                other => panic!("unexpected frame {other:?}"),
-            }
-        }
+    /// The bodies of the pending messages of kind `kind`, consumed.
+    pub fn take(&mut self, kind: &str) -> Vec<Value> {
+        self.take_pending(kind)
+            .into_iter()
+            .map(|m| m[kind].clone())
+            .collect()
     }
 
-    /// A ping round trip: every message the server queued for us before it is now in `pending`.
+    async fn read(&mut self, deadline: tokio::time::Instant) -> Value {
+        read_json(&mut self.socket, deadline).await
+    }
+
+    /// A ping round trip. The server writes everything queued for a socket before the answer
+    /// to its next request, so afterwards every message caused by something that already
+    /// happened is pending: a way to check that a message did *not* come, without sleeping.
     pub async fn sync(&mut self) {
         let pong = self.request(json!({"ping": {}})).await;
         assert!(pong.get("pong").is_some(), "{pong}");
     }
 
     /// Closes and waits for the server to finish the close handshake (its socket task has left
-    /// its read loop: the session's matches and tickets are being dropped).
+    /// its read loop: the session's channels, matches and tickets are being dropped).
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
         while let Ok(Some(Ok(_))) = tokio::time::timeout(WAIT, self.socket.next()).await {}
     }
+}
+
+/// The next data frame of a raw socket as JSON, skipping pings; fails the test past `deadline`
+/// or on anything but a text frame.
+pub async fn read_json<S>(socket: &mut S, deadline: tokio::time::Instant) -> Value
+where
+    S: StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let frame = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .expect("a message in time")
+            .expect("socket open")
+            .expect("valid frame");
+        match frame {
+            Message::Text(text) => return serde_json::from_str(&text).expect("JSON"),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
+/// [`read_json`] within [`WAIT`].
+pub async fn next_json<S>(socket: &mut S) -> Value
+where
+    S: StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    read_json(socket, tokio::time::Instant::now() + WAIT).await
 }
 
 /// A native TCP transport connection.

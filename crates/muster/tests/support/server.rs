@@ -1,14 +1,14 @@
-//! Test harness: a real Muster server on 127.0.0.1:0, on SQLite or PostgreSQL, driven over real
-//! sockets. PostgreSQL tests need `TEST_POSTGRES_URL` (the test command sets it up); each
-//! test gets a database of its own. Without it they are skipped with a note, unless
-//! `TEST_REQUIRE_POSTGRES=1` makes that a failure (as the test command does).
-#![allow(dead_code)]
+//! The in-process server harness: a real Muster server on 127.0.0.1:0, on SQLite or
+//! PostgreSQL, driven over real sockets. PostgreSQL tests need `TEST_POSTGRES_URL` (the test
+//! command sets it up); each test gets a database of its own. Without it they are skipped with
+//! a note, unless `TEST_REQUIRE_POSTGRES=1` makes that a failure (as the test command does).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
+use muster::base::clock::Clock;
 use muster::base::config::Config;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -27,12 +27,12 @@ macro_rules! on_both_backends {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                super::$name($crate::common::Backend::Sqlite).await;
+                super::$name($crate::support::Backend::Sqlite).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                if $crate::common::postgres_url().is_some() {
-                    super::$name($crate::common::Backend::Postgres).await;
+                if $crate::support::postgres_url().is_some() {
+                    super::$name($crate::support::Backend::Postgres).await;
                 }
             }
         }
@@ -109,6 +109,9 @@ impl Database {
 pub struct TestServer {
     pub addr: SocketAddr,
     pub http: reqwest::Client,
+    /// The server's clock for token expiry: stopped, moved by the test
+    /// (`server.clock.advance(…)`) instead of sleeping.
+    pub clock: Clock,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -129,11 +132,19 @@ impl TestServer {
             functions,
             ..Default::default()
         };
-        let task = tokio::spawn(muster::app::run_with(listener, config, game, async move {
-            let _ = stopped.await;
-        }));
+        let clock = Clock::manual();
+        let task = tokio::spawn(muster::app::run_with_clock(
+            listener,
+            config,
+            game,
+            clock.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         let server = TestServer {
             addr,
+            clock,
             http: reqwest::Client::new(),
             stop: Some(stop),
             task: Some(task),
@@ -250,61 +261,4 @@ pub fn assert_error(result: &(u16, Value), status: u16, code: i64) -> String {
     assert_eq!(body["code"].as_i64(), Some(code), "{body}");
     assert_eq!(body["error"], body["message"], "{body}");
     body["message"].as_str().expect("message").to_owned()
-}
-
-/// A free TCP port on 127.0.0.1 (for a server started as a separate process).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// The `muster` binary on `db`, as the crash and command-line tests run it: a clean environment,
-/// per-IP authentication and connection limits off, the native TCP transport on a free port
-/// (several servers run at once; its default port is fixed) and logs at `warn`. Callers add the
-/// command, flags and stdio their test needs.
-pub fn muster_command(db: &Database) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_muster"));
-    command
-        .env_clear()
-        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
-        .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
-        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(db.data_dir())
-        .arg("--log")
-        .arg("warn");
-    if !db.url.is_empty() {
-        command.arg("--database-url").arg(&db.url);
-    }
-    command
-}
-
-/// Spawns `command` (a [`muster_command`]) listening on 127.0.0.1:`port`, its output discarded,
-/// and waits until `/healthcheck` answers; panics if it never does.
-pub async fn spawn_listening(mut command: std::process::Command, port: u16) -> std::process::Child {
-    let mut child = command
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn muster");
-    let http = reqwest::Client::new();
-    for _ in 0..400 {
-        if http
-            .get(format!("http://127.0.0.1:{port}/healthcheck"))
-            .send()
-            .await
-            .is_ok()
-        {
-            return child;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("muster did not start listening on {port}");
 }

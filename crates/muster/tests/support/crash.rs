@@ -1,0 +1,129 @@
+//! The crash harness: the real `muster` binary as a separate process on a database of its own,
+//! so a test can `kill -9` it in the middle of a load, start it again on the same data, and
+//! check that nothing acknowledged was lost.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::support::Database;
+
+/// A free TCP port on 127.0.0.1 (for a server started as a separate process).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The `muster` binary on `db`, as the crash and command-line tests run it: a clean environment,
+/// per-IP authentication and connection limits off, the native TCP transport on a free port
+/// (several servers run at once; its default port is fixed) and logs at `warn`. Callers add the
+/// command, flags and stdio their test needs.
+pub fn muster_command(db: &Database) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
+    command
+        .env_clear()
+        .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
+        .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
+        .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(db.data_dir())
+        .arg("--log")
+        .arg("warn");
+    if !db.url.is_empty() {
+        command.arg("--database-url").arg(&db.url);
+    }
+    command
+}
+
+/// Spawns `command` (a [`muster_command`]) listening on 127.0.0.1:`port`, its output discarded,
+/// and waits until `/healthcheck` answers; panics if it never does.
+pub async fn spawn_listening(mut command: Command, port: u16) -> Child {
+    let mut child = command
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn muster");
+    let http = reqwest::Client::new();
+    for _ in 0..400 {
+        if http
+            .get(format!("http://127.0.0.1:{port}/healthcheck"))
+            .send()
+            .await
+            .is_ok()
+        {
+            return child;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("muster did not start listening on {port}");
+}
+
+/// A `muster` binary serving on 127.0.0.1; killed (SIGKILL) when dropped.
+pub struct Binary {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Binary {
+    /// Starts the binary on `db` on a free port and waits until it answers.
+    pub async fn start(db: &Database) -> Binary {
+        Binary::start_on(db, free_port()).await
+    }
+
+    /// Starts the binary on `db` listening on `port` (the same port again after a crash, so
+    /// clients keep their address).
+    pub async fn start_on(db: &Database, port: u16) -> Binary {
+        Binary::run(muster_command(db), port).await
+    }
+
+    /// Runs `command` (a [`muster_command`] the test adjusted, e.g. with more environment)
+    /// listening on `port`.
+    pub async fn run(command: Command, port: u16) -> Binary {
+        let child = spawn_listening(command, port).await;
+        Binary { child, port }
+    }
+
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `http://host:port`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// SIGKILL, and reaps the process: no shutdown path runs.
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `condition` every 20 ms for up to 10 s; panics naming `what` if it never holds.
+pub async fn eventually<F, Fut>(what: &str, condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if condition().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}

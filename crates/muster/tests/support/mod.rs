@@ -1,0 +1,20 @@
+//! What every integration test shares, each part once:
+//!
+//! - [`server`]: the in-process server on SQLite or PostgreSQL (`TestServer`, `Database`,
+//!   `on_both_backends!`), with a clock the test moves instead of sleeping;
+//! - [`client`]: the JSON WebSocket client and the native TCP client;
+//! - [`metrics`]: one metric read from `/metrics`;
+//! - [`crash`]: the real binary as a process, to `kill -9` and restart.
+//!
+//! Each test file is its own crate and uses only some of it.
+#![allow(dead_code, unused_imports)]
+
+pub mod client;
+pub mod crash;
+pub mod metrics;
+pub mod server;
+
+pub use client::{next_json, read_json, Client, Tcp, WAIT};
+pub use crash::{eventually, free_port, muster_command, spawn_listening, Binary};
+pub use metrics::{metric, metric_at};
+pub use server::*;
