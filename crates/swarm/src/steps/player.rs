@@ -26,9 +26,9 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
+use crate::measure::stats::Metric;
+use crate::run::worker::Ctx;
 use crate::scenario::Step;
-use crate::stats::Metric;
-use crate::worker::Ctx;
 
 /// Read and write buffer size of each player's WebSocket. A game socket's frames are small;
 /// tungstenite's 128 KiB defaults would cost 256 KiB per player.
@@ -204,7 +204,7 @@ struct Player {
     /// When the next action is intended to happen.
     next: Instant,
     /// Match and room state (boxed: most scenarios never use it).
-    game: Option<Box<crate::game::Game>>,
+    game: Option<Box<crate::steps::game::Game>>,
 }
 
 /// Runs one player from its intended arrival to its end, recording everything in the worker's
@@ -347,7 +347,7 @@ impl Player {
                     transport,
                 } => {
                     let until = duration_s.map(|d| self.next + d.as_duration());
-                    let plan = crate::rpc::Plan {
+                    let plan = crate::steps::rpc::Plan {
                         functions,
                         interval: *interval_s,
                         transport: *transport,
@@ -355,8 +355,15 @@ impl Player {
                         limit: limit(timeout_s),
                     };
                     let token = self.token.as_deref().unwrap_or_default();
-                    crate::rpc::run(ctx, self.ws.as_mut(), token, self.index, self.next, plan)
-                        .await?;
+                    crate::steps::rpc::run(
+                        ctx,
+                        self.ws.as_mut(),
+                        token,
+                        self.index,
+                        self.next,
+                        plan,
+                    )
+                    .await?;
                     self.next = until.unwrap_or_else(Instant::now);
                 }
                 Step::Disconnect { timeout_s } => {
@@ -368,7 +375,7 @@ impl Player {
                 }
                 Step::Game(step) => {
                     let game = self.game.get_or_insert_with(Default::default);
-                    let mut io = crate::game::PlayerIo {
+                    let mut io = crate::steps::game::PlayerIo {
                         index: self.index,
                         token: self.token.as_deref(),
                         ws: &mut self.ws,
@@ -381,7 +388,7 @@ impl Player {
                         return Err(Failure::WsEof);
                     };
                     let sent = Instant::now();
-                    let channel = Box::pin(crate::chat::join(
+                    let channel = Box::pin(crate::steps::chat::join(
                         ctx,
                         ws,
                         join,
@@ -400,7 +407,7 @@ impl Player {
                         return Err(Failure::WsEof);
                     };
                     let start = self.next;
-                    Box::pin(crate::chat::run(
+                    Box::pin(crate::steps::chat::run(
                         ctx,
                         ws,
                         channel,
@@ -461,7 +468,7 @@ async fn authenticate(
 async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
     let path = format!("{}?token={token}&format=json", ctx.ws_path);
-    let connect = crate::transport::connect_websocket(
+    let connect = crate::net::transport::connect_websocket(
         ctx.addr,
         ctx.source_ip,
         &ctx.host,
@@ -562,7 +569,7 @@ pub(crate) async fn await_reply(
         };
         if let Some(Ok(Message::Text(text))) = &msg {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
-            if crate::chat::delivery(ctx, text.as_str(), Instant::now()) {
+            if crate::steps::chat::delivery(ctx, text.as_str(), Instant::now()) {
                 continue;
             }
             if let Ok(env) = serde_json::from_str::<Envelope>(text.as_str()) {
@@ -605,7 +612,7 @@ pub(crate) async fn unsolicited(
         Some(Ok(msg)) => {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
             if let Message::Text(text) = &msg {
-                crate::chat::delivery(ctx, text.as_str(), Instant::now());
+                crate::steps::chat::delivery(ctx, text.as_str(), Instant::now());
             }
             Ok(())
         }

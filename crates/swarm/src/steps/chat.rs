@@ -28,10 +28,10 @@ use serde::{Deserialize, Deserializer};
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::player::{unsolicited, ws_failure, Failure, Ws};
+use crate::measure::stats::Metric;
+use crate::run::worker::Ctx;
 use crate::scenario::Seconds;
-use crate::stats::Metric;
-use crate::worker::Ctx;
+use crate::steps::player::{unsolicited, ws_failure, Failure, Ws};
 
 /// `[low, high]` seconds; `low <= high`, both positive.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -30,10 +30,12 @@ use serde::{Deserialize, Deserializer};
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::player::{await_reply, http_failure, idle_until, ws_failure, Expect, Failure, Wake, Ws};
+use crate::measure::stats::Metric;
+use crate::run::worker::Ctx;
 use crate::scenario::Seconds;
-use crate::stats::Metric;
-use crate::worker::Ctx;
+use crate::steps::player::{
+    await_reply, http_failure, idle_until, ws_failure, Expect, Failure, Wake, Ws,
+};
 
 /// How calls travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

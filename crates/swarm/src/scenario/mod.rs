@@ -26,15 +26,23 @@
 //! do = "heartbeat"
 //! interval_s = 10         # until the run ends unless duration_s is set
 //! ```
+//!
+//! This folder is a bottom layer: what the scenario file says, checked, with nothing about how
+//! it runs. Besides the file itself (here): the arrival schedule its phases describe
+//! ([`ramp`]) and the replay files its `replay` steps name ([`replay`], read and checked when
+//! the scenario is loaded).
+
+pub mod ramp;
+pub mod replay;
 
 use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use crate::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
-use crate::ramp::{Curve, PhasePlan, Schedule, Shape};
-use crate::rpc::{Interval, RawFunction, RpcFunction, Transport};
+use crate::steps::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
+use crate::steps::rpc::{Interval, RawFunction, RpcFunction, Transport};
+use ramp::{Curve, PhasePlan, Schedule, Shape};
 
 /// A positive, finite number of seconds; TOML integers and floats are both accepted.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
@@ -179,14 +187,14 @@ struct RawStep {
     interval_s: Option<Spanned<Interval>>,
     duration_s: Option<Spanned<Seconds>>,
     timeout_s: Option<Spanned<Seconds>>,
-    // Match and room steps (see `crate::game`).
+    // Match and room steps (see `crate::steps::game`).
     query: Option<Spanned<String>>,
     count: Option<Spanned<u32>>,
     /// `join_match` (`websocket`, `tcp`) and `rpc` (`socket`, `http`).
     transport: Option<Spanned<TransportKey>>,
     tcp_port: Option<Spanned<u16>>,
     rate_hz: Option<Spanned<f64>>,
-    align: Option<Spanned<crate::game::Align>>,
+    align: Option<Spanned<crate::steps::game::Align>>,
     lead_ms: Option<Spanned<f64>>,
     record: Option<Spanned<String>>,
     handler: Option<Spanned<String>>,
@@ -209,7 +217,7 @@ struct RawStep {
 ///
 /// The vocabulary is small on purpose and grows by adding variants (chat, rpc, match…): each
 /// variant carries its own keys (declared in `RawStep` and checked in `RawStep::into_step`), and
-/// the player state machine in `player.rs` runs one variant at a time.
+/// the player state machine in `steps/player.rs` runs one variant at a time.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// `POST /v2/account/authenticate/device`, with a device ID unique to the player.
@@ -235,13 +243,13 @@ pub enum Step {
     Wait { duration_s: Seconds },
     /// Close the socket with a normal close and wait for the server's close reply.
     Disconnect { timeout_s: Option<Seconds> },
-    /// A match or room step (Space Ape's and Hathora's flows); see [`crate::game::GameStep`].
-    Game(crate::game::GameStep),
+    /// A match or room step (Space Ape's and Hathora's flows); see [`crate::steps::game::GameStep`].
+    Game(crate::steps::game::GameStep),
     /// Join one of M chat rooms (see [`JoinStep`]).
     ChatJoin(JoinStep),
     /// Send chat messages to the room joined last and measure their delivery (see [`ChatStep`]).
     Chat(ChatStep),
-    /// Call server functions at random intervals (see [`crate::rpc`]).
+    /// Call server functions at random intervals (see [`crate::steps::rpc`]).
     Rpc {
         /// The functions, one chosen per call in proportion to its weight.
         functions: Vec<RpcFunction>,
@@ -455,14 +463,14 @@ impl RawStep {
             | StepKind::CreateRoom
             | StepKind::RoomConnect
             | StepKind::Replay => {
-                let game = crate::game::RawGameStep {
+                let game = crate::steps::game::RawGameStep {
                     query: self.query.map(Spanned::into_inner),
                     count: self.count.map(Spanned::into_inner),
                     transport: match self.transport {
                         None => None,
                         Some(t) => Some(match *t.get_ref() {
-                            TransportKey::Websocket => crate::game::Transport::Websocket,
-                            TransportKey::Tcp => crate::game::Transport::Tcp,
+                            TransportKey::Websocket => crate::steps::game::Transport::Websocket,
+                            TransportKey::Tcp => crate::steps::game::Transport::Tcp,
                             TransportKey::Socket | TransportKey::Http => {
                                 return Err(Misplaced {
                                     span: t.span(),
@@ -728,7 +736,7 @@ impl Scenario {
         let mut connected = false;
         let mut joined = false;
         let mut endless = false;
-        let mut game = crate::game::Progress::default();
+        let mut game = crate::steps::game::Progress::default();
         for (i, step) in self.steps.iter().enumerate() {
             let span = spans.get(i).cloned().unwrap_or(0..0);
             let who = format!("steps[{i}] (do = \"{}\")", step.name());

@@ -5,14 +5,21 @@
 //! `metrics` with `count`, `min`, `max`, `percentile80` … `percentile99point99`, in milliseconds);
 //! everything after them is ours. `sketches` and each second's `sketches` carry the mergeable
 //! histograms, so `swarm merge` recomputes exact merged percentiles instead of averaging them.
+//!
+//! This folder is the top layer that reads what a run measured: the report file itself (here),
+//! its self-contained HTML page ([`html`]) and slices of a finished run's time series
+//! ([`window`], for `swarm window`).
+
+pub mod html;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sketch::{MetricSummary, Precision, Sketch, SketchError};
-use crate::stats::{Aggregate, Counters, SecondAgg, WorkerResult};
+use crate::measure::sketch::{MetricSummary, Precision, Sketch, SketchError};
+use crate::measure::stats::{Aggregate, Counters, SecondAgg, WorkerResult};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -297,7 +304,7 @@ impl Report {
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         let json = serde_json::to_string_pretty(self)?;
         std::fs::write(dir.join("report.json"), json)?;
-        std::fs::write(dir.join("report.html"), crate::html::render(self))?;
+        std::fs::write(dir.join("report.html"), html::render(self))?;
         Ok(())
     }
 
@@ -345,7 +352,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Metric, Recorder};
+    use crate::measure::stats::{Metric, Recorder};
     use std::time::Duration;
 
     fn report(id: &str, n: u64, status: Status) -> Report {

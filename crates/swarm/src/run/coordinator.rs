@@ -17,11 +17,11 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use crate::measure::resources;
+use crate::measure::stats::{Aggregate, WorkerMessage, WorkerResult};
 use crate::report::{Report, RunInfo, Status, WorkerSummary};
-use crate::resources;
+use crate::run::worker::{now_ms, WorkerConfig};
 use crate::scenario::Scenario;
-use crate::stats::{Aggregate, WorkerMessage, WorkerResult};
-use crate::worker::{now_ms, WorkerConfig};
 
 /// Sockets one worker may hold, at most, whatever its file limit says.
 pub const MAX_PLAYERS_PER_WORKER: u64 = 18_000;

@@ -3,8 +3,8 @@
 //! The coordinator starts `swarm worker` (a hidden subcommand) and writes one JSON line on its
 //! stdin, a [`WorkerConfig`]; then it keeps stdin open. Closing it (the coordinator stopping or
 //! dying) stops the worker early, so workers are never orphaned. The worker writes one JSON line
-//! per second on stdout (a [`Tick`](crate::stats::Tick)) and a final
-//! [`WorkerResult`](crate::stats::WorkerResult).
+//! per second on stdout (a [`Tick`](crate::measure::stats::Tick)) and a final
+//! [`WorkerResult`].
 //!
 //! Why one thread: players spend their life waiting, so one core drives tens of thousands of
 //! them, and a single thread lets them share the recorder through a `RefCell` with no atomics or
@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
-use crate::player::{self, Failure};
-use crate::resources;
+use crate::measure::resources;
+use crate::measure::stats::{Recorder, WorkerMessage, WorkerResult};
 use crate::scenario::{Scenario, Step};
-use crate::stats::{Recorder, WorkerMessage, WorkerResult};
+use crate::steps::player::{self, Failure};
 
 /// Everything a worker needs, sent by the coordinator on the worker's stdin.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -68,7 +68,7 @@ pub struct Ctx {
     pub token_needed_after: Vec<bool>,
     pub default_timeout: Duration,
     /// Wall-clock time on this worker's steady timeline (chat timestamps cross processes).
-    pub clock: crate::chat::WallClock,
+    pub clock: crate::steps::chat::WallClock,
     /// Read buffer of each player's WebSocket (larger when the scenario chats).
     pub read_buffer: usize,
     pub rec: RefCell<Recorder>,
@@ -206,7 +206,7 @@ pub async fn run(
         steps,
         token_needed_after,
         default_timeout: scenario.timeout_s.as_duration(),
-        clock: crate::chat::WallClock::now(),
+        clock: crate::steps::chat::WallClock::now(),
         read_buffer: if scenario
             .steps
             .iter()

@@ -14,7 +14,7 @@
 //! RTT is measured per input from its *intended* send time to the first state echoing it, so a
 //! stalled server or client cannot hide behind a skipped send. `align = "tick"` sends each input
 //! `lead_ms` before the server's next tick (the ticks are learned from the states' arrivals and
-//! corrected every second, see [`crate::tick_clock`]): the way a
+//! corrected every second, see [`crate::steps::tick_clock`]): the way a
 //! real client keeps its inputs just ahead of the server, so RTT measures the server's
 //! responsiveness rather than a random wait for the next tick. `align = "free"` sends on the
 //! client's own clock; then RTT includes that wait (up to one tick period).
@@ -32,13 +32,13 @@ use serde::Deserialize;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::native::Native;
-use crate::player::{unsolicited, ws_failure, Failure, Ws};
-use crate::replay::{Record, Replay};
+use crate::measure::stats::Metric;
+use crate::net::native::Native;
+use crate::run::worker::Ctx;
+use crate::scenario::replay::{Record, Replay};
 use crate::scenario::Seconds;
-use crate::stats::Metric;
-use crate::tick_clock::TickClock;
-use crate::worker::Ctx;
+use crate::steps::player::{unsolicited, ws_failure, Failure, Ws};
+use crate::steps::tick_clock::TickClock;
 
 /// How a match is joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -94,7 +94,7 @@ pub enum GameStep {
     },
 }
 
-/// The keys of a step as read from the file, before validation (see `scenario.rs`).
+/// The keys of a step as read from the file, before validation (see `scenario/mod.rs`).
 #[derive(Debug, Default)]
 pub struct RawGameStep {
     pub query: Option<String>,
@@ -526,7 +526,7 @@ impl Game {
     pub async fn close(&mut self, ctx: &Ctx) {
         for conn in self.conns.drain(..) {
             conn.close().await;
-            crate::player::socket_gone(ctx);
+            crate::steps::player::socket_gone(ctx);
         }
     }
 }
@@ -657,7 +657,7 @@ async fn join_tcp(
     match result {
         Ok(id) => Ok((conn, id)),
         Err(failure) => {
-            crate::player::socket_gone(ctx);
+            crate::steps::player::socket_gone(ctx);
             Err(failure)
         }
     }

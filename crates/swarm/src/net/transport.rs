@@ -6,7 +6,7 @@
 //! `collect` keeps the capacity), which cost 4 KiB per idle player whatever `read_buffer_size`
 //! says: more than everything else a player owns. Here the response is read into a transient
 //! buffer, only the bytes past the headers (usually none) are handed over, and the socket's read
-//! buffer is the configured [`WS_BUFFER`](crate::player::WS_BUFFER).
+//! buffer is the configured [`WS_BUFFER`](crate::steps::player::WS_BUFFER).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::player::Failure;
+use crate::steps::player::Failure;
 
 /// Longest upgrade response accepted (status line and headers).
 const MAX_RESPONSE_HEAD: usize = 8 * 1024;
