@@ -23,8 +23,10 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::measure::resources;
 use crate::measure::stats::{Recorder, WorkerMessage, WorkerResult};
+use crate::net::failure::Failure;
+use crate::net::transport::{WS_BUFFER, WS_CHAT_BUFFER};
 use crate::scenario::{Scenario, Step};
-use crate::steps::player::{self, Failure};
+use crate::steps::player;
 
 /// Everything a worker needs, sent by the coordinator on the worker's stdin.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -212,9 +214,9 @@ pub async fn run(
             .iter()
             .any(|s| matches!(s, Step::ChatJoin(_)))
         {
-            player::WS_CHAT_BUFFER
+            WS_CHAT_BUFFER
         } else {
-            player::WS_BUFFER
+            WS_BUFFER
         },
         rec: RefCell::new(Recorder::default()),
         over: Cell::new(false),

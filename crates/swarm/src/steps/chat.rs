@@ -29,9 +29,11 @@ use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::stats::Metric;
+use crate::net::failure::{ws_failure, Failure};
+use crate::net::transport::Ws;
 use crate::run::worker::Ctx;
 use crate::scenario::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
-use crate::steps::player::{unsolicited, ws_failure, Failure, Ws};
+use crate::steps::player::unsolicited;
 
 /// Wall-clock time derived from the monotonic clock: sampled once, so every timestamp a worker
 /// writes or compares is on one steady timeline.

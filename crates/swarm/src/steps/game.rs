@@ -33,12 +33,14 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::stats::Metric;
+use crate::net::failure::{ws_failure, Failure};
 use crate::net::native::Native;
+use crate::net::transport::Ws;
 use crate::run::worker::Ctx;
 use crate::scenario::game::{Align, GameStep, Transport};
 use crate::scenario::replay::{Record, Replay};
 use crate::scenario::Seconds;
-use crate::steps::player::{unsolicited, ws_failure, Failure, Ws};
+use crate::steps::player::unsolicited;
 use crate::steps::tick_clock::TickClock;
 
 /// A player's match and room state.

@@ -30,11 +30,11 @@ use tokio::time::{sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::stats::Metric;
+use crate::net::failure::{http_failure, ws_failure, Failure};
+use crate::net::transport::Ws;
 use crate::run::worker::Ctx;
 use crate::scenario::rpc::{Interval, RpcFunction, Transport};
-use crate::steps::player::{
-    await_reply, http_failure, idle_until, ws_failure, Expect, Failure, Wake, Ws,
-};
+use crate::steps::player::{await_reply, idle_until, Expect, Wake};
 
 /// Picks a function in proportion to its weight.
 fn choose<'a>(functions: &'a [RpcFunction], rng: &mut SmallRng) -> &'a RpcFunction {
