@@ -31,8 +31,8 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::measure::stats::Metric;
 use crate::net::failure::{ws_failure, Failure};
 use crate::net::transport::Ws;
-use crate::run::worker::Ctx;
 use crate::scenario::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
+use crate::steps::ctx::Ctx;
 use crate::steps::player::unsolicited;
 
 /// Wall-clock time derived from the monotonic clock: sampled once, so every timestamp a worker

@@ -36,10 +36,10 @@ use crate::measure::stats::Metric;
 use crate::net::failure::{ws_failure, Failure};
 use crate::net::native::Native;
 use crate::net::transport::Ws;
-use crate::run::worker::Ctx;
 use crate::scenario::game::{Align, GameStep, Transport};
 use crate::scenario::replay::{Record, Replay};
 use crate::scenario::Seconds;
+use crate::steps::ctx::Ctx;
 use crate::steps::player::unsolicited;
 use crate::steps::tick_clock::TickClock;
 

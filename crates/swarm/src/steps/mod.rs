@@ -1,6 +1,8 @@
 //! What a simulated player does, step by step: the layer that turns a scenario's `[[steps]]`
 //! into requests and records what they cost.
 //!
+//! - [`ctx`]: what all players of a worker share (HTTP client, target, recorder, whether the
+//!   run is over);
 //! - [`player`]: the state machine every player runs, one step after another, and the basic
 //!   steps (authenticate, connect, heartbeat, wait, disconnect);
 //! - [`chat`]: `chat_join` and `chat` (room membership, message delivery latency);
@@ -12,6 +14,7 @@
 //! (where latencies and counts go); `run` drives them.
 
 pub mod chat;
+pub mod ctx;
 pub mod game;
 pub mod player;
 pub mod rpc;

@@ -28,8 +28,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use crate::measure::stats::Metric;
 use crate::net::failure::{http_failure, ws_failure, Failure};
 use crate::net::transport::{self, ws_config_with, Ws};
-use crate::run::worker::Ctx;
 use crate::scenario::Step;
+use crate::steps::ctx::Ctx;
 
 /// The parts of a realtime envelope a player looks at; everything else is ignored.
 #[derive(Deserialize)]

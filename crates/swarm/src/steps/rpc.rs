@@ -32,8 +32,8 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::measure::stats::Metric;
 use crate::net::failure::{http_failure, ws_failure, Failure};
 use crate::net::transport::Ws;
-use crate::run::worker::Ctx;
 use crate::scenario::rpc::{Interval, RpcFunction, Transport};
+use crate::steps::ctx::Ctx;
 use crate::steps::player::{await_reply, idle_until, Expect, Wake};
 
 /// Picks a function in proportion to its weight.
