@@ -122,6 +122,7 @@ mod tests {
             started_at_ms: 0,
             duration_s: 10.0,
             workers: vec![],
+            phases: vec![],
         };
         let report = Report::build(info, &agg);
         let w = window(&report, 5, 10).expect("window");

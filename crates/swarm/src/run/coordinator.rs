@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::measure::resources;
 use crate::measure::stats::{Aggregate, WorkerMessage, WorkerResult};
-use crate::report::{Report, RunInfo, Status, WorkerSummary};
+use crate::report::{PhaseSummary, Report, RunInfo, Status, WorkerSummary};
 use crate::run::worker::{now_ms, WorkerConfig};
 use crate::scenario::Scenario;
 
@@ -291,6 +291,11 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         started_at_ms,
         duration_s: wall_start.elapsed().as_secs_f64() - 1.5,
         workers: summaries,
+        phases: schedule
+            .phases
+            .iter()
+            .map(|p| PhaseSummary::planned(&p.name, p.start_s, p.duration_s))
+            .collect(),
     };
     let report = Report::build(info, &agg);
     let dir = opts
