@@ -2,9 +2,12 @@
 # every wait is bounded, and only the PIDs started here are ever signalled.
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-swarm_bin="$root/target/release/swarm"
+# Where `cargo build` puts the binaries: CARGO_TARGET_DIR when set (a target directory shared
+# between worktrees), else the workspace's own.
+release_dir="${CARGO_TARGET_DIR:-$root/target}/release"
+swarm_bin="$release_dir/swarm"
 # BENCH_SERVER_BIN runs another build of the server (e.g. an older commit's, for an A/B comparison).
-muster_bin="${BENCH_SERVER_BIN:-$root/target/release/muster}"  # not MUSTER_*: those are server settings
+muster_bin="${BENCH_SERVER_BIN:-$release_dir/muster}"  # not MUSTER_*: those are server settings
 MUSTER_PID=""
 
 # remove_work_dir DIR: deletes a bench's work directory, or with KEEP=1 (any swarm bench) keeps it
@@ -87,5 +90,37 @@ do = "connect"
 [[steps]]
 do = "heartbeat"
 interval_s = $5
+TOML
+}
+
+# whole_seconds PLAYERS RATE: how many whole seconds (at least 1) PLAYERS arrivals at RATE per
+# second take. Phases of whole seconds line up with the report's per-second rows, so the report's
+# rates by phase are exact.
+whole_seconds() {
+  python3 -c "print(max(1, round($1 / $2)))"
+}
+
+# accounts_scenario FILE PLAYERS SECONDS: writes a scenario in which PLAYERS players arrive at an
+# even rate over SECONDS (one arrival-rate phase), each creating a new device account and doing
+# nothing else. A 2 s phase without arrivals follows: a player that starts only once the run is
+# over skips its steps (and still counts as successful), so the last arrivals must not coincide
+# with the end of the run.
+accounts_scenario() {
+  cat >"$1" <<TOML
+name = "accounts-$2"
+timeout_s = 10
+grace_s = 10
+
+[[phases]]
+name = "accounts"
+duration_s = $3
+arrival_rate = $(python3 -c "print($2 / $3)")
+
+[[phases]]
+name = "drain"
+duration_s = 2
+
+[[steps]]
+do = "authenticate"
 TOML
 }

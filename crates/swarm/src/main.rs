@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use swarm::coordinator::{self, Progress, RunOptions, SourceIps};
 use swarm::report::{Report, Status};
+use swarm::run::coordinator::{self, Progress, RunOptions, SourceIps};
 
 /// Load-test harness for servers speaking Nakama's client API (Muster, Nakama).
 #[derive(Parser)]
@@ -109,7 +109,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::Worker => {
-            swarm::worker::main()?;
+            swarm::run::worker::main()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { scenario } => {
@@ -137,7 +137,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             to_s,
         } => {
             let report = Report::read(&report)?;
-            let window = swarm::window::window(&report, from_s, to_s)?;
+            let window = swarm::report::window::window(&report, from_s, to_s)?;
             println!("{}", serde_json::to_string_pretty(&window)?);
             Ok(ExitCode::SUCCESS)
         }

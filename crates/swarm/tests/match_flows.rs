@@ -190,7 +190,7 @@ record = "{}"
     );
     assert_eq!(count(&rooms, "room_create"), 1);
     assert_eq!(count(&rooms, "room_lookup"), 2);
-    let replay = swarm::replay::Replay::load(&record).expect("recorded");
+    let replay = swarm::scenario::replay::Replay::load(&record).expect("recorded");
     assert_eq!(replay.connections, 2);
     assert!(
         replay.records.len() >= 30,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sketch::{Precision, Sketch, SketchError};
+use crate::measure::sketch::{Precision, Sketch, SketchError};
 
 /// A latency metric. New steps add variants; the report names them with [`Metric::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

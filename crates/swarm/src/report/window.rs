@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::measure::sketch::{Precision, Sketch, SketchError};
 use crate::report::Report;
-use crate::sketch::{Precision, Sketch, SketchError};
 
 /// One metric over the window; times in milliseconds (per-second sketches resolve values to
 /// within 1 %).
@@ -97,8 +97,8 @@ pub fn window(report: &Report, from_s: u64, to_s: u64) -> Result<Window, SketchE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::stats::{Aggregate, Metric, Recorder};
     use crate::report::{RunInfo, Status};
-    use crate::stats::{Aggregate, Metric, Recorder};
     use std::time::Duration;
 
     #[test]
@@ -122,6 +122,7 @@ mod tests {
             started_at_ms: 0,
             duration_s: 10.0,
             workers: vec![],
+            phases: vec![],
         };
         let report = Report::build(info, &agg);
         let w = window(&report, 5, 10).expect("window");

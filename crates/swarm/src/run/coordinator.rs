@@ -17,11 +17,11 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::report::{Report, RunInfo, Status, WorkerSummary};
-use crate::resources;
+use crate::measure::resources;
+use crate::measure::stats::{Aggregate, WorkerMessage, WorkerResult};
+use crate::report::{PhaseSummary, Report, RunInfo, Status, WorkerSummary};
+use crate::run::worker::{now_ms, WorkerConfig};
 use crate::scenario::Scenario;
-use crate::stats::{Aggregate, WorkerMessage, WorkerResult};
-use crate::worker::{now_ms, WorkerConfig};
 
 /// Sockets one worker may hold, at most, whatever its file limit says.
 pub const MAX_PLAYERS_PER_WORKER: u64 = 18_000;
@@ -291,6 +291,11 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         started_at_ms,
         duration_s: wall_start.elapsed().as_secs_f64() - 1.5,
         workers: summaries,
+        phases: schedule
+            .phases
+            .iter()
+            .map(|p| PhaseSummary::planned(&p.name, p.start_s, p.duration_s))
+            .collect(),
     };
     let report = Report::build(info, &agg);
     let dir = opts

@@ -10,7 +10,7 @@ use muster_proto::realtime::{self, Envelope};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::player::Failure;
+use super::failure::Failure;
 
 /// Largest frame accepted from the server.
 const MAX_FRAME: usize = 64 * 1024;

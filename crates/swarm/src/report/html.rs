@@ -307,6 +307,38 @@ pub fn render(r: &Report) -> String {
         );
     }
 
+    // Achieved rates by phase: one column per metric that any phase recorded.
+    let mut phases = String::new();
+    if !r.phases.is_empty() {
+        let names: std::collections::BTreeSet<&String> =
+            r.phases.iter().flat_map(|p| p.rates_per_s.keys()).collect();
+        phases.push_str("<h2>Rates by phase</h2>");
+        phases.push_str("<table><tr><th>phase</th><th>from s</th><th>to s</th><th>arrivals/s</th>");
+        for name in &names {
+            let _ = write!(phases, "<th>{}/s</th>", esc(name));
+        }
+        phases.push_str("</tr>");
+        for p in &r.phases {
+            let _ = write!(
+                phases,
+                "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td>",
+                esc(&p.name),
+                p.start_s,
+                p.start_s + p.duration_s,
+                p.arrivals_per_s
+            );
+            for name in &names {
+                let _ = write!(
+                    phases,
+                    "<td>{:.1}</td>",
+                    p.rates_per_s.get(*name).copied().unwrap_or(0.0)
+                );
+            }
+            phases.push_str("</tr>");
+        }
+        phases.push_str("</table>");
+    }
+
     let mut workers = String::from(
         "<table><tr><th>worker</th><th>source</th><th>players</th><th>peak CCU</th><th>RSS baseline KiB</th><th>RSS peak KiB</th><th>CPU s</th><th>reported</th></tr>",
     );
@@ -345,6 +377,7 @@ svg{{display:block;margin:10px 0 24px}}.title{{font-size:14px;font-weight:600}}.
 {players} players: <b>{ok}</b> successful, <b class="{status_class}">{failed}</b> failed, {skipped} skipped;
 peak CCU {peak}; {dur:.1} s.</p>
 <h2>Latency</h2>{metrics}
+{phases}
 <h2>Failures</h2>{errors}
 <h2>Counters</h2>{counters}
 <h2>Over time</h2>{ccu_chart}{latency_charts}{rate_chart}{chat_chart}

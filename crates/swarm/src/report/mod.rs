@@ -5,14 +5,21 @@
 //! `metrics` with `count`, `min`, `max`, `percentile80` … `percentile99point99`, in milliseconds);
 //! everything after them is ours. `sketches` and each second's `sketches` carry the mergeable
 //! histograms, so `swarm merge` recomputes exact merged percentiles instead of averaging them.
+//!
+//! This folder is the top layer that reads what a run measured: the report file itself (here),
+//! its self-contained HTML page ([`html`]) and slices of a finished run's time series
+//! ([`window`], for `swarm window`).
+
+pub mod html;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sketch::{MetricSummary, Precision, Sketch, SketchError};
-use crate::stats::{Aggregate, Counters, SecondAgg, WorkerResult};
+use crate::measure::sketch::{MetricSummary, Precision, Sketch, SketchError};
+use crate::measure::stats::{Aggregate, Counters, SecondAgg, WorkerResult};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +106,85 @@ impl From<&WorkerResult> for WorkerSummary {
     }
 }
 
+/// One phase of the schedule and what the run achieved during it.
+///
+/// A load test with an arrival rate asks "how many per second did the server actually take?";
+/// latency percentiles and totals do not say, and a whole-run average is diluted by the ramp and
+/// the teardown. So each phase gets its own rates: every sample recorded while the phase ran,
+/// per second of the phase. A latency sample is recorded only when the request succeeded, so
+/// `ratesPerS.auth` is successful authentications per second, `ratesPerS.connect` sockets
+/// opened per second, `ratesPerS.rpc_<id>` answered calls per second.
+///
+/// The report's time series has one row per second, so a row that straddles a phase boundary is
+/// shared between the two phases in proportion to the time each covers (samples are taken as
+/// spread evenly over their second). Phases on whole seconds, the usual case, need no sharing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PhaseSummary {
+    pub name: String,
+    /// When the phase starts, seconds since the run start.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// Players that arrived per second of the phase (the offered arrival rate, as it happened).
+    pub arrivals_per_s: f64,
+    /// Samples recorded per second of the phase, by metric (successful requests per second).
+    pub rates_per_s: BTreeMap<String, f64>,
+}
+
+impl PhaseSummary {
+    /// A phase of the schedule, its rates still to be measured.
+    pub fn planned(name: &str, start_s: f64, duration_s: f64) -> PhaseSummary {
+        PhaseSummary {
+            name: name.to_string(),
+            start_s,
+            duration_s,
+            ..Default::default()
+        }
+    }
+
+    /// This phase with its rates computed from the aggregate's per-second rows.
+    fn measured(&self, seconds: &BTreeMap<u64, SecondAgg>) -> PhaseSummary {
+        let (start, end) = (self.start_s, self.start_s + self.duration_s);
+        let mut arrivals = 0.0;
+        let mut samples: BTreeMap<String, f64> = BTreeMap::new();
+        for (t, sec) in seconds {
+            let share = overlap(*t, start, end);
+            if share <= 0.0 {
+                continue;
+            }
+            arrivals += sec.counters.arrivals as f64 * share;
+            for (name, sketch) in &sec.sketches {
+                *samples.entry(name.clone()).or_insert(0.0) += sketch.count() as f64 * share;
+            }
+        }
+        let per_s = |n: f64| {
+            if self.duration_s > 0.0 {
+                round2(n / self.duration_s)
+            } else {
+                0.0
+            }
+        };
+        PhaseSummary {
+            name: self.name.clone(),
+            start_s: self.start_s,
+            duration_s: self.duration_s,
+            arrivals_per_s: per_s(arrivals),
+            rates_per_s: samples.into_iter().map(|(k, n)| (k, per_s(n))).collect(),
+        }
+    }
+}
+
+/// How much of second `[t, t + 1)` lies inside `[start, end)`, from 0 to 1.
+fn overlap(t: u64, start: f64, end: f64) -> f64 {
+    let (from, to) = (t as f64, t as f64 + 1.0);
+    (to.min(end) - from.max(start)).max(0.0)
+}
+
+/// Rounded to hundredths, so rates read as 4999.87 rather than 4999.866666666667.
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 /// The report file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -121,6 +207,10 @@ pub struct Report {
     /// Wall-clock seconds from the run start to the last worker's result.
     pub duration_s: f64,
     pub peak_ccu: u64,
+    /// The schedule's phases, with the arrival rate and request rates achieved in each (absent
+    /// from reports written before they were added).
+    #[serde(default)]
+    pub phases: Vec<PhaseSummary>,
     pub counters: Counters,
     /// Failures by kind: `http_<status>`, `http_connect`, `http_timeout`, `ws_http_<status>`,
     /// `ws_close_<code>`, `ws_eof`, `ping_timeout`, `unfinished`, `worker_lost`, …
@@ -141,6 +231,9 @@ pub struct RunInfo {
     pub started_at_ms: u64,
     pub duration_s: f64,
     pub workers: Vec<WorkerSummary>,
+    /// The schedule's phases (name, start, duration); their rates are measured by
+    /// [`Report::build`].
+    pub phases: Vec<PhaseSummary>,
 }
 
 impl Report {
@@ -198,6 +291,11 @@ impl Report {
             started_at_ms: info.started_at_ms,
             duration_s: info.duration_s,
             peak_ccu,
+            phases: info
+                .phases
+                .iter()
+                .map(|p| p.measured(&agg.seconds))
+                .collect(),
             counters: agg.counters.clone(),
             errors: agg.errors.clone(),
             workers: info.workers,
@@ -279,6 +377,9 @@ impl Report {
             started_at_ms: reports.iter().map(|r| r.started_at_ms).min().unwrap_or(0),
             duration_s: reports.iter().map(|r| r.duration_s).fold(0.0, f64::max),
             workers,
+            // Shards of one run share its schedule; the rates are recomputed from the merged
+            // seconds, so they are the whole run's.
+            phases: first.phases.clone(),
         };
         Ok(Report::build(info, &agg))
     }
@@ -297,7 +398,7 @@ impl Report {
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         let json = serde_json::to_string_pretty(self)?;
         std::fs::write(dir.join("report.json"), json)?;
-        std::fs::write(dir.join("report.html"), crate::html::render(self))?;
+        std::fs::write(dir.join("report.html"), html::render(self))?;
         Ok(())
     }
 
@@ -330,6 +431,20 @@ impl Report {
                 m.max
             ));
         }
+        for p in &self.phases {
+            let mut line = format!(
+                "phase {:?} ({:.1}-{:.1} s): arrivals {:.1}/s",
+                p.name,
+                p.start_s,
+                p.start_s + p.duration_s,
+                p.arrivals_per_s
+            );
+            for (name, per_s) in &p.rates_per_s {
+                line.push_str(&format!(", {name} {per_s:.1}/s"));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
         if !self.errors.is_empty() {
             let errs: Vec<String> = self
                 .errors
@@ -345,7 +460,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Metric, Recorder};
+    use crate::measure::stats::{Metric, Recorder};
     use std::time::Duration;
 
     fn report(id: &str, n: u64, status: Status) -> Report {
@@ -375,6 +490,7 @@ mod tests {
             started_at_ms: 1,
             duration_s: 2.0,
             workers: vec![],
+            phases: vec![],
         };
         Report::build(info, &agg)
     }
@@ -395,6 +511,77 @@ mod tests {
         ] {
             assert!(json.contains(key));
         }
+    }
+
+    /// Seconds 0-3: 100 arrivals and 100 authentications each; seconds 4-5: 50 authentications
+    /// each and no arrivals (the server catching up).
+    fn phased(phases: Vec<PhaseSummary>) -> Report {
+        let mut rec = Recorder::default();
+        let mut agg = Aggregate::default();
+        for t in 0..6u64 {
+            let (arrivals, auths) = if t < 4 { (100, 100) } else { (0, 50) };
+            for _ in 0..auths {
+                rec.latency(Metric::Auth, Duration::from_millis(3));
+            }
+            rec.count(|c| c.arrivals += arrivals);
+            agg.add_tick(&rec.take_window(t)).expect("tick");
+        }
+        let info = RunInfo {
+            load_test_id: "p".into(),
+            status: Status::Completed,
+            scenario: "s".into(),
+            target: "x".into(),
+            started_at_ms: 0,
+            duration_s: 6.0,
+            workers: vec![],
+            phases,
+        };
+        Report::build(info, &agg)
+    }
+
+    #[test]
+    fn phases_report_their_achieved_rates() {
+        let r = phased(vec![
+            PhaseSummary::planned("ramp", 0.0, 4.0),
+            PhaseSummary::planned("hold", 4.0, 2.0),
+        ]);
+        assert_eq!(r.phases.len(), 2);
+        assert_eq!(r.phases[0].name, "ramp");
+        assert_eq!(r.phases[0].arrivals_per_s, 100.0);
+        assert_eq!(r.phases[0].rates_per_s["auth"], 100.0);
+        assert_eq!(r.phases[1].arrivals_per_s, 0.0);
+        assert_eq!(r.phases[1].rates_per_s["auth"], 50.0);
+
+        // A boundary inside a second shares that second's samples by the time on each side:
+        // [0, 2.5) holds 100 + 100 + 50 = 250 samples, [2.5, 6) holds 50 + 100 + 50 + 50 = 250.
+        let r = phased(vec![
+            PhaseSummary::planned("a", 0.0, 2.5),
+            PhaseSummary::planned("b", 2.5, 3.5),
+        ]);
+        assert_eq!(r.phases[0].rates_per_s["auth"], 100.0);
+        assert_eq!(r.phases[1].rates_per_s["auth"], 71.43);
+        assert_eq!(r.phases[0].arrivals_per_s, 100.0);
+        assert_eq!(r.phases[1].arrivals_per_s, 42.86);
+
+        // In the JSON, after peakCcu, camelCase; merging shards recomputes from merged seconds.
+        let json = serde_json::to_string(&r).expect("json");
+        assert!(
+            json.contains(r#""peakCcu":0,"phases":[{"name":"a","startS":0.0,"durationS":2.5,"arrivalsPerS":100.0,"ratesPerS":{"auth":100.0}}"#),
+            "{json}"
+        );
+        let back: Report = serde_json::from_str(&json).expect("read back");
+        let merged = Report::merge(&[back, r]).expect("merge");
+        assert_eq!(merged.phases[0].rates_per_s["auth"], 200.0);
+        assert_eq!(merged.phases[1].rates_per_s["auth"], 142.86);
+
+        // A report written before phases existed still reads.
+        let old = json.replace(
+            &json[json.find(r#""phases":"#).expect("phases")
+                ..json.find(r#""counters":"#).expect("counters")],
+            "",
+        );
+        let old: Report = serde_json::from_str(&old).expect("old report");
+        assert!(old.phases.is_empty());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `collect` keeps the capacity), which cost 4 KiB per idle player whatever `read_buffer_size`
 //! says: more than everything else a player owns. Here the response is read into a transient
 //! buffer, only the bytes past the headers (usually none) are handed over, and the socket's read
-//! buffer is the configured [`WS_BUFFER`](crate::player::WS_BUFFER).
+//! buffer is the configured one ([`WS_BUFFER`] unless the scenario chats).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -17,7 +17,33 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::player::Failure;
+use super::failure::Failure;
+
+/// Read and write buffer size of each player's WebSocket. A game socket's frames are small;
+/// tungstenite's 128 KiB defaults would cost 256 KiB per player.
+pub const WS_BUFFER: usize = 256;
+
+/// Read buffer of players that chat: a chat socket receives several 300–500 byte messages a
+/// second, and a 256-byte buffer would take two or three reads per message.
+pub const WS_CHAT_BUFFER: usize = 2048;
+
+/// The WebSocket settings every player uses.
+pub fn ws_config() -> WebSocketConfig {
+    ws_config_with(WS_BUFFER)
+}
+
+/// The WebSocket settings with a read buffer of `read_buffer` bytes.
+pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(read_buffer)
+        .write_buffer_size(0)
+        .max_write_buffer_size(64 * 1024)
+        .max_message_size(Some(1 << 20))
+        .max_frame_size(Some(1 << 20))
+}
+
+/// A player's realtime socket.
+pub type Ws = WebSocketStream<TcpStream>;
 
 /// Longest upgrade response accepted (status line and headers).
 const MAX_RESPONSE_HEAD: usize = 8 * 1024;
@@ -30,7 +56,7 @@ pub async fn connect_websocket(
     host: &str,
     path_and_query: &str,
     config: WebSocketConfig,
-) -> Result<WebSocketStream<TcpStream>, Failure> {
+) -> Result<Ws, Failure> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()
     } else {

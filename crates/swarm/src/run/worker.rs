@@ -3,8 +3,8 @@
 //! The coordinator starts `swarm worker` (a hidden subcommand) and writes one JSON line on its
 //! stdin, a [`WorkerConfig`]; then it keeps stdin open. Closing it (the coordinator stopping or
 //! dying) stops the worker early, so workers are never orphaned. The worker writes one JSON line
-//! per second on stdout (a [`Tick`](crate::stats::Tick)) and a final
-//! [`WorkerResult`](crate::stats::WorkerResult).
+//! per second on stdout (a [`Tick`](crate::measure::stats::Tick)) and a final
+//! [`WorkerResult`].
 //!
 //! Why one thread: players spend their life waiting, so one core drives tens of thousands of
 //! them, and a single thread lets them share the recorder through a `RefCell` with no atomics or
@@ -21,10 +21,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
-use crate::player::{self, Failure};
-use crate::resources;
+use crate::measure::resources;
+use crate::measure::stats::{Recorder, WorkerMessage, WorkerResult};
+use crate::net::failure::Failure;
+use crate::net::transport::{WS_BUFFER, WS_CHAT_BUFFER};
 use crate::scenario::{Scenario, Step};
-use crate::stats::{Recorder, WorkerMessage, WorkerResult};
+use crate::steps::chat::WallClock;
+use crate::steps::ctx::{Ctx, Lifecycle};
+use crate::steps::player;
 
 /// Everything a worker needs, sent by the coordinator on the worker's stdin.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,59 +50,6 @@ pub struct WorkerConfig {
     pub start_at_ms: u64,
     /// The run's ID (`loadTestId`), part of every device ID.
     pub run_id: String,
-}
-
-/// State shared by all players of the worker (single-threaded: `Rc` + `Cell`/`RefCell`).
-pub struct Ctx {
-    pub http: reqwest::Client,
-    /// `http://host:port` (no trailing slash).
-    pub base_url: String,
-    /// `host:port`, the Host header of the WebSocket upgrade.
-    pub host: String,
-    /// Path of the realtime endpoint, `/ws` (under the target's path prefix, if any).
-    pub ws_path: String,
-    /// The resolved server address.
-    pub addr: SocketAddr,
-    pub source_ip: Option<IpAddr>,
-    pub server_key: String,
-    /// Short tag of the run, so device IDs are new on every run.
-    pub run_tag: String,
-    pub steps: Vec<Step>,
-    /// For each step: whether a later step still needs the session token.
-    pub token_needed_after: Vec<bool>,
-    pub default_timeout: Duration,
-    /// Wall-clock time on this worker's steady timeline (chat timestamps cross processes).
-    pub clock: crate::chat::WallClock,
-    /// Read buffer of each player's WebSocket (larger when the scenario chats).
-    pub read_buffer: usize,
-    pub rec: RefCell<Recorder>,
-    /// Set when the run is over (end of the last phase, or stopped).
-    over: Cell<bool>,
-    /// Wakes every idle player when the run is over.
-    pub stop: Notify,
-    /// Players started and not yet finished.
-    active: Cell<u64>,
-    /// Signalled when the last active player finishes.
-    all_done: Notify,
-}
-
-impl Ctx {
-    pub fn is_over(&self) -> bool {
-        self.over.get()
-    }
-
-    fn player_started(&self) {
-        self.active.set(self.active.get() + 1);
-    }
-
-    /// Called by each player exactly once, when it has been accounted for.
-    pub fn player_done(&self) {
-        let left = self.active.get().saturating_sub(1);
-        self.active.set(left);
-        if left == 0 {
-            self.all_done.notify_one();
-        }
-    }
 }
 
 /// Parses `http://host:port[/prefix]` into what players need.
@@ -206,21 +157,19 @@ pub async fn run(
         steps,
         token_needed_after,
         default_timeout: scenario.timeout_s.as_duration(),
-        clock: crate::chat::WallClock::now(),
+        clock: WallClock::now(),
         read_buffer: if scenario
             .steps
             .iter()
             .any(|s| matches!(s, Step::ChatJoin(_)))
         {
-            player::WS_CHAT_BUFFER
+            WS_CHAT_BUFFER
         } else {
-            player::WS_BUFFER
+            WS_BUFFER
         },
         rec: RefCell::new(Recorder::default()),
-        over: Cell::new(false),
         stop: Notify::new(),
-        active: Cell::new(0),
-        all_done: Notify::new(),
+        lifecycle: Lifecycle::default(),
     });
 
     let start =
@@ -275,20 +224,14 @@ pub async fn run(
     };
 
     // The run is over: wake idle players so they close, give busy ones the grace period.
-    ctx.over.set(true);
-    ctx.stop.notify_waiters();
+    ctx.end_run();
     let grace = Instant::now() + scenario.grace_s.as_duration();
-    let _ = tokio::time::timeout_at(grace, async {
-        while ctx.active.get() > 0 {
-            ctx.all_done.notified().await;
-        }
-    })
-    .await;
+    let _ = tokio::time::timeout_at(grace, ctx.all_finished()).await;
     ticker.abort();
 
     let assigned = schedule.worker_players(config.index, config.count);
     let mut rec = ctx.rec.borrow_mut();
-    let unfinished = ctx.active.get();
+    let unfinished = ctx.active_players();
     for _ in 0..unfinished {
         rec.failed += 1;
         rec.failure(&Failure::Unfinished.kind());

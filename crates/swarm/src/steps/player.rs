@@ -3,7 +3,8 @@
 //! A player is one task on its worker's single-threaded runtime. While idle (heartbeat or wait)
 //! it is parked in one `select!` over its socket, one timer and the worker's stop signal, and owns
 //! only its socket and a few words, so an idle player costs about 1–2 KiB of worker memory (the
-//! WebSocket read/write buffers are shrunk to [`WS_BUFFER`]). The heavy, short-lived futures
+//! WebSocket read/write buffers are shrunk to
+//! [`WS_BUFFER`](crate::net::transport::WS_BUFFER)). The heavy, short-lived futures
 //! (the HTTP request, the WebSocket handshake) are boxed so their size is paid only while they run,
 //! not for the whole life of the task.
 //!
@@ -19,144 +20,16 @@ use std::time::Duration;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde::Deserialize;
 use tokio::io::AsyncReadExt as _;
-use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tokio_tungstenite::WebSocketStream;
 
+use crate::measure::stats::Metric;
+use crate::net::failure::{http_failure, ws_failure, Failure};
+use crate::net::transport::{self, ws_config_with, Ws};
 use crate::scenario::Step;
-use crate::stats::Metric;
-use crate::worker::Ctx;
-
-/// Read and write buffer size of each player's WebSocket. A game socket's frames are small;
-/// tungstenite's 128 KiB defaults would cost 256 KiB per player.
-pub const WS_BUFFER: usize = 256;
-
-/// Read buffer of players that chat: a chat socket receives several 300–500 byte messages a
-/// second, and a 256-byte buffer would take two or three reads per message.
-pub const WS_CHAT_BUFFER: usize = 2048;
-
-/// The WebSocket settings every player uses.
-pub fn ws_config() -> WebSocketConfig {
-    ws_config_with(WS_BUFFER)
-}
-
-/// The WebSocket settings with a read buffer of `read_buffer` bytes.
-pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(read_buffer)
-        .write_buffer_size(0)
-        .max_write_buffer_size(64 * 1024)
-        .max_message_size(Some(1 << 20))
-        .max_frame_size(Some(1 << 20))
-}
-
-pub(crate) type Ws = WebSocketStream<TcpStream>;
-
-/// Why a player failed; [`Failure::kind`] is the key in the report's `errors` map.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// The HTTP request got a non-2xx status.
-    Http(u16),
-    /// The HTTP connection could not be established (refused, unreachable).
-    HttpConnect,
-    /// No HTTP response within the timeout.
-    HttpTimeout,
-    /// The HTTP exchange broke off (reset, protocol error).
-    HttpIo,
-    /// A 2xx answer whose body is not what the API promises.
-    BadResponse,
-    /// No local port/address to bind the socket to.
-    WsBind,
-    /// TCP connect for the realtime socket failed.
-    WsConnect,
-    /// The WebSocket upgrade was answered with this HTTP status (401 for a bad token).
-    WsHttp(u16),
-    /// The server closed the socket with this close code.
-    WsClose(u16),
-    /// The socket ended without a close frame.
-    WsEof,
-    /// The socket was reset.
-    WsReset,
-    /// Another socket I/O error.
-    WsIo,
-    /// The peer broke the WebSocket protocol.
-    WsProtocol,
-    /// An `error` envelope answered our request, with its Nakama error code.
-    ServerError(i64),
-    /// No answer within the timeout to the named request.
-    Timeout(&'static str),
-    /// We sent a Close and the server ended the connection without answering with its own.
-    CloseUnanswered,
-    /// Still in the middle of a step when the run's grace period ran out.
-    Unfinished,
-    /// A native TCP connection could not be opened.
-    TcpConnect,
-    /// The server closed a native TCP connection.
-    TcpClosed,
-    /// Another native TCP I/O error, or a bad frame from the server.
-    TcpIo,
-    /// A server function call failed: `problem` is `error_<code>`, `http_<status>` or `timeout`.
-    Rpc { function: String, problem: String },
-}
-
-impl Failure {
-    /// The failure's key in the report.
-    pub fn kind(&self) -> Cow<'static, str> {
-        match self {
-            Failure::Http(s) => format!("http_{s}").into(),
-            Failure::HttpConnect => "http_connect".into(),
-            Failure::HttpTimeout => "http_timeout".into(),
-            Failure::HttpIo => "http_io".into(),
-            Failure::BadResponse => "bad_response".into(),
-            Failure::WsBind => "ws_bind".into(),
-            Failure::WsConnect => "ws_connect".into(),
-            Failure::WsHttp(s) => format!("ws_http_{s}").into(),
-            Failure::WsClose(c) => format!("ws_close_{c}").into(),
-            Failure::WsEof => "ws_eof".into(),
-            Failure::WsReset => "ws_reset".into(),
-            Failure::WsIo => "ws_io".into(),
-            Failure::WsProtocol => "ws_protocol".into(),
-            Failure::ServerError(c) => format!("server_error_{c}").into(),
-            Failure::Timeout(what) => format!("{what}_timeout").into(),
-            Failure::CloseUnanswered => "ws_close_unanswered".into(),
-            Failure::Unfinished => "unfinished".into(),
-            Failure::TcpConnect => "tcp_connect".into(),
-            Failure::TcpClosed => "tcp_closed".into(),
-            Failure::TcpIo => "tcp_io".into(),
-            Failure::Rpc { function, problem } => format!("rpc_{function}_{problem}").into(),
-        }
-    }
-}
-
-pub(crate) fn ws_failure(e: WsError) -> Failure {
-    use tokio_tungstenite::tungstenite::error::ProtocolError;
-    match e {
-        WsError::Http(resp) => Failure::WsHttp(resp.status().as_u16()),
-        WsError::ConnectionClosed | WsError::AlreadyClosed => Failure::WsEof,
-        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => Failure::WsReset,
-        WsError::Io(e) => match e.kind() {
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => {
-                Failure::WsReset
-            }
-            std::io::ErrorKind::UnexpectedEof => Failure::WsEof,
-            _ => Failure::WsIo,
-        },
-        _ => Failure::WsProtocol,
-    }
-}
-
-pub(crate) fn http_failure(e: &reqwest::Error) -> Failure {
-    if e.is_timeout() {
-        Failure::HttpTimeout
-    } else if e.is_connect() {
-        Failure::HttpConnect
-    } else {
-        Failure::HttpIo
-    }
-}
+use crate::steps::ctx::Ctx;
 
 /// The parts of a realtime envelope a player looks at; everything else is ignored.
 #[derive(Deserialize)]
@@ -204,7 +77,7 @@ struct Player {
     /// When the next action is intended to happen.
     next: Instant,
     /// Match and room state (boxed: most scenarios never use it).
-    game: Option<Box<crate::game::Game>>,
+    game: Option<Box<crate::steps::game::Game>>,
 }
 
 /// Runs one player from its intended arrival to its end, recording everything in the worker's
@@ -347,7 +220,7 @@ impl Player {
                     transport,
                 } => {
                     let until = duration_s.map(|d| self.next + d.as_duration());
-                    let plan = crate::rpc::Plan {
+                    let plan = crate::steps::rpc::Plan {
                         functions,
                         interval: *interval_s,
                         transport: *transport,
@@ -355,8 +228,15 @@ impl Player {
                         limit: limit(timeout_s),
                     };
                     let token = self.token.as_deref().unwrap_or_default();
-                    crate::rpc::run(ctx, self.ws.as_mut(), token, self.index, self.next, plan)
-                        .await?;
+                    crate::steps::rpc::run(
+                        ctx,
+                        self.ws.as_mut(),
+                        token,
+                        self.index,
+                        self.next,
+                        plan,
+                    )
+                    .await?;
                     self.next = until.unwrap_or_else(Instant::now);
                 }
                 Step::Disconnect { timeout_s } => {
@@ -368,7 +248,7 @@ impl Player {
                 }
                 Step::Game(step) => {
                     let game = self.game.get_or_insert_with(Default::default);
-                    let mut io = crate::game::PlayerIo {
+                    let mut io = crate::steps::game::PlayerIo {
                         index: self.index,
                         token: self.token.as_deref(),
                         ws: &mut self.ws,
@@ -381,7 +261,7 @@ impl Player {
                         return Err(Failure::WsEof);
                     };
                     let sent = Instant::now();
-                    let channel = Box::pin(crate::chat::join(
+                    let channel = Box::pin(crate::steps::chat::join(
                         ctx,
                         ws,
                         join,
@@ -400,7 +280,7 @@ impl Player {
                         return Err(Failure::WsEof);
                     };
                     let start = self.next;
-                    Box::pin(crate::chat::run(
+                    Box::pin(crate::steps::chat::run(
                         ctx,
                         ws,
                         channel,
@@ -461,7 +341,7 @@ async fn authenticate(
 async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
     let path = format!("{}?token={token}&format=json", ctx.ws_path);
-    let connect = crate::transport::connect_websocket(
+    let connect = transport::connect_websocket(
         ctx.addr,
         ctx.source_ip,
         &ctx.host,
@@ -562,7 +442,7 @@ pub(crate) async fn await_reply(
         };
         if let Some(Ok(Message::Text(text))) = &msg {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
-            if crate::chat::delivery(ctx, text.as_str(), Instant::now()) {
+            if crate::steps::chat::delivery(ctx, text.as_str(), Instant::now()) {
                 continue;
             }
             if let Ok(env) = serde_json::from_str::<Envelope>(text.as_str()) {
@@ -605,7 +485,7 @@ pub(crate) async fn unsolicited(
         Some(Ok(msg)) => {
             ctx.rec.borrow_mut().count(|c| c.receives += 1);
             if let Message::Text(text) = &msg {
-                crate::chat::delivery(ctx, text.as_str(), Instant::now());
+                crate::steps::chat::delivery(ctx, text.as_str(), Instant::now());
             }
             Ok(())
         }

@@ -1,0 +1,13 @@
+//! How a player's bytes reach the server: the transports, with no knowledge of steps.
+//!
+//! - [`transport`]: TCP from the worker's source address and the WebSocket upgrade done by hand
+//!   (so an idle socket keeps no handshake buffer);
+//! - [`native`]: Muster's native TCP transport (length-delimited protobuf frames);
+//! - [`failure`]: why a player failed, the kinds the report counts, and how transport errors
+//!   map onto them.
+//!
+//! The HTTP calls themselves go through the worker's shared `reqwest` client.
+
+pub mod failure;
+pub mod native;
+pub mod transport;

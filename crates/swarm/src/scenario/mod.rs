@@ -1,0 +1,500 @@
+//! Scenario files: what a load test does, as TOML.
+//!
+//! A scenario has phases (when players arrive) and steps (what each player does). Parsing is
+//! strict: an unknown key, a value of the wrong type or out of range, or steps in an impossible
+//! order are errors that name the key and the line, because a typo in a load test silently
+//! running the wrong load is worse than no load test. See the crate README for every key.
+//!
+//! ```toml
+//! name = "connect-and-heartbeat"
+//!
+//! [[phases]]
+//! name = "ramp"
+//! duration_s = 60
+//! shape = "linear"        # linear | bell | spike
+//! players = 18000         # or: arrival_rate = 300 (players per second)
+//!
+//! [[phases]]
+//! name = "hold"
+//! duration_s = 60         # no arrivals: everyone holds
+//!
+//! [[steps]]
+//! do = "authenticate"
+//! [[steps]]
+//! do = "connect"
+//! [[steps]]
+//! do = "heartbeat"
+//! interval_s = 10         # until the run ends unless duration_s is set
+//! ```
+//!
+//! This folder is a bottom layer: what the scenario file says, checked, with nothing about how
+//! it runs (that is `steps`, which reads these types). It holds:
+//! - here: the scenario, its phases and its steps ([`Scenario`], [`Phase`], [`Step`]);
+//! - `parse.rs`: TOML into those types, each step kind taking only its own keys;
+//! - `validate.rs`: what needs the whole file (players to run, steps in a possible order);
+//! - [`chat`], [`game`], [`rpc`]: the keys of the chat, match/room and rpc steps, with their
+//!   defaults and ranges (kept here, not beside the code that runs them, so that reading a
+//!   scenario never depends on running one);
+//! - [`ramp`]: the arrival schedule the phases describe;
+//! - [`replay`]: the replay file format that `replay` steps name (read and checked when the
+//!   scenario is loaded, so a bad file fails before any player starts) and `play` records.
+
+pub mod chat;
+pub mod game;
+pub mod ramp;
+pub mod replay;
+pub mod rpc;
+
+mod parse;
+mod validate;
+
+use std::path::Path;
+
+use serde::{Deserialize, Deserializer};
+
+use chat::{ChatStep, JoinStep};
+use ramp::{Curve, PhasePlan, Schedule, Shape};
+use rpc::{Interval, RpcFunction, Transport};
+
+/// A positive, finite number of seconds; TOML integers and floats are both accepted.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Seconds(pub f64);
+
+impl Seconds {
+    pub fn as_duration(self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v.is_finite() && v > 0.0 && v <= 31_536_000.0 {
+            Ok(Seconds(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "{v} is not a positive number of seconds (at most one year)"
+            )))
+        }
+    }
+}
+
+/// Where the arrival rate of a bell or spike peaks, strictly between 0 and 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Peak(pub f64);
+
+impl<'de> Deserialize<'de> for Peak {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v > 0.0 && v < 1.0 {
+            Ok(Peak(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "peak {v} must be a fraction of the phase strictly between 0 and 1"
+            )))
+        }
+    }
+}
+
+/// A whole scenario file, validated.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Name shown in the report.
+    pub name: String,
+    /// Free text shown in the report.
+    pub description: String,
+    /// Default timeout of every request and of every awaited reply.
+    pub timeout_s: Seconds,
+    /// After the last phase ends, how long players still in the middle of a request get to
+    /// finish (and close their sockets) before they are counted as `unfinished` failures.
+    pub grace_s: Seconds,
+    /// When players arrive; phases run back to back.
+    pub phases: Vec<Phase>,
+    /// What every player does, in order.
+    pub steps: Vec<Step>,
+}
+
+/// One phase as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    /// Shown in the report; defaults to `phase N`.
+    pub name: Option<String>,
+    /// How long the phase lasts.
+    pub duration_s: Seconds,
+    /// Arrival-rate profile over the phase; defaults to `linear`.
+    pub shape: Option<Shape>,
+    /// Where the rate of a `bell` or `spike` peaks (fraction of the phase).
+    pub peak: Option<Peak>,
+    /// How many players arrive during the phase.
+    pub players: Option<u64>,
+    /// Mean arrivals per second over the phase (players = rate × duration).
+    pub arrival_rate: Option<f64>,
+}
+
+/// One step of player behaviour.
+///
+/// The vocabulary is small on purpose and grows by adding variants (chat, rpc, match…): each
+/// variant carries its own keys (declared in `RawStep` and checked in `RawStep::into_step`, in
+/// `parse.rs`), and
+/// the player state machine in `steps/player.rs` runs one variant at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// `POST /v2/account/authenticate/device`, with a device ID unique to the player.
+    Authenticate {
+        /// `create=true`: make the account on first use (default true).
+        create: bool,
+        /// Use device IDs that are the same on every run (`swarm-player-<index>`), so a second
+        /// run logs existing accounts in instead of creating new ones (default false).
+        reuse_accounts: bool,
+        timeout_s: Option<Seconds>,
+    },
+    /// Open the realtime socket (`GET /ws?token=…&format=json`, WebSocket upgrade).
+    Connect { timeout_s: Option<Seconds> },
+    /// Send `ping` envelopes every `interval_s` and wait for each `pong`.
+    Heartbeat {
+        interval_s: Seconds,
+        /// How long to keep it up; until the run ends when absent.
+        duration_s: Option<Seconds>,
+        /// How long to wait for each pong (the scenario's `timeout_s` by default).
+        timeout_s: Option<Seconds>,
+    },
+    /// Do nothing for a while (keeping the socket open and answering the server's pings).
+    Wait { duration_s: Seconds },
+    /// Close the socket with a normal close and wait for the server's close reply.
+    Disconnect { timeout_s: Option<Seconds> },
+    /// A match or room step (Space Ape's and Hathora's flows); see [`game::GameStep`].
+    Game(game::GameStep),
+    /// Join one of M chat rooms (see [`JoinStep`]).
+    ChatJoin(JoinStep),
+    /// Send chat messages to the room joined last and measure their delivery (see [`ChatStep`]).
+    Chat(ChatStep),
+    /// Call server functions at random intervals (see [`rpc`]).
+    Rpc {
+        /// The functions, one chosen per call in proportion to its weight.
+        functions: Vec<RpcFunction>,
+        /// The wait before each call, fixed or drawn from [min, max].
+        interval_s: Interval,
+        /// How long to keep calling; until the run ends when absent.
+        duration_s: Option<Seconds>,
+        /// How long to wait for each answer (the scenario's `timeout_s` by default).
+        timeout_s: Option<Seconds>,
+        transport: Transport,
+    },
+}
+
+impl Step {
+    /// The step's name as written in `do = "…"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Authenticate { .. } => "authenticate",
+            Step::Connect { .. } => "connect",
+            Step::Heartbeat { .. } => "heartbeat",
+            Step::Wait { .. } => "wait",
+            Step::Disconnect { .. } => "disconnect",
+            Step::Game(g) => g.name(),
+            Step::ChatJoin(_) => "chat_join",
+            Step::Chat(_) => "chat",
+            Step::Rpc { .. } => "rpc",
+        }
+    }
+
+    /// Whether the step uses the session token (so it must be kept until then).
+    pub fn needs_token(&self) -> bool {
+        matches!(
+            self,
+            Step::Connect { .. }
+                | Step::Rpc {
+                    transport: Transport::Http,
+                    ..
+                }
+        ) || matches!(self, Step::Game(g) if g.needs_token())
+    }
+}
+
+/// Why a scenario cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{path}: cannot read the scenario: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}\n{snippet}")]
+    Invalid {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+        snippet: String,
+    },
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Scenario::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates scenario text; `origin` names the file in error messages.
+    /// Relative paths inside it (replay files) are relative to `origin`'s folder, so a scenario
+    /// runs the same from any working directory.
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let (scenario, spans) = parse::parse(text, origin)?;
+        validate::validate(&scenario, text, origin, &spans)?;
+        Ok(scenario)
+    }
+
+    /// The arrival schedule the phases describe.
+    pub fn schedule(&self) -> Schedule {
+        let mut start_s = 0.0;
+        let phases = self
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let shape = p.shape.unwrap_or(Shape::Linear);
+                let players = match (p.players, p.arrival_rate) {
+                    (Some(n), _) => n,
+                    (None, Some(rate)) => (rate * p.duration_s.0).round() as u64,
+                    (None, None) => 0,
+                };
+                let plan = PhasePlan {
+                    name: p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1)),
+                    start_s,
+                    duration_s: p.duration_s.0,
+                    players,
+                    curve: Curve {
+                        shape,
+                        peak: p.peak.map(|x| x.0).unwrap_or(shape.default_peak()),
+                    },
+                };
+                start_s += p.duration_s.0;
+                plan
+            })
+            .collect();
+        Schedule { phases }
+    }
+}
+
+/// Builds an error pointing at `span`, naming the key written on that line when there is one.
+fn invalid(text: &str, origin: &str, span: std::ops::Range<usize>, message: &str) -> ScenarioError {
+    let start = span.start.min(text.len());
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let column = before[line_start..].chars().count() + 1;
+    let line_text = text[line_start..].lines().next().unwrap_or("");
+    let mut message = message.to_string();
+    // Serde reports a bad value without its key ("invalid type: string, expected a number"):
+    // name the key from the source line when the message does not already.
+    if let Some((key, _)) = line_text.split_once('=') {
+        let key = key.trim();
+        let is_key = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+        if is_key && !message.contains(&format!("`{key}`")) {
+            message = format!("key `{key}`: {message}");
+        }
+    }
+    ScenarioError::Invalid {
+        path: origin.to_string(),
+        line,
+        column,
+        message,
+        snippet: format!("{line:>5} | {line_text}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+
+[[phases]]
+name = "ramp"
+duration_s = 10
+shape = "bell"
+players = 100
+
+[[phases]]
+duration_s = 5
+arrival_rate = 2.5
+
+[[phases]]
+duration_s = 5
+
+[[steps]]
+do = "authenticate"
+
+[[steps]]
+do = "connect"
+
+[[steps]]
+do = "heartbeat"
+interval_s = 1
+duration_s = 3
+
+[[steps]]
+do = "wait"
+duration_s = 0.5
+
+[[steps]]
+do = "disconnect"
+"#;
+
+    fn error_of(text: &str) -> (usize, String) {
+        match Scenario::parse(text, "t.toml") {
+            Err(ScenarioError::Invalid { line, message, .. }) => (line, message),
+            other => panic!("expected an invalid-scenario error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_a_good_scenario_with_defaults() {
+        let s = Scenario::parse(GOOD, "t.toml").expect("valid");
+        assert_eq!(s.timeout_s, Seconds(10.0));
+        assert_eq!(s.grace_s, Seconds(5.0));
+        let sched = s.schedule();
+        assert_eq!(sched.total_players(), 113);
+        assert_eq!(sched.duration_s(), 20.0);
+        assert_eq!(sched.phases[1].name, "phase 2");
+        assert_eq!(sched.phases[1].start_s, 10.0);
+        assert_eq!(sched.phases[0].curve.peak, 0.7);
+        assert_eq!(
+            s.steps[0],
+            Step::Authenticate {
+                create: true,
+                reuse_accounts: false,
+                timeout_s: None
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let text = GOOD.replace("interval_s = 1", "intervl_s = 1");
+        let (line, msg) = error_of(&text);
+        assert_eq!(line, 25, "{msg}");
+        assert!(msg.contains("intervl_s"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_top_level_and_phase_keys_are_named() {
+        let (line, msg) = error_of(&GOOD.replace("name = \"t\"", "name = \"t\"\nworkers = 3"));
+        assert_eq!(line, 3);
+        assert!(msg.contains("workers"), "{msg}");
+        let (line, msg) = error_of(&GOOD.replace("players = 100", "playerz = 100"));
+        assert_eq!(line, 8);
+        assert!(msg.contains("playerz"), "{msg}");
+    }
+
+    #[test]
+    fn bad_values_name_key_and_line() {
+        let (line, msg) = error_of(&GOOD.replace("duration_s = 10", "duration_s = \"ten\""));
+        assert_eq!(line, 6);
+        assert!(msg.contains("duration_s"), "{msg}");
+        let (line, msg) = error_of(&GOOD.replace("duration_s = 10", "duration_s = -1"));
+        assert_eq!(line, 6);
+        assert!(
+            msg.contains("duration_s") && msg.contains("positive"),
+            "{msg}"
+        );
+        let (line, msg) = error_of(&GOOD.replace("shape = \"bell\"", "shape = \"square\""));
+        assert_eq!(line, 7);
+        assert!(msg.contains("shape") && msg.contains("square"), "{msg}");
+        let (line, msg) = error_of(&GOOD.replace("do = \"wait\"", "do = \"dance\""));
+        assert!((28..=30).contains(&line), "line {line}: {msg}");
+        assert!(msg.contains("dance"), "{msg}");
+    }
+
+    #[test]
+    fn keys_of_another_step_are_rejected_at_their_line() {
+        let (line, msg) =
+            error_of(&GOOD.replace("do = \"connect\"", "do = \"connect\"\ninterval_s = 3"));
+        assert_eq!(line, 22);
+        assert!(
+            msg.contains("interval_s") && msg.contains("connect"),
+            "{msg}"
+        );
+        let (line, msg) = error_of(&GOOD.replace("interval_s = 1", "interval_s = \"1s\""));
+        assert_eq!(line, 25);
+        assert!(msg.contains("interval_s"), "{msg}");
+    }
+
+    #[test]
+    fn missing_required_key_is_reported() {
+        let (_, msg) = error_of(&GOOD.replace("interval_s = 1\n", ""));
+        assert!(msg.contains("interval_s"), "{msg}");
+        let (_, msg) = error_of("phases = []\nsteps = []\n");
+        assert!(msg.contains("name"), "{msg}");
+    }
+
+    #[test]
+    fn phase_cross_checks() {
+        let (line, msg) =
+            error_of(&GOOD.replace("players = 100", "players = 100\narrival_rate = 3"));
+        assert_eq!(line, 4);
+        assert!(
+            msg.contains("players") && msg.contains("arrival_rate"),
+            "{msg}"
+        );
+        let (line, msg) =
+            error_of(&GOOD.replace("arrival_rate = 2.5", "arrival_rate = 2.5\npeak = 0.5"));
+        assert_eq!(line, 10);
+        assert!(msg.contains("peak"), "{msg}");
+        let (line, msg) =
+            error_of(&GOOD.replace("shape = \"bell\"", "shape = \"bell\"\npeak = 1.5"));
+        assert_eq!(line, 8);
+        assert!(msg.contains("peak"), "{msg}");
+        let no_players = GOOD
+            .replace("players = 100", "")
+            .replace("arrival_rate = 2.5", "");
+        let (_, msg) = error_of(&no_players);
+        assert!(msg.contains("no phase brings any player"), "{msg}");
+    }
+
+    #[test]
+    fn steps_must_be_in_a_possible_order() {
+        let no_auth = GOOD.replace("do = \"authenticate\"", "do = \"wait\"\nduration_s = 1");
+        let (line, msg) = error_of(&no_auth);
+        assert_eq!(line, 21, "{msg}");
+        assert!(
+            msg.contains("steps[1]") && msg.contains("authenticate"),
+            "{msg}"
+        );
+
+        let no_connect = GOOD.replace("do = \"connect\"", "do = \"wait\"\nduration_s = 1");
+        let (line, msg) = error_of(&no_connect);
+        assert_eq!(line, 24, "{msg}");
+        assert!(msg.contains("steps[2]") && msg.contains("connect"), "{msg}");
+
+        let endless = GOOD.replace("duration_s = 3\n", "");
+        let (line, msg) = error_of(&endless);
+        assert_eq!(line, 27, "{msg}");
+        assert!(msg.contains("unreachable"), "{msg}");
+    }
+
+    #[test]
+    fn bundled_scenarios_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        for name in [
+            "smoke.toml",
+            "connect-and-heartbeat.toml",
+            "match-15hz.toml",
+            "rooms-replay.toml",
+            "chat-fanout.toml",
+            "economy.toml",
+        ] {
+            let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(s.schedule().total_players() > 0);
+        }
+    }
+}

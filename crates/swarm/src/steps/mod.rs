@@ -1,0 +1,21 @@
+//! What a simulated player does, step by step: the layer that turns a scenario's `[[steps]]`
+//! into requests and records what they cost.
+//!
+//! - [`ctx`]: what all players of a worker share (HTTP client, target, recorder, whether the
+//!   run is over);
+//! - [`player`]: the state machine every player runs, one step after another, and the basic
+//!   steps (authenticate, connect, heartbeat, wait, disconnect);
+//! - [`chat`]: `chat_join` and `chat` (room membership, message delivery latency);
+//! - [`game`]: match and room steps (matchmake, join, play, replay over WebSocket or native TCP);
+//! - [`rpc`]: server function calls at random intervals;
+//! - [`tick_clock`]: where the server's ticks fall, so `play` sends inputs just ahead of them.
+//!
+//! Steps sit above `scenario` (what to do), `net` (how bytes reach the server) and `measure`
+//! (where latencies and counts go); `run` drives them.
+
+pub mod chat;
+pub mod ctx;
+pub mod game;
+pub mod player;
+pub mod rpc;
+pub mod tick_clock;
