@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connection::{self, Ending, Transport};
 use super::dispatch::{self, Refusal};
+use crate::matches::error::MatchError;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
 use crate::net::state::AppState;
@@ -190,17 +191,7 @@ async fn handshake(
     let matches = &state.matches;
     let claims = match matches.tokens.verify(&token) {
         Ok(claims) => claims,
-        Err(error) => {
-            matches
-                .metrics
-                .errors
-                .with_label_values(&[error.label()])
-                .inc();
-            let _ = conn
-                .send(&[dispatch::error_envelope(cid, Refusal::Match(error))])
-                .await;
-            return Err(Ending::JoinFailed);
-        }
+        Err(error) => return Err(refuse_join(conn, state, cid, error).await),
     };
     let guard = state.registry.register(
         admission,
@@ -223,18 +214,23 @@ async fn handshake(
             };
             Ok((guard, ended))
         }
-        Err(error) => {
-            matches
-                .metrics
-                .errors
-                .with_label_values(&[error.label()])
-                .inc();
-            let _ = conn
-                .send(&[dispatch::error_envelope(cid, Refusal::Match(error))])
-                .await;
-            Err(Ending::JoinFailed)
-        }
+        Err(error) => Err(refuse_join(conn, state, cid, error).await),
     }
+}
+
+/// Answers a refused first join with its error (counted as the matches' error) and ends the
+/// connection.
+async fn refuse_join(conn: &mut Conn, state: &AppState, cid: String, error: MatchError) -> Ending {
+    state
+        .matches
+        .metrics
+        .errors
+        .with_label_values(&[error.label()])
+        .inc();
+    let _ = conn
+        .send(&[dispatch::error_envelope(cid, Refusal::Match(error))])
+        .await;
+    Ending::JoinFailed
 }
 
 /// Serves a joined connection until it ends.
