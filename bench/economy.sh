@@ -72,8 +72,8 @@ start_muster_on() {
     "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE $db" >/dev/null
     url="postgres://postgres@127.0.0.1:$PG_PORT/$db"
   fi
-  MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
-    MUSTER_DATABASE_URL="$url" \
+  limits_off
+  env "${LIMITS_OFF[@]}" MUSTER_DATABASE_URL="$url" \
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log "$LOG" \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!

@@ -26,11 +26,22 @@ free_port() {
 
 # start_muster PORT DATA_DIR: one muster process, per-IP rate limits off (all players come
 # from a few 127.0.0.x addresses), logs to DATA_DIR/muster.log.
+# limits_off: sets LIMITS_OFF to the settings that turn the per-IP limits off (every simulated
+# player comes from a few local addresses), for the server build under test: an older build (an
+# A/B baseline) is not given a setting it does not have, which it would refuse.
+limits_off() {
+  LIMITS_OFF=(MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0)
+  if "$muster_bin" config 2>/dev/null | grep -q '^max_connections_per_ip'; then
+    LIMITS_OFF+=(MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP=0)
+  fi
+}
+
 start_muster() {
   local port=$1 data=$2
   mkdir -p "$data"
+  limits_off
   # The native TCP transport gets a free port unless the bench chose one (7351 may be taken).
-  MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
+  env "${LIMITS_OFF[@]}" \
   MUSTER_ROOMS__TCP_LISTEN="${MUSTER_ROOMS__TCP_LISTEN:-127.0.0.1:0}" \
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log warn \
     >"$data/muster.log" 2>&1 &

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Acceptance tests: the official @heroiclabs/nakama-js client against a real Muster server.
-# Needs Node >= 20 and a built server: `cargo build -p muster` (or MUSTER_BIN=/path/to/muster).
+# Needs Node >= 20 and a built server: `cargo build -p muster` (or SERVER_BIN=/path/to/muster).
 # Each test file starts its own server on a free 127.0.0.1 port with a temporary SQLite data dir.
 # Exit status: 0 when every test passed.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-export MUSTER_BIN="${MUSTER_BIN:-$(pwd)/../../target/debug/muster}"
-if [ ! -x "$MUSTER_BIN" ]; then
-  echo "run.sh: no muster binary at $MUSTER_BIN; run \`cargo build -p muster\` first or set MUSTER_BIN" >&2
+export SERVER_BIN="${SERVER_BIN:-$(pwd)/../../target/debug/muster}"
+if [ ! -x "$SERVER_BIN" ]; then
+  echo "run.sh: no muster binary at $SERVER_BIN; run \`cargo build -p muster\` first or set SERVER_BIN" >&2
   exit 2
 fi
 

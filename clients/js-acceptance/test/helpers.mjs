@@ -21,8 +21,8 @@ export { Client };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const suiteDir = path.resolve(here, "..");
-export const MUSTER_BIN = process.env.MUSTER_BIN
-  ? path.resolve(process.env.MUSTER_BIN)
+export const SERVER_BIN = process.env.SERVER_BIN
+  ? path.resolve(process.env.SERVER_BIN)
   : path.resolve(suiteDir, "../../target/debug/muster");
 
 export const SERVER_KEY = "defaultkey";
@@ -64,7 +64,7 @@ async function waitHealthy(base, child, logs, timeoutMs) {
 
 /**
  * The environment for the server, without any inherited MUSTER_* variable: muster reads every
- * MUSTER_* variable as a setting and refuses unknown ones (MUSTER_BIN is ours, not the server's), and a
+ * MUSTER_* variable as a setting and refuses unknown ones, and a
  * developer's own MUSTER_* settings must not change what these tests check.
  * Each test file states the settings it needs.
  */
@@ -77,14 +77,14 @@ function inheritedEnv() {
  * `env` adds MUSTER_* settings. Returns { host, port, base, stop() }.
  */
 export async function startServer(env = {}) {
-  if (!existsSync(MUSTER_BIN)) {
-    throw new Error(`muster binary not found at ${MUSTER_BIN}; run \`cargo build -p muster\` or set MUSTER_BIN`);
+  if (!existsSync(SERVER_BIN)) {
+    throw new Error(`muster binary not found at ${SERVER_BIN}; run \`cargo build -p muster\` or set SERVER_BIN`);
   }
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
     const dataDir = mkdtempSync(path.join(tmpdir(), "muster-js-"));
     const logs = [];
-    const child = spawn(MUSTER_BIN, ["--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--log", "warn"], {
+    const child = spawn(SERVER_BIN, ["--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--log", "warn"], {
       env: {
         ...inheritedEnv(),
         NO_COLOR: "1",

@@ -13,6 +13,7 @@ fn is_false(value: &bool) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Session {
     pub token: String,
+    #[serde(alias = "refreshToken")]
     pub refresh_token: String,
     /// True only when this call created the account.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -52,6 +53,7 @@ pub struct SessionRefreshRequest {
 #[serde(default)]
 pub struct SessionLogoutRequest {
     pub token: String,
+    #[serde(alias = "refreshToken")]
     pub refresh_token: String,
 }
 
@@ -62,10 +64,13 @@ pub struct User {
     pub id: String,
     pub username: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "displayName")]
     pub display_name: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "avatarUrl")]
     pub avatar_url: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "langTag")]
     pub lang_tag: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub location: String,
@@ -76,8 +81,10 @@ pub struct User {
     #[serde(skip_serializing_if = "is_false")]
     pub online: bool,
     /// RFC 3339 time the account was created.
+    #[serde(alias = "createTime")]
     pub create_time: String,
     /// RFC 3339 time the account was last changed.
+    #[serde(alias = "updateTime")]
     pub update_time: String,
 }
 
@@ -99,8 +106,10 @@ pub struct Account {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<AccountDevice>,
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "customId")]
     pub custom_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "disableTime")]
     pub disable_time: Option<String>,
 }
 
@@ -109,8 +118,11 @@ pub struct Account {
 #[serde(default)]
 pub struct UpdateAccountRequest {
     pub username: Option<String>,
+    #[serde(alias = "displayName")]
     pub display_name: Option<String>,
+    #[serde(alias = "avatarUrl")]
     pub avatar_url: Option<String>,
+    #[serde(alias = "langTag")]
     pub lang_tag: Option<String>,
     pub location: Option<String>,
     pub timezone: Option<String>,
@@ -126,13 +138,16 @@ pub struct ChannelMessageList {
     pub messages: Vec<crate::realtime::ChannelMessage>,
     /// Continues after the page's last message.
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "nextCursor")]
     pub next_cursor: String,
     /// Goes back before the page's first message.
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "prevCursor")]
     pub prev_cursor: String,
     /// Lists messages newer than this page's newest, with `forward=true`; durable, meant to be
     /// stored by the client.
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "cacheableCursor")]
     pub cacheable_cursor: String,
 }
 
@@ -148,6 +163,7 @@ pub struct ErrorBody {
 /// gRPC status codes used in [`ErrorBody::code`].
 pub mod code {
     pub const INVALID_ARGUMENT: i32 = 3;
+    pub const DEADLINE_EXCEEDED: i32 = 4;
     pub const NOT_FOUND: i32 = 5;
     pub const ALREADY_EXISTS: i32 = 6;
     pub const PERMISSION_DENIED: i32 = 7;

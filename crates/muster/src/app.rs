@@ -2,11 +2,9 @@
 //! shutdown future resolves, then shut down in order — stop accepting, close every socket with a
 //! close frame, wait for them (bounded by `shutdown_grace_ms`), and flush the store.
 
-use std::future::{Future, IntoFuture};
-use std::net::SocketAddr;
+use std::future::Future;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 use crate::base::config::Config;
@@ -28,6 +26,8 @@ use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
 use crate::matches::handler::Handlers;
 use crate::matches::Matches;
+pub use crate::net::connection::ConnectionCounter;
+use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::AppState;
 use crate::session::channels::ChannelRegistry;
 use crate::session::SessionRegistry;
@@ -84,6 +84,11 @@ async fn build(
     builtins::register(&mut functions, &config.runtime.builtin_functions);
     let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
     let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
+    if config.server_key == Config::default().server_key {
+        tracing::warn!(
+            "server_key is the default: any client can create accounts; set your own before going public"
+        );
+    }
     if config.runtime.http_key == crate::base::config::RuntimeConfig::default().http_key {
         tracing::warn!(
             "runtime.http_key is the default: anyone can call server functions as any user; set your own"
@@ -106,6 +111,11 @@ async fn build(
     let state = AppState {
         matches,
         chat,
+        connections: Arc::new(ConnectionCounter::new(
+            limits.max_connections_per_ip,
+            limits.max_connections,
+            limits.connection_headroom,
+        )),
         auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
         connect_limit: Arc::new(IpLimit::new(
             limits.connect_per_ip_per_sec,
@@ -154,51 +164,52 @@ pub async fn run_with_clock(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (state, store) = build(config, game, clock).await?;
+    // Every listener is bound before any is announced: a port that is taken stops the start
+    // with an error naming its setting, not after the server said it was up.
+    let tcp = match state.config.rooms.tcp_listen.as_str() {
+        "" => None,
+        address => Some(TcpListener::bind(address).await.map_err(|e| {
+            anyhow::anyhow!("cannot listen on {address} (setting rooms.tcp_listen): {e}")
+        })?),
+    };
     state.matches.start();
-    if !state.config.rooms.tcp_listen.is_empty() {
-        let address = &state.config.rooms.tcp_listen;
-        let tcp = TcpListener::bind(address)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {address} (rooms.tcp_listen): {e}"))?;
-        let bound = tcp.local_addr()?;
-        state.matches.set_tcp_addr(bound);
-        tracing::info!(address = %bound, "native TCP transport listening");
+    let http_address = listener.local_addr()?;
+    match &tcp {
+        Some(tcp) => {
+            let bound = tcp.local_addr()?;
+            state.matches.set_tcp_addr(bound);
+            tracing::info!(http = %http_address, tcp = %bound, "muster listening (HTTP /v2, WebSocket /ws, /metrics; native TCP transport)");
+        }
+        None => {
+            tracing::info!(http = %http_address, "muster listening (HTTP /v2, WebSocket /ws, /metrics)")
+        }
+    }
+    if let Some(tcp) = tcp {
         tokio::spawn(crate::net::tcp::serve(tcp, state.clone()));
     }
     let grace = state.config.shutdown_grace();
-    let app =
-        crate::net::http::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = crate::net::http::router(state.clone());
     let cancel = state.shutdown.clone();
-    let signal = async move {
+    tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: no new connections; closing sockets");
         cancel.cancel();
-    };
-    let housekeeping = tokio::spawn(housekeeping(state.clone()));
-    // TCP_NODELAY on every connection: a realtime server writes small frames back to back (a
-    // chat message, then its ack), and Nagle's algorithm would hold the second one until the
-    // peer's delayed ACK, up to 40 ms later.
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
     });
-    let server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .into_future(),
-    );
+    let housekeeping = tokio::spawn(housekeeping(state.clone()));
+    let edge = HttpEdge {
+        counter: state.connections.clone(),
+        header_read_timeout: Duration::from_millis(state.config.limits.header_read_timeout_ms),
+        metrics: state.metrics.clone(),
+    };
+    let requests = listener::serve(listener, app, edge, state.shutdown.clone()).await;
 
-    state.shutdown.cancelled().await;
     // In-flight HTTP requests and socket closes share one grace period.
     let deadline = tokio::time::Instant::now() + grace;
-    match tokio::time::timeout_at(deadline, server).await {
-        Ok(Ok(Err(error))) => tracing::error!(%error, "HTTP server error"),
-        Ok(Err(error)) => tracing::error!(%error, "HTTP server task failed"),
-        Err(_) => {
-            tracing::warn!("HTTP requests still running after the grace period; dropping them")
-        }
-        Ok(Ok(Ok(()))) => {}
+    if tokio::time::timeout_at(deadline, requests.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("HTTP requests still running after the grace period; dropping them");
     }
     state.sockets.close();
     if tokio::time::timeout_at(deadline, state.sockets.wait())
@@ -226,8 +237,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 pub async fn serve_with(config: Config, game: GameLogic) -> anyhow::Result<()> {
     let listener = TcpListener::bind(&config.listen)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-    tracing::info!(address = %listener.local_addr()?, "muster listening (HTTP /v2, WebSocket /ws, /metrics)");
+        .map_err(|e| anyhow::anyhow!("cannot listen on {} (setting listen): {e}", config.listen))?;
     run_with(listener, config, game, termination()).await
 }
 

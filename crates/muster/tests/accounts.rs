@@ -503,3 +503,46 @@ async fn concurrent_creation_of_one_device_makes_one_account(backend: Backend) {
     assert_eq!(users.len(), 1, "one account for one device");
     assert_eq!(created, 1, "exactly one call created it");
 }
+
+/// Nakama decodes JSON with protojson, which takes lowerCamelCase field names as well as the
+/// proto names; a body written either way changes the account the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn camel_case_and_snake_case_bodies_give_the_same_account() {
+    let db = Database::new(Backend::Sqlite).await;
+    let server = TestServer::start(db.config()).await;
+    let mut seen = Vec::new();
+    for (device, body) in [
+        (
+            "device-snake-case",
+            json!({"display_name": "Ann", "avatar_url": "https://a/b.png", "lang_tag": "fi"}),
+        ),
+        (
+            "device-camel-case",
+            json!({"displayName": "Ann", "avatarUrl": "https://a/b.png", "langTag": "fi"}),
+        ),
+    ] {
+        let (token, _) = server.device_session(device).await;
+        let response = server
+            .http
+            .put(server.url("/v2/account"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .expect("update");
+        assert_eq!(response.status(), 200);
+        let (status, account) = server.get_with_token("/v2/account", &token).await;
+        assert_eq!(status, 200, "{account}");
+        let user = &account["user"];
+        seen.push((
+            user["display_name"].clone(),
+            user["avatar_url"].clone(),
+            user["lang_tag"].clone(),
+        ));
+    }
+    assert_eq!(
+        seen[0],
+        (json!("Ann"), json!("https://a/b.png"), json!("fi"))
+    );
+    assert_eq!(seen[0], seen[1]);
+}

@@ -990,3 +990,29 @@ async fn acknowledged_messages_survive_kill_9(backend: Backend) {
         acked.len()
     );
 }
+
+/// Envelopes in lowerCamelCase (`channelJoin`, `channelId`), as protojson accepts them, are
+/// answered as their proto-named twins are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn camel_case_envelopes_work_as_snake_case_ones_do() {
+    let (_db, server) = sqlite_server().await;
+    let mut alice = Client::connect(&server, "chat-camel").await;
+    let joined = alice
+        .request(json!({"channelJoin": {"target": "camels", "type": 1, "persistence": false}}))
+        .await;
+    assert_eq!(joined["channel"]["id"], "2...camels", "{joined}");
+    let content = json!({"text": "hump"}).to_string();
+    let ack = alice
+        .request(json!({"channelMessageSend": {"channelId": "2...camels", "content": content}}))
+        .await;
+    assert_eq!(
+        ack["channel_message_ack"]["channel_id"], "2...camels",
+        "{ack}"
+    );
+    let message = alice.event("channel_message").await;
+    assert_eq!(content_text(&message), "hump");
+    let left = alice
+        .request(json!({"channelLeave": {"channelId": "2...camels"}}))
+        .await;
+    assert!(left.get("error").is_none(), "{left}");
+}

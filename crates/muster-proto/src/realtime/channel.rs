@@ -117,24 +117,28 @@ pub struct Channel {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "roomName")]
     pub room_name: String,
     #[prost(string, tag = "5")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "groupId")]
     pub group_id: String,
     #[prost(string, tag = "6")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdOne")]
     pub user_id_one: String,
     #[prost(string, tag = "7")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdTwo")]
     pub user_id_two: String,
 }
 
@@ -172,6 +176,7 @@ pub struct ChannelLeave {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
 }
 
@@ -184,12 +189,14 @@ pub struct ChannelMessage {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
     #[prost(string, tag = "2")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "messageId")]
     pub message_id: String,
     /// Message type: 0 chat, 1 chat update, 2 chat remove (Nakama's codes).
     #[prost(message, optional, tag = "3")]
@@ -200,6 +207,7 @@ pub struct ChannelMessage {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "senderId")]
     pub sender_id: String,
     #[prost(string, tag = "5")]
     #[serde(
@@ -216,9 +224,11 @@ pub struct ChannelMessage {
     pub content: String,
     #[prost(message, optional, tag = "7")]
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "createTime")]
     pub create_time: Option<Timestamp>,
     #[prost(message, optional, tag = "8")]
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "updateTime")]
     pub update_time: Option<Timestamp>,
     #[prost(message, optional, tag = "9")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -228,24 +238,28 @@ pub struct ChannelMessage {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "roomName")]
     pub room_name: String,
     #[prost(string, tag = "11")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "groupId")]
     pub group_id: String,
     #[prost(string, tag = "12")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdOne")]
     pub user_id_one: String,
     #[prost(string, tag = "13")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdTwo")]
     pub user_id_two: String,
 }
 
@@ -258,12 +272,14 @@ pub struct ChannelMessageAck {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
     #[prost(string, tag = "2")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "messageId")]
     pub message_id: String,
     #[prost(message, optional, tag = "3")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -276,9 +292,11 @@ pub struct ChannelMessageAck {
     pub username: String,
     #[prost(message, optional, tag = "5")]
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "createTime")]
     pub create_time: Option<Timestamp>,
     #[prost(message, optional, tag = "6")]
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "updateTime")]
     pub update_time: Option<Timestamp>,
     #[prost(message, optional, tag = "7")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -288,24 +306,28 @@ pub struct ChannelMessageAck {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "roomName")]
     pub room_name: String,
     #[prost(string, tag = "9")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "groupId")]
     pub group_id: String,
     #[prost(string, tag = "10")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdOne")]
     pub user_id_one: String,
     #[prost(string, tag = "11")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdTwo")]
     pub user_id_two: String,
 }
 
@@ -318,6 +340,7 @@ pub struct ChannelMessageSend {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
     #[prost(string, tag = "2")]
     #[serde(
@@ -336,12 +359,14 @@ pub struct ChannelMessageUpdate {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
     #[prost(string, tag = "2")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "messageId")]
     pub message_id: String,
     #[prost(string, tag = "3")]
     #[serde(
@@ -360,12 +385,14 @@ pub struct ChannelMessageRemove {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
     #[prost(string, tag = "2")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "messageId")]
     pub message_id: String,
 }
 
@@ -378,6 +405,7 @@ pub struct ChannelPresenceEvent {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "channelId")]
     pub channel_id: String,
     #[prost(message, repeated, tag = "2")]
     #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable")]
@@ -390,24 +418,28 @@ pub struct ChannelPresenceEvent {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "roomName")]
     pub room_name: String,
     #[prost(string, tag = "5")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "groupId")]
     pub group_id: String,
     #[prost(string, tag = "6")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdOne")]
     pub user_id_one: String,
     #[prost(string, tag = "7")]
     #[serde(
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userIdTwo")]
     pub user_id_two: String,
 }
 

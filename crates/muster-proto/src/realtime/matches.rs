@@ -17,6 +17,7 @@ pub struct Match {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "matchId")]
     pub match_id: String,
     /// True when the server runs the match's logic; false for a relayed match.
     #[prost(bool, tag = "2")]
@@ -60,6 +61,7 @@ pub struct MatchData {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "matchId")]
     pub match_id: String,
     /// The sender; absent when the match logic itself sent it.
     #[prost(message, optional, tag = "2")]
@@ -67,6 +69,7 @@ pub struct MatchData {
     pub presence: Option<UserPresence>,
     #[prost(int64, tag = "3")]
     #[serde(with = "int64", skip_serializing_if = "is_zero_i64")]
+    #[serde(alias = "opCode")]
     pub op_code: i64,
     #[prost(bytes = "vec", tag = "4")]
     #[serde(with = "base64_bytes", skip_serializing_if = "Vec::is_empty")]
@@ -85,9 +88,11 @@ pub struct MatchDataSend {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "matchId")]
     pub match_id: String,
     #[prost(int64, tag = "2")]
     #[serde(with = "int64", skip_serializing_if = "is_zero_i64")]
+    #[serde(alias = "opCode")]
     pub op_code: i64,
     #[prost(bytes = "vec", tag = "3")]
     #[serde(with = "base64_bytes", skip_serializing_if = "Vec::is_empty")]
@@ -126,7 +131,7 @@ pub mod match_join {
 #[derive(Default, Serialize, Deserialize)]
 #[serde(default)]
 struct MatchJoinJson {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", alias = "matchId")]
     match_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     token: Option<String>,
@@ -182,6 +187,7 @@ pub struct MatchLeave {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "matchId")]
     pub match_id: String,
 }
 
@@ -194,6 +200,7 @@ pub struct MatchPresenceEvent {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "matchId")]
     pub match_id: String,
     #[prost(message, repeated, tag = "2")]
     #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "nullable")]
@@ -209,9 +216,11 @@ pub struct MatchPresenceEvent {
 pub struct MatchmakerAdd {
     #[prost(int32, tag = "1")]
     #[serde(skip_serializing_if = "is_zero_i32", deserialize_with = "nullable")]
+    #[serde(alias = "minCount")]
     pub min_count: i32,
     #[prost(int32, tag = "2")]
     #[serde(skip_serializing_if = "is_zero_i32", deserialize_with = "nullable")]
+    #[serde(alias = "maxCount")]
     pub max_count: i32,
     /// Which other tickets are acceptable (`*` for any).
     #[prost(string, tag = "3")]
@@ -225,12 +234,14 @@ pub struct MatchmakerAdd {
         skip_serializing_if = "HashMap::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "stringProperties")]
     pub string_properties: HashMap<String, String>,
     #[prost(map = "string, double", tag = "5")]
     #[serde(
         skip_serializing_if = "HashMap::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "numericProperties")]
     pub numeric_properties: HashMap<String, f64>,
 }
 
@@ -272,18 +283,21 @@ pub struct MatchmakerUser {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "partyId")]
     pub party_id: String,
     #[prost(map = "string, string", tag = "5")]
     #[serde(
         skip_serializing_if = "HashMap::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "stringProperties")]
     pub string_properties: HashMap<String, String>,
     #[prost(map = "string, double", tag = "6")]
     #[serde(
         skip_serializing_if = "HashMap::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "numericProperties")]
     pub numeric_properties: HashMap<String, f64>,
 }
 

@@ -328,7 +328,9 @@ impl<'de> Deserialize<'de> for Key {
             fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
                 Ok(match key {
                     "cid" => Key::Cid,
-                    other => match known_kind(other) {
+                    // Nakama decodes with protojson, which takes the lowerCamelCase JSON name
+                    // (`channelJoin`) as well as the proto name (`channel_join`).
+                    other => match known_kind(other).or_else(|| known_kind(&snake_case(other)?)) {
                         Some(kind) => Key::Known(kind),
                         None => Key::Unknown(other.chars().take(64).collect()),
                     },
@@ -377,6 +379,24 @@ impl<'de> Deserialize<'de> for RawEnvelope {
     }
 }
 
+/// `channelJoin` → `channel_join`; `None` for a key with no capital (nothing to convert) or one
+/// too long to be a message kind.
+fn snake_case(camel: &str) -> Option<String> {
+    if camel.len() > 64 || !camel.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut snake = String::with_capacity(camel.len() + 4);
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() {
+            snake.push('_');
+            snake.push(c.to_ascii_lowercase());
+        } else {
+            snake.push(c);
+        }
+    }
+    Some(snake)
+}
+
 /// A correlation id: Nakama clients send a string; a number is accepted and kept as its text.
 struct Cid(String);
 
@@ -411,6 +431,64 @@ impl Serialize for Envelope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every key of a JSON value in lowerCamelCase, as protojson writes it (user data such as
+    /// `metadata` values is left alone by using keys without underscores in the samples).
+    fn camel_keys(value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        let mut parts = k.split('_');
+                        let mut camel = parts.next().unwrap_or_default().to_owned();
+                        for part in parts {
+                            let mut chars = part.chars();
+                            camel.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+                            camel.push_str(chars.as_str());
+                        }
+                        (camel, camel_keys(v))
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(camel_keys).collect()),
+            other => other.clone(),
+        }
+    }
+
+    #[test]
+    fn camel_case_envelopes_decode_as_their_proto_names_do() {
+        // Every request kind a client sends, with every multi-word field set.
+        let samples = [
+            r#"{"cid":"1","channel_join":{"target":"lobby","type":1,"persistence":true,"hidden":false}}"#,
+            r#"{"cid":"2","channel_leave":{"channel_id":"2...lobby"}}"#,
+            r#"{"cid":"3","channel_message_send":{"channel_id":"2...lobby","content":"{}"}}"#,
+            r#"{"cid":"4","channel_message_update":{"channel_id":"2...lobby","message_id":"m","content":"{}"}}"#,
+            r#"{"cid":"5","channel_message_remove":{"channel_id":"2...lobby","message_id":"m"}}"#,
+            r#"{"cid":"6","match_create":{"name":"duel"}}"#,
+            r#"{"cid":"7","match_join":{"match_id":"abc.","metadata":{"team":"red"}}}"#,
+            r#"{"cid":"8","match_join":{"token":"t"}}"#,
+            r#"{"cid":"9","match_leave":{"match_id":"abc."}}"#,
+            r#"{"match_data_send":{"match_id":"abc.","op_code":3,"data":"AQI=","reliable":true}}"#,
+            r#"{"cid":"10","matchmaker_add":{"min_count":2,"max_count":4,"query":"*","string_properties":{"region":"eu"},"numeric_properties":{"rank":7}}}"#,
+            r#"{"cid":"11","matchmaker_remove":{"ticket":"t"}}"#,
+            r#"{"cid":"12","rpc":{"id":"wallet_spend","payload":"{}","http_key":"k"}}"#,
+            r#"{"cid":"13","ping":{}}"#,
+        ];
+        for sample in samples {
+            let snake: serde_json::Value = serde_json::from_str(sample).expect("sample");
+            let camel = camel_keys(&snake).to_string();
+            let from_snake = decode_json(sample.as_bytes()).expect(sample);
+            let from_camel =
+                decode_json(camel.as_bytes()).unwrap_or_else(|e| panic!("{camel}: {e}"));
+            assert_eq!(from_snake, from_camel, "{camel}");
+        }
+        // A camelCase key that names no kind is still unrecognized, not taken for another.
+        assert!(matches!(
+            decode_json(br#"{"cid":"1","channelJoinNot":{}}"#),
+            Err(DecodeError::Unrecognized { .. })
+        ));
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -13,6 +13,7 @@ pub struct UserPresence {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "userId")]
     pub user_id: String,
     /// The connection: a user may have several.
     #[prost(string, tag = "2")]
@@ -20,6 +21,7 @@ pub struct UserPresence {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "sessionId")]
     pub session_id: String,
     #[prost(string, tag = "3")]
     #[serde(

@@ -26,5 +26,6 @@ pub struct Rpc {
         skip_serializing_if = "String::is_empty",
         deserialize_with = "nullable"
     )]
+    #[serde(alias = "httpKey")]
     pub http_key: String,
 }

@@ -25,6 +25,12 @@ pub struct Metrics {
     pub realtime_messages: IntCounterVec,
     pub realtime_errors: IntCounterVec,
     pub rate_limited: IntCounterVec,
+    /// HTTP connections open now (before any WebSocket upgrade).
+    pub http_connections_open: IntGauge,
+    /// HTTP connections ended, by reason (`header_timeout`, `closed`, `error`).
+    pub http_connections_closed: IntCounterVec,
+    /// Connections closed at accept, by limit (`per_ip`, `total`).
+    pub connections_refused: IntCounterVec,
     pub outgoing_dropped: IntCounter,
     pub chat_channels: IntGauge,
     pub chat_members: IntGauge,
@@ -146,6 +152,24 @@ impl Metrics {
                     "Realtime envelopes rejected, by reason."
                 ),
                 &["reason"]
+            )),
+            http_connections_open: register!(IntGauge::new(
+                "http_connections_open",
+                "HTTP connections open now (a WebSocket leaves this count when it is upgraded)."
+            )),
+            http_connections_closed: register!(IntCounterVec::new(
+                Opts::new(
+                    "http_connections_closed_total",
+                    "HTTP connections ended, by reason (header_timeout: a request head, or the next one on an idle keep-alive connection, did not arrive within limits.header_read_timeout_ms)."
+                ),
+                &["reason"]
+            )),
+            connections_refused: register!(IntCounterVec::new(
+                Opts::new(
+                    "connections_refused_total",
+                    "Connections closed as soon as accepted, by limit (per_ip, total)."
+                ),
+                &["limit"]
             )),
             rate_limited: register!(IntCounterVec::new(
                 Opts::new(

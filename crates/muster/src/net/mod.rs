@@ -1,5 +1,7 @@
 //! Transports and edges: everything that knows about HTTP, WebSocket and TCP bytes.
 //!
+//! - [`listener`]: the HTTP accept loop, with the edge's timeouts and connection caps
+//!   ([`connection::ConnectionCounter`]);
 //! - [`http`]: Nakama's `/v2` routes, one file per resource, one auth extractor, one error type;
 //! - [`ws_upgrade`] + [`ws`]: the realtime socket over WebSocket (checked before the upgrade,
 //!   then one task per socket);
@@ -10,6 +12,7 @@
 pub mod connection;
 pub mod dispatch;
 pub mod http;
+pub mod listener;
 pub mod state;
 pub mod tcp;
 pub mod ws;

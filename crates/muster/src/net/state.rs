@@ -17,6 +17,8 @@ use crate::functions::Rpc;
 use crate::matches::Matches;
 use crate::session::SessionRegistry;
 
+use super::connection::ConnectionCounter;
+
 /// Everything handlers share; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -34,6 +36,8 @@ pub struct AppState {
     pub chat: Arc<Chat>,
     /// Server functions (and, through them, wallets and inventories).
     pub rpc: Arc<Rpc>,
+    /// Connections held per client IP and in total, HTTP and native TCP alike.
+    pub connections: Arc<ConnectionCounter>,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
     /// Cancelled when the server begins shutting down; every socket task watches it.

@@ -12,8 +12,9 @@
 //! connection stays open; a length over `socket.max_message_size_bytes` or a malformed length is
 //! answered with an `error` (code 3) and the connection is closed (the stream has lost its
 //! framing). A first frame that is not a valid join, or a join that fails, is answered with the
-//! error and closed. A connection silent for `socket.pong_wait_ms` is closed (send `ping`
-//! envelopes when idle); one whose match ends is closed.
+//! error and closed; so is one whose join does not arrive within `limits.handshake_timeout_ms`.
+//! A joined connection silent for `socket.pong_wait_ms` is closed (send `ping` envelopes when
+//! idle); one whose match ends is closed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{self, Ending, Transport};
+use super::connection::{self, accept_backoff, Ending, Transport};
 use super::dispatch::{self, Refusal};
 use crate::matches::error::MatchError;
 use crate::matches::registry::MatchRef;
@@ -37,8 +38,10 @@ use crate::net::state::AppState;
 use crate::session::registry::{Admission, Session};
 use crate::session::Format;
 
-/// Accepts connections until the server shuts down.
+/// Accepts connections until the server shuts down. Each holds a place under the connection
+/// caps ([`super::connection::ConnectionCounter`]) while it lives.
 pub async fn serve(listener: TcpListener, state: AppState) {
+    let mut failures = 0u32;
     loop {
         let accepted = tokio::select! {
             () = state.shutdown.cancelled() => return,
@@ -46,13 +49,27 @@ pub async fn serve(listener: TcpListener, state: AppState) {
         };
         match accepted {
             Ok((stream, peer)) => {
+                failures = 0;
+                let held = match state.connections.admit(peer.ip()) {
+                    Ok(held) => held,
+                    Err(limit) => {
+                        state
+                            .metrics
+                            .connections_refused
+                            .with_label_values(&[limit.label()])
+                            .inc();
+                        continue;
+                    }
+                };
                 let state = state.clone();
-                state.sockets.clone().spawn(connection(stream, peer, state));
+                state.sockets.clone().spawn(async move {
+                    connection(stream, peer, state).await;
+                    drop(held);
+                });
             }
             Err(error) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(%error, "TCP accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                failures += 1;
+                accept_backoff(&error, failures).await;
             }
         }
     }
@@ -121,7 +138,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
             return;
         }
     };
-    let ending = match timeout(idle, handshake(&mut conn, admission, &state)).await {
+    let handshake_limit = Duration::from_millis(state.config.limits.handshake_timeout_ms);
+    let ending = match timeout(handshake_limit, handshake(&mut conn, admission, &state)).await {
         Ok(Ok((guard, ended))) => {
             let ending = run(&mut conn, &guard.entry, ended, &state, idle).await;
             // The session's cleanup (matches, chat channels, the registry) runs here.

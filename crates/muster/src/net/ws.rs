@@ -197,7 +197,16 @@ async fn serve_accepted(accepted: Box<Accepted>) {
             code,
             reason: reason.into(),
         }));
-        let _ = timeout(Duration::from_secs(1), socket.send(frame)).await;
+        // A slow consumer's close frame queues behind what the kernel and the write buffer
+        // still hold for it; it gets as long as a silent peer does (`socket.pong_wait_ms`) to
+        // read that far, so it learns why it was cut off (1008) instead of seeing the
+        // connection drop. Other endings are not waiting on the peer: one second.
+        let wait = if ending == Ending::QueueFull {
+            pong_wait
+        } else {
+            Duration::from_secs(1)
+        };
+        let _ = timeout(wait, socket.send(frame)).await;
     }
     tracing::debug!(session = %session_id, user = %user_id, reason = ending.label(Transport::WebSocket), "socket closed");
 }

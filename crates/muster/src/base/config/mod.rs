@@ -94,6 +94,24 @@ pub struct LimitsConfig {
     pub connect_burst: u32,
     /// Slowest an HTTP request may be before it is answered 408.
     pub request_timeout_ms: u64,
+    /// A request's head (request line and headers) must arrive within this, counted from the
+    /// connection's start or from the previous answer; a connection that sends nothing, sends
+    /// its head too slowly, or sits idle on keep-alive this long is closed.
+    pub header_read_timeout_ms: u64,
+    /// Longest silence while a request body is being read; past it the request fails (408).
+    pub body_read_timeout_ms: u64,
+    /// HTTP connections one client IP may hold open at once (0: no limit); past it new ones
+    /// are closed as soon as accepted. WebSockets leave this count once upgraded (their own
+    /// bound is `socket.max_sockets`).
+    pub max_connections_per_ip: usize,
+    /// HTTP and native TCP connections held at once before new ones are closed as soon as
+    /// accepted; 0: the process's open-file limit less `connection_headroom`.
+    pub max_connections: usize,
+    /// File descriptors kept free, when `max_connections` is 0, for the database, logs and the
+    /// accept that turns a new client away cleanly instead of failing with "too many open files".
+    pub connection_headroom: usize,
+    /// A native TCP connection's first frame (its match join) must arrive within this.
+    pub handshake_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -267,6 +285,12 @@ impl Default for LimitsConfig {
             connect_per_ip_per_sec: 20,
             connect_burst: 100,
             request_timeout_ms: 30_000,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 10_000,
+            max_connections_per_ip: 256,
+            max_connections: 0,
+            connection_headroom: 256,
+            handshake_timeout_ms: 10_000,
         }
     }
 }

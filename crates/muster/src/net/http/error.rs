@@ -31,6 +31,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The client did not send its request (its body) in time.
+    #[error("{0}")]
+    RequestTimeout(String),
     #[error("internal server error")]
     Internal,
 }
@@ -51,6 +54,7 @@ impl ApiError {
                 (StatusCode::PAYLOAD_TOO_LARGE, code::RESOURCE_EXHAUSTED)
             }
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, code::UNAVAILABLE),
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, code::DEADLINE_EXCEEDED),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL),
         }
     }

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
@@ -59,13 +60,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(request, state)
             .await
-            .map_err(|rejection| {
-                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge("Request body too large.".into())
-                } else {
-                    ApiError::InvalidArgument(format!("Cannot read request body: {rejection}"))
-                }
-            })?;
+            .map_err(body_error)?;
         let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {
@@ -75,6 +70,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .map(ApiJson)
             .map_err(|e| ApiError::InvalidArgument(format!("Malformed JSON body: {e}")))
     }
+}
+
+/// Why a request body could not be read, as the client is told: too large (413), too slow
+/// (`limits.body_read_timeout_ms`: 408), or broken off (400).
+pub fn body_error(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::PayloadTooLarge("Request body too large.".into());
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(error) = cause {
+        if error.is::<tower_http::timeout::TimeoutError>() {
+            return ApiError::RequestTimeout("Request body not received in time.".into());
+        }
+        cause = error.source();
+    }
+    ApiError::InvalidArgument(format!("Cannot read request body: {rejection}"))
 }
 
 /// A query string, with a clear error naming the bad parameter.

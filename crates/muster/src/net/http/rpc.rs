@@ -11,14 +11,14 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
 use super::auth::RpcCaller;
 use super::error::ApiError;
-use super::extract::ApiQuery;
+use super::extract::{body_error, ApiQuery};
 use crate::functions::Caller;
 use crate::net::state::AppState;
 
@@ -47,13 +47,7 @@ pub async fn call(
         RpcCaller::Server => None,
     };
     let unwrap = query.unwrap.is_some();
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge("Request body too large.".into())
-        } else {
-            ApiError::InvalidArgument(format!("Cannot read request body: {rejection}"))
-        }
-    })?;
+    let body = body.map_err(body_error)?;
     let payload = if method == Method::POST {
         if unwrap || body.is_empty() {
             String::from_utf8(body.to_vec())
