@@ -89,6 +89,11 @@ async fn build(
             "server_key is the default: any client can create accounts; set your own before going public"
         );
     }
+    if config.metrics.token.is_empty() {
+        tracing::warn!(
+            "metrics.token is empty: /metrics answers anyone; set it, or expose the port only to your Prometheus network"
+        );
+    }
     if config.runtime.http_key == crate::base::config::RuntimeConfig::default().http_key {
         tracing::warn!(
             "runtime.http_key is the default: anyone can call server functions as any user; set your own"

@@ -458,7 +458,9 @@ mod tests {
 
     #[test]
     fn camel_case_envelopes_decode_as_their_proto_names_do() {
-        // Every request kind a client sends, with every multi-word field set.
+        // Every message a client sends in Nakama's rtapi/realtime.proto (nakama-common), with
+        // every field the proto gives it set under its proto name; the camelCase twin of each
+        // is what protojson also accepts. (MatchCreate's `name` is Muster's own.)
         let samples = [
             r#"{"cid":"1","channel_join":{"target":"lobby","type":1,"persistence":true,"hidden":false}}"#,
             r#"{"cid":"2","channel_leave":{"channel_id":"2...lobby"}}"#,
@@ -469,7 +471,7 @@ mod tests {
             r#"{"cid":"7","match_join":{"match_id":"abc.","metadata":{"team":"red"}}}"#,
             r#"{"cid":"8","match_join":{"token":"t"}}"#,
             r#"{"cid":"9","match_leave":{"match_id":"abc."}}"#,
-            r#"{"match_data_send":{"match_id":"abc.","op_code":3,"data":"AQI=","reliable":true}}"#,
+            r#"{"match_data_send":{"match_id":"abc.","op_code":3,"data":"AQI=","presences":[{"user_id":"u","session_id":"s","username":"n","persistence":true}],"reliable":true}}"#,
             r#"{"cid":"10","matchmaker_add":{"min_count":2,"max_count":4,"query":"*","string_properties":{"region":"eu"},"numeric_properties":{"rank":7}}}"#,
             r#"{"cid":"11","matchmaker_remove":{"ticket":"t"}}"#,
             r#"{"cid":"12","rpc":{"id":"wallet_spend","payload":"{}","http_key":"k"}}"#,

@@ -53,13 +53,55 @@ pub struct SessionRegistry {
     sessions: DashMap<Uuid, Arc<Session>>,
     /// Told about every session that ends; set while the server is built.
     observers: parking_lot::RwLock<Vec<Arc<dyn SessionObserver>>>,
-    /// Each online user's session ids: most users have one, so a boxed slice (16 bytes, one
-    /// small allocation) rebuilt on the rare connect or disconnect of a second session.
-    sessions_of_user: DashMap<Uuid, Box<[Uuid]>>,
+    /// Each online user's session ids (what `send_to_user` needs).
+    sessions_of_user: DashMap<Uuid, UserSessions>,
     open: AtomicUsize,
     /// Sockets admitted under the socket limit: open ones and those still upgrading.
     admitted: AtomicUsize,
     metrics: Arc<Metrics>,
+}
+
+/// One user's open sessions. Most users have one, held inline (no allocation: 16 bytes a user
+/// more than a bare count, at a million users 16 MB); a second session moves them to a slice,
+/// rebuilt on the rare connect or disconnect of another.
+enum UserSessions {
+    One(Uuid),
+    Many(Box<[Uuid]>),
+}
+
+impl UserSessions {
+    fn as_slice(&self) -> &[Uuid] {
+        match self {
+            UserSessions::One(id) => std::slice::from_ref(id),
+            UserSessions::Many(ids) => ids,
+        }
+    }
+
+    fn add(&mut self, id: Uuid) {
+        let ids: Box<[Uuid]> = self.as_slice().iter().copied().chain([id]).collect();
+        *self = UserSessions::Many(ids);
+    }
+
+    /// Forgets `id`; true when no session is left.
+    fn remove(&mut self, id: Uuid) -> bool {
+        let left: Vec<Uuid> = self
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|other| *other != id)
+            .collect();
+        match left.as_slice() {
+            [] => true,
+            [only] => {
+                *self = UserSessions::One(*only);
+                false
+            }
+            _ => {
+                *self = UserSessions::Many(left.into_boxed_slice());
+                false
+            }
+        }
+    }
 }
 
 /// A place under the socket limit. It is taken before an upgrade is answered, so that many
@@ -127,10 +169,16 @@ impl SessionRegistry {
             channels: SessionChannels::default(),
         });
         self.sessions.insert(entry.session_id, entry.clone());
-        let mut ids = self.sessions_of_user.entry(user_id).or_default();
-        let first = ids.is_empty();
-        *ids = ids.iter().copied().chain([entry.session_id]).collect();
-        drop(ids);
+        let first = match self.sessions_of_user.entry(user_id) {
+            dashmap::mapref::entry::Entry::Vacant(vacant) => {
+                vacant.insert(UserSessions::One(entry.session_id));
+                true
+            }
+            dashmap::mapref::entry::Entry::Occupied(mut occupied) => {
+                occupied.get_mut().add(entry.session_id);
+                false
+            }
+        };
         if first {
             self.metrics.users_online.inc();
         }
@@ -145,14 +193,7 @@ impl SessionRegistry {
         }
         let last = self
             .sessions_of_user
-            .remove_if_mut(&entry.user_id, |_, ids| {
-                *ids = ids
-                    .iter()
-                    .copied()
-                    .filter(|id| *id != entry.session_id)
-                    .collect();
-                ids.is_empty()
-            })
+            .remove_if_mut(&entry.user_id, |_, ids| ids.remove(entry.session_id))
             .is_some();
         if last {
             self.metrics.users_online.dec();
@@ -172,8 +213,9 @@ impl SessionRegistry {
 
     /// Every open session of `user_id`.
     pub fn sessions_of(&self, user_id: Uuid) -> Vec<Arc<Session>> {
-        let Some(ids) = self.sessions_of_user.get(&user_id).map(|ids| ids.clone()) else {
-            return Vec::new();
+        let ids: Vec<Uuid> = match self.sessions_of_user.get(&user_id) {
+            Some(ids) => ids.as_slice().to_vec(),
+            None => return Vec::new(),
         };
         ids.iter().filter_map(|id| self.session(*id)).collect()
     }
@@ -243,6 +285,40 @@ mod tests {
         drop(guard);
         assert_eq!(*seen.1.lock(), vec![(id, true)]);
         assert_eq!(registry.sockets(), 0);
+    }
+
+    #[test]
+    fn a_user_s_sessions_are_listed_as_they_come_and_go() {
+        let registry = Arc::new(SessionRegistry::new(Arc::new(Metrics::new())));
+        let user = Uuid::new_v4();
+        let open = || {
+            registry.register(
+                registry.admit(0).expect("no limit"),
+                user,
+                "u",
+                Format::Json,
+                4,
+            )
+        };
+        let (a, b, c) = (open(), open(), open());
+        let ids = |r: &SessionRegistry| {
+            let mut ids: Vec<Uuid> = r.sessions_of(user).iter().map(|s| s.session_id).collect();
+            ids.sort();
+            ids
+        };
+        let mut all = vec![a.entry.session_id, b.entry.session_id, c.entry.session_id];
+        all.sort();
+        assert_eq!(ids(&registry), all);
+        let (kept_a, kept_c) = (a.entry.session_id, c.entry.session_id);
+        drop(b);
+        let mut left = vec![kept_a, kept_c];
+        left.sort();
+        assert_eq!(ids(&registry), left);
+        drop(a);
+        assert_eq!(ids(&registry), vec![kept_c]);
+        drop(c);
+        assert!(ids(&registry).is_empty());
+        assert!(!registry.is_online(user));
     }
 
     #[test]
