@@ -1,15 +1,12 @@
-//! Wiring: build the shared state ([`crate::state`]), serve HTTP and sockets on an already-bound listener until the
-//! shutdown future resolves, then shut down in order — stop accepting, close every socket with a
+//! Wiring: build the services and the handlers' shared state ([`AppState`]), serve HTTP and
+//! sockets on an already-bound listener until the shutdown future resolves, then shut down in order — stop accepting, close every socket with a
 //! close frame, wait for them (bounded by `shutdown_grace_ms`), and flush the store.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-
-use crate::base::config::Config;
-use std::sync::Arc;
-
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -17,6 +14,7 @@ use crate::accounts::password::Hasher;
 use crate::accounts::tokens::TokenService;
 use crate::accounts::Accounts;
 use crate::base::clock::Clock;
+use crate::base::config::{Config, RuntimeConfig};
 use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
 use crate::chat::presence::ChatPresence;
@@ -26,7 +24,7 @@ use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
 use crate::matches::handler::Handlers;
 use crate::matches::Matches;
-pub use crate::net::connection::ConnectionCounter;
+use crate::net::connection::ConnectionCounter;
 use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::AppState;
 use crate::session::channels::ChannelRegistry;
@@ -84,21 +82,7 @@ async fn build(
     builtins::register(&mut functions, &config.runtime.builtin_functions);
     let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
     let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
-    if config.server_key == Config::default().server_key {
-        tracing::warn!(
-            "server_key is the default: any client can create accounts; set your own before going public"
-        );
-    }
-    if config.metrics.token.is_empty() {
-        tracing::warn!(
-            "metrics.token is empty: /metrics answers anyone; set it, or expose the port only to your Prometheus network"
-        );
-    }
-    if config.runtime.http_key == crate::base::config::RuntimeConfig::default().http_key {
-        tracing::warn!(
-            "runtime.http_key is the default: anyone can call server functions as any user; set your own"
-        );
-    }
+    warn_default_secrets(&config);
     let limits = &config.limits;
     let shutdown = CancellationToken::new();
     let matches = Matches::build(
@@ -120,6 +104,7 @@ async fn build(
             limits.max_connections_per_ip,
             limits.max_connections,
             limits.connection_headroom,
+            metrics.clone(),
         )),
         auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
         connect_limit: Arc::new(IpLimit::new(
@@ -139,6 +124,26 @@ async fn build(
     Ok((state, store))
 }
 
+/// Says, at start, which secret is left at a value everyone knows (or empty where that opens
+/// an endpoint).
+fn warn_default_secrets(config: &Config) {
+    if config.server_key == Config::default().server_key {
+        tracing::warn!(
+            "server_key is the default: any client can create accounts; set your own before going public"
+        );
+    }
+    if config.runtime.http_key == RuntimeConfig::default().http_key {
+        tracing::warn!(
+            "runtime.http_key is the default: anyone can call server functions as any user; set your own"
+        );
+    }
+    if config.metrics.token.is_empty() {
+        tracing::warn!(
+            "metrics.token is empty: /metrics answers anyone; set it, or expose the port only to your Prometheus network"
+        );
+    }
+}
+
 /// Serves on `listener` until `shutdown` resolves, then shuts down gracefully.
 pub async fn run(
     listener: TcpListener,
@@ -149,7 +154,7 @@ pub async fn run(
 }
 
 /// [`run`] with a game's own logic: authoritative match handlers (see
-/// [`crate::matches::handler`]) and server functions (see [`crate::economy::functions`]).
+/// [`crate::matches::handler`]) and server functions (see [`crate::functions`]).
 pub async fn run_with(
     listener: TcpListener,
     config: Config,
@@ -179,18 +184,16 @@ pub async fn run_with_clock(
     };
     state.matches.start();
     let http_address = listener.local_addr()?;
-    match &tcp {
+    match tcp {
         Some(tcp) => {
             let bound = tcp.local_addr()?;
             state.matches.set_tcp_addr(bound);
             tracing::info!(http = %http_address, tcp = %bound, "muster listening (HTTP /v2, WebSocket /ws, /metrics; native TCP transport)");
+            tokio::spawn(crate::net::tcp::serve(tcp, state.clone()));
         }
         None => {
             tracing::info!(http = %http_address, "muster listening (HTTP /v2, WebSocket /ws, /metrics)")
         }
-    }
-    if let Some(tcp) = tcp {
-        tokio::spawn(crate::net::tcp::serve(tcp, state.clone()));
     }
     let grace = state.config.shutdown_grace();
     let app = crate::net::http::router(state.clone());

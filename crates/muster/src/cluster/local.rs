@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::{JoinLimits, Recipient, Router};
+use super::{JoinLimits, Router};
 use crate::session::channels::{
     Channel, ChannelRefusal, ChannelRegistry, Delivery, JoinFlags, Joined,
 };
@@ -73,10 +73,6 @@ impl Router for LocalRouter {
 
     fn channel_members(&self, channel_id: &str) -> usize {
         self.channels.member_count(channel_id)
-    }
-
-    fn recipient(&self, session: &Arc<Session>) -> Recipient {
-        Recipient::local(session)
     }
 }
 

@@ -66,9 +66,6 @@ pub trait Router: Send + Sync {
 
     /// Members of channel `channel_id` now.
     fn channel_members(&self, channel_id: &str) -> usize;
-
-    /// `session` as a domain may hold it.
-    fn recipient(&self, session: &Arc<Session>) -> Recipient;
 }
 
 /// A session as a domain holds it: a name (its ids and presence) and a way to deliver to it.
@@ -103,10 +100,5 @@ impl Recipient {
     /// Queues `message` for this session; false when it cannot take it (it is being closed).
     pub fn deliver(&self, message: &Encoded) -> bool {
         message.deliver(&self.session)
-    }
-
-    /// Whether two recipients name the same session.
-    pub fn is(&self, other: &Recipient) -> bool {
-        Arc::ptr_eq(&self.session, &other.session)
     }
 }

@@ -1,6 +1,6 @@
 //! The matchmaker: players add tickets (`matchmaker_add`); every `matchmaker.interval_ms` one
 //! pass groups compatible tickets into matches and sends each player `matchmaker_matched` with a
-//! join token of its own (signed, expiring, single-use; see [`super::tokens`]).
+//! join token of its own (signed, expiring, single-use; see [`super::join_tokens`]).
 //!
 //! The matchmaker is an actor: one task owns every ticket, so adds, removes and passes never
 //! contend. A request never scans tickets; only the pass does, at a bounded cost:

@@ -5,8 +5,8 @@
 //!   with the built-in example game in [`games`];
 //! - [`registry`]: match ids → matches, and each session's memberships;
 //! - [`matchmaker`] + [`query`]: tickets grouped into matches on an interval;
-//! - [`tokens`]: signed, expiring, single-use join tokens (matchmaker tokens, room tickets);
-//! - [`rooms`]: authoritative matches created over HTTP, and [`tcp`], their native transport.
+//! - [`join_tokens`]: signed, expiring, single-use join tokens (matchmaker tokens, room tickets);
+//! - [`rooms`]: authoritative matches created over HTTP, and [`crate::net::tcp`], their native transport.
 //!
 //! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
 

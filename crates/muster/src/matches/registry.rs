@@ -283,7 +283,7 @@ impl MatchRegistry {
         Ok(Some(membership.target.clone()))
     }
 
-    /// Forgets tombstones older than [`TOMBSTONE_SEC`].
+    /// Forgets tombstones older than `TOMBSTONE_SEC`.
     pub fn prune(&self) {
         let oldest = crate::base::clock::now_secs() - TOMBSTONE_SEC;
         self.ended.retain(|_, at| *at >= oldest);

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use crate::base::metrics::Metrics;
 use crate::net::state::AppState;
 use crate::session::Admission;
 
@@ -88,27 +89,27 @@ impl Ending {
     }
 }
 
-/// Why a connection was not admitted.
+/// Why a realtime session was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum NotAdmitted {
     /// The client's address opens connections faster than `limits.connect_per_ip_per_sec`.
     RateLimited,
     /// The node holds `socket.max_sockets` connections already.
     Full,
 }
 
-impl Refusal {
+impl NotAdmitted {
     /// What the client is told.
     pub fn message(self) -> &'static str {
         match self {
-            Refusal::RateLimited => "Too many connections; slow down.",
-            Refusal::Full => "Server is at its socket limit; try another node.",
+            NotAdmitted::RateLimited => "Too many connections; slow down.",
+            NotAdmitted::Full => "Server is at its socket limit; try another node.",
         }
     }
 }
 
 /// Checks the per-IP connect rate (counted in `muster_rate_limited_total{kind="connect"}`).
-pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), Refusal> {
+pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), NotAdmitted> {
     if state.connect_limit.allow(ip) {
         return Ok(());
     }
@@ -117,16 +118,16 @@ pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), Refusal> {
         .rate_limited
         .with_label_values(&["connect"])
         .inc();
-    Err(Refusal::RateLimited)
+    Err(NotAdmitted::RateLimited)
 }
 
 /// Takes a place under the socket limit, held until the session ends (or dropped if the
 /// connection never becomes one).
-pub fn take_place(state: &AppState) -> Result<Admission, Refusal> {
+pub fn take_place(state: &AppState) -> Result<Admission, NotAdmitted> {
     state
         .registry
         .admit(state.config.socket.max_sockets)
-        .ok_or(Refusal::Full)
+        .ok_or(NotAdmitted::Full)
 }
 
 /// Records a connection's end.
@@ -168,6 +169,8 @@ pub struct ConnectionCounter {
     open: AtomicUsize,
     max_per_ip: usize,
     max_total: usize,
+    /// Where refusals are counted (`muster_connections_refused_total{limit}`).
+    metrics: Arc<Metrics>,
 }
 
 /// One connection's place; given back when dropped.
@@ -178,7 +181,12 @@ pub struct Held {
 
 impl ConnectionCounter {
     /// `max_per_ip` 0: no per-IP cap; `max_total` 0: the open-file limit less `headroom`.
-    pub fn new(max_per_ip: usize, max_total: usize, headroom: usize) -> ConnectionCounter {
+    pub fn new(
+        max_per_ip: usize,
+        max_total: usize,
+        headroom: usize,
+        metrics: Arc<Metrics>,
+    ) -> ConnectionCounter {
         let max_total = if max_total > 0 {
             max_total
         } else {
@@ -194,11 +202,22 @@ impl ConnectionCounter {
             open: AtomicUsize::new(0),
             max_per_ip,
             max_total,
+            metrics,
         }
     }
 
-    /// Takes a place for a connection from `ip`, or says which cap it would break.
+    /// Takes a place for a connection from `ip`, or says (and counts) which cap it would break;
+    /// the caller then closes the connection.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Held, Limit> {
+        self.take(ip).inspect_err(|limit| {
+            self.metrics
+                .connections_refused
+                .with_label_values(&[limit.label()])
+                .inc();
+        })
+    }
+
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Result<Held, Limit> {
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.max_total).then_some(n + 1)
@@ -257,7 +276,8 @@ mod tests {
 
     #[test]
     fn caps_per_ip_and_in_total_and_gives_places_back() {
-        let counter = Arc::new(ConnectionCounter::new(2, 3, 0));
+        let metrics = Arc::new(Metrics::new());
+        let counter = Arc::new(ConnectionCounter::new(2, 3, 0, metrics.clone()));
         let a: IpAddr = "10.0.0.1".parse().expect("address");
         let b: IpAddr = "10.0.0.2".parse().expect("address");
         let first = counter.admit(a).expect("room");
@@ -266,6 +286,13 @@ mod tests {
         let third = counter.admit(b).expect("another IP still gets in");
         assert_eq!(counter.admit(b).err(), Some(Limit::Total));
         assert_eq!(counter.open(), 3);
+        let refused = |limit| {
+            metrics
+                .connections_refused
+                .with_label_values(&[limit])
+                .get()
+        };
+        assert_eq!((refused("per_ip"), refused("total")), (1, 1));
         drop(first);
         assert!(
             counter.admit(a).is_ok(),
@@ -282,7 +309,7 @@ mod tests {
     #[test]
     fn the_total_cap_defaults_to_the_file_limit_less_headroom() {
         let (soft, _) = rlimit::getrlimit(rlimit::Resource::NOFILE).expect("getrlimit");
-        let counter = ConnectionCounter::new(0, 0, 100);
+        let counter = ConnectionCounter::new(0, 0, 100, Arc::new(Metrics::new()));
         assert_eq!(counter.max_total() as u64, soft.saturating_sub(100).max(1));
     }
 }

@@ -1,6 +1,6 @@
 //! Envelope dispatch, the same for every transport: one decoded envelope in, at most one reply
 //! out. Each family of message kinds goes to its domain, which answers with a
-//! [`Answer`](crate::session::Answer) or its own error and reaches other sessions through
+//! [`Answer`] or its own error and reaches other sessions through
 //! their outboxes; this module turns both into envelopes, so a domain's error becomes a wire
 //! error here and nowhere else.
 

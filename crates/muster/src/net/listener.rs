@@ -14,6 +14,7 @@
 //! `axum::serve` would hand them over, and upgrades (the WebSocket) work as before.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -26,9 +27,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use super::connection::{accept_backoff, ConnectionCounter, Limit};
+use super::connection::{accept_backoff, ConnectionCounter, Held};
 use crate::base::metrics::Metrics;
-use std::sync::Arc;
 
 /// What the listener needs besides the router.
 pub struct HttpEdge {
@@ -67,24 +67,12 @@ pub async fn serve(
                 continue;
             }
         };
-        let held = match edge.counter.admit(peer.ip()) {
-            Ok(held) => held,
-            Err(limit) => {
-                refuse(stream, limit, &edge.metrics);
-                continue;
-            }
+        // Over a cap: dropping the stream closes it at once (the counter counts the refusal).
+        let Ok(held) = edge.counter.admit(peer.ip()) else {
+            continue;
         };
         serve_one(stream, peer, app.clone(), &edge, &connections, &stop, held);
     }
-}
-
-/// Closes a connection over a cap as soon as it is accepted, counting it.
-fn refuse(stream: TcpStream, limit: Limit, metrics: &Metrics) {
-    metrics
-        .connections_refused
-        .with_label_values(&[limit.label()])
-        .inc();
-    drop(stream);
 }
 
 fn serve_one(
@@ -94,7 +82,7 @@ fn serve_one(
     edge: &HttpEdge,
     connections: &TaskTracker,
     stop: &CancellationToken,
-    held: super::connection::Held,
+    held: Held,
 ) {
     // A realtime server writes small frames back to back (a chat message, then its ack);
     // Nagle's algorithm would hold the second until the peer's delayed ACK, up to 40 ms later.

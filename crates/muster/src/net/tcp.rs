@@ -50,16 +50,9 @@ pub async fn serve(listener: TcpListener, state: AppState) {
         match accepted {
             Ok((stream, peer)) => {
                 failures = 0;
-                let held = match state.connections.admit(peer.ip()) {
-                    Ok(held) => held,
-                    Err(limit) => {
-                        state
-                            .metrics
-                            .connections_refused
-                            .with_label_values(&[limit.label()])
-                            .inc();
-                        continue;
-                    }
+                // Over a cap: closed at once (the refusal is counted by the counter).
+                let Ok(held) = state.connections.admit(peer.ip()) else {
+                    continue;
                 };
                 let state = state.clone();
                 state.sockets.clone().spawn(async move {

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::connection::{self, Refusal};
+use super::connection::{self, NotAdmitted};
 use super::http::auth;
 use super::http::error::ApiError;
 use super::http::extract::{ApiQuery, ClientIp};
@@ -71,10 +71,10 @@ pub async fn upgrade(
 }
 
 /// A refused connection as the HTTP answer to its upgrade request: 429 or 503.
-fn refused(refusal: Refusal) -> ApiError {
+fn refused(refusal: NotAdmitted) -> ApiError {
     let message = refusal.message().to_owned();
     match refusal {
-        Refusal::RateLimited => ApiError::TooManyRequests(message),
-        Refusal::Full => ApiError::Unavailable(message),
+        NotAdmitted::RateLimited => ApiError::TooManyRequests(message),
+        NotAdmitted::Full => ApiError::Unavailable(message),
     }
 }

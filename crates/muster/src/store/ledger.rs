@@ -95,7 +95,7 @@ pub enum Refusal {
     KeyReused,
 }
 
-/// The outcome of [`Store::apply_ledger`](super::Store::apply_ledger).
+/// The outcome of [`EconomyStore::apply_ledger`](super::EconomyStore::apply_ledger).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LedgerOutcome {
     /// Applied now and durable.

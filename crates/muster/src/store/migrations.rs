@@ -68,7 +68,7 @@ pub const LEDGER_TABLE: &str = "CREATE TABLE IF NOT EXISTS muster_migrations (
 /// The migrations to apply on a database whose highest applied version is `applied`: refused
 /// when the schema is newer than this binary, or when some are pending and applying them at
 /// start is off (`database.migrate_on_start = false`: run `muster migrate`). Both engines run
-/// what this returns, in order, each in its transaction, recording each with [`RECORD`].
+/// what this returns, in order, each in its transaction, recording each in [`LEDGER_TABLE`].
 pub fn plan(
     migrations: &'static [Migration],
     applied: i64,

@@ -73,13 +73,7 @@ pub struct Binary {
 impl Binary {
     /// Starts the binary on `db` on a free port and waits until it answers.
     pub async fn start(db: &Database) -> Binary {
-        Binary::start_on(db, free_port()).await
-    }
-
-    /// Starts the binary on `db` listening on `port` (the same port again after a crash, so
-    /// clients keep their address).
-    pub async fn start_on(db: &Database, port: u16) -> Binary {
-        Binary::run(muster_command(db), port).await
+        Binary::run(muster_command(db), free_port()).await
     }
 
     /// Runs `command` (a [`muster_command`] the test adjusted, e.g. with more environment)
@@ -89,14 +83,9 @@ impl Binary {
         Binary { child, port }
     }
 
-    /// `host:port`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
     /// `http://host:port`.
     pub fn base(&self) -> String {
-        format!("http://{}", self.addr())
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// SIGKILL, and reaps the process: no shutdown path runs.

@@ -8,9 +8,10 @@ use std::net::{IpAddr, SocketAddr};
 use muster_proto::frame;
 use muster_proto::realtime::{self, Envelope};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 use super::failure::Failure;
+use super::transport::socket_from;
 
 /// Largest frame accepted from the server.
 const MAX_FRAME: usize = 64 * 1024;
@@ -23,18 +24,7 @@ pub struct Native {
 impl Native {
     /// Connects to `addr`, binding to `source` first when given.
     pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Native, Failure> {
-        let socket = if addr.is_ipv4() {
-            TcpSocket::new_v4()
-        } else {
-            TcpSocket::new_v6()
-        }
-        .map_err(|_| Failure::WsBind)?;
-        if let Some(ip) = source {
-            socket
-                .bind(SocketAddr::new(ip, 0))
-                .map_err(|_| Failure::WsBind)?;
-        }
-        let stream = socket
+        let stream = socket_from(addr, source)?
             .connect(addr)
             .await
             .map_err(|_| Failure::TcpConnect)?;

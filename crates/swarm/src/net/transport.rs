@@ -27,11 +27,6 @@ pub const WS_BUFFER: usize = 256;
 /// second, and a 256-byte buffer would take two or three reads per message.
 pub const WS_CHAT_BUFFER: usize = 2048;
 
-/// The WebSocket settings every player uses.
-pub fn ws_config() -> WebSocketConfig {
-    ws_config_with(WS_BUFFER)
-}
-
 /// The WebSocket settings with a read buffer of `read_buffer` bytes.
 pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
     WebSocketConfig::default()
@@ -40,6 +35,23 @@ pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
         .max_write_buffer_size(64 * 1024)
         .max_message_size(Some(1 << 20))
         .max_frame_size(Some(1 << 20))
+}
+
+/// A TCP socket for `addr`, bound to `source` first when given: each worker connects from its
+/// own loopback address, so that each has its own ephemeral ports.
+pub fn socket_from(addr: SocketAddr, source: Option<IpAddr>) -> Result<TcpSocket, Failure> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(|_| Failure::WsBind)?;
+    if let Some(ip) = source {
+        socket
+            .bind(SocketAddr::new(ip, 0))
+            .map_err(|_| Failure::WsBind)?;
+    }
+    Ok(socket)
 }
 
 /// A player's realtime socket.
@@ -57,18 +69,10 @@ pub async fn connect_websocket(
     path_and_query: &str,
     config: WebSocketConfig,
 ) -> Result<Ws, Failure> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .map_err(|_| Failure::WsBind)?;
-    if let Some(ip) = source {
-        socket
-            .bind(SocketAddr::new(ip, 0))
-            .map_err(|_| Failure::WsBind)?;
-    }
-    let mut stream = socket.connect(addr).await.map_err(|_| Failure::WsConnect)?;
+    let mut stream = socket_from(addr, source)?
+        .connect(addr)
+        .await
+        .map_err(|_| Failure::WsConnect)?;
     let _ = stream.set_nodelay(true);
 
     let key = generate_key();

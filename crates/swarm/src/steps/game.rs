@@ -33,7 +33,7 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::stats::Metric;
-use crate::net::failure::{ws_failure, Failure};
+use crate::net::failure::{http_failure, ws_failure, Failure};
 use crate::net::native::Native;
 use crate::net::transport::Ws;
 use crate::scenario::game::{Align, GameStep, Transport};
@@ -341,15 +341,7 @@ async fn http(
 ) -> Result<serde_json::Value, Failure> {
     count_send(ctx);
     let exchange = async {
-        let response = request.send().await.map_err(|e| {
-            if e.is_timeout() {
-                Failure::HttpTimeout
-            } else if e.is_connect() {
-                Failure::HttpConnect
-            } else {
-                Failure::HttpIo
-            }
-        })?;
+        let response = request.send().await.map_err(|e| http_failure(&e))?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(|_| Failure::HttpIo)?;
         count_receive(ctx);

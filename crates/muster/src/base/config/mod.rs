@@ -138,7 +138,7 @@ pub struct MetricsConfig {
     pub token: String,
 }
 
-/// Chat channels (`realtime::channels`): every per-socket bound on what a client may do.
+/// Chat channels (`crate::chat`): every per-socket bound on what a client may do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChatConfig {

@@ -14,7 +14,7 @@
 //!   exists while it has members and is removed with its last one.
 //! - A channel holds its members in a `Vec` (16 bytes each: the socket's `Arc` and two flags).
 //!   A leave swap-removes: the last member moves into the hole.
-//! - Each socket's [`ChatSession`](super::socket_state::ChatSession) lists the channels it is in and
+//! - Each session's [`SessionChannels`] lists the channels it is in and
 //!   its index in each member list. A leave reads the leaver's index there (O(1) find in a list
 //!   of a few entries), and the member moved by the swap-remove gets its index rewritten. A
 //!   disconnect walks only the channels that socket joined.

@@ -8,7 +8,7 @@
 //!   each sender once that commit is durable. Batches are written one after another, so history
 //!   order (`seq`) is commit order on this node;
 //! - wallet and inventory writes go through a writer connection of their own that commits them
-//!   in batches ([`super::postgres_economy`]).
+//!   in batches (`economy.rs`).
 
 mod economy;
 

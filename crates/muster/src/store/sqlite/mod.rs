@@ -4,7 +4,7 @@
 //! waiting in its queue (up to `database.max_batch`), runs each inside its own savepoint of one
 //! transaction, commits once, and answers each caller only once the commit is on disk: a group
 //! commit, so one fsync serves a whole batch and every answered write is durable. The fsync runs
-//! on its own thread (`sqlite_sync`) while the writer goes on with the next batch. A write that
+//! on its own thread (`sync.rs`) while the writer goes on with the next batch. A write that
 //! fails rolls back its own savepoint and leaves the rest of the batch alone.
 //!
 //! Reads run on a small pool of read-only connections on tokio's blocking threads; WAL lets them
@@ -146,7 +146,7 @@ impl SqliteStore {
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
             conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
             // COMMIT writes the WAL frames without an fsync; the syncer thread fsyncs them
-            // before any caller is answered (see `sqlite_sync`).
+            // before any caller is answered (see `sync.rs`).
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             Ok(conn)
         })
