@@ -22,6 +22,7 @@ use crate::chat::Chat;
 use crate::cluster::LocalRouter;
 use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
+use crate::links::Links;
 use crate::matches::handler::Handlers;
 use crate::matches::Matches;
 use crate::net::connection::ConnectionCounter;
@@ -29,7 +30,7 @@ use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::AppState;
 use crate::session::channels::ChannelRegistry;
 use crate::session::SessionRegistry;
-use crate::store::{self, StartingGrant, Store};
+use crate::store::{self, LinkStore, StartingGrant, Store};
 
 /// What a game adds to Muster in Rust: its authoritative match handlers and its server
 /// functions. The default has the built-in handlers (`arena`) and no functions of its own (the
@@ -63,8 +64,15 @@ async fn build(
         .map_err(|e| anyhow::anyhow!("configuration error: economy: {e}"))?;
     let metrics = Arc::new(Metrics::new());
     let store = store::open(&config, metrics.clone()).await?;
-    let tokens =
-        Arc::new(TokenService::new(&config.session, store.as_ref(), store.clone(), clock).await?);
+    let tokens = Arc::new(
+        TokenService::new(
+            &config.session,
+            store.as_ref(),
+            store.clone(),
+            clock.clone(),
+        )
+        .await?,
+    );
     let accounts = Arc::new(
         Accounts::new(
             store.clone(),
@@ -82,6 +90,8 @@ async fn build(
     builtins::register(&mut functions, &config.runtime.builtin_functions);
     let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
     let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
+    let link_store: Arc<dyn LinkStore> = store.clone();
+    let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));
     warn_default_secrets(&config);
     let limits = &config.limits;
     let shutdown = CancellationToken::new();
@@ -111,6 +121,11 @@ async fn build(
             limits.connect_per_ip_per_sec,
             limits.connect_burst,
         )),
+        links_limit: Arc::new(IpLimit::new(
+            config.links.requests_per_ip_per_sec,
+            config.links.request_burst,
+        )),
+        links,
         registry,
         router,
         rpc,
@@ -135,6 +150,11 @@ fn warn_default_secrets(config: &Config) {
     if config.runtime.http_key == RuntimeConfig::default().http_key {
         tracing::warn!(
             "runtime.http_key is the default: anyone can call server functions as any user; set your own"
+        );
+    }
+    if !config.links.listen.is_empty() && config.links.public_create {
+        tracing::warn!(
+            "links.public_create is on: anyone may create short links (per-IP limits apply); watch for phishing, set links.blocked_domains"
         );
     }
     if config.metrics.token.is_empty() {
@@ -173,15 +193,49 @@ pub async fn run_with_clock(
     clock: Clock,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let links = bind_setting(&config.links.listen, "links.listen").await?;
+    let listeners = Listeners {
+        http: listener,
+        links,
+    };
+    run_on(listeners, config, game, clock, shutdown).await
+}
+
+/// The listeners a caller binds itself (tests bind port 0 and read the address): the HTTP API,
+/// and the links service when it is on.
+pub struct Listeners {
+    pub http: TcpListener,
+    pub links: Option<TcpListener>,
+}
+
+/// Binds `address` (the value of `setting`), or nothing when it is empty; a failure names the
+/// setting.
+async fn bind_setting(address: &str, setting: &str) -> anyhow::Result<Option<TcpListener>> {
+    if address.is_empty() {
+        return Ok(None);
+    }
+    TcpListener::bind(address)
+        .await
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {address} (setting {setting}): {e}"))
+}
+
+/// [`run_with_clock`] on listeners the caller bound.
+pub async fn run_on(
+    listeners: Listeners,
+    config: Config,
+    game: GameLogic,
+    clock: Clock,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let Listeners {
+        http: listener,
+        links: links_listener,
+    } = listeners;
     let (state, store) = build(config, game, clock).await?;
     // Every listener is bound before any is announced: a port that is taken stops the start
     // with an error naming its setting, not after the server said it was up.
-    let tcp = match state.config.rooms.tcp_listen.as_str() {
-        "" => None,
-        address => Some(TcpListener::bind(address).await.map_err(|e| {
-            anyhow::anyhow!("cannot listen on {address} (setting rooms.tcp_listen): {e}")
-        })?),
-    };
+    let tcp = bind_setting(&state.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
     state.matches.start();
     let http_address = listener.local_addr()?;
     match tcp {
@@ -204,16 +258,36 @@ pub async fn run_with_clock(
         cancel.cancel();
     });
     let housekeeping = tokio::spawn(housekeeping(state.clone()));
-    let edge = HttpEdge {
-        counter: state.connections.clone(),
-        header_read_timeout: Duration::from_millis(state.config.limits.header_read_timeout_ms),
-        metrics: state.metrics.clone(),
-    };
-    let requests = listener::serve(listener, app, edge, state.shutdown.clone()).await;
+    // Stopped once no request can count a click any more, then writes the last counts.
+    let stop_clicks = CancellationToken::new();
+    let clicks = tokio::spawn(state.links.clone().flush_clicks_until(stop_clicks.clone()));
+    let links = links_listener.map(|links_listener| {
+        if let Ok(address) = links_listener.local_addr() {
+            tracing::info!(links = %address, "links service listening (/, /{{code}}, /api/links)");
+        }
+        let router = crate::net::links::router(state.clone());
+        tokio::spawn(listener::serve(
+            links_listener,
+            router,
+            http_edge(&state),
+            state.shutdown.clone(),
+        ))
+    });
+    let requests = listener::serve(listener, app, http_edge(&state), state.shutdown.clone()).await;
 
-    // In-flight HTTP requests and socket closes share one grace period.
+    // In-flight HTTP requests (API and links) and socket closes share one grace period.
     let deadline = tokio::time::Instant::now() + grace;
-    if tokio::time::timeout_at(deadline, requests.wait())
+    let link_requests = match links {
+        Some(serving) => serving.await.ok(),
+        None => None,
+    };
+    let all_requests = async {
+        requests.wait().await;
+        if let Some(link_requests) = &link_requests {
+            link_requests.wait().await;
+        }
+    };
+    if tokio::time::timeout_at(deadline, all_requests)
         .await
         .is_err()
     {
@@ -230,9 +304,24 @@ pub async fn run_with_clock(
         );
     }
     housekeeping.abort();
+    // The last click counts, before the store closes.
+    stop_clicks.cancel();
+    if clicks.await.is_err() {
+        tracing::error!("the click writer stopped abnormally");
+    }
     store.close().await;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// What the HTTP listeners (the API and the links service) share: the connection caps and the
+/// head timeout.
+fn http_edge(state: &AppState) -> HttpEdge {
+    HttpEdge {
+        counter: state.connections.clone(),
+        header_read_timeout: Duration::from_millis(state.config.limits.header_read_timeout_ms),
+        metrics: state.metrics.clone(),
+    }
 }
 
 /// Binds `config.listen` and serves until SIGTERM or SIGINT (the `muster serve` command).
@@ -279,6 +368,8 @@ async fn housekeeping(state: AppState) {
         tick.tick().await;
         state.auth_limit.prune();
         state.connect_limit.prune();
+        state.links_limit.prune();
+        state.links.prune_limits();
         if let Err(error) = state.tokens.reload_revocations().await {
             tracing::warn!(%error, "pruning revoked tokens failed");
         }

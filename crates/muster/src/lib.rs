@@ -23,6 +23,7 @@ pub mod chat;
 pub mod cluster;
 pub mod economy;
 pub mod functions;
+pub mod links;
 pub mod matches;
 pub mod net;
 pub mod session;

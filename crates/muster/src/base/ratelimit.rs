@@ -1,30 +1,41 @@
-//! Per-client-IP rate limits (token buckets from `governor`). Keys are pruned by the server's
-//! housekeeping task so the map stays bounded by the number of recently active IPs.
+//! Keyed rate limits (token buckets from `governor`): per client IP, per account. Keys are
+//! pruned by the server's housekeeping task so each map stays bounded by the number of recently
+//! active keys.
 
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
-/// A per-IP limit; `None` inside when the configured rate is 0 (disabled).
-pub struct IpLimit(Option<DefaultKeyedRateLimiter<IpAddr>>);
+/// A limit per key; `None` inside when the configured rate is 0 (disabled).
+pub struct KeyedLimit<K: Hash + Eq + Clone>(Option<DefaultKeyedRateLimiter<K>>);
 
-impl IpLimit {
-    pub fn new(per_second: u32, burst: u32) -> IpLimit {
-        IpLimit(NonZeroU32::new(per_second).map(|rate| {
+/// A limit per client IP.
+pub type IpLimit = KeyedLimit<IpAddr>;
+
+impl<K: Hash + Eq + Clone> KeyedLimit<K> {
+    /// `per_second` refilled each second, up to `burst` at once (at least `per_second`).
+    pub fn new(per_second: u32, burst: u32) -> KeyedLimit<K> {
+        KeyedLimit(NonZeroU32::new(per_second).map(|rate| {
             let burst = NonZeroU32::new(burst.max(per_second)).unwrap_or(rate);
             RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
         }))
     }
 
-    /// True when `ip` may go ahead now.
-    pub fn allow(&self, ip: IpAddr) -> bool {
-        self.0
-            .as_ref()
-            .is_none_or(|limiter| limiter.check_key(&ip).is_ok())
+    /// `count` per minute, all of which may be used at once.
+    pub fn per_minute(count: u32) -> KeyedLimit<K> {
+        KeyedLimit(NonZeroU32::new(count).map(|count| RateLimiter::keyed(Quota::per_minute(count))))
     }
 
-    /// Forgets IPs whose bucket is full again.
+    /// True when `key` may go ahead now.
+    pub fn allow(&self, key: K) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|limiter| limiter.check_key(&key).is_ok())
+    }
+
+    /// Forgets keys whose bucket is full again.
     pub fn prune(&self) {
         if let Some(limiter) = &self.0 {
             limiter.retain_recent();
@@ -45,6 +56,14 @@ mod tests {
         assert!((0..3).all(|_| limit.allow(a)));
         assert!(!limit.allow(a));
         assert!(limit.allow(b), "another IP has its own bucket");
+    }
+
+    #[test]
+    fn per_minute_allows_its_count_at_once_then_refuses() {
+        let limit: KeyedLimit<u32> = KeyedLimit::per_minute(3);
+        assert!((0..3).all(|_| limit.allow(7)));
+        assert!(!limit.allow(7));
+        assert!(limit.allow(8), "another key has its own bucket");
     }
 
     #[test]

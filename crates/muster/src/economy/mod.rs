@@ -69,7 +69,7 @@ impl From<StoreError> for EconomyError {
         match error {
             StoreError::NotFound => EconomyError::AccountNotFound,
             StoreError::Closed => EconomyError::Unavailable,
-            StoreError::UsernameTaken | StoreError::Database(_) => {
+            StoreError::UsernameTaken | StoreError::CodeTaken | StoreError::Database(_) => {
                 tracing::error!(%error, "economy store error");
                 EconomyError::Internal
             }

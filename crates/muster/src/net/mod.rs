@@ -5,6 +5,7 @@
 //! - [`http`]: Nakama's `/v2` routes, one file per resource, one auth extractor, one error type;
 //! - [`ws_upgrade`] + [`ws`]: the realtime socket over WebSocket (checked before the upgrade,
 //!   then one task per socket);
+//! - [`links`]: the invite-link shortener's routes, served on a listener of their own;
 //! - [`tcp`]: the native TCP transport (length-delimited protobuf envelopes) for rooms and matches;
 //! - [`dispatch`]: one decoded envelope in, at most one reply out, for every transport; a
 //!   domain's error becomes an error envelope there.
@@ -12,6 +13,7 @@
 pub mod connection;
 pub mod dispatch;
 pub mod http;
+pub mod links;
 pub mod listener;
 pub mod state;
 pub mod tcp;

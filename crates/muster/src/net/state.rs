@@ -14,6 +14,7 @@ use crate::base::ratelimit::IpLimit;
 use crate::chat::Chat;
 use crate::cluster::Router;
 use crate::functions::Rpc;
+use crate::links::Links;
 use crate::matches::Matches;
 use crate::session::SessionRegistry;
 
@@ -36,10 +37,14 @@ pub struct AppState {
     pub chat: Arc<Chat>,
     /// Server functions (and, through them, wallets and inventories).
     pub rpc: Arc<Rpc>,
+    /// Invite links (served on their own listener, `net::links`).
+    pub links: Arc<Links>,
     /// Connections held per client IP and in total, HTTP and native TCP alike.
     pub connections: Arc<ConnectionCounter>,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
+    /// Redirects, QR codes and pages of the links service, per client IP.
+    pub links_limit: Arc<IpLimit>,
     /// Cancelled when the server begins shutting down; every socket task watches it.
     pub shutdown: CancellationToken,
     /// Tracks socket tasks, so shutdown knows when every socket has closed.

@@ -30,6 +30,11 @@ pub const SQLITE: &[Migration] = &[
         name: "economy_account_keys",
         sql: include_str!("migrations/sqlite/0004_economy_account_keys.sql"),
     },
+    Migration {
+        version: 5,
+        name: "links",
+        sql: include_str!("migrations/sqlite/0005_links.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -52,6 +57,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 4,
         name: "economy_account_keys",
         sql: include_str!("migrations/postgres/0004_economy_account_keys.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "links",
+        sql: include_str!("migrations/postgres/0005_links.sql"),
     },
 ];
 

@@ -3,6 +3,7 @@
 //! enforce in SQL what SQL can enforce (unique usernames, devices, emails) and nothing else.
 
 pub mod ledger;
+pub mod links;
 pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
@@ -18,12 +19,16 @@ pub use ledger::{
     Changes, InventoryItem, ItemDelta, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
     StartingGrant,
 };
+pub use links::{ClickCount, Fallbacks, LinkRecord};
 
 /// A failed storage operation, as domain code needs to tell them apart.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("username is already in use")]
     UsernameTaken,
+    /// A link code (or custom slug) that another link has.
+    #[error("code is already in use")]
+    CodeTaken,
     #[error("not found")]
     NotFound,
     #[error("store is closed")]
@@ -246,11 +251,37 @@ pub trait EconomyStore: Send + Sync {
     ) -> Result<Vec<LedgerEntry>, StoreError>;
 }
 
+/// Invite links and their clicks.
+/// Each write is durable when its future resolves.
+#[async_trait]
+pub trait LinkStore: Send + Sync {
+    /// Stores `link`. When it is reusable and its owner already has a reusable link to the same
+    /// URL, returns that link instead, and `false`; concurrent calls for one URL agree on one
+    /// link. `CodeTaken` when another link has the code.
+    async fn create_link(&self, link: LinkRecord) -> Result<(LinkRecord, bool), StoreError>;
+
+    /// The link with this code, disabled or not.
+    async fn link(&self, code: &str) -> Result<Option<LinkRecord>, StoreError>;
+
+    /// Counts one visit on `day` of a link with a visit limit, only if it is enabled and under
+    /// its limit: the visits counted now, or `None` when it may not be visited.
+    async fn take_visit(&self, code: &str, day: i32) -> Result<Option<i64>, StoreError>;
+
+    /// Adds clicks to the links' per-day counts and visit totals, in one transaction.
+    async fn add_clicks(&self, clicks: Vec<ClickCount>) -> Result<(), StoreError>;
+
+    /// A link's clicks per day (day, count), oldest first.
+    async fn link_clicks(&self, code: &str) -> Result<Vec<(i32, i64)>, StoreError>;
+
+    /// Disables a link for good (it answers 410 from then on); `NotFound` when there is none.
+    async fn disable_link(&self, code: &str, now_ms: i64) -> Result<(), StoreError>;
+}
+
 /// Every storage operation the server performs, one trait per domain: a service holds only
 /// the part it uses (chat an `Arc<dyn ChatStore>`, the economy an `Arc<dyn EconomyStore>`, …).
 #[async_trait]
 pub trait Store:
-    AccountStore + TokenStore + SecretStore + ChatStore + EconomyStore + 'static
+    AccountStore + TokenStore + SecretStore + ChatStore + EconomyStore + LinkStore + 'static
 {
     /// Finishes pending writes and releases the database.
     async fn close(&self);

@@ -17,8 +17,8 @@ pub fn free_port() -> u16 {
 }
 
 /// The `muster` binary on `db`, as the crash and command-line tests run it: a clean environment,
-/// per-IP authentication and connection limits off, the native TCP transport on a free port
-/// (several servers run at once; its default port is fixed) and logs at `warn`. Callers add the
+/// per-IP authentication and connection limits off, the native TCP transport and the links
+/// service on free ports (several servers run at once; their default ports are fixed) and logs at `warn`. Callers add the
 /// command, flags and stdio their test needs.
 pub fn muster_command(db: &Database) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
@@ -27,6 +27,7 @@ pub fn muster_command(db: &Database) -> Command {
         .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
         .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
         .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
+        .env("MUSTER_LINKS__LISTEN", "127.0.0.1:0")
         .arg("--data-dir")
         .arg(db.data_dir())
         .arg("--log")

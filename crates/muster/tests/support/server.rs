@@ -97,6 +97,8 @@ impl Database {
         config.limits.connect_per_ip_per_sec = 0;
         // The native TCP transport on an ephemeral port, so tests can run in parallel.
         config.rooms.tcp_listen = "127.0.0.1:0".into();
+        // The links service too (`TestServer::links_url`).
+        config.links.listen = "127.0.0.1:0".into();
         config.shutdown_grace_ms = 3000;
         config
     }
@@ -108,6 +110,8 @@ impl Database {
 
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The links service's address, when `links.listen` is set.
+    pub links_addr: Option<SocketAddr>,
     pub http: reqwest::Client,
     /// The server's clock for token expiry: stopped, moved by the test
     /// (`server.clock.advance(…)`) instead of sleeping.
@@ -127,14 +131,28 @@ impl TestServer {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("address");
+        let links = match config.links.listen.as_str() {
+            "" => None,
+            address => Some(
+                tokio::net::TcpListener::bind(address)
+                    .await
+                    .expect("bind links"),
+            ),
+        };
+        let links_addr = links
+            .as_ref()
+            .map(|l| l.local_addr().expect("links address"));
         let (stop, stopped) = oneshot::channel::<()>();
         let game = muster::app::GameLogic {
             functions,
             ..Default::default()
         };
         let clock = Clock::manual();
-        let task = tokio::spawn(muster::app::run_with_clock(
-            listener,
+        let task = tokio::spawn(muster::app::run_on(
+            muster::app::Listeners {
+                http: listener,
+                links,
+            },
             config,
             game,
             clock.clone(),
@@ -144,6 +162,7 @@ impl TestServer {
         ));
         let server = TestServer {
             addr,
+            links_addr,
             clock,
             http: reqwest::Client::new(),
             stop: Some(stop),
@@ -162,6 +181,12 @@ impl TestServer {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// A URL on the links service.
+    pub fn links_url(&self, path: &str) -> String {
+        let addr = self.links_addr.expect("links.listen is set");
+        format!("http://{addr}{path}")
     }
 
     pub fn ws_url(&self, query: &str) -> String {

@@ -2,8 +2,10 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
+mod links;
 mod matches;
 
+pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 
 /// The built-in server functions, by id: what `runtime.builtin_functions` may name and
@@ -47,6 +49,7 @@ pub struct Config {
     pub chat: ChatConfig,
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
+    pub links: LinksConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,6 +238,7 @@ impl Default for Config {
             chat: ChatConfig::default(),
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
+            links: LinksConfig::default(),
         }
     }
 }
@@ -387,6 +391,7 @@ impl Config {
         self.matches.validate()?;
         self.matchmaker.validate()?;
         self.rooms.validate()?;
+        self.links.validate()?;
         if self.runtime.http_key.is_empty() {
             return Err("runtime.http_key must not be empty".into());
         }

@@ -7,6 +7,7 @@
 //! | [`RpcCaller`] | `?http_key=`, or HTTP Basic with `runtime.http_key`, or a session token | `/v2/rpc/{id}` |
 //! | [`RoomsCaller`] | a session token, or HTTP Basic with `rooms.admin_key` (when set) | `/v2/rooms…` |
 //! | [`MetricsScraper`] | `Authorization: Bearer <metrics.token>` (when set) | `/metrics` |
+//! | [`LinkCaller`] | `Authorization: Bearer <links.api_key or a session token>`, or nothing | the links service |
 //!
 //! Keys are compared in constant time; session tokens are verified by
 //! [`TokenService`](crate::accounts::tokens::TokenService) (signature, expiry, revocation). A
@@ -230,5 +231,38 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!basic_is(&None, ""));
         assert!(basic_is(&Some(b"k".to_vec()), "k"));
+    }
+}
+
+/// The caller of the links service: the API key holder, a player, or nobody in particular
+/// (whether anonymous callers may create links is the links service's rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkCaller {
+    Anonymous,
+    Account(uuid::Uuid),
+    ApiKey,
+}
+
+/// A links credential given as a value (a header's bearer token, the index page's key field):
+/// `links.api_key` when it matches, else a session token.
+pub fn link_caller(state: &AppState, secret: &str) -> Result<LinkCaller, ApiError> {
+    let api_key = &state.config.links.api_key;
+    if !api_key.is_empty() && constant_time_eq(secret.as_bytes(), api_key.as_bytes()) {
+        return Ok(LinkCaller::ApiKey);
+    }
+    verify_session(state, secret).map(|claims| LinkCaller::Account(claims.uid))
+}
+
+impl FromRequestParts<AppState> for LinkCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match presented(parts) {
+            Presented::Bearer(secret) => link_caller(state, secret),
+            Presented::Basic(_) => Err(ApiError::Unauthenticated(
+                "Send the links API key or a session token as a bearer token.".into(),
+            )),
+            Presented::Nothing => Ok(LinkCaller::Anonymous),
+        }
     }
 }

@@ -23,6 +23,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     AlreadyExists(String),
+    /// The resource existed and is gone for good (an expired or used-up link).
+    #[error("{0}")]
+    Gone(String),
     #[error("{0}")]
     FailedPrecondition(String),
     #[error("{0}")]
@@ -46,6 +49,7 @@ impl ApiError {
             ApiError::PermissionDenied(_) => (StatusCode::FORBIDDEN, code::PERMISSION_DENIED),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
             ApiError::AlreadyExists(_) => (StatusCode::CONFLICT, code::ALREADY_EXISTS),
+            ApiError::Gone(_) => (StatusCode::GONE, code::NOT_FOUND),
             ApiError::FailedPrecondition(_) => (StatusCode::BAD_REQUEST, code::FAILED_PRECONDITION),
             ApiError::TooManyRequests(_) => {
                 (StatusCode::TOO_MANY_REQUESTS, code::RESOURCE_EXHAUSTED)
@@ -79,12 +83,31 @@ impl From<StoreError> for ApiError {
             StoreError::UsernameTaken => {
                 ApiError::AlreadyExists("Username is already in use.".into())
             }
+            StoreError::CodeTaken => ApiError::AlreadyExists("That code is already in use.".into()),
             StoreError::NotFound => ApiError::NotFound("Account not found.".into()),
             StoreError::Closed => ApiError::Unavailable("Server is shutting down.".into()),
             StoreError::Database(detail) => {
                 tracing::error!(%detail, "database error");
                 ApiError::Internal
             }
+        }
+    }
+}
+
+impl From<crate::links::LinkError> for ApiError {
+    fn from(error: crate::links::LinkError) -> Self {
+        use crate::links::LinkError;
+        let message = error.to_string();
+        match error {
+            LinkError::Invalid(_) => ApiError::InvalidArgument(message),
+            LinkError::Unauthenticated(_) => ApiError::Unauthenticated(message),
+            LinkError::TooManyRequests(_) => ApiError::TooManyRequests(message),
+            LinkError::SlugTaken => ApiError::AlreadyExists(message),
+            LinkError::NotFound => ApiError::NotFound(message),
+            LinkError::Gone(_) => ApiError::Gone(message),
+            LinkError::NotYours => ApiError::PermissionDenied(message),
+            LinkError::Unavailable => ApiError::Unavailable(message),
+            LinkError::Internal => ApiError::Internal,
         }
     }
 }

@@ -11,6 +11,7 @@
 //!   in batches (`economy.rs`).
 
 mod economy;
+mod links;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -12,6 +12,7 @@
 
 mod checkpoint;
 mod economy;
+mod links;
 mod sync;
 
 use std::path::{Path, PathBuf};
