@@ -18,8 +18,8 @@ pub fn free_port() -> u16 {
 
 /// The `muster` binary on `db`, as the crash and command-line tests run it: a clean environment,
 /// per-IP authentication and connection limits off, the native TCP transport and the links
-/// service on free ports (several servers run at once; their default ports are fixed) and logs at `warn`. Callers add the
-/// command, flags and stdio their test needs.
+/// service on free ports (several servers run at once; their default ports are fixed) and logs
+/// at `warn`. Callers add the command, flags and stdio their test needs.
 pub fn muster_command(db: &Database) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
     command
