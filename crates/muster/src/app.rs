@@ -27,7 +27,7 @@ use crate::matches::handler::Handlers;
 use crate::matches::Matches;
 use crate::net::connection::ConnectionCounter;
 use crate::net::listener::{self, HttpEdge};
-pub use crate::net::state::AppState;
+pub use crate::net::state::{AppState, Shared};
 use crate::session::channels::ChannelRegistry;
 use crate::session::SessionRegistry;
 use crate::store::{self, LinkStore, StartingGrant, Store};
@@ -107,7 +107,7 @@ async fn build(
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(router.clone());
     registry.on_session_closed(matches.clone());
-    let state = AppState {
+    let state = AppState::new(Shared {
         matches,
         chat,
         connections: Arc::new(ConnectionCounter::new(
@@ -135,7 +135,7 @@ async fn build(
         metrics,
         shutdown,
         sockets: TaskTracker::new(),
-    };
+    });
     Ok((state, store))
 }
 

@@ -94,7 +94,12 @@ fn main() -> ExitCode {
         Ok(limit) => tracing::debug!(limit, "open file limit"),
         Err(error) => tracing::warn!(%error, "cannot raise the open file limit"),
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if config.worker_threads > 0 {
+        builder.worker_threads(config.worker_threads);
+    }
+    let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("muster: cannot start the runtime: {error}");

@@ -1,6 +1,6 @@
 //! Metrics of the links service (`muster_links_*`), in the server's one Prometheus registry.
 
-use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 pub struct LinkMetrics {
     /// Create requests, by outcome (`created`, `existing`, `refused`).
@@ -13,6 +13,10 @@ pub struct LinkMetrics {
     pub clicks_pending: IntGauge,
     /// Click flushes, by outcome (`ok`, `failed`: kept for the next one).
     pub click_flushes: IntCounterVec,
+    /// The two series every redirect touches, looked up once (a labelled lookup hashes and
+    /// locks on every call).
+    pub redirected: IntCounter,
+    pub cache_hits: IntCounter,
 }
 
 impl LinkMetrics {
@@ -25,21 +29,25 @@ impl LinkMetrics {
         let counter = |name: &str, help: &str, label: &str| {
             IntCounterVec::new(Opts::new(name, help), &[label])
         };
+        let redirects = register!(counter(
+            "links_redirects_total",
+            "Short link visits, by outcome (redirected, not_found, gone, failed).",
+            "outcome"
+        ));
+        let cache = register!(counter(
+            "links_cache_lookups_total",
+            "Link lookups, by result (hit: from memory, miss: read from the store).",
+            "result"
+        ));
         LinkMetrics {
+            redirected: redirects.with_label_values(&["redirected"]),
+            cache_hits: cache.with_label_values(&["hit"]),
+            redirects,
+            cache,
             creates: register!(counter(
                 "links_creates_total",
                 "Link create requests, by outcome (created, existing, refused).",
                 "outcome"
-            )),
-            redirects: register!(counter(
-                "links_redirects_total",
-                "Short link visits, by outcome (redirected, not_found, gone, failed).",
-                "outcome"
-            )),
-            cache: register!(counter(
-                "links_cache_lookups_total",
-                "Link lookups, by result (hit: from memory, miss: read from the store).",
-                "result"
             )),
             clicks_pending: register!(IntGauge::new(
                 "links_clicks_pending",

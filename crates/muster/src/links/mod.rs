@@ -313,7 +313,10 @@ impl Links {
     pub async fn visit(&self, code: &str, platform: Platform) -> Result<String, LinkError> {
         let result = self.try_visit(code, platform).await;
         let outcome = match &result {
-            Ok(_) => "redirected",
+            Ok(_) => {
+                self.metrics.redirected.inc();
+                return result;
+            }
             Err(LinkError::NotFound) => "not_found",
             Err(LinkError::Gone(_)) => "gone",
             Err(_) => "failed",
@@ -354,7 +357,7 @@ impl Links {
             return Err(LinkError::NotFound);
         }
         if let Some(hot) = self.hot.get(code) {
-            self.metrics.cache.with_label_values(&["hit"]).inc();
+            self.metrics.cache_hits.inc();
             return Ok(hot);
         }
         self.metrics.cache.with_label_values(&["miss"]).inc();

@@ -151,6 +151,52 @@ mod tests {
     }
 
     #[test]
+    fn random_input_never_panics() {
+        use rand::{Rng, SeedableRng};
+        let r = rules();
+        let pieces = [
+            "http://",
+            "https://",
+            "javascript:",
+            "@",
+            ":",
+            "/",
+            "?",
+            "#",
+            "&",
+            "%",
+            "%zz",
+            "[",
+            "]",
+            "::1",
+            "xn--",
+            "ü",
+            "\u{0}",
+            "\n",
+            " ",
+            ".",
+            "evil.example",
+            "go.example.com",
+            "127.0.0.1:7352",
+            "a",
+            "=",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(19);
+        for _ in 0..20_000 {
+            let text: String = (0..rng.random_range(0..12))
+                .map(|_| pieces[rng.random_range(0..pieces.len())])
+                .collect();
+            if let Ok(normalized) = r.check("url", &text, Some("127.0.0.1:7352")) {
+                assert!(normalized.starts_with("http"), "{text:?} -> {normalized:?}");
+                let merged = with_query(&normalized, "a=1");
+                assert!(merged.contains("a=1"), "{merged}");
+            }
+            let _ = with_query(&text, &text);
+            let _ = crate::links::code::slug_problem(&text);
+        }
+    }
+
+    #[test]
     fn visitor_query_is_passed_through() {
         assert_eq!(with_query("https://a.example/p", ""), "https://a.example/p");
         assert_eq!(

@@ -1,6 +1,7 @@
 //! The state every transport's handlers share: the services they call and the edge's own
 //! limits. Built by [`crate::app`]; handlers take it as axum state or by reference.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -20,9 +21,28 @@ use crate::session::SessionRegistry;
 
 use super::connection::ConnectionCounter;
 
-/// Everything handlers share; cheap to clone.
+/// Everything handlers share, behind one `Arc`: axum clones the state for every layer and
+/// extractor of every request, and a clone is then one reference count, not one per service
+/// (cloning the fields one by one was 15 % of a redirect's CPU time).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct Shared {
     pub config: Arc<Config>,
     pub tokens: Arc<TokenService>,
     pub accounts: Arc<Accounts>,

@@ -38,6 +38,8 @@ pub struct Config {
     pub log: String,
     /// How long shutdown waits for requests and sockets to finish.
     pub shutdown_grace_ms: u64,
+    /// Threads running requests and sockets; 0: one per core (or `TOKIO_WORKER_THREADS`).
+    pub worker_threads: usize,
     pub session: SessionConfig,
     pub socket: SocketConfig,
     pub limits: LimitsConfig,
@@ -227,6 +229,7 @@ impl Default for Config {
             server_key: "defaultkey".into(),
             log: "info".into(),
             shutdown_grace_ms: 10_000,
+            worker_threads: 0,
             session: SessionConfig::default(),
             socket: SocketConfig::default(),
             limits: LimitsConfig::default(),

@@ -54,11 +54,18 @@ pub async fn qr(
         return answer_error(&headers, error.into());
     }
     let short_url = format!("{}/{code}", short_base(&state, &headers));
+    // Built from the Host header when no public_url is set: then no shared cache may keep it
+    // (a forged Host must not poison what other visitors get).
+    let caching = if state.config.links.public_url.is_empty() {
+        "private, max-age=3600"
+    } else {
+        "public, max-age=86400"
+    };
     match crate::links::qr::svg(&short_url) {
         Some(svg) => (
             [
                 (header::CONTENT_TYPE, "image/svg+xml"),
-                (header::CACHE_CONTROL, "public, max-age=86400"),
+                (header::CACHE_CONTROL, caching),
             ],
             svg,
         )
