@@ -19,6 +19,10 @@ on_both_backends!(
     clicks_per_day_and_disable,
     bad_input_is_refused_and_changes_nothing,
     clicks_survive_kill_9,
+    who_may_create,
+    requests_per_ip_are_limited,
+    index_page_form_and_qr_code,
+    app_association_documents,
 );
 
 const API_KEY: &str = "links-test-key";
@@ -65,6 +69,16 @@ async fn follow(server: &TestServer, path: &str, user_agent: &str) -> (u16, Opti
         .get("location")
         .map(|l| l.to_str().expect("ASCII").to_owned());
     (response.status().as_u16(), location)
+}
+
+/// `GET` on the links service.
+async fn get(server: &TestServer, path: &str) -> reqwest::Response {
+    server
+        .http
+        .get(server.links_url(path))
+        .send()
+        .await
+        .expect("GET")
 }
 
 async fn stats(server: &TestServer, code: &str, bearer: Option<&str>) -> (u16, Value) {
@@ -200,15 +214,7 @@ async fn expiry_and_max_visits(backend: Backend) {
         .expect("type")
         .starts_with("text/html"));
     assert!(page.text().await.expect("page").contains("expired"));
-    let json = status_and_json(
-        server
-            .http
-            .get(server.links_url(&path))
-            .send()
-            .await
-            .expect("visit"),
-    )
-    .await;
+    let json = status_and_json(get(&server, &path).await).await;
     assert!(assert_error(&json, 410, 5).contains("expired"));
 
     // Two visits, then gone; the count is exact.
@@ -340,6 +346,34 @@ async fn clicks_per_day_and_disable(backend: Backend) {
     .await;
     assert_eq!(status, 201);
     assert_ne!(theirs["code"], again["code"]);
+
+    // Clicks land on the day they happen; the window is chosen with ?days=.
+    let (_, daily) = create(&server, json!({ "url": "https://game.example.com/daily" })).await;
+    let code = daily["code"].as_str().expect("code");
+    let yesterday = muster::base::clock::rfc3339(server.clock.now_ms())[..10].to_owned();
+    for _ in 0..3 {
+        follow(&server, &format!("/{code}"), "curl").await;
+    }
+    server.clock.advance(Duration::from_secs(86_400));
+    let today = muster::base::clock::rfc3339(server.clock.now_ms())[..10].to_owned();
+    follow(&server, &format!("/{code}"), "curl").await;
+    let (status, read) = stats(&server, code, Some(API_KEY)).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["visits"], 4);
+    assert_eq!(
+        read["clicks"],
+        json!([{ "day": yesterday, "count": 3 }, { "day": today, "count": 1 }])
+    );
+    let (_, read) = stats(&server, &format!("{code}?days=1"), Some(API_KEY)).await;
+    assert_eq!(read["visits"], 1);
+    assert_eq!(read["clicks"], json!([{ "day": today, "count": 1 }]));
+    for bad in ["0", "401", "many"] {
+        assert_error(
+            &stats(&server, &format!("{code}?days={bad}"), Some(API_KEY)).await,
+            400,
+            3,
+        );
+    }
 }
 
 async fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
@@ -542,9 +576,8 @@ async fn clicks_survive_kill_9(backend: Backend) {
     assert_eq!(visit.status(), 308);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn who_may_create() {
-    let db = Database::new(Backend::Sqlite).await;
+async fn who_may_create(backend: Backend) {
+    let db = Database::new(backend).await;
     let mut config = links_config(&db);
     config.links.creates_per_account_per_min = 2;
     let server = TestServer::start(config).await;
@@ -586,9 +619,8 @@ async fn who_may_create() {
     assert_error(&create_as(&server, None, body(13)).await, 429, 8);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_per_ip_are_limited() {
-    let db = Database::new(Backend::Sqlite).await;
+async fn requests_per_ip_are_limited(backend: Backend) {
+    let db = Database::new(backend).await;
     let mut config = links_config(&db);
     config.links.requests_per_ip_per_sec = 1;
     config.links.request_burst = 5;
@@ -609,16 +641,10 @@ async fn requests_per_ip_are_limited() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn index_page_form_and_qr_code() {
-    let db = Database::new(Backend::Sqlite).await;
+async fn index_page_form_and_qr_code(backend: Backend) {
+    let db = Database::new(backend).await;
     let server = TestServer::start(links_config(&db)).await;
-    let index = server
-        .http
-        .get(server.links_url("/"))
-        .send()
-        .await
-        .expect("index");
+    let index = get(&server, "/").await;
     assert_eq!(index.status(), 200);
     let csp = index.headers()["content-security-policy"]
         .to_str()
@@ -682,43 +708,24 @@ async fn index_page_form_and_qr_code() {
         .expect("form");
     assert_eq!(anonymous.status(), 401);
 
-    let qr = server
-        .http
-        .get(server.links_url(&format!("/{code}/qr.svg")))
-        .send()
-        .await
-        .expect("qr");
+    let qr = get(&server, &format!("/{code}/qr.svg")).await;
     assert_eq!(qr.status(), 200);
     assert_eq!(qr.headers()["content-type"], "image/svg+xml");
     let svg = qr.text().await.expect("svg");
     assert!(svg.contains("<svg") && svg.contains("</svg>"));
-    let missing = server
-        .http
-        .get(server.links_url("/nosuchcode/qr.svg"))
-        .send()
-        .await
-        .expect("qr");
+    let missing = get(&server, "/nosuchcode/qr.svg").await;
     assert_eq!(missing.status(), 404);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn app_association_documents() {
-    let db = Database::new(Backend::Sqlite).await;
+async fn app_association_documents(backend: Backend) {
+    let db = Database::new(backend).await;
     let server = TestServer::start(links_config(&db)).await;
     for path in [
         "/apple-app-site-association",
         "/.well-known/apple-app-site-association",
         "/.well-known/assetlinks.json",
     ] {
-        let (status, _) = status_and_json(
-            server
-                .http
-                .get(server.links_url(path))
-                .send()
-                .await
-                .expect("get"),
-        )
-        .await;
+        let (status, _) = status_and_json(get(&server, path).await).await;
         assert_eq!(status, 404, "{path} unconfigured");
     }
     server.stop().await.expect("stop");
@@ -733,12 +740,7 @@ async fn app_association_documents() {
         "/apple-app-site-association",
         "/.well-known/apple-app-site-association",
     ] {
-        let response = server
-            .http
-            .get(server.links_url(path))
-            .send()
-            .await
-            .expect("get");
+        let response = get(&server, path).await;
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "application/json");
         let body: Value = response.json().await.expect("JSON");
@@ -748,12 +750,7 @@ async fn app_association_documents() {
         assert_eq!(details[1]["appID"], "ABCDE12345.com.example.game");
         assert_eq!(body["applinks"]["apps"], json!([]));
     }
-    let response = server
-        .http
-        .get(server.links_url("/.well-known/assetlinks.json"))
-        .send()
-        .await
-        .expect("get");
+    let response = get(&server, "/.well-known/assetlinks.json").await;
     assert_eq!(response.headers()["content-type"], "application/json");
     let body: Value = response.json().await.expect("JSON");
     assert_eq!(

@@ -98,10 +98,15 @@ pub struct Created {
     pub created: bool,
 }
 
-/// A link and its clicks per day (UTC days since 1970-01-01, count), oldest first.
+/// How many days of clicks a stats read may cover (a year and a bit).
+pub const MAX_STATS_DAYS: u32 = 400;
+
+/// A link, its visits in the days read, and its clicks on each of those days that had any (UTC
+/// days since 1970-01-01, count), oldest first.
 #[derive(Debug, Clone)]
 pub struct LinkStats {
     pub link: LinkRecord,
+    pub visits: i64,
     pub clicks: Vec<(i32, i64)>,
 }
 
@@ -372,18 +377,31 @@ impl Links {
 
     /// A link and its clicks per day, for its owner or the API key. Pending clicks are written
     /// first, so the counts include every visit this node has answered.
-    pub async fn stats(&self, code: &str, viewer: Viewer) -> Result<LinkStats, LinkError> {
+    /// The last `days` days are read (today included; at most [`MAX_STATS_DAYS`]).
+    pub async fn stats(
+        &self,
+        code: &str,
+        viewer: Viewer,
+        days: u32,
+    ) -> Result<LinkStats, LinkError> {
+        if !(1..=MAX_STATS_DAYS).contains(&days) {
+            return Err(LinkError::Invalid(format!(
+                "days must be between 1 and {MAX_STATS_DAYS}."
+            )));
+        }
         let link = self.owned(code, viewer).await?;
         if let Err(error) = self.flush().await {
             tracing::warn!(%error, "writing click counts before a stats read failed");
         }
-        let link = self
-            .store
-            .link(&link.code)
-            .await?
-            .ok_or(LinkError::NotFound)?;
-        let clicks = self.store.link_clicks(&link.code).await?;
-        Ok(LinkStats { link, clicks })
+        let today = self.clock.now_ms().div_euclid(DAY_MS) as i32;
+        let window = (0..days as i32).map(|back| today - back).collect();
+        let clicks = self.store.link_clicks(&link.code, window).await?;
+        let visits = clicks.iter().map(|(_, count)| count).sum();
+        Ok(LinkStats {
+            link,
+            visits,
+            clicks,
+        })
     }
 
     /// Disables a link for good: it answers 410 from now on (on other nodes within

@@ -29,7 +29,8 @@ pub struct LinkRecord {
     pub expires_at_ms: Option<i64>,
     /// Visits after which the link answers 410 Gone.
     pub max_visits: Option<i64>,
-    /// Visits counted so far (those of the last `links.clicks_flush_ms` may not be in yet).
+    /// Visits taken against `max_visits` (counted for links with a limit only; the clicks per
+    /// day count every visit of every link).
     pub visits: i64,
     pub disabled: bool,
     pub create_time_ms: i64,

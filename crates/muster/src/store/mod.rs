@@ -267,11 +267,11 @@ pub trait LinkStore: Send + Sync {
     /// its limit: the visits counted now, or `None` when it may not be visited.
     async fn take_visit(&self, code: &str, day: i32) -> Result<Option<i64>, StoreError>;
 
-    /// Adds clicks to the links' per-day counts and visit totals, in one transaction.
+    /// Adds clicks to the links' per-day counts, in one transaction.
     async fn add_clicks(&self, clicks: Vec<ClickCount>) -> Result<(), StoreError>;
 
-    /// A link's clicks per day (day, count), oldest first.
-    async fn link_clicks(&self, code: &str) -> Result<Vec<(i32, i64)>, StoreError>;
+    /// A link's clicks on each of `days` that had any (day, count), oldest first.
+    async fn link_clicks(&self, code: &str, days: Vec<i32>) -> Result<Vec<(i32, i64)>, StoreError>;
 
     /// Disables a link for good (it answers 410 from then on); `NotFound` when there is none.
     async fn disable_link(&self, code: &str, now_ms: i64) -> Result<(), StoreError>;

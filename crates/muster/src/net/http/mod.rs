@@ -26,16 +26,12 @@ use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 use self::auth::MetricsScraper;
 use self::error::ApiError;
+use crate::base::config::LimitsConfig;
 use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {
     let config = &state.config;
-    let cors = CorsLayer::new()
-        .allow_origin(AllowOrigin::mirror_request())
-        .allow_methods(AllowMethods::mirror_request())
-        .allow_headers(AllowHeaders::mirror_request())
-        .max_age(Duration::from_secs(3600));
-    Router::new()
+    let routes = Router::new()
         .route(
             "/v2/account/authenticate/device",
             post(authenticate::device),
@@ -60,21 +56,38 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(config.limits.max_request_size_bytes))
-        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(
-            config.limits.body_read_timeout_ms,
-        )))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_millis(config.limits.request_timeout_ms),
-        ))
-        .layer(cors)
+        .method_not_allowed_fallback(method_not_allowed);
+    edge_layers(routes, &config.limits, config.limits.max_request_size_bytes)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             record_latency,
         ))
         .with_state(state)
+}
+
+/// What every HTTP router of the server (the API's, the links service's) wraps its routes in:
+/// the body size limit, the body and whole-request timeouts, and CORS for any origin (the
+/// credentials are bearer tokens and keys, never cookies, so another origin gains nothing).
+pub fn edge_layers(
+    routes: Router<AppState>,
+    limits: &LimitsConfig,
+    body_limit: usize,
+) -> Router<AppState> {
+    let cors = CorsLayer::new()
+        .allow_origin(AllowOrigin::mirror_request())
+        .allow_methods(AllowMethods::mirror_request())
+        .allow_headers(AllowHeaders::mirror_request())
+        .max_age(Duration::from_secs(3600));
+    routes
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(
+            limits.body_read_timeout_ms,
+        )))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(limits.request_timeout_ms),
+        ))
+        .layer(cors)
 }
 
 /// Observes every request's latency by route template (not raw path, so labels stay bounded).

@@ -5,6 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Deserialize;
 
 use super::create::link_json;
 use super::short_base;
@@ -12,6 +13,7 @@ use crate::base::clock::rfc3339;
 use crate::links::Viewer;
 use crate::net::http::auth::LinkCaller;
 use crate::net::http::error::ApiError;
+use crate::net::http::extract::ApiQuery;
 use crate::net::state::AppState;
 
 const DAY_MS: i64 = 86_400_000;
@@ -26,16 +28,32 @@ fn viewer(caller: LinkCaller) -> Result<Viewer, ApiError> {
     }
 }
 
-/// `GET /api/links/{code}`: the link, its visits and its clicks per day.
+#[derive(Deserialize)]
+pub struct StatsQuery {
+    /// Days of clicks to read, today included.
+    #[serde(default = "default_days")]
+    days: u32,
+}
+
+fn default_days() -> u32 {
+    90
+}
+
+/// `GET /api/links/{code}?days=90`: the link, its visits and its clicks per day over the last
+/// `days` days.
 pub async fn stats(
     State(state): State<AppState>,
     caller: LinkCaller,
     Path(code): Path<String>,
+    ApiQuery(query): ApiQuery<StatsQuery>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let stats = state.links.stats(&code, viewer(caller)?).await?;
+    let stats = state
+        .links
+        .stats(&code, viewer(caller)?, query.days)
+        .await?;
     let mut json = link_json(&short_base(&state, &headers), &stats.link);
-    json["visits"] = stats.link.visits.into();
+    json["visits"] = stats.visits.into();
     json["disabled"] = stats.link.disabled.into();
     json["clicks"] = stats
         .clicks

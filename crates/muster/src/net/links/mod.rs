@@ -18,31 +18,23 @@ mod create;
 pub mod page;
 mod visit;
 
-use std::time::Duration;
-
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
-use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
+use super::http::edge_layers;
 use super::http::error::ApiError;
 use super::http::extract::ClientIp;
 use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {
     let config = &state.config;
-    let cors = CorsLayer::new()
-        .allow_origin(AllowOrigin::mirror_request())
-        .allow_methods(AllowMethods::mirror_request())
-        .allow_headers(AllowHeaders::mirror_request())
-        .max_age(Duration::from_secs(3600));
     // Four URLs (the link and three fallbacks), percent-encoded at worst, and the rest.
     let body_limit = config.links.max_url_bytes * 4 * 3 + 4096;
-    Router::new()
+    let routes = Router::new()
         .route("/", get(create::index).post(create::create))
         .route("/index.html", get(create::index))
         .route("/apple-app-site-association", get(visit::apple))
@@ -51,16 +43,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/links/{code}", get(api::stats).delete(api::disable))
         .route("/{code}", get(visit::redirect))
         .route("/{code}/qr.svg", get(visit::qr))
-        .fallback(not_found)
-        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
-        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(
-            config.limits.body_read_timeout_ms,
-        )))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_millis(config.limits.request_timeout_ms),
-        ))
-        .layer(cors)
+        .fallback(not_found);
+    edge_layers(routes, &config.limits, body_limit)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             limit_requests,

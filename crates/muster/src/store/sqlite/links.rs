@@ -77,8 +77,8 @@ fn create(conn: &Connection, link: LinkRecord) -> Result<(LinkRecord, bool), Sto
 
 fn add_day_clicks(conn: &Connection, code: &str, day: i32, count: i64) -> Result<(), StoreError> {
     conn.prepare_cached(
-        "INSERT INTO link_clicks (code, day, count) VALUES (?1, ?2, ?3)
-         ON CONFLICT (code, day) DO UPDATE SET count = count + excluded.count",
+        "INSERT INTO link_clicks (day, code, count) VALUES (?2, ?1, ?3)
+         ON CONFLICT (day, code) DO UPDATE SET count = count + excluded.count",
     )
     .and_then(|mut s| s.execute(params![code, day, count]))
     .map_err(db_error)?;
@@ -119,29 +119,33 @@ impl LinkStore for SqliteStore {
 
     async fn add_clicks(&self, clicks: Vec<ClickCount>) -> Result<(), StoreError> {
         self.write("add_clicks", move |conn| {
-            let mut visits = conn
-                .prepare_cached("UPDATE links SET visits = visits + ?2 WHERE code = ?1")
-                .map_err(db_error)?;
             for click in &clicks {
                 add_day_clicks(conn, &click.code, click.day, click.count)?;
-                visits
-                    .execute(params![click.code, click.count])
-                    .map_err(db_error)?;
             }
             Ok(())
         })
         .await
     }
 
-    async fn link_clicks(&self, code: &str) -> Result<Vec<(i32, i64)>, StoreError> {
+    async fn link_clicks(&self, code: &str, days: Vec<i32>) -> Result<Vec<(i32, i64)>, StoreError> {
         let code = code.to_owned();
         self.read("link_clicks", move |conn| {
-            conn.prepare_cached("SELECT day, count FROM link_clicks WHERE code = ?1 ORDER BY day")
-                .and_then(|mut s| {
-                    s.query_map([&code], |r| Ok((r.get(0)?, r.get(1)?)))?
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .map_err(db_error)
+            // One seek per day (the key is (day, code)); `days` is bounded by the caller.
+            let mut statement = conn
+                .prepare_cached("SELECT count FROM link_clicks WHERE day = ?1 AND code = ?2")
+                .map_err(db_error)?;
+            let mut clicks = Vec::new();
+            for day in days {
+                let count: Option<i64> = statement
+                    .query_row(params![day, code], |r| r.get(0))
+                    .optional()
+                    .map_err(db_error)?;
+                if let Some(count) = count {
+                    clicks.push((day, count));
+                }
+            }
+            clicks.sort_unstable();
+            Ok(clicks)
         })
         .await
     }

@@ -13,16 +13,20 @@ CREATE TABLE links (
     desktop_url TEXT,
     expires_at_ms BIGINT,
     max_visits BIGINT,
+    -- Visits taken against max_visits (kept for links with a limit only; every visit of every
+    -- link is in link_clicks).
     visits BIGINT NOT NULL DEFAULT 0,
     disabled_at_ms BIGINT,
     create_time_ms BIGINT NOT NULL
 ) WITHOUT ROWID;
 -- The reverse index: one reusable link per owner and URL, enforced by the database.
 CREATE UNIQUE INDEX links_reusable ON links (owner, url) WHERE reusable = 1;
--- Clicks per link per day (UTC days since 1970-01-01).
+-- Clicks per link per day (UTC days since 1970-01-01). Keyed by day first: the counts written
+-- every second all belong to today, so they land in a few pages at the end of the tree instead
+-- of one page per link all over it. A link's history is read day by day (day IN (...)).
 CREATE TABLE link_clicks (
-    code TEXT NOT NULL,
     day INTEGER NOT NULL,
+    code TEXT NOT NULL,
     count BIGINT NOT NULL,
-    PRIMARY KEY (code, day)
+    PRIMARY KEY (day, code)
 ) WITHOUT ROWID;
