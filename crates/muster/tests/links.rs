@@ -234,6 +234,33 @@ async fn expiry_and_max_visits(backend: Backend) {
     assert_eq!(status, 200, "{read}");
     assert_eq!(read["visits"], 2);
     assert_eq!(read["max_visits"], 2);
+    // A one-time invite pasted in a chat: the chat's link preview (and a HEAD request) look
+    // without using it up; the friend's tap does.
+    let (status, once) = create(
+        &server,
+        json!({ "url": "https://game.example.com/once", "max_visits": 1 }),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let path = format!("/{}", once["code"].as_str().expect("code"));
+    let slack = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)";
+    assert_eq!(follow(&server, &path, slack).await.0, 308);
+    let head = no_redirects()
+        .head(server.links_url(&path))
+        .send()
+        .await
+        .expect("HEAD");
+    assert_eq!(head.status(), 308);
+    assert_eq!(follow(&server, &path, IPHONE).await.0, 308);
+    assert_eq!(follow(&server, &path, IPHONE).await.0, 410);
+    assert_eq!(
+        follow(&server, &path, slack).await.0,
+        410,
+        "spent, even to a preview"
+    );
+    let (_, read) = stats(&server, once["code"].as_str().expect("code"), Some(API_KEY)).await;
+    assert_eq!(read["visits"], 1, "{read}");
+
     // Links with limits are never handed out again for the same URL.
     let (status, again) = create(
         &server,

@@ -314,9 +314,15 @@ impl Links {
     }
 
     /// A visit of `code` from `platform`: the URL to send the visitor to (without the visitor's
-    /// own query string), counted as a click.
-    pub async fn visit(&self, code: &str, platform: Platform) -> Result<String, LinkError> {
-        let result = self.try_visit(code, platform).await;
+    /// own query string). A `counted` visit is a click and uses up one of a limited link's
+    /// visits; one that is not (a link preview, a HEAD request) only looks.
+    pub async fn visit(
+        &self,
+        code: &str,
+        platform: Platform,
+        counted: bool,
+    ) -> Result<String, LinkError> {
+        let result = self.try_visit(code, platform, counted).await;
         let outcome = match &result {
             Ok(_) => {
                 self.metrics.redirected.inc();
@@ -330,7 +336,12 @@ impl Links {
         result
     }
 
-    async fn try_visit(&self, code: &str, platform: Platform) -> Result<String, LinkError> {
+    async fn try_visit(
+        &self,
+        code: &str,
+        platform: Platform,
+        counted: bool,
+    ) -> Result<String, LinkError> {
         let hot = self.lookup(code).await?;
         let link = &hot.record;
         let now_ms = self.clock.now_ms();
@@ -341,12 +352,26 @@ impl Links {
             return Err(LinkError::Gone("This link has expired.".into()));
         }
         let day = (now_ms.div_euclid(DAY_MS)) as i32;
-        if link.max_visits.is_some() {
-            if self.store.take_visit(&link.code, day).await?.is_none() {
-                return Err(LinkError::Gone("This link has been used up.".into()));
+        let used_up = || LinkError::Gone("This link has been used up.".into());
+        match (link.max_visits, counted) {
+            (Some(_), true) => {
+                if self.store.take_visit(&link.code, day).await?.is_none() {
+                    return Err(used_up());
+                }
             }
-        } else {
-            self.clicks.count(&hot.code, day, &self.metrics);
+            (Some(max), false) => {
+                // Only a look, but not at a link that is spent: its state is read fresh.
+                let now = self
+                    .store
+                    .link(&link.code)
+                    .await?
+                    .ok_or(LinkError::NotFound)?;
+                if now.disabled || now.visits >= max {
+                    return Err(used_up());
+                }
+            }
+            (None, true) => self.clicks.count(&hot.code, day, &self.metrics),
+            (None, false) => {}
         }
         let target = match platform {
             Platform::Ios => link.fallbacks.ios.as_ref(),

@@ -25,6 +25,33 @@ impl Platform {
     }
 }
 
+/// True when the `User-Agent` is a link-preview fetcher or crawler (a chat app unfurling a pasted
+/// link, a search engine): its visit is not a person's, so it is not counted as a click and does
+/// not use up a link with a visit limit (a one-time invite pasted in a chat would otherwise be
+/// spent by the chat's preview before the friend taps it).
+pub fn is_preview_agent(user_agent: &str) -> bool {
+    const AGENTS: &[&str] = &[
+        "bot/",
+        "bot ",
+        "crawler",
+        "spider",
+        "facebookexternalhit",
+        "facebot",
+        "slackbot",
+        "slack-imgproxy",
+        "whatsapp",
+        "telegrambot",
+        "discordbot",
+        "twitterbot",
+        "linkedinbot",
+        "skypeuripreview",
+        "embedly",
+        "preview",
+    ];
+    let agent = user_agent.to_ascii_lowercase();
+    AGENTS.iter().any(|known| agent.contains(known))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +65,20 @@ mod tests {
         assert_eq!(Platform::from_user_agent(android), Platform::Android);
         assert_eq!(Platform::from_user_agent(mac), Platform::Desktop);
         assert_eq!(Platform::from_user_agent(""), Platform::Desktop);
+        assert!(!is_preview_agent(iphone) && !is_preview_agent(android) && !is_preview_agent(mac));
+    }
+
+    #[test]
+    fn link_previews() {
+        for agent in [
+            "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+            "facebookexternalhit/1.1 Facebot Twitterbot/1.0",
+            "WhatsApp/2.23.20.0",
+            "Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)",
+            "TelegramBot (like TwitterBot)",
+            "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+        ] {
+            assert!(is_preview_agent(agent), "{agent}");
+        }
     }
 }

@@ -1,29 +1,34 @@
 //! Following a short link, its QR code, and the app association documents.
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use super::{answer_error, short_base};
-use crate::links::platform::Platform;
+use crate::links::platform::{is_preview_agent, Platform};
 use crate::links::target::with_query;
 use crate::net::http::error::ApiError;
 use crate::net::state::AppState;
 
 /// `GET /{code}`: 308 Permanent Redirect to the link's URL, or to the visitor's platform's
-/// fallback, with the visitor's query string added. `no-store`: a browser that cached the
+/// fallback, with the visitor's query string added. HEAD requests and link previews are
+/// answered the same but not counted. `no-store`: a browser that cached the
 /// redirect would skip the click count, the expiry and the visit limit.
 pub async fn redirect(
     State(state): State<AppState>,
     Path(code): Path<String>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let platform = headers
+    let user_agent = headers
         .get(header::USER_AGENT)
         .and_then(|ua| ua.to_str().ok())
-        .map_or(Platform::Desktop, Platform::from_user_agent);
-    let target = match state.links.visit(&code, platform).await {
+        .unwrap_or("");
+    let platform = Platform::from_user_agent(user_agent);
+    // A HEAD request or a link preview looks at the link without visiting it.
+    let counted = method != Method::HEAD && !is_preview_agent(user_agent);
+    let target = match state.links.visit(&code, platform, counted).await {
         Ok(target) => target,
         Err(error) => return answer_error(&headers, error.into()),
     };
