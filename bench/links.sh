@@ -4,7 +4,8 @@
 #
 #   bench/links.sh [STORED_LINKS=1000000] [RUNS=3]
 #
-# Environment: DURATION (s per run, 10), CONNS (wrk's keep-alive connections, 16), HOT (distinct
+# Environment: DURATION (s per run, 10), CONNS (wrk's keep-alive connections for redirects, 16),
+# CREATE_CONNS (for creates, 4: about 10,000-20,000 creates/s; 16 saturates the writer), HOT (distinct
 # codes visited, 10000: a hot set that fits the cache), WORKERS (Muster's worker_threads values to
 # run, "0 1": one per core, then one — on two cores shared with wrk, one worker is not preempted
 # by it), REFERENCE=1 also runs wrk against a static answer of the same HTTP stack (the links
@@ -17,6 +18,7 @@ stored=${1:-1000000}
 runs=${2:-3}
 duration=${DURATION:-10}
 conns=${CONNS:-16}
+create_conns=${CREATE_CONNS:-4}
 workers_list=${WORKERS:-0 1}
 hot=${HOT:-10000}
 command -v wrk >/dev/null || { echo "links.sh: wrk is needed (apt-get install wrk)" >&2; exit 2; }
@@ -32,8 +34,8 @@ python3 "$root/bench/links/seed.py" "$data/muster.sqlite3" "$stored" "$work/code
 seed_s=$(echo "$(date +%s.%N) - $seed_started" | bc)
 
 api_key=bench-key
-wrk_run() { # wrk_run SCRIPT|- PATH: one run against $base, its figures as JSON
-  local script=$1 path=$2 args=(-t1 -c"$conns" -d"${duration}s" --latency)
+wrk_run() { # wrk_run SCRIPT|- PATH [CONNECTIONS]: one run against $base, its figures as JSON
+  local script=$1 path=$2 args=(-t1 -c"${3:-$conns}" -d"${duration}s" --latency)
   [ "$script" != - ] && args+=(-s "$script")
   CODES="$work/codes" API_KEY=$api_key wrk "${args[@]}" "$base$path" | python3 "$root/bench/links/wrk_json.py"
 }
@@ -62,7 +64,7 @@ for workers in $workers_list; do
   done
   rss_after_redirects=$(rss_kb "$MUSTER_PID")
   for i in $(seq 1 "$runs"); do
-    create_runs+=("$(wrk_run "$root/bench/links/create.lua" /)")
+    create_runs+=("$(wrk_run "$root/bench/links/create.lua" / "$create_conns")")
   done
   rss_end=$(rss_kb "$MUSTER_PID")
   stop_muster
@@ -75,9 +77,9 @@ print(json.dumps({"workers": int(sys.argv[1]), "rss_kb_after_redirects": int(sys
 done
 db_bytes=$(du -sb "$data" | cut -f1)
 
-python3 - "$stored" "$seed_s" "$db_bytes" "$conns" "$duration" "$hot" "$work/results" <<'PY'
+python3 - "$stored" "$seed_s" "$db_bytes" "$conns" "$duration" "$hot" "$work/results" "$create_conns" <<'PY'
 import json, statistics, sys
-stored, seed_s, db_bytes, conns, duration, hot, results = sys.argv[1:8]
+stored, seed_s, db_bytes, conns, duration, hot, results, create_conns = sys.argv[1:9]
 def summary(runs):
     if not runs:
         return None
@@ -105,7 +107,7 @@ print(json.dumps({
     "bench": "links",
     "stored_links": int(stored),
     "seed_s": round(float(seed_s), 1),
-    "wrk": {"threads": 1, "connections": int(conns), "duration_s": int(duration), "hot_codes": int(hot)},
+    "wrk": {"threads": 1, "connections": int(conns), "create_connections": int(create_conns), "duration_s": int(duration), "hot_codes": int(hot)},
     "database_mb_end": round(int(db_bytes) / 1e6, 1),
     "configurations": configurations,
 }, indent=2))
