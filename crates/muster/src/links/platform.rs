@@ -1,5 +1,10 @@
 //! Which platform a visitor is on, from the `User-Agent`, to pick the link's fallback for when
-//! the app is not installed (when it is, iOS and Android open the app without asking us).
+//! the app is not installed (when it is, iOS and Android open the app without asking us), and
+//! whether the visitor is a person at all.
+
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 
 /// A visitor's platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,27 +35,36 @@ impl Platform {
 /// not use up a link with a visit limit (a one-time invite pasted in a chat would otherwise be
 /// spent by the chat's preview before the friend taps it).
 pub fn is_preview_agent(user_agent: &str) -> bool {
-    const AGENTS: &[&str] = &[
-        "bot/",
-        "bot ",
-        "crawler",
-        "spider",
-        "facebookexternalhit",
-        "facebot",
-        "slackbot",
-        "slack-imgproxy",
-        "whatsapp",
-        "telegrambot",
-        "discordbot",
-        "twitterbot",
-        "linkedinbot",
-        "skypeuripreview",
-        "embedly",
-        "preview",
-    ];
-    let agent = user_agent.to_ascii_lowercase();
-    AGENTS.iter().any(|known| agent.contains(known))
+    // One pass over the header, whatever its case, for every name at once: this runs on every
+    // redirect.
+    static AGENTS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(PREVIEW_AGENTS)
+            .expect("static patterns build")
+    });
+    AGENTS.is_match(user_agent)
 }
+
+/// What link previews and crawlers say in their `User-Agent`, in any case.
+const PREVIEW_AGENTS: &[&str] = &[
+    "bot/",
+    "bot ",
+    "crawler",
+    "spider",
+    "facebookexternalhit",
+    "facebot",
+    "slackbot",
+    "slack-imgproxy",
+    "whatsapp",
+    "telegrambot",
+    "discordbot",
+    "twitterbot",
+    "linkedinbot",
+    "skypeuripreview",
+    "embedly",
+    "preview",
+];
 
 #[cfg(test)]
 mod tests {
