@@ -34,6 +34,73 @@ enum Command {
     Migrate,
     /// Print every setting with its default and documentation.
     Config,
+    /// Capacity autoscaling (docs/autoscaling.md).
+    Autoscale {
+        #[command(subcommand)]
+        command: AutoscaleCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AutoscaleCommand {
+    /// Reproduce the seed's DynamoDB experiment: every policy on the bell-curve and top-heavy
+    /// traces at utilisation targets 30-80 %; prints the table (or JSON) and can write charts.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    /// Write an HTML page of charts (provisioned, requested, consumed, throttled) here.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Print the runs as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Seconds before a change of capacity takes effect.
+    #[arg(long, default_value_t = 60)]
+    apply_delay_s: u64,
+    /// Seconds after a minute closes that its CloudWatch-style metric is seen.
+    #[arg(long, default_value_t = 180)]
+    metric_lag_s: u64,
+    /// Seconds late the per-second demand signal is seen.
+    #[arg(long, default_value_t = 5)]
+    signal_lag_s: u64,
+    /// Seconds of unused capacity kept as burst credit (DynamoDB: up to 300, best effort).
+    #[arg(long, default_value_t = 0.0)]
+    burst_window_s: f64,
+    /// Capacity at the start, units per second.
+    #[arg(long, default_value_t = 50.0)]
+    initial_capacity: f64,
+}
+
+/// `muster autoscale simulate`.
+fn simulate(args: &SimulateArgs) -> Result<(), String> {
+    use muster_autoscaler::simulate::{report, Model};
+    if !(args.burst_window_s.is_finite() && args.burst_window_s >= 0.0) {
+        return Err("--burst-window-s must be 0 or more".into());
+    }
+    if !(args.initial_capacity.is_finite() && args.initial_capacity > 0.0) {
+        return Err("--initial-capacity must be more than 0".into());
+    }
+    let model = Model {
+        initial_capacity: args.initial_capacity,
+        apply_delay_s: args.apply_delay_s,
+        metric_lag_s: args.metric_lag_s,
+        signal_lag_s: args.signal_lag_s,
+        burst_window_s: args.burst_window_s,
+    };
+    let cells = report::experiment(&model);
+    if args.json {
+        println!("{:#}", report::json(&cells));
+    } else {
+        print!("{}", report::table(&cells));
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, report::html(&cells, &[0.7, 0.8]))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        eprintln!("charts: {}", path.display());
+    }
+    Ok(())
 }
 
 /// The settings most often given on the command line; every other one is set in the config file
@@ -77,9 +144,23 @@ impl Settings {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Config) = cli.command {
-        print!("{EXAMPLE_TOML}");
-        return ExitCode::SUCCESS;
+    match &cli.command {
+        Some(Command::Config) => {
+            print!("{EXAMPLE_TOML}");
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Autoscale {
+            command: AutoscaleCommand::Simulate(args),
+        }) => {
+            return match simulate(args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("muster autoscale simulate: {error}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        _ => {}
     }
     let config = match Config::load(cli.settings.config.as_deref(), &cli.settings.overrides()) {
         Ok(config) => config,
