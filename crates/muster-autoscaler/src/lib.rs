@@ -13,5 +13,7 @@
 //! Units are "capacity units per second" throughout: one unit serves one request per second.
 
 pub mod calendar;
+pub mod keda;
 pub mod policy;
+pub mod run;
 pub mod simulate;

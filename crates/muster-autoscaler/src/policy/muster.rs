@@ -110,7 +110,8 @@ impl Muster {
         }
     }
 
-    /// Demand now: the mean of the last few seconds (one noisy second does not move capacity).
+    /// Demand now: the latest sample when it is above the mean of the last few seconds (a jump
+    /// is acted on at once: scale up early), else that mean (one low second does not count).
     fn level(&self) -> f64 {
         let recent: Vec<f64> = self
             .samples
@@ -119,7 +120,8 @@ impl Muster {
             .take(5)
             .map(|s| s.requested)
             .collect();
-        recent.iter().sum::<f64>() / recent.len().max(1) as f64
+        let mean = recent.iter().sum::<f64>() / recent.len().max(1) as f64;
+        recent.first().copied().unwrap_or(0.0).max(mean)
     }
 
     /// Demand over the stabilisation window's samples we keep: their peak.

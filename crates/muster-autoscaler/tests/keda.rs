@@ -1,0 +1,161 @@
+//! The KEDA external scaler over real gRPC, driven by a client generated from KEDA's published
+//! proto, with `run` reading demand from a node's `/metrics` over HTTP: the metric spec, the
+//! push stream, the desired replicas following demand within a second or two, and a source that
+//! stops answering (the last decision holds).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use muster_autoscaler::calendar::Calendar;
+use muster_autoscaler::keda::proto::external_scaler_client::ExternalScalerClient;
+use muster_autoscaler::keda::proto::{GetMetricsRequest, ScaledObjectRef};
+use muster_autoscaler::keda::{Desired, Scaler, METRIC};
+use muster_autoscaler::run::{run, RunSettings, Signal};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// A node's `/metrics`: `muster_sockets_open` at `sockets`; 503 while `down`.
+async fn fake_node(sockets: Arc<AtomicU64>, down: Arc<AtomicBool>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let sockets = sockets.clone();
+            let down = down.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 2048];
+                let _ = stream.read(&mut buffer).await;
+                let response = if down.load(Ordering::SeqCst) {
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+                } else {
+                    let body = format!(
+                        "# TYPE muster_sockets_open gauge\nmuster_sockets_open {}\n",
+                        sockets.load(Ordering::SeqCst)
+                    );
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                };
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/metrics")
+}
+
+fn object() -> ScaledObjectRef {
+    ScaledObjectRef {
+        name: "muster".into(),
+        namespace: "games".into(),
+        scaler_metadata: Default::default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
+    let sockets = Arc::new(AtomicU64::new(5_000));
+    let down = Arc::new(AtomicBool::new(false));
+    let source = fake_node(sockets.clone(), down.clone()).await;
+    let (desired, watching) = watch::channel(Desired { replicas: 1 });
+    let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let grpc_addr = grpc.local_addr().expect("addr");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(Scaler::new(watching).service())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc)),
+    );
+    let settings = RunSettings {
+        sources: vec![source],
+        metrics_token: None,
+        signal: Signal::Sockets,
+        units_per_replica: 18_000.0,
+        target: 0.7,
+        min_replicas: 1,
+        max_replicas: 20,
+        ready_s: 60,
+        calendar: Calendar::default(),
+        dry_run: false,
+    };
+    tokio::spawn(run(settings, desired, std::future::pending()));
+
+    let mut client = ExternalScalerClient::connect(format!("http://{grpc_addr}"))
+        .await
+        .expect("connect");
+    let spec = client
+        .get_metric_spec(object())
+        .await
+        .expect("spec")
+        .into_inner();
+    assert_eq!(spec.metric_specs.len(), 1);
+    assert_eq!(spec.metric_specs[0].metric_name, METRIC);
+    assert_eq!(spec.metric_specs[0].target_size_float, 1.0);
+    assert!(
+        client
+            .is_active(object())
+            .await
+            .expect("active")
+            .into_inner()
+            .result
+    );
+    let mut pushes = client
+        .stream_is_active(object())
+        .await
+        .expect("stream")
+        .into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(2), pushes.message())
+        .await
+        .expect("the current state at once")
+        .expect("message")
+        .expect("some");
+    assert!(first.result);
+
+    let replicas = |mut client: ExternalScalerClient<tonic::transport::Channel>| async move {
+        client
+            .get_metrics(GetMetricsRequest {
+                scaled_object_ref: Some(object()),
+                metric_name: METRIC.into(),
+            })
+            .await
+            .expect("metrics")
+            .into_inner()
+            .metric_values[0]
+            .metric_value_float
+    };
+    assert_eq!(replicas(client.clone()).await, 1.0);
+
+    // A spike: 50,000 players at 70 % of 18,000 a replica → 4 replicas.
+    let breach = Instant::now();
+    sockets.store(50_000, Ordering::SeqCst);
+    let pushed = tokio::time::timeout(Duration::from_secs(5), pushes.message())
+        .await
+        .expect("a push when the decision changes")
+        .expect("message")
+        .expect("some");
+    let reaction = breach.elapsed();
+    assert!(pushed.result);
+    assert_eq!(replicas(client.clone()).await, 4.0);
+    println!("reaction from breach to push: {reaction:?}");
+    assert!(reaction < Duration::from_secs(3), "{reaction:?}");
+
+    // The source fails: not zero demand; the last decision holds.
+    down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(replicas(client.clone()).await, 4.0);
+
+    // Unknown metric names are refused clearly.
+    let refused = client
+        .get_metrics(GetMetricsRequest {
+            scaled_object_ref: Some(object()),
+            metric_name: "cpu".into(),
+        })
+        .await
+        .expect_err("unknown metric");
+    assert_eq!(refused.code(), tonic::Code::NotFound);
+    assert!(refused.message().contains(METRIC));
+}
