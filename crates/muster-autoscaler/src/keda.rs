@@ -14,6 +14,8 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 /// The code generated from KEDA's proto: the server trait and, for tests and tools, the client.
+/// Generated, so not held to this crate's lints (its doc comments are KEDA's).
+#[allow(clippy::all, rustdoc::all)]
 pub mod proto {
     tonic::include_proto!("externalscaler");
 }
