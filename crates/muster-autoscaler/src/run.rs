@@ -237,6 +237,49 @@ pub async fn run(
     }
 }
 
+/// Serves KEDA's external scaler on `grpc` and runs the decisions until `shutdown` resolves.
+/// The replicas start at `min_replicas`.
+pub async fn serve(
+    settings: RunSettings,
+    grpc: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    settings.validate()?;
+    let (desired, watching) = watch::channel(Desired {
+        replicas: settings.min_replicas.max(1),
+    });
+    let stop = stop_on(shutdown);
+    let decisions = tokio::spawn(run(settings, desired, stop.clone().wait()));
+    let served = tonic::transport::Server::builder()
+        .add_service(crate::keda::Scaler::new(watching).service())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(grpc),
+            stop.wait(),
+        )
+        .await;
+    let _ = decisions.await;
+    served.map_err(|e| format!("gRPC server: {e}"))
+}
+
+/// A shutdown signal many tasks can wait on.
+#[derive(Clone)]
+struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    async fn wait(mut self) {
+        let _ = self.0.wait_for(|stopped| *stopped).await;
+    }
+}
+
+fn stop_on(shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Stop {
+    let (tell, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tell.send(true);
+    });
+    Stop(stop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,96 @@ enum AutoscaleCommand {
     /// Reproduce the seed's DynamoDB experiment: every policy on the bell-curve and top-heavy
     /// traces at utilisation targets 30-80 %; prints the table (or JSON) and can write charts.
     Simulate(SimulateArgs),
+    /// Run the autoscaler: read demand from the nodes' /metrics every second, decide, and serve
+    /// KEDA's external scaler (gRPC) with the desired replicas. One JSON line per decision.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// A node's metrics URL, e.g. http://muster-0.muster:7350/metrics (repeat for each node).
+    #[arg(long = "source", required = true)]
+    sources: Vec<String>,
+    /// Bearer token for the nodes' /metrics (their metrics.token).
+    #[arg(long, env = "AUTOSCALE_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
+    /// What demand is: sockets, requests (per second), matchmaker_queue or rooms.
+    #[arg(long, default_value = "sockets")]
+    signal: String,
+    /// Demand one replica serves at 100 % (e.g. sockets per node).
+    #[arg(long, default_value_t = 18_000.0)]
+    units_per_replica: f64,
+    /// Utilisation to provision for, above 0 and at most 1.
+    #[arg(long, default_value_t = 0.7)]
+    target: f64,
+    #[arg(long, default_value_t = 1)]
+    min_replicas: u64,
+    #[arg(long, default_value_t = 100)]
+    max_replicas: u64,
+    /// Seconds a new replica takes to be ready (the lead for scheduled events).
+    #[arg(long, default_value_t = 60)]
+    ready_s: u64,
+    /// Scheduled events (TOML, docs/autoscaling.md), times in unix seconds.
+    #[arg(long)]
+    calendar: Option<PathBuf>,
+    /// Address of the KEDA external scaler (gRPC).
+    #[arg(long, default_value = "0.0.0.0:7360")]
+    grpc_listen: String,
+    /// Decide and log, but keep publishing the starting replicas.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `muster autoscale run`.
+fn autoscale_run(args: &RunArgs) -> Result<(), String> {
+    use muster_autoscaler::calendar::Calendar;
+    use muster_autoscaler::run::{serve, RunSettings, Signal};
+    let calendar = match &args.calendar {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Calendar::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => Calendar::default(),
+    };
+    let settings = RunSettings {
+        sources: args.sources.clone(),
+        metrics_token: args.metrics_token.clone(),
+        signal: Signal::parse(&args.signal)?,
+        units_per_replica: args.units_per_replica,
+        target: args.target,
+        min_replicas: args.min_replicas,
+        max_replicas: args.max_replicas,
+        ready_s: args.ready_s,
+        calendar,
+        dry_run: args.dry_run,
+    };
+    settings.validate()?;
+    muster::app::init_logging("info");
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let grpc = tokio::net::TcpListener::bind(&args.grpc_listen)
+            .await
+            .map_err(|e| format!("cannot listen on {} (--grpc-listen): {e}", args.grpc_listen))?;
+        tracing::info!(grpc = %args.grpc_listen, dry_run = args.dry_run, "autoscaler serving KEDA's external scaler");
+        serve(settings, grpc, terminated()).await
+    })
 }
 
 #[derive(Args)]
@@ -149,13 +239,15 @@ fn main() -> ExitCode {
             print!("{EXAMPLE_TOML}");
             return ExitCode::SUCCESS;
         }
-        Some(Command::Autoscale {
-            command: AutoscaleCommand::Simulate(args),
-        }) => {
-            return match simulate(args) {
+        Some(Command::Autoscale { command }) => {
+            let (name, result) = match command {
+                AutoscaleCommand::Simulate(args) => ("simulate", simulate(args)),
+                AutoscaleCommand::Run(args) => ("run", autoscale_run(args)),
+            };
+            return match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
-                    eprintln!("muster autoscale simulate: {error}");
+                    eprintln!("muster autoscale {name}: {error}");
                     ExitCode::from(2)
                 }
             };
