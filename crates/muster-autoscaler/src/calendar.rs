@@ -9,10 +9,10 @@
 //! lead_time_s = 300       # optional: be ready this long before; at least the learned delay
 //! ```
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One event.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Event {
     pub name: String,
@@ -73,36 +73,20 @@ impl Calendar {
 
     pub fn new(events: Vec<Event>) -> Result<Calendar, CalendarError> {
         for (index, event) in events.iter().enumerate() {
-            let problem = |problem: &str| CalendarError::Event {
-                index,
-                name: event.name.clone(),
-                problem: problem.into(),
-            };
-            if event.name.trim().is_empty() {
-                return Err(problem("name is empty"));
-            }
-            if event.end_s <= event.start_s {
-                return Err(problem("end_s must be after start_s"));
-            }
-            match (event.expected_demand, event.multiplier) {
-                (Some(d), None) if d.is_finite() && d > 0.0 => {}
-                (None, Some(m)) if m.is_finite() && m > 0.0 => {}
-                (Some(_), Some(_)) | (None, None) => {
-                    return Err(problem(
-                        "give exactly one of expected_demand and multiplier",
-                    ))
-                }
-                _ => {
-                    return Err(problem(
-                        "expected_demand and multiplier must be positive numbers",
-                    ))
-                }
-            }
+            check(index, event)?;
         }
         Ok(Calendar {
             baselines: vec![None; events.len()],
             events,
         })
+    }
+
+    /// Adds one event (from the API), checked like a file's.
+    pub fn add(&mut self, event: Event) -> Result<(), CalendarError> {
+        check(self.events.len(), &event)?;
+        self.events.push(event);
+        self.baselines.push(None);
+        Ok(())
     }
 
     pub fn events(&self) -> &[Event] {
@@ -137,6 +121,36 @@ impl Calendar {
         }
         need
     }
+}
+
+/// Why `event` (the `index`th) cannot be used, if it cannot.
+fn check(index: usize, event: &Event) -> Result<(), CalendarError> {
+    let problem = |problem: &str| CalendarError::Event {
+        index,
+        name: event.name.clone(),
+        problem: problem.into(),
+    };
+    if event.name.trim().is_empty() {
+        return Err(problem("name is empty"));
+    }
+    if event.end_s <= event.start_s {
+        return Err(problem("end_s must be after start_s"));
+    }
+    match (event.expected_demand, event.multiplier) {
+        (Some(d), None) if d.is_finite() && d > 0.0 => {}
+        (None, Some(m)) if m.is_finite() && m > 0.0 => {}
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(problem(
+                "give exactly one of expected_demand and multiplier",
+            ))
+        }
+        _ => {
+            return Err(problem(
+                "expected_demand and multiplier must be positive numbers",
+            ))
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! Units are "capacity units per second" throughout: one unit serves one request per second.
 
 pub mod calendar;
+pub mod http;
 pub mod keda;
 pub mod policy;
 pub mod run;

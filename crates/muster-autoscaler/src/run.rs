@@ -7,9 +7,13 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
-use crate::calendar::Calendar;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::calendar::{Calendar, Event};
+use crate::http::Shared;
 use crate::keda::Desired;
 use crate::policy::{Muster, MusterSettings, Observation, Policy, Sample};
 
@@ -54,11 +58,21 @@ impl Signal {
     }
 }
 
+/// Demand from a Prometheus server's query API: `url` (e.g. `http://prometheus:9090`) and a
+/// PromQL expression whose value is the demand (e.g. `sum(muster_sockets_open)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrometheusQuery {
+    pub url: String,
+    pub query: String,
+}
+
 /// What `muster autoscale run` needs.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
     /// Each node's metrics URL, e.g. `http://muster-0:7350/metrics`.
     pub sources: Vec<String>,
+    /// Or a Prometheus server and a query whose value is the demand.
+    pub prometheus: Option<PrometheusQuery>,
     /// Bearer token for the nodes' `/metrics` (their `metrics.token`), if set.
     pub metrics_token: Option<String>,
     pub signal: Signal,
@@ -78,8 +92,11 @@ pub struct RunSettings {
 impl RunSettings {
     /// Checks values no type rules out; the message names the flag.
     pub fn validate(&self) -> Result<(), String> {
-        if self.sources.is_empty() {
-            return Err("give at least one --source (a node's /metrics URL)".into());
+        if self.sources.is_empty() == self.prometheus.is_none() {
+            return Err(
+                "give --source (each node's /metrics URL) or --prometheus-url with --query, not both"
+                    .into(),
+            );
         }
         if !(self.target > 0.0 && self.target <= 1.0) {
             return Err("--target must be above 0 and at most 1".into());
@@ -125,6 +142,9 @@ pub fn sum_metric(text: &str, metric: &str) -> Option<f64> {
 
 /// Reads the signal from every source: its sum, or why it could not be read.
 async fn read_sources(http: &reqwest::Client, settings: &RunSettings) -> Result<f64, String> {
+    if let Some(prometheus) = &settings.prometheus {
+        return read_prometheus(http, prometheus).await;
+    }
     let mut total = 0.0;
     for source in &settings.sources {
         let mut request = http.get(source);
@@ -144,18 +164,104 @@ async fn read_sources(http: &reqwest::Client, settings: &RunSettings) -> Result<
     Ok(total)
 }
 
+/// The value of a Prometheus instant query: the sum of a vector's samples, or a scalar.
+async fn read_prometheus(http: &reqwest::Client, source: &PrometheusQuery) -> Result<f64, String> {
+    let url = format!("{}/api/v1/query", source.url.trim_end_matches('/'));
+    let response = http
+        .get(&url)
+        .query(&[("query", source.query.as_str())])
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("{url}: HTTP {}", response.status()));
+    }
+    let body: serde_json::Value = response.json().await.map_err(|e| format!("{url}: {e}"))?;
+    query_value(&body).map_err(|problem| format!("{url}: {problem}"))
+}
+
+/// Reads an instant query's answer (`{"status":"success","data":{"resultType":…,"result":…}}`).
+pub fn query_value(body: &serde_json::Value) -> Result<f64, String> {
+    if body["status"] != "success" {
+        return Err(format!("query failed: {}", body["error"]));
+    }
+    let number = |pair: &serde_json::Value| -> Result<f64, String> {
+        pair[1]
+            .as_str()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("not a number: {pair}"))
+    };
+    let result = &body["data"]["result"];
+    match body["data"]["resultType"].as_str() {
+        Some("scalar") => number(result),
+        Some("vector") => result
+            .as_array()
+            .ok_or("vector result is not a list")?
+            .iter()
+            .map(|sample| number(&sample["value"]))
+            .sum(),
+        other => Err(format!(
+            "the query must give a vector or a scalar, not {other:?}"
+        )),
+    }
+}
+
+/// What the run loop publishes and listens to; the other ends are [`Shared`] (the HTTP endpoint
+/// and, through its `desired`, the gRPC service).
+pub struct Outputs {
+    desired: watch::Sender<Desired>,
+    events: watch::Sender<Vec<Event>>,
+    source_up: Arc<AtomicBool>,
+    decisions: Arc<AtomicU64>,
+    add_event: mpsc::Receiver<(Event, oneshot::Sender<Result<(), String>>)>,
+}
+
+/// The run loop's outputs and the endpoint's view of them, starting at `initial` replicas.
+pub fn channels(
+    initial: Desired,
+    calendar: &Calendar,
+    api_token: Option<String>,
+) -> (Outputs, Shared) {
+    let (desired, desired_seen) = watch::channel(initial);
+    let (events, events_seen) = watch::channel(calendar.events().to_vec());
+    let (add_event_tx, add_event) = mpsc::channel(16);
+    let source_up = Arc::new(AtomicBool::new(false));
+    let decisions = Arc::new(AtomicU64::new(0));
+    let shared = Shared {
+        desired: desired_seen,
+        events: events_seen,
+        source_up: source_up.clone(),
+        decisions: decisions.clone(),
+        add_event: add_event_tx,
+        api_token,
+    };
+    (
+        Outputs {
+            desired,
+            events,
+            source_up,
+            decisions,
+            add_event,
+        },
+        shared,
+    )
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-/// Runs until `stop` resolves: a decision a second, published on `desired`.
+/// Runs until `stop` resolves: a decision a second, published on the outputs; events added
+/// through the API join the policy's calendar.
 pub async fn run(
     settings: RunSettings,
-    desired: watch::Sender<Desired>,
+    mut outputs: Outputs,
     stop: impl std::future::Future<Output = ()>,
 ) {
+    let desired = &outputs.desired;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_millis(800))
         .build()
@@ -170,6 +276,14 @@ pub async fn run(
         tokio::select! {
             _ = tick.tick() => {}
             () = &mut stop => return,
+            Some((event, answer)) = outputs.add_event.recv() => {
+                let added = policy.calendar_mut().add(event).map_err(|e| e.to_string());
+                if added.is_ok() {
+                    outputs.events.send_replace(policy.calendar_mut().events().to_vec());
+                }
+                let _ = answer.send(added);
+                continue;
+            }
         }
         let now = unix_now();
         let read = match read_sources(&http, &settings).await {
@@ -179,6 +293,7 @@ pub async fn run(
                     tracing::warn!(%error, replicas = desired.borrow().replicas, "cannot read demand; holding the last decision");
                 }
                 holding = true;
+                outputs.source_up.store(false, Ordering::Relaxed);
                 previous_count = None;
                 continue;
             }
@@ -187,7 +302,8 @@ pub async fn run(
             tracing::info!("demand readable again");
             holding = false;
         }
-        let demand = if settings.signal.is_counter() {
+        outputs.source_up.store(true, Ordering::Relaxed);
+        let demand = if settings.prometheus.is_none() && settings.signal.is_counter() {
             let at = std::time::Instant::now();
             let rate = previous_count.map(|(then, count)| {
                 ((read - count) / at.duration_since(then).as_secs_f64()).max(0.0)
@@ -232,32 +348,45 @@ pub async fn run(
             })
         );
         if !settings.dry_run {
+            outputs.decisions.fetch_add(1, Ordering::Relaxed);
             desired.send_replace(Desired { replicas });
         }
     }
 }
 
-/// Serves KEDA's external scaler on `grpc` and runs the decisions until `shutdown` resolves.
-/// The replicas start at `min_replicas`.
+/// Serves KEDA's external scaler on `grpc` and the autoscaler's HTTP endpoint on `http`
+/// ([`crate::http`]), and runs the decisions, until `shutdown` resolves. The replicas start at
+/// `min_replicas`.
 pub async fn serve(
     settings: RunSettings,
     grpc: tokio::net::TcpListener,
+    http: tokio::net::TcpListener,
+    api_token: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     settings.validate()?;
-    let (desired, watching) = watch::channel(Desired {
+    let initial = Desired {
         replicas: settings.min_replicas.max(1),
-    });
+    };
+    let (outputs, shared) = channels(initial, &settings.calendar, api_token);
     let stop = stop_on(shutdown);
-    let decisions = tokio::spawn(run(settings, desired, stop.clone().wait()));
+    let scaler = crate::keda::Scaler::new(shared.desired.clone());
+    let decisions = tokio::spawn(run(settings, outputs, stop.clone().wait()));
+    let endpoint_stop = stop.clone();
+    let endpoint = tokio::spawn(async move {
+        axum::serve(http, crate::http::router(shared))
+            .with_graceful_shutdown(endpoint_stop.wait())
+            .await
+    });
     let served = tonic::transport::Server::builder()
-        .add_service(crate::keda::Scaler::new(watching).service())
+        .add_service(scaler.service())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc),
             stop.wait(),
         )
         .await;
     let _ = decisions.await;
+    let _ = endpoint.await;
     served.map_err(|e| format!("gRPC server: {e}"))
 }
 
@@ -299,9 +428,27 @@ mod tests {
     }
 
     #[test]
+    fn prometheus_answers() {
+        let vector = serde_json::json!({"status": "success", "data": {"resultType": "vector",
+            "result": [{"metric": {"pod": "a"}, "value": [1.0, "120"]}, {"metric": {"pod": "b"}, "value": [1.0, "30.5"]}]}});
+        assert_eq!(query_value(&vector), Ok(150.5));
+        let scalar = serde_json::json!({"status": "success", "data": {"resultType": "scalar", "result": [1.0, "7"]}});
+        assert_eq!(query_value(&scalar), Ok(7.0));
+        let failed = serde_json::json!({"status": "error", "error": "parse error"});
+        assert!(query_value(&failed).unwrap_err().contains("parse error"));
+        let matrix = serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": []}});
+        assert!(query_value(&matrix)
+            .unwrap_err()
+            .contains("vector or a scalar"));
+        let nan = serde_json::json!({"status": "success", "data": {"resultType": "scalar", "result": [1.0, "NaN"]}});
+        assert!(query_value(&nan).is_err());
+    }
+
+    #[test]
     fn settings_are_checked() {
         let good = RunSettings {
             sources: vec!["http://127.0.0.1:7350/metrics".into()],
+            prometheus: None,
             metrics_token: None,
             signal: Signal::Sockets,
             units_per_replica: 18_000.0,
@@ -335,6 +482,14 @@ mod tests {
         .validate()
         .is_err());
         assert!(Signal::parse("ccu").unwrap_err().contains("unknown signal"));
+        let both = RunSettings {
+            prometheus: Some(PrometheusQuery {
+                url: "http://prometheus:9090".into(),
+                query: "sum(muster_sockets_open)".into(),
+            }),
+            ..good.clone()
+        };
+        assert!(both.validate().unwrap_err().contains("not both"));
         assert_eq!(good.replicas(40_000.0), 3);
         assert_eq!(good.replicas(1e12), 10);
     }

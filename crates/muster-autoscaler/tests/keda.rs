@@ -11,10 +11,9 @@ use muster_autoscaler::calendar::Calendar;
 use muster_autoscaler::keda::proto::external_scaler_client::ExternalScalerClient;
 use muster_autoscaler::keda::proto::{GetMetricsRequest, ScaledObjectRef};
 use muster_autoscaler::keda::{Desired, Scaler, METRIC};
-use muster_autoscaler::run::{run, RunSettings, Signal};
+use muster_autoscaler::run::{channels, run, RunSettings, Signal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 /// A node's `/metrics`: `muster_sockets_open` at `sockets`; 503 while `down`.
 async fn fake_node(sockets: Arc<AtomicU64>, down: Arc<AtomicBool>) -> String {
@@ -62,7 +61,8 @@ async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
     let sockets = Arc::new(AtomicU64::new(5_000));
     let down = Arc::new(AtomicBool::new(false));
     let source = fake_node(sockets.clone(), down.clone()).await;
-    let (desired, watching) = watch::channel(Desired { replicas: 1 });
+    let (outputs, shared) = channels(Desired { replicas: 1 }, &Calendar::default(), None);
+    let watching = shared.desired.clone();
     let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let grpc_addr = grpc.local_addr().expect("addr");
     tokio::spawn(
@@ -72,6 +72,7 @@ async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
     );
     let settings = RunSettings {
         sources: vec![source],
+        prometheus: None,
         metrics_token: None,
         signal: Signal::Sockets,
         units_per_replica: 18_000.0,
@@ -82,7 +83,7 @@ async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
         calendar: Calendar::default(),
         dry_run: false,
     };
-    tokio::spawn(run(settings, desired, std::future::pending()));
+    tokio::spawn(run(settings, outputs, std::future::pending()));
 
     let mut client = ExternalScalerClient::connect(format!("http://{grpc_addr}"))
         .await

@@ -54,8 +54,14 @@ enum AutoscaleCommand {
 #[derive(Args)]
 struct RunArgs {
     /// A node's metrics URL, e.g. http://muster-0.muster:7350/metrics (repeat for each node).
-    #[arg(long = "source", required = true)]
+    #[arg(long = "source")]
     sources: Vec<String>,
+    /// Or read demand from a Prometheus server's query API (with --query).
+    #[arg(long, requires = "query")]
+    prometheus_url: Option<String>,
+    /// The PromQL expression whose value is the demand, e.g. 'sum(muster_sockets_open)'.
+    #[arg(long, requires = "prometheus_url")]
+    query: Option<String>,
     /// Bearer token for the nodes' /metrics (their metrics.token).
     #[arg(long, env = "AUTOSCALE_METRICS_TOKEN", hide_env_values = true)]
     metrics_token: Option<String>,
@@ -81,6 +87,12 @@ struct RunArgs {
     /// Address of the KEDA external scaler (gRPC).
     #[arg(long, default_value = "0.0.0.0:7360")]
     grpc_listen: String,
+    /// Address of the HTTP endpoint: /metrics (desired replicas) and the events API.
+    #[arg(long, default_value = "0.0.0.0:7361")]
+    http_listen: String,
+    /// Bearer token of the events API (GET/POST /events); without it the API is off.
+    #[arg(long, env = "AUTOSCALE_API_TOKEN", hide_env_values = true)]
+    api_token: Option<String>,
     /// Decide and log, but keep publishing the starting replicas.
     #[arg(long)]
     dry_run: bool,
@@ -105,7 +117,7 @@ async fn terminated() {
 /// `muster autoscale run`.
 fn autoscale_run(args: &RunArgs) -> Result<(), String> {
     use muster_autoscaler::calendar::Calendar;
-    use muster_autoscaler::run::{serve, RunSettings, Signal};
+    use muster_autoscaler::run::{serve, PrometheusQuery, RunSettings, Signal};
     let calendar = match &args.calendar {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -116,6 +128,11 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
     };
     let settings = RunSettings {
         sources: args.sources.clone(),
+        prometheus: args
+            .prometheus_url
+            .clone()
+            .zip(args.query.clone())
+            .map(|(url, query)| PrometheusQuery { url, query }),
         metrics_token: args.metrics_token.clone(),
         signal: Signal::parse(&args.signal)?,
         units_per_replica: args.units_per_replica,
@@ -130,11 +147,15 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
     muster::app::init_logging("info");
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let grpc = tokio::net::TcpListener::bind(&args.grpc_listen)
-            .await
-            .map_err(|e| format!("cannot listen on {} (--grpc-listen): {e}", args.grpc_listen))?;
-        tracing::info!(grpc = %args.grpc_listen, dry_run = args.dry_run, "autoscaler serving KEDA's external scaler");
-        serve(settings, grpc, terminated()).await
+        let bind = |address: String, flag: &'static str| async move {
+            tokio::net::TcpListener::bind(&address)
+                .await
+                .map_err(|e| format!("cannot listen on {address} ({flag}): {e}"))
+        };
+        let grpc = bind(args.grpc_listen.clone(), "--grpc-listen").await?;
+        let http = bind(args.http_listen.clone(), "--http-listen").await?;
+        tracing::info!(grpc = %args.grpc_listen, http = %args.http_listen, dry_run = args.dry_run, "autoscaler serving KEDA's external scaler");
+        serve(settings, grpc, http, args.api_token.clone(), terminated()).await
     })
 }
 

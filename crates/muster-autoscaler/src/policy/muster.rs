@@ -110,6 +110,11 @@ impl Muster {
         }
     }
 
+    /// The scheduled events, to read or add to.
+    pub fn calendar_mut(&mut self) -> &mut Calendar {
+        &mut self.settings.calendar
+    }
+
     /// Demand now: the latest sample when it is above the mean of the last few seconds (a jump
     /// is acted on at once: scale up early), else that mean (one low second does not count).
     fn level(&self) -> f64 {

@@ -1,0 +1,129 @@
+//! The autoscaler's own HTTP endpoint, beside KEDA's gRPC service:
+//!
+//! | route | who | what |
+//! |---|---|---|
+//! | `GET /metrics` | anyone (scrape it over a private network) | `muster_autoscaler_desired_replicas` (for an HPA through the Prometheus adapter), `_source_up`, `_decisions_total` |
+//! | `GET /events` | anyone with `--api-token` | the calendar of scheduled events |
+//! | `POST /events` | `Authorization: Bearer <--api-token>` | adds an event (the calendar file's fields, as JSON); 400 with the reason when it is not valid |
+//!
+//! Without `--api-token` the events API answers 403: nothing changes the calendar but the file.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::calendar::Event;
+use crate::keda::Desired;
+
+/// What the run loop tells the endpoint, and how the endpoint reaches the run loop.
+#[derive(Clone)]
+pub struct Shared {
+    pub desired: watch::Receiver<Desired>,
+    pub events: watch::Receiver<Vec<Event>>,
+    pub source_up: Arc<AtomicBool>,
+    pub decisions: Arc<AtomicU64>,
+    pub add_event: mpsc::Sender<(Event, oneshot::Sender<Result<(), String>>)>,
+    pub api_token: Option<String>,
+}
+
+pub fn router(shared: Shared) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/events", get(list_events).post(add_event))
+        .with_state(shared)
+}
+
+async fn metrics(State(shared): State<Shared>) -> Response {
+    let text = format!(
+        "# HELP muster_autoscaler_desired_replicas Replicas the policy wants now.\n\
+         # TYPE muster_autoscaler_desired_replicas gauge\n\
+         muster_autoscaler_desired_replicas {}\n\
+         # HELP muster_autoscaler_source_up Whether every demand source answered the last read.\n\
+         # TYPE muster_autoscaler_source_up gauge\n\
+         muster_autoscaler_source_up {}\n\
+         # HELP muster_autoscaler_decisions_total Changes of the desired replicas.\n\
+         # TYPE muster_autoscaler_decisions_total counter\n\
+         muster_autoscaler_decisions_total {}\n",
+        shared.desired.borrow().replicas,
+        u8::from(shared.source_up.load(Ordering::Relaxed)),
+        shared.decisions.load(Ordering::Relaxed),
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+/// `Ok` when the request carries the API token.
+fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
+    let Some(token) = &shared.api_token else {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "the events API is off; start the autoscaler with --api-token",
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compared in constant time.
+    let same = given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::UNAUTHORIZED,
+            "Authorization: Bearer <api token> required",
+        ))
+    }
+}
+
+async fn list_events(State(shared): State<Shared>, headers: HeaderMap) -> Response {
+    if let Err(refused) = authorized(&shared, &headers) {
+        return refused;
+    }
+    let events = shared.events.borrow().clone();
+    Json(events).into_response()
+}
+
+async fn add_event(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(refused) = authorized(&shared, &headers) {
+        return refused;
+    }
+    let event: Event = match serde_json::from_slice(&body) {
+        Ok(event) => event,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("not an event: {e}")),
+    };
+    let (answer, answered) = oneshot::channel();
+    if shared.add_event.send((event, answer)).await.is_err() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the autoscaler is stopping",
+        );
+    }
+    match answered.await {
+        Ok(Ok(())) => StatusCode::CREATED.into_response(),
+        Ok(Err(problem)) => error(StatusCode::BAD_REQUEST, problem),
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the autoscaler is stopping",
+        ),
+    }
+}
