@@ -61,10 +61,10 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
 }
 
-/// `Ok` when the request carries the API token.
-fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
+/// `Ok` when the request carries the API token, else the status and reason to answer.
+fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
     let Some(token) = &shared.api_token else {
-        return Err(error(
+        return Err((
             StatusCode::FORBIDDEN,
             "the events API is off; start the autoscaler with --api-token",
         ));
@@ -92,8 +92,8 @@ fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
 }
 
 async fn list_events(State(shared): State<Shared>, headers: HeaderMap) -> Response {
-    if let Err(refused) = authorized(&shared, &headers) {
-        return refused;
+    if let Err((status, why)) = authorized(&shared, &headers) {
+        return error(status, why);
     }
     let events = shared.events.borrow().clone();
     Json(events).into_response()
@@ -104,8 +104,8 @@ async fn add_event(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(refused) = authorized(&shared, &headers) {
-        return refused;
+    if let Err((status, why)) = authorized(&shared, &headers) {
+        return error(status, why);
     }
     let event: Event = match serde_json::from_slice(&body) {
         Ok(event) => event,
