@@ -84,7 +84,7 @@ fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), (StatusCode, &
     if same {
         Ok(())
     } else {
-        Err(error(
+        Err((
             StatusCode::UNAUTHORIZED,
             "Authorization: Bearer <api token> required",
         ))
