@@ -26,6 +26,8 @@ struct Cli {
     settings: Settings,
 }
 
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API and realtime sockets (the default).
