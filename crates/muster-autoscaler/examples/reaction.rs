@@ -12,7 +12,7 @@ use muster_autoscaler::calendar::Calendar;
 use muster_autoscaler::keda::proto::external_scaler_client::ExternalScalerClient;
 use muster_autoscaler::keda::proto::{GetMetricsRequest, ScaledObjectRef};
 use muster_autoscaler::keda::{Desired, Scaler, METRIC};
-use muster_autoscaler::run::{channels, run, RunSettings, Signal};
+use muster_autoscaler::run::{channels, run, RunSettings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -53,17 +53,9 @@ async fn trial(offset_ms: u64) -> (f64, f64) {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc)),
     );
     let settings = RunSettings {
-        sources: vec![source],
-        prometheus: None,
-        metrics_token: None,
-        signal: Signal::Sockets,
         units_per_replica: 1_000.0,
         target: 1.0,
-        min_replicas: 1,
-        max_replicas: 100,
-        ready_s: 60,
-        calendar: Calendar::default(),
-        dry_run: false,
+        ..RunSettings::new(vec![source])
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run_task = tokio::spawn(run(settings, outputs, async {

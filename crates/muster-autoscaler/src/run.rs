@@ -90,6 +90,24 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
+    /// Reading `sources` with `muster autoscale run`'s defaults: sockets, 18,000 a replica, a
+    /// 70 % target, 1 to 100 replicas, 60 s to be ready, no calendar.
+    pub fn new(sources: Vec<String>) -> RunSettings {
+        RunSettings {
+            sources,
+            prometheus: None,
+            metrics_token: None,
+            signal: Signal::Sockets,
+            units_per_replica: 18_000.0,
+            target: 0.7,
+            min_replicas: 1,
+            max_replicas: 100,
+            ready_s: 60,
+            calendar: Calendar::default(),
+            dry_run: false,
+        }
+    }
+
     /// Checks values no type rules out; the message names the flag.
     pub fn validate(&self) -> Result<(), String> {
         if self.sources.is_empty() == self.prometheus.is_none() {
@@ -447,17 +465,8 @@ mod tests {
     #[test]
     fn settings_are_checked() {
         let good = RunSettings {
-            sources: vec!["http://127.0.0.1:7350/metrics".into()],
-            prometheus: None,
-            metrics_token: None,
-            signal: Signal::Sockets,
-            units_per_replica: 18_000.0,
-            target: 0.7,
-            min_replicas: 1,
             max_replicas: 10,
-            ready_s: 60,
-            calendar: Calendar::default(),
-            dry_run: false,
+            ..RunSettings::new(vec!["http://127.0.0.1:7350/metrics".into()])
         };
         assert!(good.validate().is_ok());
         assert!(RunSettings {

@@ -3,27 +3,20 @@
 
 use std::time::Duration;
 
-use muster_autoscaler::calendar::Calendar;
-use muster_autoscaler::run::{serve, RunSettings, Signal};
+use muster_autoscaler::run::{serve, RunSettings};
 use tokio::net::TcpListener;
 
 async fn start(api_token: Option<&str>) -> String {
     let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", http.local_addr().expect("addr"));
+    // Nothing listens there: demand cannot be read, and the replicas hold.
     let settings = RunSettings {
-        // Nothing listens there: demand cannot be read, and the replicas hold.
-        sources: vec!["http://127.0.0.1:9/metrics".into()],
-        prometheus: None,
-        metrics_token: None,
-        signal: Signal::Sockets,
         units_per_replica: 100.0,
         target: 0.5,
         min_replicas: 2,
         max_replicas: 10,
-        ready_s: 60,
-        calendar: Calendar::default(),
-        dry_run: false,
+        ..RunSettings::new(vec!["http://127.0.0.1:9/metrics".into()])
     };
     tokio::spawn(serve(
         settings,

@@ -11,7 +11,7 @@ use muster_autoscaler::calendar::Calendar;
 use muster_autoscaler::keda::proto::external_scaler_client::ExternalScalerClient;
 use muster_autoscaler::keda::proto::{GetMetricsRequest, ScaledObjectRef};
 use muster_autoscaler::keda::{Desired, Scaler, METRIC};
-use muster_autoscaler::run::{channels, run, RunSettings, Signal};
+use muster_autoscaler::run::{channels, run, RunSettings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -71,17 +71,8 @@ async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc)),
     );
     let settings = RunSettings {
-        sources: vec![source],
-        prometheus: None,
-        metrics_token: None,
-        signal: Signal::Sockets,
-        units_per_replica: 18_000.0,
-        target: 0.7,
-        min_replicas: 1,
         max_replicas: 20,
-        ready_s: 60,
-        calendar: Calendar::default(),
-        dry_run: false,
+        ..RunSettings::new(vec![source])
     };
     tokio::spawn(run(settings, outputs, std::future::pending()));
 

@@ -129,7 +129,6 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
         None => Calendar::default(),
     };
     let settings = RunSettings {
-        sources: args.sources.clone(),
         prometheus: args
             .prometheus_url
             .clone()
@@ -144,6 +143,7 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
         ready_s: args.ready_s,
         calendar,
         dry_run: args.dry_run,
+        ..RunSettings::new(args.sources.clone())
     };
     settings.validate()?;
     muster::app::init_logging("info");
