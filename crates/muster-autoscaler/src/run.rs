@@ -138,7 +138,9 @@ impl RunSettings {
     }
 
     fn replicas(&self, units: f64) -> u64 {
-        ((units / self.units_per_replica).ceil() as u64).clamp(self.min_replicas, self.max_replicas)
+        ((units / self.units_per_replica).ceil() as u64)
+            .max(self.min_replicas)
+            .min(self.max_replicas)
     }
 }
 
@@ -152,7 +154,15 @@ pub fn sum_metric(text: &str, metric: &str) -> Option<f64> {
         if !(rest.starts_with(' ') || rest.starts_with('{')) {
             continue;
         }
-        let value = line.rsplit(' ').next()?.parse::<f64>().ok()?;
+        // A sample that is not a finite number (NaN, +Inf) is not demand.
+        let Some(value) = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+        else {
+            continue;
+        };
         *found.get_or_insert(0.0) += value;
     }
     found
@@ -443,6 +453,13 @@ mod tests {
             Some(12.0)
         );
         assert_eq!(sum_metric(text, "muster_rooms"), None);
+        assert_eq!(
+            sum_metric(
+                "muster_rooms NaN\nmuster_rooms 3\nmuster_rooms +Inf\n",
+                "muster_rooms"
+            ),
+            Some(3.0)
+        );
     }
 
     #[test]

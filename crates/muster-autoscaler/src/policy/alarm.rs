@@ -88,7 +88,8 @@ impl Policy for Alarm {
         if observation.pending.is_some() {
             return Decision::hold("a capacity change is in progress");
         }
-        let sized = (measured / self.target).clamp(self.min, self.max);
+        // max then min rather than clamp, which panics if the bounds cross.
+        let sized = (measured / self.target).max(self.min).min(self.max);
         if self.above >= self.breaches_needed() && sized > observation.provisioned {
             self.above = 0;
             return Decision {

@@ -129,7 +129,12 @@ impl Muster {
         recent.first().copied().unwrap_or(0.0).max(mean)
     }
 
-    /// Demand over the stabilisation window's samples we keep: their peak.
+    /// `capacity` within min and max (the max wins if they cross; `clamp` would panic).
+    fn bounded(&self, capacity: f64) -> f64 {
+        capacity.max(self.settings.min).min(self.settings.max)
+    }
+
+    /// The peak demand of the last `peak_window_s` seconds.
     fn window_peak(&self, now_s: u64) -> f64 {
         self.samples
             .iter()
@@ -193,8 +198,7 @@ impl Policy for Muster {
         let event_lead = 2 * self.ready_s + lag + LEAD_MARGIN_S;
         let scheduled = self.settings.calendar.need(now, event_lead, forecast);
         let current = observation.pending.unwrap_or(observation.provisioned);
-        let wanted =
-            (forecast.max(scheduled.demand) / target).clamp(self.settings.min, self.settings.max);
+        let wanted = self.bounded(forecast.max(scheduled.demand) / target);
         if wanted > current * (1.0 + self.settings.up_hysteresis) {
             if observation.pending.is_some() {
                 return Decision::hold(format!(
@@ -227,9 +231,7 @@ impl Policy for Muster {
         if observation.pending.is_none() && calm_for >= self.settings.stabilisation_s {
             let peak = self.window_peak(sample.at_s).max(scheduled.demand);
             let floor = current * (1.0 - self.settings.max_step_down);
-            let lower = (peak / target)
-                .max(floor)
-                .clamp(self.settings.min, self.settings.max);
+            let lower = self.bounded((peak / target).max(floor));
             if lower < current * (1.0 - self.settings.down_hysteresis) {
                 self.asked = Some((now, lower));
                 return Decision {
