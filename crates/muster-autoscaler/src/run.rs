@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::calendar::{Calendar, Event};
 use crate::http::Shared;
@@ -397,44 +398,30 @@ pub async fn serve(
         replicas: settings.min_replicas.max(1),
     };
     let (outputs, shared) = channels(initial, &settings.calendar, api_token);
-    let stop = stop_on(shutdown);
+    let stop = CancellationToken::new();
+    let cancel = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        cancel.cancel();
+    });
     let scaler = crate::keda::Scaler::new(shared.desired.clone());
-    let decisions = tokio::spawn(run(settings, outputs, stop.clone().wait()));
-    let endpoint_stop = stop.clone();
+    let decisions = tokio::spawn(run(settings, outputs, stop.clone().cancelled_owned()));
+    let endpoint_stop = stop.clone().cancelled_owned();
     let endpoint = tokio::spawn(async move {
         axum::serve(http, crate::http::router(shared))
-            .with_graceful_shutdown(endpoint_stop.wait())
+            .with_graceful_shutdown(endpoint_stop)
             .await
     });
     let served = tonic::transport::Server::builder()
         .add_service(scaler.service())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc),
-            stop.wait(),
+            stop.cancelled_owned(),
         )
         .await;
     let _ = decisions.await;
     let _ = endpoint.await;
     served.map_err(|e| format!("gRPC server: {e}"))
-}
-
-/// A shutdown signal many tasks can wait on.
-#[derive(Clone)]
-struct Stop(watch::Receiver<bool>);
-
-impl Stop {
-    async fn wait(mut self) {
-        let _ = self.0.wait_for(|stopped| *stopped).await;
-    }
-}
-
-fn stop_on(shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Stop {
-    let (tell, stop) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = tell.send(true);
-    });
-    Stop(stop)
 }
 
 #[cfg(test)]

@@ -339,7 +339,7 @@ pub async fn serve_with(config: Config, game: GameLogic) -> anyhow::Result<()> {
 }
 
 /// Resolves on SIGTERM or SIGINT.
-async fn termination() {
+pub async fn termination() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -100,22 +100,6 @@ struct RunArgs {
     dry_run: bool,
 }
 
-/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
-async fn terminated() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 /// `muster autoscale run`.
 fn autoscale_run(args: &RunArgs) -> Result<(), String> {
     use muster_autoscaler::calendar::Calendar;
@@ -157,7 +141,14 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
         let grpc = bind(args.grpc_listen.clone(), "--grpc-listen").await?;
         let http = bind(args.http_listen.clone(), "--http-listen").await?;
         tracing::info!(grpc = %args.grpc_listen, http = %args.http_listen, dry_run = args.dry_run, "autoscaler serving KEDA's external scaler");
-        serve(settings, grpc, http, args.api_token.clone(), terminated()).await
+        serve(
+            settings,
+            grpc,
+            http,
+            args.api_token.clone(),
+            muster::app::termination(),
+        )
+        .await
     })
 }
 

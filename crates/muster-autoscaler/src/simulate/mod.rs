@@ -55,7 +55,7 @@ pub struct Change {
 }
 
 /// One minute of a run, for charts.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Minute {
     pub provisioned: f64,
     pub requested: f64,
@@ -116,12 +116,7 @@ pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
     let mut burst = 0.0_f64;
     let mut pending: Option<(u64, f64, usize)> = None;
     let mut published: Vec<(u64, MinuteMetric)> = Vec::new();
-    let mut minute_sum = Minute {
-        provisioned: 0.0,
-        requested: 0.0,
-        consumed: 0.0,
-        throttled: 0.0,
-    };
+    let mut minute_sum = Minute::default();
     let mut out = Run {
         policy: policy.name(),
         trace: trace.name,
@@ -176,12 +171,7 @@ pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
                 },
             ));
             out.minutes.push(per_second);
-            minute_sum = Minute {
-                provisioned: 0.0,
-                requested: 0.0,
-                consumed: 0.0,
-                throttled: 0.0,
-            };
+            minute_sum = Minute::default();
         }
         let seen = now.checked_sub(model.signal_lag_s).map(|at| Sample {
             at_s: at,

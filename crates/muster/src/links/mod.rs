@@ -42,7 +42,8 @@ use crate::base::metrics::Metrics;
 use crate::base::ratelimit::{IpLimit, KeyedLimit};
 use crate::store::{Fallbacks, LinkRecord, LinkStore, StoreError};
 
-const DAY_MS: i64 = 86_400_000;
+/// A day in milliseconds: clicks are counted per UTC day (days since 1970-01-01).
+pub const DAY_MS: i64 = 86_400_000;
 
 /// The longest expiry a link may ask for: ten years.
 const MAX_EXPIRY_SEC: i64 = 10 * 365 * 86_400;

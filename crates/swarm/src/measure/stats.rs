@@ -379,14 +379,11 @@ impl Aggregate {
 
     /// Folds a worker's final result in.
     pub fn add_result(&mut self, r: &WorkerResult) -> Result<(), SketchError> {
-        self.players += r.players;
-        self.successful += r.successful;
-        self.failed += r.failed;
-        self.skipped += r.skipped;
-        self.counters.add(&r.counters);
-        for (k, v) in &r.errors {
-            *self.errors.entry(k.clone()).or_insert(0) += v;
-        }
+        self.add_outcomes(
+            [r.players, r.successful, r.failed, r.skipped],
+            &r.counters,
+            &r.errors,
+        );
         for (name, enc) in &r.sketches {
             merge_into(
                 &mut self.sketches,
@@ -396,6 +393,23 @@ impl Aggregate {
             )?;
         }
         Ok(())
+    }
+
+    /// Adds players, successful, failed and skipped (in that order), counters and errors by kind.
+    fn add_outcomes(
+        &mut self,
+        [players, successful, failed, skipped]: [u64; 4],
+        counters: &Counters,
+        errors: &BTreeMap<String, u64>,
+    ) {
+        self.players += players;
+        self.successful += successful;
+        self.failed += failed;
+        self.skipped += skipped;
+        self.counters.add(counters);
+        for (k, v) in errors {
+            *self.errors.entry(k.clone()).or_insert(0) += v;
+        }
     }
 
     /// Counts `players` that a worker was assigned but never accounted for (it crashed) as
@@ -409,14 +423,11 @@ impl Aggregate {
 
     /// Folds another aggregate in (several machines' reports).
     pub fn merge(&mut self, o: &Aggregate) -> Result<(), SketchError> {
-        self.players += o.players;
-        self.successful += o.successful;
-        self.failed += o.failed;
-        self.skipped += o.skipped;
-        self.counters.add(&o.counters);
-        for (k, v) in &o.errors {
-            *self.errors.entry(k.clone()).or_insert(0) += v;
-        }
+        self.add_outcomes(
+            [o.players, o.successful, o.failed, o.skipped],
+            &o.counters,
+            &o.errors,
+        );
         for (name, s) in &o.sketches {
             merge_into(&mut self.sketches, name, s, Precision::Run)?;
         }

@@ -10,13 +10,11 @@ use serde::Deserialize;
 use super::create::link_json;
 use super::short_base;
 use crate::base::clock::rfc3339;
-use crate::links::Viewer;
+use crate::links::{Viewer, DAY_MS};
 use crate::net::http::auth::LinkCaller;
 use crate::net::http::error::ApiError;
 use crate::net::http::extract::ApiQuery;
 use crate::net::state::AppState;
-
-const DAY_MS: i64 = 86_400_000;
 
 fn viewer(caller: LinkCaller) -> Result<Viewer, ApiError> {
     match caller {
