@@ -19,6 +19,8 @@ pub struct Metrics {
     pub db_operations: HistogramVec,
     pub db_batch_size: Histogram,
     pub db_writes_queued: IntGauge,
+    pub db_group_commits: Histogram,
+    pub db_writes_alone: IntCounter,
     pub economy_writes: IntCounterVec,
     pub rpc_calls: IntCounterVec,
     pub rpc_duration: HistogramVec,
@@ -117,6 +119,19 @@ impl Metrics {
             db_writes_queued: register!(IntGauge::new(
                 "db_writes_queued",
                 "Writes waiting for the group-commit writer (bounded by database.write_queue_size)."
+            )),
+            db_group_commits: register!(Histogram::with_opts(
+                HistogramOpts::new(
+                    "db_group_commit_duration_seconds",
+                    "Time of one group commit, BEGIN to durable COMMIT (its count: commits)."
+                )
+                .buckets(vec![
+                    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0
+                ])
+            )),
+            db_writes_alone: register!(IntCounter::new(
+                "db_writes_run_alone_total",
+                "Writes taken out of a failed group commit and run in a transaction of their own."
             )),
             economy_writes: register!(IntCounterVec::new(
                 Opts::new(

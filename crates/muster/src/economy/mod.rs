@@ -58,8 +58,9 @@ pub enum EconomyError {
     KeyReused,
     #[error("Account not found.")]
     AccountNotFound,
-    #[error("Server is shutting down.")]
-    Unavailable,
+    /// The store is closed (shutting down) or the database cannot be reached: nothing changed.
+    #[error("{0}")]
+    Unavailable(&'static str),
     #[error("internal server error")]
     Internal,
 }
@@ -68,7 +69,11 @@ impl From<StoreError> for EconomyError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound => EconomyError::AccountNotFound,
-            StoreError::Closed => EconomyError::Unavailable,
+            StoreError::Closed => EconomyError::Unavailable("Server is shutting down."),
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(%detail, "database unavailable");
+                EconomyError::Unavailable("The database is unavailable; try again shortly.")
+            }
             StoreError::UsernameTaken | StoreError::CodeTaken | StoreError::Database(_) => {
                 tracing::error!(%error, "economy store error");
                 EconomyError::Internal
@@ -114,7 +119,9 @@ impl Economy {
             Ok(_) => "applied",
             Err(EconomyError::Invalid(_)) => "invalid",
             Err(
-                EconomyError::Internal | EconomyError::Unavailable | EconomyError::AccountNotFound,
+                EconomyError::Internal
+                | EconomyError::Unavailable(_)
+                | EconomyError::AccountNotFound,
             ) => "failed",
             Err(_) => "refused",
         };

@@ -181,7 +181,7 @@ impl From<EconomyError> for RpcError {
             | EconomyError::CountOverflow { .. } => RpcCode::FailedPrecondition,
             EconomyError::KeyReused => RpcCode::AlreadyExists,
             EconomyError::AccountNotFound => RpcCode::NotFound,
-            EconomyError::Unavailable => RpcCode::Unavailable,
+            EconomyError::Unavailable(_) => RpcCode::Unavailable,
             EconomyError::Internal => RpcCode::Internal,
         };
         RpcError::new(code, error.to_string())

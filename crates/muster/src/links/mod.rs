@@ -128,8 +128,9 @@ pub enum LinkError {
     Gone(String),
     #[error("That link belongs to someone else.")]
     NotYours,
-    #[error("Server is shutting down.")]
-    Unavailable,
+    /// The store is closed (shutting down) or the database cannot be reached: nothing changed.
+    #[error("{0}")]
+    Unavailable(&'static str),
     #[error("internal server error")]
     Internal,
 }
@@ -139,7 +140,11 @@ impl From<StoreError> for LinkError {
         match error {
             StoreError::NotFound => LinkError::NotFound,
             StoreError::CodeTaken => LinkError::SlugTaken,
-            StoreError::Closed => LinkError::Unavailable,
+            StoreError::Closed => LinkError::Unavailable("Server is shutting down."),
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(%detail, "database unavailable");
+                LinkError::Unavailable("The database is unavailable; try again shortly.")
+            }
             StoreError::UsernameTaken | StoreError::Database(_) => {
                 tracing::error!(%error, "links store error");
                 LinkError::Internal

@@ -33,12 +33,16 @@ pub enum StoreError {
     NotFound,
     #[error("store is closed")]
     Closed,
+    /// The database cannot be reached (down, restarting, refusing connections); nothing of the
+    /// write was committed. Retrying later may succeed.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     #[error("database error: {0}")]
     Database(String),
 }
 
 /// What an account is identified by when authenticating.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Credential {
     Device(String),
     Custom(String),

@@ -129,8 +129,12 @@ pub struct DatabaseConfig {
     pub write_queue_size: usize,
     /// SQLite read connections used in parallel.
     pub read_connections: usize,
-    /// PostgreSQL connections in the pool.
+    /// PostgreSQL connections in the read pool (reads, and the rare writes that are not batched).
     pub pool_size: usize,
+    /// PostgreSQL connections dedicated to group-commit writers. Writes are partitioned over
+    /// them by key (an account's writes, a channel's messages always take the same one, so they
+    /// keep their order). A node holds at most `pool_size + writer_connections` connections.
+    pub writer_connections: usize,
     /// Apply pending migrations at start; when false, start refuses an out-of-date schema.
     pub migrate_on_start: bool,
 }
@@ -309,6 +313,7 @@ impl Default for DatabaseConfig {
             write_queue_size: 16 * 1024,
             read_connections: 4,
             pool_size: 16,
+            writer_connections: 4,
             migrate_on_start: true,
         }
     }
@@ -366,9 +371,10 @@ impl Config {
             || self.database.write_queue_size == 0
             || self.database.read_connections == 0
             || self.database.pool_size == 0
+            || self.database.writer_connections == 0
         {
             return Err(
-                "database.max_batch, write_queue_size, read_connections and pool_size must be at least 1".into(),
+                "database.max_batch, write_queue_size, read_connections, pool_size and writer_connections must be at least 1".into(),
             );
         }
         if self.chat.max_channels_per_socket == 0

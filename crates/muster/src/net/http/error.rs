@@ -86,6 +86,10 @@ impl From<StoreError> for ApiError {
             StoreError::CodeTaken => ApiError::AlreadyExists("That code is already in use.".into()),
             StoreError::NotFound => ApiError::NotFound("Account not found.".into()),
             StoreError::Closed => ApiError::Unavailable("Server is shutting down.".into()),
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(%detail, "database unavailable");
+                ApiError::Unavailable("The database is unavailable; try again shortly.".into())
+            }
             StoreError::Database(detail) => {
                 tracing::error!(%detail, "database error");
                 ApiError::Internal
@@ -106,7 +110,7 @@ impl From<crate::links::LinkError> for ApiError {
             LinkError::NotFound => ApiError::NotFound(message),
             LinkError::Gone(_) => ApiError::Gone(message),
             LinkError::NotYours => ApiError::PermissionDenied(message),
-            LinkError::Unavailable => ApiError::Unavailable(message),
+            LinkError::Unavailable(_) => ApiError::Unavailable(message),
             LinkError::Internal => ApiError::Internal,
         }
     }

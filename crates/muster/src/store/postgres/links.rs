@@ -1,12 +1,17 @@
-//! Invite links on PostgreSQL. A create is one `INSERT … ON CONFLICT DO NOTHING`: the partial
-//! unique index on (owner, url) makes concurrent creates of one URL agree on one link (the
-//! losers find the winner's row once it commits), the primary key refuses a taken code.
+//! Invite links on PostgreSQL. A create and a counted visit are [`Write`]s, committed in batches
+//! by the writers. A create is one statement ([`CREATE`]): an `INSERT … ON CONFLICT DO NOTHING`
+//! that also reads what it conflicted with. The partial unique index on (owner, url) makes
+//! concurrent creates of one URL agree on one link, the primary key refuses a taken code.
+//! Creates are keyed by (owner, url), so two of the same URL run in order on one writer and the
+//! second sees the first's row.
 
 use std::time::Instant;
 
 use async_trait::async_trait;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
+use super::writer::{key_of, Write};
 use super::{db_error, PostgresStore};
 use crate::store::{ClickCount, Fallbacks, LinkRecord, LinkStore, StoreError};
 
@@ -14,84 +19,152 @@ const COLUMNS: &str = "code, url, owner, reusable, ios_url, android_url, desktop
                        expires_at_ms, max_visits, visits, disabled_at_ms, create_time_ms";
 
 fn record(row: &Row) -> LinkRecord {
+    record_at(row, 0)
+}
+
+/// The link whose [`COLUMNS`] start at column `at` of `row`.
+fn record_at(row: &Row, at: usize) -> LinkRecord {
     LinkRecord {
-        code: row.get(0),
-        url: row.get(1),
-        owner: row.get(2),
-        reusable: row.get(3),
+        code: row.get(at),
+        url: row.get(at + 1),
+        owner: row.get(at + 2),
+        reusable: row.get(at + 3),
         fallbacks: Fallbacks {
-            ios: row.get(4),
-            android: row.get(5),
-            desktop: row.get(6),
+            ios: row.get(at + 4),
+            android: row.get(at + 5),
+            desktop: row.get(at + 6),
         },
-        expires_at_ms: row.get(7),
-        max_visits: row.get(8),
-        visits: row.get(9),
-        disabled: row.get::<_, Option<i64>>(10).is_some(),
-        create_time_ms: row.get(11),
+        expires_at_ms: row.get(at + 7),
+        max_visits: row.get(at + 8),
+        visits: row.get(at + 9),
+        disabled: row.get::<_, Option<i64>>(at + 10).is_some(),
+        create_time_ms: row.get(at + 11),
+    }
+}
+
+/// Inserts a link unless its code or (for a reusable one) its owner and URL are taken. One row:
+/// whether it was inserted, whether the code was already taken, then the owner's reusable link
+/// to the URL when there was one (its [`COLUMNS`], NULL otherwise). The reads see the state
+/// before this statement: the earlier writes of the batch included.
+const CREATE: &str = "
+WITH inserted AS (
+    INSERT INTO links (code, url, owner, reusable, ios_url, android_url, desktop_url,
+                       expires_at_ms, max_visits, visits, create_time_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM inserted), EXISTS (SELECT 1 FROM links WHERE code = $1),
+       e.code, e.url, e.owner, e.reusable, e.ios_url, e.android_url, e.desktop_url,
+       e.expires_at_ms, e.max_visits, e.visits, e.disabled_at_ms, e.create_time_ms
+FROM (SELECT 1) AS one
+LEFT JOIN links AS e ON $4 AND e.owner = $3 AND e.url = $2 AND e.reusable";
+
+/// What a [`CREATE`] found.
+enum Created {
+    Inserted,
+    Existing(LinkRecord),
+    CodeTaken,
+    /// It conflicted with a row committed after the statement began (another node's): not seen
+    /// yet, so run it again.
+    Unseen,
+}
+
+struct CreateLink(LinkRecord);
+
+impl Write for CreateLink {
+    type Output = Created;
+    const PATH: &'static str = "create_link";
+    const SQL: &'static str = CREATE;
+    const TYPES: &'static [Type] = &[
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::BOOL,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT8,
+        Type::INT8,
+        Type::INT8,
+    ];
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let link = &self.0;
+        vec![
+            &link.code,
+            &link.url,
+            &link.owner,
+            &link.reusable,
+            &link.fallbacks.ios,
+            &link.fallbacks.android,
+            &link.fallbacks.desktop,
+            &link.expires_at_ms,
+            &link.max_visits,
+            &link.create_time_ms,
+        ]
+    }
+
+    fn outcome(&self, rows: Vec<Row>) -> Result<Created, StoreError> {
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Database("create_link returned no row".into()))?;
+        Ok(if row.get(0) {
+            Created::Inserted
+        } else if row.get::<_, Option<String>>(2).is_some() {
+            Created::Existing(record_at(row, 2))
+        } else if row.get(1) {
+            Created::CodeTaken
+        } else {
+            Created::Unseen
+        })
+    }
+}
+
+/// Counts a visit unless the link is disabled or used up; answers the visits so far, or None.
+/// The visit and its day's click count change together.
+struct TakeVisit {
+    code: String,
+    day: i32,
+}
+
+impl Write for TakeVisit {
+    type Output = Option<i64>;
+    const PATH: &'static str = "take_visit";
+    const SQL: &'static str = "
+        WITH visit AS (
+            UPDATE links SET visits = visits + 1
+            WHERE code = $1 AND disabled_at_ms IS NULL
+              AND (max_visits IS NULL OR visits < max_visits)
+            RETURNING visits
+        ),
+        counted AS (
+            INSERT INTO link_clicks (day, code, count) SELECT $2, $1, 1 FROM visit
+            ON CONFLICT (day, code) DO UPDATE SET count = link_clicks.count + 1
+        )
+        SELECT visits FROM visit";
+    const TYPES: &'static [Type] = &[Type::TEXT, Type::INT4];
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![&self.code, &self.day]
+    }
+
+    fn outcome(&self, rows: Vec<Row>) -> Result<Option<i64>, StoreError> {
+        Ok(rows.first().map(|r| r.get(0)))
     }
 }
 
 #[async_trait]
 impl LinkStore for PostgresStore {
     async fn create_link(&self, link: LinkRecord) -> Result<(LinkRecord, bool), StoreError> {
-        let started = Instant::now();
-        let client = self.client().await?;
-        let insert = client
-            .prepare_cached(
-                "INSERT INTO links (code, url, owner, reusable, ios_url, android_url, desktop_url,
-                                    expires_at_ms, max_visits, visits, create_time_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10)
-                 ON CONFLICT DO NOTHING",
-            )
-            .await
-            .map_err(db_error)?;
-        // A conflict on the reverse index whose row is disabled before we read it leaves
-        // neither; the next pass inserts.
+        // One owner's creates of one URL take one writer: they run in order.
+        let key = key_of((&link.owner, &link.url));
         for _ in 0..3 {
-            let inserted = client
-                .execute(
-                    &insert,
-                    &[
-                        &link.code,
-                        &link.url,
-                        &link.owner,
-                        &link.reusable,
-                        &link.fallbacks.ios,
-                        &link.fallbacks.android,
-                        &link.fallbacks.desktop,
-                        &link.expires_at_ms,
-                        &link.max_visits,
-                        &link.create_time_ms,
-                    ],
-                )
-                .await
-                .map_err(db_error)?;
-            if inserted == 1 {
-                self.metrics.observe_db("create_link", started.elapsed());
-                return Ok((link, true));
-            }
-            if link.reusable {
-                let existing = client
-                    .query_opt(
-                        &format!(
-                            "SELECT {COLUMNS} FROM links WHERE owner = $1 AND url = $2 AND reusable"
-                        ),
-                        &[&link.owner, &link.url],
-                    )
-                    .await
-                    .map_err(db_error)?;
-                if let Some(existing) = existing {
-                    self.metrics.observe_db("create_link", started.elapsed());
-                    return Ok((record(&existing), false));
-                }
-            }
-            let taken = client
-                .query_opt("SELECT 1 FROM links WHERE code = $1", &[&link.code])
-                .await
-                .map_err(db_error)?;
-            if taken.is_some() {
-                return Err(StoreError::CodeTaken);
+            match self.writers.write(key, CreateLink(link.clone())).await? {
+                Created::Inserted => return Ok((link, true)),
+                Created::Existing(existing) => return Ok((existing, false)),
+                Created::CodeTaken => return Err(StoreError::CodeTaken),
+                Created::Unseen => continue,
             }
         }
         Err(StoreError::Database(
@@ -115,28 +188,11 @@ impl LinkStore for PostgresStore {
     }
 
     async fn take_visit(&self, code: &str, day: i32) -> Result<Option<i64>, StoreError> {
-        let started = Instant::now();
-        let client = self.client().await?;
-        // One statement, so one transaction: the visit and its day's click count together.
-        let row = client
-            .query_opt(
-                "WITH visit AS (
-                    UPDATE links SET visits = visits + 1
-                    WHERE code = $1 AND disabled_at_ms IS NULL
-                      AND (max_visits IS NULL OR visits < max_visits)
-                    RETURNING visits
-                 ),
-                 counted AS (
-                    INSERT INTO link_clicks (day, code, count) SELECT $2, $1, 1 FROM visit
-                    ON CONFLICT (day, code) DO UPDATE SET count = link_clicks.count + 1
-                 )
-                 SELECT visits FROM visit",
-                &[&code, &day],
-            )
-            .await
-            .map_err(db_error)?;
-        self.metrics.observe_db("take_visit", started.elapsed());
-        Ok(row.map(|r| r.get(0)))
+        let write = TakeVisit {
+            code: code.to_owned(),
+            day,
+        };
+        self.writers.write(key_of(code), write).await
     }
 
     async fn add_clicks(&self, mut clicks: Vec<ClickCount>) -> Result<(), StoreError> {

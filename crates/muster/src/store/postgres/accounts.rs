@@ -1,0 +1,415 @@
+//! Accounts, token revocations and the server's secrets on PostgreSQL.
+//!
+//! Creating an account and revoking tokens are [`Write`]s: the writers commit them in batches
+//! with the other write paths. An account is created by one statement ([`FIND_OR_CREATE`]) that
+//! finds the credential's account or inserts the new one with its device, starting wallet,
+//! inventory and ledger row, so an account never exists without them and two creates of one
+//! credential in one batch agree on one account (the second sees the first's rows).
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::writer::{key_of, Write};
+use super::{db_error, economy as postgres_economy, PostgresStore};
+use crate::store::ledger::STARTING_GRANT_REASON;
+use crate::store::{
+    AccountRecord, AccountStore, AccountUpdate, Credential, Identity, NewUser, Revocation,
+    SecretStore, StoreError, TokenStore,
+};
+
+const IDENTITY_COLUMNS: &str = "u.id, u.username, u.disable_time_ms, u.password_hash";
+
+fn identity_sql(credential: &Credential) -> (String, &str) {
+    match credential {
+        Credential::Device(id) => (
+            format!("SELECT {IDENTITY_COLUMNS} FROM user_devices d JOIN users u ON u.id = d.user_id WHERE d.id = $1"),
+            id,
+        ),
+        Credential::Custom(id) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.custom_id = $1"), id),
+        Credential::Email(email) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.email = $1"), email),
+    }
+}
+
+fn identity_from(row: &Row) -> Identity {
+    Identity {
+        user_id: row.get(0),
+        username: row.get(1),
+        disabled: row.get::<_, Option<i64>>(2).is_some(),
+        password_hash: row.get(3),
+    }
+}
+
+/// Finds the account of a credential or creates it; see the module documentation. Parameters:
+/// `$1` credential kind (`device`, `custom`, `email`), `$2` the credential, `$3` new id,
+/// `$4` username, `$5` password hash, `$6` now (ms), `$7`/`$8` starting currencies and amounts,
+/// `$9`..`$11` starting item ids, kinds and counts, `$12` the grant's changes JSON (NULL: no
+/// grant), `$13` the grant's ledger reason. One row: the account, and whether it is new.
+const FIND_OR_CREATE: &str = "
+WITH existing AS (
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM user_devices d JOIN users u ON u.id = d.user_id WHERE $1 = 'device' AND d.id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'custom' AND u.custom_id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'email' AND u.email = $2
+),
+new_user AS (
+    INSERT INTO users (id, username, email, custom_id, password_hash, create_time_ms, update_time_ms)
+    SELECT $3, $4, CASE WHEN $1 = 'email' THEN $2 END, CASE WHEN $1 = 'custom' THEN $2 END, $5, $6, $6
+    WHERE NOT EXISTS (SELECT 1 FROM existing)
+    RETURNING id
+),
+device AS (
+    INSERT INTO user_devices (id, user_id) SELECT $2, id FROM new_user WHERE $1 = 'device'
+),
+wallet AS (
+    INSERT INTO wallets (user_id, currency, amount)
+    SELECT n.id, c, a FROM new_user n, unnest($7::text[], $8::int8[]) AS t (c, a)
+),
+items AS (
+    INSERT INTO inventory (user_id, item_id, kind, count, properties, update_time_ms)
+    SELECT n.id, i, k, c, '{}', $6 FROM new_user n, unnest($9::text[], $10::text[], $11::int8[]) AS t (i, k, c)
+),
+entry AS (
+    INSERT INTO ledger (user_id, changes, balances, reason, metadata, create_time_ms)
+    SELECT id, $12, $12, $13, '{}', $6 FROM new_user WHERE $12 IS NOT NULL
+)
+SELECT id, username, disable_time_ms, password_hash, false FROM existing
+UNION ALL
+SELECT id, $4, NULL::int8, $5, true FROM new_user";
+
+const FIND_OR_CREATE_TYPES: &[Type] = &[
+    Type::TEXT,
+    Type::TEXT,
+    Type::UUID,
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT8,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT,
+    Type::TEXT,
+];
+
+/// One [`FIND_OR_CREATE`], with its parameters.
+struct FindOrCreate {
+    kind: &'static str,
+    credential: String,
+    user: NewUser,
+    currencies: Vec<String>,
+    amounts: Vec<i64>,
+    item_ids: Vec<String>,
+    kinds: Vec<String>,
+    counts: Vec<i64>,
+    changes: Option<String>,
+}
+
+impl FindOrCreate {
+    fn new(credential: &Credential, user: NewUser) -> FindOrCreate {
+        let (kind, credential) = match credential {
+            Credential::Device(id) => ("device", id),
+            Credential::Custom(id) => ("custom", id),
+            Credential::Email(email) => ("email", email),
+        };
+        let grant = user.grant.as_ref();
+        let wallet = grant.map(|g| g.wallet.as_slice()).unwrap_or_default();
+        let items = grant.map(|g| g.items.as_slice()).unwrap_or_default();
+        FindOrCreate {
+            kind,
+            credential: credential.clone(),
+            currencies: wallet.iter().map(|(c, _)| c.clone()).collect(),
+            amounts: wallet.iter().map(|(_, a)| *a).collect(),
+            item_ids: items.iter().map(|i| i.item_id.clone()).collect(),
+            kinds: items.iter().map(|i| i.kind.clone()).collect(),
+            counts: items.iter().map(|i| i.delta).collect(),
+            changes: grant.map(|g| g.changes.clone()),
+            user,
+        }
+    }
+}
+
+impl Write for FindOrCreate {
+    type Output = (Identity, bool);
+    const PATH: &'static str = "find_or_create";
+    const SQL: &'static str = FIND_OR_CREATE;
+    const TYPES: &'static [Type] = FIND_OR_CREATE_TYPES;
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.kind,
+            &self.credential,
+            &self.user.id,
+            &self.user.username,
+            &self.user.password_hash,
+            &self.user.now_ms,
+            &self.currencies,
+            &self.amounts,
+            &self.item_ids,
+            &self.kinds,
+            &self.counts,
+            &self.changes,
+            &STARTING_GRANT_REASON,
+        ]
+    }
+
+    fn outcome(&self, rows: Vec<Row>) -> Result<(Identity, bool), StoreError> {
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Database("find_or_create returned no row".into()))?;
+        Ok((identity_from(row), row.get(4)))
+    }
+
+    /// A taken username stays taken: running it alone again would not help.
+    fn retryable(&self, error: &tokio_postgres::Error) -> bool {
+        let username = error.as_db_error().is_some_and(|db| {
+            db.code() == &SqlState::UNIQUE_VIOLATION
+                && db.constraint() == Some("users_username_key")
+        });
+        !username && super::writer::is_retryable(error)
+    }
+}
+
+/// Revocations, inserted together; one already there is left as it is.
+struct Revoke {
+    token_ids: Vec<Uuid>,
+    expires_at: Vec<i64>,
+}
+
+impl Write for Revoke {
+    type Output = ();
+    const PATH: &'static str = "revoke";
+    const SQL: &'static str = "INSERT INTO revoked_tokens (token_id, expires_at)
+        SELECT * FROM unnest($1::uuid[], $2::int8[]) ORDER BY 1
+        ON CONFLICT DO NOTHING";
+    const TYPES: &'static [Type] = &[Type::UUID_ARRAY, Type::INT8_ARRAY];
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![&self.token_ids, &self.expires_at]
+    }
+
+    fn outcome(&self, _rows: Vec<Row>) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+async fn find_identity(
+    client: &impl deadpool_postgres::GenericClient,
+    credential: &Credential,
+) -> Result<Option<Identity>, StoreError> {
+    let (sql, key) = identity_sql(credential);
+    let statement = client.prepare_cached(&sql).await.map_err(db_error)?;
+    let row = client
+        .query_opt(&statement, &[&key])
+        .await
+        .map_err(db_error)?;
+    Ok(row.as_ref().map(identity_from))
+}
+
+#[async_trait]
+impl AccountStore for PostgresStore {
+    async fn find_identity(&self, credential: &Credential) -> Result<Option<Identity>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let result = find_identity(&client, credential).await;
+        self.metrics.observe_db("find_identity", started.elapsed());
+        result
+    }
+
+    async fn find_or_create(
+        &self,
+        credential: &Credential,
+        new_user: NewUser,
+    ) -> Result<(Identity, bool), StoreError> {
+        // A returning player is a read, which never waits behind the writers.
+        if let Some(found) = self.find_identity(credential).await? {
+            return Ok((found, false));
+        }
+        // One credential always takes one writer: two creates of it run in order there.
+        self.writers
+            .write(key_of(credential), FindOrCreate::new(credential, new_user))
+            .await
+    }
+
+    async fn account(&self, user_id: Uuid) -> Result<Option<AccountRecord>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
+                        email, custom_id, disable_time_ms, create_time_ms, update_time_ms
+                 FROM users WHERE id = $1",
+                &[&user_id],
+            )
+            .await
+            .map_err(db_error)?;
+        let Some(r) = row else { return Ok(None) };
+        let devices = client
+            .query(
+                "SELECT id FROM user_devices WHERE user_id = $1 ORDER BY id",
+                &[&user_id],
+            )
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|d| d.get(0))
+            .collect();
+        let wallet = postgres_economy::wallet(&client, user_id).await?;
+        self.metrics.observe_db("account", started.elapsed());
+        Ok(Some(AccountRecord {
+            id: user_id,
+            username: r.get(0),
+            display_name: r.get(1),
+            avatar_url: r.get(2),
+            lang_tag: r.get(3),
+            location: r.get(4),
+            timezone: r.get(5),
+            metadata: r.get(6),
+            email: r.get(7),
+            custom_id: r.get(8),
+            devices,
+            wallet,
+            disable_time_ms: r.get(9),
+            create_time_ms: r.get(10),
+            update_time_ms: r.get(11),
+        }))
+    }
+
+    async fn update_account(
+        &self,
+        user_id: Uuid,
+        update: AccountUpdate,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let write = UpdateAccount {
+            user_id,
+            update,
+            now_ms,
+        };
+        match self.writers.write(key_of(user_id), write).await? {
+            true => Ok(()),
+            false => Err(StoreError::NotFound),
+        }
+    }
+}
+
+/// A profile change; NULL fields are left as they are.
+struct UpdateAccount {
+    user_id: Uuid,
+    update: AccountUpdate,
+    now_ms: i64,
+}
+
+impl Write for UpdateAccount {
+    type Output = bool;
+    const PATH: &'static str = "update_account";
+    const SQL: &'static str = "UPDATE users SET
+            username = COALESCE($2, username),
+            display_name = COALESCE($3, display_name),
+            avatar_url = COALESCE($4, avatar_url),
+            lang_tag = COALESCE($5, lang_tag),
+            location = COALESCE($6, location),
+            timezone = COALESCE($7, timezone),
+            metadata = COALESCE($8, metadata),
+            update_time_ms = $9
+         WHERE id = $1
+         RETURNING 1";
+    const TYPES: &'static [Type] = &[
+        Type::UUID,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT8,
+    ];
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let u = &self.update;
+        vec![
+            &self.user_id,
+            &u.username,
+            &u.display_name,
+            &u.avatar_url,
+            &u.lang_tag,
+            &u.location,
+            &u.timezone,
+            &u.metadata,
+            &self.now_ms,
+        ]
+    }
+
+    /// Whether the account was there (a missing one is not an error of the batch).
+    fn outcome(&self, rows: Vec<Row>) -> Result<bool, StoreError> {
+        Ok(!rows.is_empty())
+    }
+
+    fn retryable(&self, error: &tokio_postgres::Error) -> bool {
+        // A taken username (the only unique column changed here) stays taken.
+        error.code() != Some(&SqlState::UNIQUE_VIOLATION) && super::writer::is_retryable(error)
+    }
+}
+
+#[async_trait]
+impl TokenStore for PostgresStore {
+    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError> {
+        let Some(first) = revocations.first() else {
+            return Ok(());
+        };
+        let key = key_of(first.token_id);
+        let write = Revoke {
+            token_ids: revocations.iter().map(|r| r.token_id).collect(),
+            expires_at: revocations.iter().map(|r| r.expires_at).collect(),
+        };
+        self.writers.write(key, write).await
+    }
+
+    async fn active_revocations(&self, now: i64) -> Result<Vec<Revocation>, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("DELETE FROM revoked_tokens WHERE expires_at <= $1", &[&now])
+            .await
+            .map_err(db_error)?;
+        let rows = client
+            .query("SELECT token_id, expires_at FROM revoked_tokens", &[])
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .iter()
+            .map(|r| Revocation {
+                token_id: r.get(0),
+                expires_at: r.get(1),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl SecretStore for PostgresStore {
+    async fn secret(&self, name: &str, candidate: String) -> Result<String, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                &[&name, &candidate],
+            )
+            .await
+            .map_err(db_error)?;
+        let row = client
+            .query_one("SELECT value FROM secrets WHERE name = $1", &[&name])
+            .await
+            .map_err(db_error)?;
+        Ok(row.get(0))
+    }
+}
