@@ -50,7 +50,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
-use super::db_error_ref;
+use super::{db_error_ref, is_connection_error};
 use crate::base::metrics::Metrics;
 use crate::store::StoreError;
 
@@ -142,9 +142,12 @@ pub(super) struct WriterSettings {
     pub queue: usize,
 }
 
+type Queue = mpsc::Sender<Box<dyn Job>>;
+
 /// The group-commit writers; see the module documentation.
 pub(super) struct Writers {
-    queues: Mutex<Option<Vec<mpsc::Sender<Box<dyn Job>>>>>,
+    /// One queue per writer connection; taken on close.
+    queues: Mutex<Option<Vec<Queue>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     metrics: Arc<Metrics>,
 }
@@ -261,20 +264,6 @@ impl WriterConnection {
 /// The clear error for a connection that broke or could not be made.
 fn unavailable(error: &tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("PostgreSQL: {error}"))
-}
-
-/// Whether `error` says the connection (not the write) failed: the server went away or is
-/// shutting down. Such a write was not committed; retrying it on this connection is pointless.
-fn is_connection_error(error: &tokio_postgres::Error) -> bool {
-    match error.code() {
-        None => error.as_db_error().is_none(),
-        Some(code) => {
-            code.code().starts_with("08")
-                || code == &SqlState::ADMIN_SHUTDOWN
-                || code == &SqlState::CRASH_SHUTDOWN
-                || code == &SqlState::CANNOT_CONNECT_NOW
-        }
-    }
 }
 
 /// Whether running the write again may succeed: a lock conflict with another connection, or
