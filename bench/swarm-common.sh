@@ -135,3 +135,76 @@ duration_s = 2
 do = "authenticate"
 TOML
 }
+
+# --- PostgreSQL, private to one bench ------------------------------------------------------------
+PG_BIN="" PG_DIR="" PG_PORT=""
+
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# start_postgres: a private cluster on 127.0.0.1 (PG_PORT), Debian's PostgreSQL with its durable
+# defaults (fsync on, synchronous_commit on); PG_OPTS adds server settings ("-c name=value ...").
+start_postgres() {
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ]; then
+    echo "PostgreSQL is not installed (scripts/test installs it)" >&2
+    return 1
+  fi
+  # Its own directory: the postgres user cannot enter a bench's work directory (mode 700, ours).
+  PG_DIR=$(mktemp -d /tmp/bench-pg.XXXXXX)
+  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
+  PG_PORT=$(free_port)
+  as_pg "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres -E UTF8 >/dev/null
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DIR ${PG_OPTS:-}" start >/dev/null
+}
+
+stop_postgres() {
+  if [ -n "$PG_DIR" ]; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$PG_DIR"
+  fi
+  PG_DIR=""
+}
+
+# start_muster_on ENGINE PORT DIR: like start_muster, with the database the engine needs (a fresh
+# database in the private PostgreSQL for `postgres`); LOG is Muster's log filter (default warn).
+start_muster_on() {
+  local engine=$1 port=$2 data=$3
+  mkdir -p "$data"
+  local url=""
+  if [ "$engine" = postgres ]; then
+    local db="bench_$(basename "$data" | tr -c 'a-z0-9\n' '_')"
+    "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE $db" >/dev/null
+    url="postgres://postgres@127.0.0.1:$PG_PORT/$db"
+  fi
+  limits_off
+  env "${LIMITS_OFF[@]}" MUSTER_DATABASE_URL="$url" \
+    MUSTER_ROOMS__TCP_LISTEN="${MUSTER_ROOMS__TCP_LISTEN:-127.0.0.1:0}" \
+    "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log "${LOG:-warn}" \
+    >"$data/muster.log" 2>&1 &
+  MUSTER_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    if curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck"; then return 0; fi
+    if ! kill -0 "$MUSTER_PID" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "muster did not start; see $data/muster.log" >&2
+  return 1
+}
+
+# --- CPU and storage counters ----------------------------------------------------------------------
+# cpu_ticks PID: user + system CPU of a process, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# tree_ticks PID: user + system CPU of a process and its children (swarm and its workers).
+tree_ticks() {
+  local total=0 p
+  for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(cpu_ticks "$p"))); done
+  echo "$total"
+}
+# disk_bytes PID: bytes the process has caused to be written to storage (WAL, database file).
+disk_bytes() { awk '/^write_bytes:/ {print $2}' "/proc/$1/io" 2>/dev/null || echo 0; }
+# machine_ticks: busy and total CPU ticks of the whole machine.
+machine_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }

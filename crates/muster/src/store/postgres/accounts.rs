@@ -230,11 +230,9 @@ impl AccountStore for PostgresStore {
         credential: &Credential,
         new_user: NewUser,
     ) -> Result<(Identity, bool), StoreError> {
-        // A returning player is a read, which never waits behind the writers.
-        if let Some(found) = self.find_identity(credential).await? {
-            return Ok((found, false));
-        }
-        // One credential always takes one writer: two creates of it run in order there.
+        // No read first: the statement finds the account or creates it, one round trip and one
+        // statement for PostgreSQL either way (a read first would double its work per new
+        // account). One credential always takes one writer: two creates of it run in order.
         self.writers
             .write(key_of(credential), FindOrCreate::new(credential, new_user))
             .await
