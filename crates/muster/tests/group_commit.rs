@@ -274,7 +274,8 @@ async fn revocations_profiles_and_link_creates_survive_kill_9(backend: Backend) 
 
     let binary = Binary::run(start(), port).await;
     let base = binary.base();
-    for token in logged_out.lock().expect("lock").iter() {
+    let logged_out = logged_out.lock().expect("lock").clone();
+    for token in &logged_out {
         let status = http
             .get(format!("{base}/v2/account"))
             .bearer_auth(token)
@@ -287,7 +288,8 @@ async fn revocations_profiles_and_link_creates_survive_kill_9(backend: Backend) 
             "a token logged out before the kill works again"
         );
     }
-    for (token, name) in renamed.lock().expect("lock").iter() {
+    let renamed = renamed.lock().expect("lock").clone();
+    for (token, name) in &renamed {
         let account: Value = http
             .get(format!("{base}/v2/account"))
             .bearer_auth(token)
@@ -303,7 +305,8 @@ async fn revocations_profiles_and_link_creates_survive_kill_9(backend: Backend) 
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
-    for (code, url) in created.lock().expect("lock").iter() {
+    let created = created.lock().expect("lock").clone();
+    for (code, url) in &created {
         let visit = no_redirects
             .get(format!("{links}/{code}"))
             .send()
