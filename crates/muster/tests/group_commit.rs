@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 use serde_json::{json, Value};
-use support::{claims, eventually, metric, muster_command, Backend, Binary, Database, TestServer};
+use support::{
+    claims, eventually, metric, muster_command, Backend, Binary, Database, PrivatePostgres,
+    TestServer,
+};
 
 use muster::base::metrics::Metrics;
 use muster::store::ledger::{Changes, LedgerOutcome, LedgerWrite};
@@ -22,6 +25,96 @@ on_both_backends!(
     one_accounts_writes_keep_their_order,
     revocations_profiles_and_link_creates_survive_kill_9,
 );
+
+/// PostgreSQL stopped as by a crash in the middle of a load of account creates, then started
+/// again: callers get a clear "unavailable" answer meanwhile, nothing acknowledged is lost, and the
+/// server recovers by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restarted_mid_load() {
+    if support::postgres_url().is_none() {
+        return;
+    }
+    let postgres = PrivatePostgres::start().expect("PostgreSQL's binaries are installed");
+    let mut config = Database::new(Backend::Sqlite).await.config();
+    config.database_url = postgres.url();
+    let server = Arc::new(TestServer::start(config).await);
+    let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let refusals = Arc::new(Mutex::new(Vec::<(u16, Value)>::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut loads = Vec::new();
+    for w in 0..4 {
+        let (server, acknowledged, refusals, stop) = (
+            server.clone(),
+            acknowledged.clone(),
+            refusals.clone(),
+            stop.clone(),
+        );
+        loads.push(tokio::spawn(async move {
+            // Bounded: at most 20,000 requests per loader, and it stops when told.
+            for i in 0..20_000 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let device = format!("restart-{w}-{i:06}");
+                match authenticate(&server, &device, None).await {
+                    (200, _) => acknowledged.lock().expect("lock").push(device),
+                    refused => {
+                        refusals.lock().expect("lock").push(refused);
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                }
+            }
+        }));
+    }
+    eventually("200 acknowledged accounts", || async {
+        acknowledged.lock().expect("lock").len() >= 200
+    })
+    .await;
+    postgres.stop_immediate();
+    eventually("callers told the database is unavailable", || async {
+        refusals.lock().expect("lock").len() >= 20
+    })
+    .await;
+    let before_restart = acknowledged.lock().expect("lock").len();
+    postgres.start_again();
+    eventually("accounts acknowledged again after the restart", || async {
+        acknowledged.lock().expect("lock").len() >= before_restart + 200
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for load in loads {
+        load.await.expect("load");
+    }
+
+    for (status, body) in refusals.lock().expect("lock").iter() {
+        assert_eq!(*status, 503, "{body}");
+        assert_eq!(body["code"], 14, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("database is unavailable"),
+            "{body}"
+        );
+    }
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    let mut lost = Vec::new();
+    for device in &acknowledged {
+        let (status, _) = server
+            .authenticate("device", "create=false", json!({ "id": device }))
+            .await;
+        if status != 200 {
+            lost.push(device.clone());
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged accounts lost across the restart: {:?}",
+        lost.len(),
+        acknowledged.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
 
 async fn authenticate(server: &TestServer, device: &str, username: Option<&str>) -> (u16, Value) {
     let query = match username {

@@ -12,9 +12,11 @@
 pub mod client;
 pub mod crash;
 pub mod metrics;
+pub mod postgres;
 pub mod server;
 
 pub use client::{next_json, read_json, Client, Tcp, WAIT};
 pub use crash::{eventually, free_port, muster_command, spawn_listening, Binary};
 pub use metrics::metric;
+pub use postgres::PrivatePostgres;
 pub use server::*;
