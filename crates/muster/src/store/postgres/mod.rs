@@ -20,7 +20,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
-use self::economy::{self as postgres_economy, ApplyLedger};
+use self::economy::{self as postgres_economy, LedgerBatch};
 use self::writer::{key_of, WriterSettings, Writers};
 use crate::base::config::Config;
 use crate::base::metrics::Metrics;
@@ -171,9 +171,13 @@ impl PostgresStore {
 impl EconomyStore for PostgresStore {
     async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
         // One account's writes take one writer, so they apply in the order they came.
-        self.writers
-            .write(key_of(write.user_id), ApplyLedger::new(write))
-            .await
+        let started = Instant::now();
+        let key = key_of(write.user_id);
+        let (job, answered) = LedgerBatch::single(write);
+        self.writers.submit(key, job).await?;
+        let result = answered.await.map_err(|_| StoreError::Closed)?;
+        self.metrics.observe_db("apply_ledger", started.elapsed());
+        result
     }
 
     async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {

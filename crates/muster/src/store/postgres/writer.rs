@@ -36,7 +36,7 @@
 //! its fate is unknown (the write paths are idempotent or report an existing row on retry).
 //! The next batch reconnects, so the server recovers by itself when PostgreSQL is back.
 
-use std::any::type_name;
+use std::any::{type_name, Any};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -81,8 +81,10 @@ pub(super) trait Write: Send + Sync + 'static {
     }
 }
 
-/// A write waiting for its writer, type-erased so one batch mixes every path.
-trait Job: Send + Sync {
+/// One statement waiting for its writer, type-erased so one batch mixes every path: a
+/// [`Write`] (through [`Writers::write`]), or a job that runs several writes in one statement
+/// (through [`Writers::submit`]).
+pub(super) trait Job: Send + Sync + Any {
     fn sql(&self) -> (&'static str, &'static [Type]);
     fn params(&self) -> Vec<&(dyn ToSql + Sync)>;
     /// Reads the write's rows and keeps the outcome for [`Job::answer`].
@@ -91,6 +93,20 @@ trait Job: Send + Sync {
     fn retryable(&self, error: &tokio_postgres::Error) -> bool;
     /// Answers the caller: the kept outcome, or `error`.
     fn answer(self: Box<Self>, error: Option<StoreError>);
+
+    /// Takes `next` (queued after this job, on this writer) into this job's statement, or gives
+    /// it back. Only a job of the same kind that touches none of this job's rows may join, so
+    /// running it earlier than queued changes nothing another write could see.
+    fn absorb(&mut self, next: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
+        Err(next)
+    }
+
+    /// The job's writes as jobs of one write each, to run apart when the statement failed.
+    fn split(self: Box<Self>) -> Vec<Box<dyn Job>>;
+
+    fn as_any(&self) -> &dyn Any;
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
 struct Pending<W: Write> {
@@ -119,6 +135,18 @@ impl<W: Write> Job for Pending<W> {
 
     fn retryable(&self, error: &tokio_postgres::Error) -> bool {
         self.write.retryable(error)
+    }
+
+    fn split(self: Box<Self>) -> Vec<Box<dyn Job>> {
+        vec![self]
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
     }
 
     fn answer(self: Box<Self>, error: Option<StoreError>) {
@@ -190,25 +218,31 @@ impl Writers {
     /// Queues `write` on the writer `key` picks and answers once its batch's commit is durable.
     pub async fn write<W: Write>(&self, key: u64, write: W) -> Result<W::Output, StoreError> {
         let started = Instant::now();
-        let queue = {
-            let queues = self.queues.lock();
-            let queues = queues.as_ref().ok_or(StoreError::Closed)?;
-            queues[(key % queues.len() as u64) as usize].clone()
-        };
         let (answer, answered) = oneshot::channel();
         let job = Box::new(Pending {
             write,
             outcome: None,
             answer,
         });
+        self.submit(key, job).await?;
+        let result = answered.await.map_err(|_| StoreError::Closed)?;
+        self.metrics.observe_db(W::PATH, started.elapsed());
+        result
+    }
+
+    /// Queues `job` on the writer `key` picks; the job answers its callers itself.
+    pub async fn submit(&self, key: u64, job: Box<dyn Job>) -> Result<(), StoreError> {
+        let queue = {
+            let queues = self.queues.lock();
+            let queues = queues.as_ref().ok_or(StoreError::Closed)?;
+            queues[(key % queues.len() as u64) as usize].clone()
+        };
         self.metrics.db_writes_queued.inc();
         if queue.send(job).await.is_err() {
             self.metrics.db_writes_queued.dec();
             return Err(StoreError::Closed);
         }
-        let result = answered.await.map_err(|_| StoreError::Closed)?;
-        self.metrics.observe_db(W::PATH, started.elapsed());
-        result
+        Ok(())
     }
 
     /// Stops taking writes, finishes the queued ones and waits for every writer to end.
@@ -238,6 +272,16 @@ impl WriterConnection {
                 tracing::warn!(%error, "PostgreSQL writer connection ended");
             }
         });
+        // The writers' statements are few, run thousands of times a second, and find every row
+        // by key. Plan each once, and never as a scan: a plan made while the tables were small
+        // (a fresh database) would otherwise keep scanning them once they are large.
+        client
+            .batch_execute(
+                "SET plan_cache_mode = force_generic_plan;
+                 SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off",
+            )
+            .await
+            .map_err(|e| unavailable(&e))?;
         Ok(WriterConnection {
             client,
             prepared: HashMap::new(),
@@ -283,10 +327,12 @@ async fn write_loop(
     max_batch: usize,
     metrics: Arc<Metrics>,
 ) {
+    let mut queued: Vec<Box<dyn Job>> = Vec::with_capacity(max_batch);
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(max_batch);
-    while rx.recv_many(&mut batch, max_batch).await > 0 {
-        metrics.db_batch_size.observe(batch.len() as f64);
-        metrics.db_writes_queued.sub(batch.len() as i64);
+    while rx.recv_many(&mut queued, max_batch).await > 0 {
+        metrics.db_batch_size.observe(queued.len() as f64);
+        metrics.db_writes_queued.sub(queued.len() as i64);
+        combine(&mut queued, &mut batch);
         if connection.as_ref().is_none_or(|c| c.client.is_closed()) {
             connection = match WriterConnection::open(&pg_config).await {
                 Ok(c) => Some(c),
@@ -318,6 +364,21 @@ async fn write_loop(
     }
 }
 
+/// Moves `queued` into `batch`, each job joining the statement before it when that one takes it
+/// (see [`Job::absorb`]).
+fn combine(queued: &mut Vec<Box<dyn Job>>, batch: &mut Vec<Box<dyn Job>>) {
+    for job in queued.drain(..) {
+        let job = match batch.last_mut() {
+            Some(last) => match last.absorb(job) {
+                Ok(()) => continue,
+                Err(job) => job,
+            },
+            None => job,
+        };
+        batch.push(job);
+    }
+}
+
 fn answer_all(batch: &mut Vec<Box<dyn Job>>, error: &StoreError) {
     for job in batch.drain(..) {
         job.answer(Some(error.clone()));
@@ -342,9 +403,16 @@ async fn commit_batch(conn: &WriterConnection, batch: &mut Vec<Box<dyn Job>>, me
                 return;
             }
             Err(BatchFailed::At(failed)) if failed < batch.len() => {
+                let mut parts = batch.remove(failed).split();
+                if parts.len() > 1 {
+                    // A statement of several writes failed: the next round runs them apart.
+                    batch.splice(failed..failed, parts);
+                    continue;
+                }
                 metrics.db_writes_alone.inc();
-                let job = batch.remove(failed);
-                one_by_one(conn, job).await;
+                if let Some(job) = parts.pop() {
+                    one_by_one(conn, job).await;
+                }
                 if batch.is_empty() {
                     return;
                 }
@@ -352,7 +420,7 @@ async fn commit_batch(conn: &WriterConnection, batch: &mut Vec<Box<dyn Job>>, me
             Err(BatchFailed::At(_)) => break,
         }
     }
-    for job in batch.drain(..) {
+    for job in batch.drain(..).flat_map(|job| job.split()) {
         metrics.db_writes_alone.inc();
         one_by_one(conn, job).await;
     }
