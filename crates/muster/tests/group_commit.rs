@@ -26,6 +26,68 @@ on_both_backends!(
     revocations_profiles_and_link_creates_survive_kill_9,
 );
 
+/// Two nodes on one PostgreSQL under a burst of concurrent creates and reads: each node holds at
+/// most `pool_size + writer_connections` connections, whatever the load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_stay_bounded_per_node() {
+    let Some(admin) = support::postgres_url() else {
+        return;
+    };
+    let db = Database::new(Backend::Postgres).await;
+    let name = db.url.rsplit('/').next().expect("database name").to_owned();
+    let mut config = db.config();
+    config.database.pool_size = 3;
+    config.database.writer_connections = 2;
+    let nodes = [
+        TestServer::start(config.clone()).await,
+        TestServer::start(config).await,
+    ];
+    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .expect("admin connection");
+    tokio::spawn(connection);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut most = 0i64;
+            // Bounded: at most 60 s of samples.
+            for _ in 0..6000 {
+                let row = client
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                        &[&name],
+                    )
+                    .await
+                    .expect("count connections");
+                most = most.max(row.get(0));
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            most
+        })
+    };
+    let nodes = &nodes;
+    let burst = (0..400).map(|i| async move {
+        let node = &nodes[i % 2];
+        let (status, body) = authenticate(node, &format!("bounded-{i:05}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        let token = body["token"].as_str().expect("token").to_owned();
+        let (status, account) = node.get_with_token("/v2/account", &token).await;
+        assert_eq!(status, 200, "{account}");
+    });
+    join_all(burst).await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = sampler.await.expect("sampler");
+    assert!(most > 0, "no connection seen");
+    assert!(
+        most <= 2 * (3 + 2),
+        "{most} connections for two nodes of 3 + 2"
+    );
+}
+
 /// PostgreSQL stopped as by a crash in the middle of a load of account creates, then started
 /// again: callers get a clear "unavailable" answer meanwhile, nothing acknowledged is lost, and the
 /// server recovers by itself.

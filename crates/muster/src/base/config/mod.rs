@@ -122,10 +122,11 @@ pub struct LimitsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// Most writes committed together in one transaction (group commit), on SQLite and on the
-    /// PostgreSQL wallet and inventory writer.
+    /// Most writes committed together in one transaction (group commit), on SQLite and on each
+    /// PostgreSQL writer connection.
     pub max_batch: usize,
-    /// Writes waiting for the writer before callers wait too (backpressure), per engine.
+    /// Writes waiting for a writer before callers wait too (backpressure); per writer connection
+    /// on PostgreSQL.
     pub write_queue_size: usize,
     /// SQLite read connections used in parallel.
     pub read_connections: usize,
@@ -377,6 +378,11 @@ impl Config {
                 "database.max_batch, write_queue_size, read_connections, pool_size and writer_connections must be at least 1".into(),
             );
         }
+        if self.database.writer_connections > 64 {
+            return Err(
+                "database.writer_connections must be at most 64 (each is a PostgreSQL connection; see docs/storage.md)".into(),
+            );
+        }
         if self.chat.max_channels_per_socket == 0
             || self.chat.max_content_bytes == 0
             || self.chat.max_room_name_chars == 0
@@ -469,5 +475,11 @@ mod tests {
             ..Config::default()
         };
         assert!(config.validate().unwrap_err().contains("server_key"));
+        for writers in [0, 65] {
+            let mut config = Config::default();
+            config.database.writer_connections = writers;
+            let error = config.validate().unwrap_err();
+            assert!(error.contains("writer_connections"), "{error}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::writer::{key_of, Write};
-use super::{db_error, economy as postgres_economy, PostgresStore};
+use super::{db_error, economy as postgres_economy, prepared, PostgresStore};
 use crate::store::ledger::STARTING_GRANT_REASON;
 use crate::store::{
     AccountRecord, AccountStore, AccountUpdate, Credential, Identity, NewUser, Revocation,
@@ -207,7 +207,7 @@ async fn find_identity(
     credential: &Credential,
 ) -> Result<Option<Identity>, StoreError> {
     let (sql, key) = identity_sql(credential);
-    let statement = client.prepare_cached(&sql).await.map_err(db_error)?;
+    let statement = prepared(client, &sql).await?;
     let row = client
         .query_opt(&statement, &[&key])
         .await
@@ -243,9 +243,9 @@ impl AccountStore for PostgresStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
+                &prepared(&client, "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
                         email, custom_id, disable_time_ms, create_time_ms, update_time_ms
-                 FROM users WHERE id = $1",
+                 FROM users WHERE id = $1").await?,
                 &[&user_id],
             )
             .await
@@ -253,7 +253,11 @@ impl AccountStore for PostgresStore {
         let Some(r) = row else { return Ok(None) };
         let devices = client
             .query(
-                "SELECT id FROM user_devices WHERE user_id = $1 ORDER BY id",
+                &prepared(
+                    &client,
+                    "SELECT id FROM user_devices WHERE user_id = $1 ORDER BY id",
+                )
+                .await?,
                 &[&user_id],
             )
             .await

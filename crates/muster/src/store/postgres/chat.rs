@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::writer::{key_of, Write};
-use super::{db_error, PostgresStore};
+use super::{db_error, prepared, PostgresStore};
 use crate::store::{ChannelMessageRecord, ChatStore, HistoryQuery, HistoryRow, StoreError};
 
 struct InsertMessage(ChannelMessageRecord);
@@ -186,7 +186,10 @@ impl ChatStore for PostgresStore {
             .from_seq
             .unwrap_or(if query.ascending { i64::MIN } else { i64::MAX });
         let rows = client
-            .query(sql, &[&query.channel_id, &from, &(query.limit as i64)])
+            .query(
+                &prepared(&client, sql).await?,
+                &[&query.channel_id, &from, &(query.limit as i64)],
+            )
             .await
             .map_err(db_error)?;
         self.metrics

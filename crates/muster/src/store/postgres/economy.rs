@@ -31,7 +31,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::writer::{is_retryable, Job};
-use super::{db_error, db_error_ref};
+use super::{db_error, db_error_ref, prepared};
 use crate::store::ledger::{
     Changes, InventoryItem, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
 };
@@ -82,14 +82,14 @@ items_now AS (
     FOR UPDATE OF t
 ),
 wallet_next AS (
-    SELECT i.w, i.user_id, i.currency, COALESCE(n.amount, 0) AS current,
-           COALESCE(n.amount, 0)::numeric + i.delta AS next
+    SELECT i.w, i.user_id, i.currency, n.amount IS NOT NULL AS existed,
+           COALESCE(n.amount, 0) AS current, COALESCE(n.amount, 0)::numeric + i.delta AS next
     FROM wallet_in i LEFT JOIN wallet_now n ON n.user_id = i.user_id AND n.currency = i.currency
     WHERE i.w IN (SELECT f.w FROM fresh f)
 ),
 items_next AS (
-    SELECT i.w, i.user_id, i.item_id, i.kind, i.properties, COALESCE(n.count, 0) AS current,
-           COALESCE(n.count, 0)::numeric + i.delta AS next
+    SELECT i.w, i.user_id, i.item_id, i.kind, i.properties, n.count IS NOT NULL AS existed,
+           COALESCE(n.count, 0) AS current, COALESCE(n.count, 0)::numeric + i.delta AS next
     FROM items_in i LEFT JOIN items_now n ON n.user_id = i.user_id AND n.item_id = i.item_id
     WHERE i.w IN (SELECT f.w FROM fresh f)
 ),
@@ -105,33 +105,50 @@ refusal AS (
 ok AS (
     SELECT f.w FROM fresh f WHERE NOT EXISTS (SELECT 1 FROM refusal r WHERE r.w = f.w)
 ),
--- The row proposed for insertion holds the new balance (never negative, or the CHECK constraint
--- would refuse it before ON CONFLICT is considered); an existing row, locked above, gets the delta.
-wallet_after AS (
+-- Rows that were there are locked above: they take their checked new value. Rows that were not
+-- are inserted; one another node inserted meanwhile (there was nothing to lock) gets this
+-- change added, and the CHECK constraint refuses a negative result: the statement then fails,
+-- and the write runs again alone, sees the row and is checked against it.
+wallet_set AS (
+    UPDATE wallets t SET amount = n.next::int8
+    FROM wallet_next n
+    WHERE n.existed AND n.w IN (SELECT w FROM ok)
+      AND t.user_id = n.user_id AND t.currency = n.currency
+    RETURNING t.user_id, t.currency, t.amount
+),
+wallet_new AS (
     INSERT INTO wallets AS t (user_id, currency, amount)
-    SELECT n.user_id, n.currency, GREATEST(LEAST(n.next, 9223372036854775807), 0)::int8
-    FROM wallet_next n WHERE n.w IN (SELECT w FROM ok)
+    SELECT n.user_id, n.currency, n.next::int8
+    FROM wallet_next n WHERE NOT n.existed AND n.w IN (SELECT w FROM ok)
     ORDER BY n.user_id, n.currency
-    ON CONFLICT (user_id, currency) DO UPDATE
-        SET amount = t.amount + (SELECT i.delta FROM wallet_in i
-                                 WHERE i.user_id = EXCLUDED.user_id AND i.currency = EXCLUDED.currency)
+    ON CONFLICT (user_id, currency) DO UPDATE SET amount = t.amount + EXCLUDED.amount
     RETURNING user_id, currency, amount
 ),
-items_after AS (
+items_set AS (
+    UPDATE inventory t SET count = n.next::int8, properties = COALESCE(n.properties, t.properties),
+                           update_time_ms = x.now_ms
+    FROM items_next n JOIN writes x ON x.w = n.w
+    WHERE n.existed AND n.w IN (SELECT w FROM ok)
+      AND t.user_id = n.user_id AND t.item_id = n.item_id
+    RETURNING t.user_id, t.item_id, t.count
+),
+items_new AS (
     INSERT INTO inventory AS v (user_id, item_id, kind, count, properties, update_time_ms)
-    SELECT n.user_id, n.item_id, n.kind, GREATEST(LEAST(n.next, 9223372036854775807), 0)::int8,
-           COALESCE(n.properties, '{}'), x.now_ms
-    FROM items_next n JOIN writes x ON x.w = n.w WHERE n.w IN (SELECT w FROM ok)
+    SELECT n.user_id, n.item_id, n.kind, n.next::int8, COALESCE(n.properties, '{}'), x.now_ms
+    FROM items_next n JOIN writes x ON x.w = n.w
+    WHERE NOT n.existed AND n.w IN (SELECT w FROM ok)
     ORDER BY n.user_id, n.item_id
     ON CONFLICT (user_id, item_id) DO UPDATE SET
-        count = v.count + (SELECT i.delta FROM items_in i
-                           WHERE i.user_id = EXCLUDED.user_id AND i.item_id = EXCLUDED.item_id),
-        properties = COALESCE(
-            (SELECT i.properties FROM items_in i
-             WHERE i.user_id = EXCLUDED.user_id AND i.item_id = EXCLUDED.item_id),
-            v.properties),
+        count = v.count + EXCLUDED.count,
+        properties = CASE WHEN EXCLUDED.properties = '{}' THEN v.properties ELSE EXCLUDED.properties END,
         update_time_ms = EXCLUDED.update_time_ms
     RETURNING user_id, item_id, count
+),
+wallet_after AS (
+    SELECT * FROM wallet_set UNION ALL SELECT * FROM wallet_new
+),
+items_after AS (
+    SELECT * FROM items_set UNION ALL SELECT * FROM items_new
 ),
 entry AS (
     INSERT INTO ledger (user_id, changes, balances, reason, metadata, idempotency_key, create_time_ms)
@@ -418,7 +435,11 @@ pub async fn wallet(
 ) -> Result<Vec<(String, i64)>, StoreError> {
     let rows = client
         .query(
-            "SELECT currency, amount FROM wallets WHERE user_id = $1 ORDER BY currency",
+            &prepared(
+                client,
+                "SELECT currency, amount FROM wallets WHERE user_id = $1 ORDER BY currency",
+            )
+            .await?,
             &[&user_id],
         )
         .await
@@ -432,8 +453,12 @@ pub async fn inventory(
 ) -> Result<Vec<InventoryItem>, StoreError> {
     let rows = client
         .query(
-            "SELECT item_id, kind, count, properties, update_time_ms FROM inventory
+            &prepared(
+                client,
+                "SELECT item_id, kind, count, properties, update_time_ms FROM inventory
              WHERE user_id = $1 AND count > 0 ORDER BY item_id",
+            )
+            .await?,
             &[&user_id],
         )
         .await
@@ -458,8 +483,12 @@ pub async fn ledger(
 ) -> Result<Vec<LedgerEntry>, StoreError> {
     let rows = client
         .query(
-            "SELECT id, changes, balances, reason, metadata, idempotency_key, create_time_ms
+            &prepared(
+                client,
+                "SELECT id, changes, balances, reason, metadata, idempotency_key, create_time_ms
              FROM ledger WHERE user_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+            )
+            .await?,
             &[
                 &user_id,
                 &before.unwrap_or(i64::MAX),

@@ -71,6 +71,15 @@ pub(super) fn db_error(error: tokio_postgres::Error) -> StoreError {
     db_error_ref(&error)
 }
 
+/// `sql` prepared once per pooled connection (the pool keeps each connection's statements), so a
+/// read is parsed and planned once, not on every call.
+pub(super) async fn prepared(
+    client: &impl deadpool_postgres::GenericClient,
+    sql: &str,
+) -> Result<tokio_postgres::Statement, StoreError> {
+    client.prepare_cached(sql).await.map_err(db_error)
+}
+
 fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
     match error {
         deadpool_postgres::PoolError::Closed => StoreError::Closed,

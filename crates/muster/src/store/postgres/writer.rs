@@ -272,14 +272,12 @@ impl WriterConnection {
                 tracing::warn!(%error, "PostgreSQL writer connection ended");
             }
         });
-        // The writers' statements are few, run thousands of times a second, and find every row
-        // by key. Plan each once, and never as a scan: a plan made while the tables were small
-        // (a fresh database) would otherwise keep scanning them once they are large.
+        // The writers' statements are few, run thousands of times a second (planning each run
+        // would cost more than running it), and find every table row by key. Plan each once, and
+        // never as a table scan: a plan made while the tables were small (a fresh database) would
+        // otherwise keep scanning them once they are large.
         client
-            .batch_execute(
-                "SET plan_cache_mode = force_generic_plan;
-                 SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off",
-            )
+            .batch_execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off")
             .await
             .map_err(|e| unavailable(&e))?;
         Ok(WriterConnection {
