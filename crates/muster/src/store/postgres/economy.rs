@@ -18,7 +18,7 @@
 //!
 //! A write is queued as a batch of one on the writer its account picks (`writer.rs`); the writer
 //! lets each batch take in the ones queued after it ([`Job::absorb`]) as long as their accounts
-//! are not in it yet. A second write of an account already in the batch starts the next one, so
+//! are not in it yet (and up to [`MAX_WRITES_PER_STATEMENT`]). A second write of an account already in the batch starts the next one, so
 //! one account's writes apply in the order they came. If the statement fails (a deadlock with
 //! another node, a key race), its writes run again apart, so one bad write fails alone.
 
@@ -150,15 +150,24 @@ wallet_after AS (
 items_after AS (
     SELECT * FROM items_set UNION ALL SELECT * FROM items_new
 ),
+wallet_json AS (
+    SELECT user_id, json_object_agg(currency, amount ORDER BY currency) AS balances
+    FROM wallet_after GROUP BY user_id
+),
+items_json AS (
+    SELECT user_id, json_object_agg(item_id, count ORDER BY item_id) AS balances
+    FROM items_after GROUP BY user_id
+),
 entry AS (
     INSERT INTO ledger (user_id, changes, balances, reason, metadata, idempotency_key, create_time_ms)
-    SELECT x.user_id, x.changes, json_build_object(
-            'wallet', COALESCE((SELECT json_object_agg(a.currency, a.amount ORDER BY a.currency)
-                                FROM wallet_after a WHERE a.user_id = x.user_id), '{}'::json),
-            'items', COALESCE((SELECT json_object_agg(a.item_id, a.count ORDER BY a.item_id)
-                               FROM items_after a WHERE a.user_id = x.user_id), '{}'::json)
-        )::text, x.reason, x.metadata, x.idempotency_key, x.now_ms
-    FROM writes x WHERE x.w IN (SELECT w FROM ok)
+    SELECT x.user_id, x.changes,
+           json_build_object('wallet', COALESCE(wj.balances, '{}'::json),
+                             'items', COALESCE(ij.balances, '{}'::json))::text,
+           x.reason, x.metadata, x.idempotency_key, x.now_ms
+    FROM writes x
+    LEFT JOIN wallet_json wj ON wj.user_id = x.user_id
+    LEFT JOIN items_json ij ON ij.user_id = x.user_id
+    WHERE x.w IN (SELECT w FROM ok)
     ORDER BY x.w
     RETURNING id, user_id, balances
 )
@@ -187,6 +196,11 @@ const APPLY_TYPES: &[Type] = &[
     Type::INT8_ARRAY,
     Type::TEXT_ARRAY,
 ];
+
+/// Most writes one [`APPLY`] applies. Its plan is made once, for arrays of any length, and some of
+/// its joins grow with the square of their length; past a few dozen writes, executor set-up is
+/// already a small part of the cost, so a larger batch runs as several statements.
+const MAX_WRITES_PER_STATEMENT: usize = 32;
 
 /// [`APPLY`]'s parameters, a column each.
 #[derive(Default)]
@@ -336,10 +350,11 @@ impl Job for LedgerBatch {
     }
 
     fn absorb(&mut self, next: Box<dyn Job>) -> Result<(), Box<dyn Job>> {
-        let joins = next
-            .as_any()
-            .downcast_ref::<LedgerBatch>()
-            .is_some_and(|other| other.accounts.is_disjoint(&self.accounts));
+        let joins = self.writes.len() < MAX_WRITES_PER_STATEMENT
+            && next
+                .as_any()
+                .downcast_ref::<LedgerBatch>()
+                .is_some_and(|other| other.accounts.is_disjoint(&self.accounts));
         if !joins {
             return Err(next);
         }
