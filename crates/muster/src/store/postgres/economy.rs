@@ -18,9 +18,10 @@
 //!
 //! A write is queued as a batch of one on the writer its account picks (`writer.rs`); the writer
 //! lets each batch take in the ones queued after it ([`Job::absorb`]) as long as their accounts
-//! are not in it yet (and up to [`MAX_WRITES_PER_STATEMENT`]). A second write of an account already in the batch starts the next one, so
-//! one account's writes apply in the order they came. If the statement fails (a deadlock with
-//! another node, a key race), its writes run again apart, so one bad write fails alone.
+//! are not in it yet (and up to [`MAX_WRITES_PER_STATEMENT`]). A second write of an account
+//! already in the batch starts the next one, so one account's writes apply in the order they
+//! came. If the statement fails (a deadlock with another node, a key race), its writes run again
+//! apart, so one bad write fails alone.
 
 use std::any::Any;
 use std::collections::HashSet;
