@@ -46,9 +46,14 @@ start_muster() {
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log warn \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!
-  local i
+  wait_for_muster "$port" "$data"
+}
+
+# wait_for_muster PORT DATA_DIR: waits (at most 10 s) until the Muster just started answers.
+wait_for_muster() {
+  local port=$1 data=$2 i
   for i in $(seq 1 100); do
-    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then return 0; fi
+    if curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck"; then return 0; fi
     if ! kill -0 "$MUSTER_PID" 2>/dev/null; then break; fi
     sleep 0.1
   done
@@ -185,14 +190,7 @@ start_muster_on() {
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log "${LOG:-warn}" \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!
-  local i
-  for i in $(seq 1 100); do
-    if curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck"; then return 0; fi
-    if ! kill -0 "$MUSTER_PID" 2>/dev/null; then break; fi
-    sleep 0.1
-  done
-  echo "muster did not start; see $data/muster.log" >&2
-  return 1
+  wait_for_muster "$port" "$data"
 }
 
 # --- CPU and storage counters ----------------------------------------------------------------------
