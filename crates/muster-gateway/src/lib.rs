@@ -7,7 +7,13 @@
 //! - [`origin::Origin`]: what may reach one origin — a concurrency limit, a rate budget, and
 //!   the pause an origin asks for with `Retry-After`.
 //!
-//! The GraphQL front (`/graphql`), its configuration and the mock origin build on these.
+//! - [`config::GatewayConfig`]: origins, object types and query fields, validated as a whole.
+//! - [`schema::Gateway`]: the GraphQL schema built from it, every field resolved through the
+//!   cache and its origin's budget.
+//! - [`mock::MockOrigin`]: a mock origin for tests and benches (delay, error rate, counts).
 
 pub mod cache;
+pub mod config;
+pub mod mock;
 pub mod origin;
+pub mod schema;
