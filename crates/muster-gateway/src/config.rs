@@ -14,6 +14,13 @@ use crate::origin::OriginLimits;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GatewayConfig {
+    /// A key servers may send (`Authorization: Bearer <key>`) to query without a player's
+    /// session (per-caller fields then refuse); empty: session tokens only.
+    pub api_key: String,
+    /// Queries one client IP may send per second (token bucket refill; 0 disables).
+    pub requests_per_ip_per_sec: u32,
+    /// Bucket size: queries one IP may send at once after being quiet.
+    pub request_burst: u32,
     /// Deepest selection a query may make (GraphQL depth limit).
     pub max_depth: usize,
     /// Highest complexity a query may have (each selected field counts 1).
@@ -30,6 +37,9 @@ pub struct GatewayConfig {
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
+            api_key: String::new(),
+            requests_per_ip_per_sec: 100,
+            request_burst: 200,
             max_depth: 8,
             max_complexity: 256,
             cache_bytes: 64 * 1024 * 1024,

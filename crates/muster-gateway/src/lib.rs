@@ -17,3 +17,13 @@ pub mod config;
 pub mod mock;
 pub mod origin;
 pub mod schema;
+
+/// The HTTP client for origins: pooled connections, and no redirects followed (an origin is a
+/// configured URL; a redirect elsewhere is an error, not a new destination).
+pub fn origin_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap_or_default()
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::dynamic::{
-    Field, FieldFuture, FieldValue, InputValue, Object, ResolverContext, Schema, TypeRef,
+    Field, FieldFuture, FieldValue, InputValue, Object, ResolverContext, Scalar, Schema, TypeRef,
 };
 use parking_lot::Mutex;
 use serde_json::Value as Json;
@@ -70,8 +70,21 @@ impl Node {
 }
 
 impl Gateway {
-    /// Builds the schema; `config` must have passed [`GatewayConfig::validate`].
+    /// Builds the schema from `config` alone (it is validated first).
     pub fn build(config: &GatewayConfig, http: reqwest::Client) -> Result<Gateway, String> {
+        Gateway::build_with(config, http, Vec::new(), Vec::new(), Vec::new())
+    }
+
+    /// Builds the schema from `config`, with `query_fields` and the `types` they return added:
+    /// fields a backend answers from its own data (the caller's account, wallet…), so one query
+    /// can join origin data and backend data.
+    pub fn build_with(
+        config: &GatewayConfig,
+        http: reqwest::Client,
+        query_fields: Vec<Field>,
+        types: Vec<Object>,
+        scalars: Vec<Scalar>,
+    ) -> Result<Gateway, String> {
         config.validate()?;
         let cache = Cache::new(config.cache_bytes);
         let origins: HashMap<String, Arc<Origin>> = config
@@ -107,9 +120,18 @@ impl Gateway {
             }
             query = query.field(graphql_field);
         }
+        for field in query_fields {
+            query = query.field(field);
+        }
         let mut builder = Schema::build("Query", None, None)
             .limit_depth(config.max_depth)
             .limit_complexity(config.max_complexity);
+        for object in types {
+            builder = builder.register(object);
+        }
+        for scalar in scalars {
+            builder = builder.register(scalar);
+        }
         for t in &config.types {
             let mut object = Object::new(&t.name);
             for (name, type_name) in &t.fields {
@@ -135,6 +157,13 @@ impl Gateway {
             origins,
         })
     }
+}
+
+/// The GraphiQL page (an in-browser query editor) querying `endpoint`.
+pub fn graphiql_page(endpoint: &str) -> String {
+    async_graphql::http::GraphiQLSource::build()
+        .endpoint(endpoint)
+        .finish()
 }
 
 fn type_ref(type_name: &str) -> TypeRef {

@@ -125,6 +125,14 @@ async fn build(
             config.links.requests_per_ip_per_sec,
             config.links.request_burst,
         )),
+        gateway: Arc::new(crate::net::graphql::build(
+            &config.gateway,
+            accounts.clone(),
+        )?),
+        gateway_limit: Arc::new(IpLimit::new(
+            config.gateway.requests_per_ip_per_sec,
+            config.gateway.request_burst,
+        )),
         links,
         registry,
         router,
@@ -369,6 +377,7 @@ async fn housekeeping(state: AppState) {
         state.auth_limit.prune();
         state.connect_limit.prune();
         state.links_limit.prune();
+        state.gateway_limit.prune();
         state.links.prune_limits();
         if let Err(error) = state.tokens.reload_revocations().await {
             tracing::warn!(%error, "pruning revoked tokens failed");

@@ -59,6 +59,10 @@ pub struct Shared {
     pub rpc: Arc<Rpc>,
     /// Invite links (served on their own listener, `net::links`).
     pub links: Arc<Links>,
+    /// The GraphQL read gateway (`/graphql`).
+    pub gateway: Arc<muster_gateway::schema::Gateway>,
+    /// GraphQL queries per client IP.
+    pub gateway_limit: Arc<IpLimit>,
     /// Connections held per client IP and in total, HTTP and native TCP alike.
     pub connections: Arc<ConnectionCounter>,
     pub auth_limit: Arc<IpLimit>,

@@ -52,6 +52,8 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
     pub links: LinksConfig,
+    /// The GraphQL read gateway at `/graphql` (docs/gateway.md).
+    pub gateway: muster_gateway::config::GatewayConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -247,6 +249,7 @@ impl Default for Config {
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
             links: LinksConfig::default(),
+            gateway: Default::default(),
         }
     }
 }
@@ -407,6 +410,7 @@ impl Config {
         self.matchmaker.validate()?;
         self.rooms.validate()?;
         self.links.validate()?;
+        self.gateway.validate()?;
         if self.runtime.http_key.is_empty() {
             return Err("runtime.http_key must not be empty".into());
         }

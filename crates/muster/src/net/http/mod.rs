@@ -53,6 +53,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/economy/inventory", get(economy::inventory))
         .route("/v2/economy/ledger", get(economy::ledger))
         .route("/ws", get(crate::net::ws_upgrade::upgrade))
+        .route(
+            "/graphql",
+            get(crate::net::graphql::page).post(crate::net::graphql::query),
+        )
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))
         .fallback(not_found)

@@ -1,0 +1,154 @@
+//! `/graphql` on a real server, against a mock origin: a player's query joining origin data and
+//! the player's own account and wallet, the cache status extension, the API key, refusals
+//! (no or bad credentials, bad JSON, bad queries), and the GraphiQL page.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use muster_gateway::config::{FieldConfig, OriginConfig, TypeConfig};
+use muster_gateway::mock::{MockOrigin, MockSettings};
+use serde_json::{json, Value};
+use support::{assert_error, status_and_json, Backend, Database, TestServer};
+
+const API_KEY: &str = "gateway-key-for-tests";
+
+async fn server_with_origin() -> (TestServer, MockOrigin, Database) {
+    let origin = MockOrigin::start(
+        "127.0.0.1:0",
+        MockSettings {
+            delay: Duration::from_millis(20),
+            error_rate: 0.0,
+        },
+    )
+    .await
+    .expect("mock origin");
+    let db = Database::new(Backend::Sqlite).await;
+    let mut config = db.config();
+    config.gateway.api_key = API_KEY.into();
+    config.gateway.origins = vec![OriginConfig {
+        name: "shop".into(),
+        base_url: origin.base_url(),
+        ..OriginConfig::default()
+    }];
+    config.gateway.types = vec![TypeConfig {
+        name: "Item".into(),
+        fields: BTreeMap::from([("id".into(), "ID".into()), ("price".into(), "Int".into())]),
+    }];
+    config.gateway.fields = vec![FieldConfig {
+        name: "items".into(),
+        origin: "shop".into(),
+        path: "/items/{category}".into(),
+        arguments: vec!["category".into()],
+        returns: "[Item]".into(),
+        select: "/items".into(),
+        ..FieldConfig::default()
+    }];
+    let server = TestServer::start(config).await;
+    (server, origin, db)
+}
+
+async fn post(server: &TestServer, token: Option<&str>, body: Value) -> (u16, Value) {
+    let mut request = server.http.post(server.url("/graphql")).json(&body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    status_and_json(request.send().await.expect("request")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_joins_origin_data_and_the_players_own() {
+    let (server, origin, _db) = server_with_origin().await;
+    let (token, _) = server.device_session("gateway-player-0001").await;
+    let query = json!({ "query": r#"{ items(category: "bows") { id price } me { username wallet { currency amount } } }"# });
+    let (status, body) = post(&server, Some(&token), query.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["errors"], Value::Null, "{body}");
+    assert_eq!(
+        body["data"]["items"][0],
+        json!({ "id": "bows-1", "price": 100 })
+    );
+    let claims = support::claims(&token);
+    assert_eq!(body["data"]["me"]["username"], claims["usn"]);
+    assert!(body["data"]["me"]["wallet"].is_array(), "{body}");
+    assert_eq!(body["extensions"]["cacheStatus"]["items"], "miss");
+    let (_, again) = post(&server, Some(&token), query).await;
+    assert_eq!(again["extensions"]["cacheStatus"]["items"], "hit");
+    assert_eq!(origin.stats.calls_to("/items/bows"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_and_bad_input_are_refused_clearly() {
+    let (server, origin, _db) = server_with_origin().await;
+    let query = json!({ "query": r#"{ items(category: "a") { id } }"# });
+    assert!(
+        assert_error(&post(&server, None, query.clone()).await, 401, 16).contains("session token")
+    );
+    assert_error(
+        &post(&server, Some("not-a-token"), query.clone()).await,
+        401,
+        16,
+    );
+    // The API key queries origin fields; `me` needs a player.
+    let (status, body) = post(&server, Some(API_KEY), query).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["items"][0]["id"], "a-1");
+    let (_, body) = post(&server, Some(API_KEY), json!({ "query": "{ me { id } }" })).await;
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("signed-in"),
+        "{body}"
+    );
+    // Not JSON; not a GraphQL request; a query GraphQL refuses.
+    let raw = server
+        .http
+        .post(server.url("/graphql"))
+        .bearer_auth(API_KEY)
+        .header("content-type", "application/json")
+        .body("{\"query\": ")
+        .send()
+        .await
+        .expect("request");
+    assert_error(&status_and_json(raw).await, 400, 3);
+    assert_error(
+        &post(&server, Some(API_KEY), json!({ "querry": "{}" })).await,
+        400,
+        3,
+    );
+    let (status, body) = post(
+        &server,
+        Some(API_KEY),
+        json!({ "query": "{ items(category: 1) { id } }" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("category"),
+        "{body}"
+    );
+    assert_eq!(origin.stats.calls_to("/items/a"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_graphiql_page_is_served() {
+    let (server, _origin, _db) = server_with_origin().await;
+    let page = server
+        .http
+        .get(server.url("/graphql"))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(page.status(), 200);
+    let text = page.text().await.expect("text");
+    assert!(
+        text.to_lowercase().contains("graphiql"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+}
