@@ -76,6 +76,27 @@ async fn a_query_joins_origin_data_and_the_players_own() {
     let (_, again) = post(&server, Some(&token), query).await;
     assert_eq!(again["extensions"]["cacheStatus"]["items"], "hit");
     assert_eq!(origin.stats.calls_to("/items/bows"), 1);
+    let lookups = |status: &'static str| {
+        let server = &server;
+        async move {
+            support::metric(
+                server,
+                &format!("muster_gateway_lookups_total{{status=\"{status}\"}}"),
+            )
+            .await
+        }
+    };
+    assert_eq!(lookups("miss").await, 1.0);
+    assert_eq!(lookups("hit").await, 1.0);
+    assert_eq!(
+        support::metric(
+            &server,
+            r#"muster_gateway_origin_calls_total{origin="shop",outcome="ok"}"#
+        )
+        .await,
+        1.0
+    );
+    assert!(support::metric(&server, "muster_gateway_cache_bytes").await > 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -21,6 +21,11 @@ pub struct Metrics {
     pub db_writes_queued: IntGauge,
     pub db_group_commits: Histogram,
     pub db_writes_alone: IntCounter,
+    pub gateway_lookups: IntCounterVec,
+    pub gateway_fetches: IntCounterVec,
+    pub gateway_origin_calls: IntCounterVec,
+    pub gateway_origin_in_flight: IntGaugeVec,
+    pub gateway_cache_bytes: IntGauge,
     pub economy_writes: IntCounterVec,
     pub rpc_calls: IntCounterVec,
     pub rpc_duration: HistogramVec,
@@ -186,6 +191,38 @@ impl Metrics {
                 ),
                 &["limit"]
             )),
+            gateway_lookups: register!(IntCounterVec::new(
+                Opts::new(
+                    "gateway_lookups_total",
+                    "GraphQL gateway field lookups, by where the value came from (hit, miss, coalesced, stale, stale_if_error)."
+                ),
+                &["status"]
+            )),
+            gateway_fetches: register!(IntCounterVec::new(
+                Opts::new(
+                    "gateway_fetches_total",
+                    "Gateway cache fetches started (one per key however many wait), by kind (started, early, failed)."
+                ),
+                &["kind"]
+            )),
+            gateway_origin_calls: register!(IntCounterVec::new(
+                Opts::new(
+                    "gateway_origin_calls_total",
+                    "Calls that reached each origin, by outcome (ok, error)."
+                ),
+                &["origin", "outcome"]
+            )),
+            gateway_origin_in_flight: register!(IntGaugeVec::new(
+                Opts::new(
+                    "gateway_origin_in_flight",
+                    "Calls in flight to each origin (bounded by its concurrency)."
+                ),
+                &["origin"]
+            )),
+            gateway_cache_bytes: register!(IntGauge::new(
+                "gateway_cache_bytes",
+                "Bytes the gateway cache holds (bounded by gateway.cache_bytes)."
+            )),
             rate_limited: register!(IntCounterVec::new(
                 Opts::new(
                     "rate_limited_total",
@@ -248,6 +285,14 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric.
+    /// Brings `counter` up to `total`, a count kept elsewhere (atomics read at scrape time).
+    pub fn catch_up(counter: &IntCounter, total: u64) {
+        let seen = counter.get();
+        if total > seen {
+            counter.inc_by(total - seen);
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut buffer = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);

@@ -185,6 +185,52 @@ fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     })
 }
 
+/// Copies the gateway's counts (kept in atomics by the cache and the origins) into the metrics,
+/// before `/metrics` renders them.
+pub fn sync_metrics(state: &AppState) {
+    use crate::base::metrics::Metrics;
+    use std::sync::atomic::Ordering::Relaxed;
+    let m = &state.metrics;
+    let stats = state.gateway.cache.stats();
+    for (status, total) in [
+        ("hit", &stats.hits),
+        ("miss", &stats.misses),
+        ("coalesced", &stats.coalesced),
+        ("stale", &stats.stale),
+        ("stale_if_error", &stats.stale_if_error),
+    ] {
+        Metrics::catch_up(
+            &m.gateway_lookups.with_label_values(&[status]),
+            total.load(Relaxed),
+        );
+    }
+    for (kind, total) in [
+        ("started", &stats.fetches),
+        ("early", &stats.early_refreshes),
+        ("failed", &stats.fetch_errors),
+    ] {
+        Metrics::catch_up(
+            &m.gateway_fetches.with_label_values(&[kind]),
+            total.load(Relaxed),
+        );
+    }
+    for (name, origin) in &state.gateway.origins {
+        let calls = origin.stats.calls.load(Relaxed);
+        let errors = origin.stats.errors.load(Relaxed);
+        let calls_metric = &m.gateway_origin_calls;
+        Metrics::catch_up(
+            &calls_metric.with_label_values(&[name, "ok"]),
+            calls - errors.min(calls),
+        );
+        Metrics::catch_up(&calls_metric.with_label_values(&[name, "error"]), errors);
+        m.gateway_origin_in_flight
+            .with_label_values(&[name])
+            .set(origin.stats.in_flight.load(Relaxed) as i64);
+    }
+    m.gateway_cache_bytes
+        .set(i64::try_from(state.gateway.cache.bytes()).unwrap_or(i64::MAX));
+}
+
 /// Builds the gateway for `config` with Muster's own fields.
 pub fn build(
     config: &muster_gateway::config::GatewayConfig,

@@ -112,6 +112,7 @@ async fn record_latency(State(state): State<AppState>, request: Request, next: N
 }
 
 async fn metrics(_: MetricsScraper, State(state): State<AppState>) -> Response {
+    crate::net::graphql::sync_metrics(&state);
     (
         [(
             header::CONTENT_TYPE,
