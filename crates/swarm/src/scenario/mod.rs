@@ -195,6 +195,10 @@ impl Step {
             Step::Game(g) => g.name(),
             Step::ChatJoin(_) => "chat_join",
             Step::Chat(_) => "chat",
+            Step::Rpc {
+                transport: Transport::Graphql,
+                ..
+            } => "graphql",
             Step::Rpc { .. } => "rpc",
         }
     }
@@ -205,7 +209,7 @@ impl Step {
             self,
             Step::Connect { .. }
                 | Step::Rpc {
-                    transport: Transport::Http,
+                    transport: Transport::Http | Transport::Graphql,
                     ..
                 }
         ) || matches!(self, Step::Game(g) if g.needs_token())

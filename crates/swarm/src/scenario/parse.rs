@@ -13,7 +13,7 @@ use toml::Spanned;
 
 use super::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
 use super::game;
-use super::rpc::{Interval, RawFunction, Transport};
+use super::rpc::{Interval, RawFunction, RawQuery, Transport};
 use super::{invalid, Phase, Scenario, ScenarioError, Seconds, Step};
 
 /// Parses `text` into a scenario, with the span of each step for the order check's messages.
@@ -90,6 +90,7 @@ enum StepKind {
     ChatJoin,
     Chat,
     Rpc,
+    Graphql,
 }
 
 /// `transport = "…"` as written. One key serves two steps: `join_match` takes `websocket` or
@@ -140,6 +141,8 @@ struct RawStep {
     send_interval_s: Option<Spanned<SecondsRange>>,
     message_bytes: Option<Spanned<BytesRange>>,
     functions: Option<Spanned<Vec<RawFunction>>>,
+    /// `graphql`: its query templates.
+    queries: Option<Spanned<Vec<RawQuery>>>,
 }
 
 /// `JoinMatch` → `join_match`, as written in `do = "…"`.
@@ -206,6 +209,7 @@ impl RawStep {
                 "timeout_s",
                 "transport",
             ],
+            StepKind::Graphql => &["queries", "interval_s", "duration_s", "timeout_s"],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -244,6 +248,7 @@ impl RawStep {
                 self.message_bytes.as_ref().map(|v| v.span()),
             ),
             ("functions", self.functions.as_ref().map(|v| v.span())),
+            ("queries", self.queries.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -404,6 +409,35 @@ impl RawStep {
                 duration_s: inner(self.duration_s),
                 timeout_s: inner(self.timeout_s),
             }),
+            StepKind::Graphql => {
+                let queries = self.queries.ok_or_else(|| Misplaced {
+                    span: span.clone(),
+                    message: "do = \"graphql\" needs `queries`".into(),
+                })?;
+                let at = queries.span();
+                let raw = queries.into_inner();
+                if raw.is_empty() {
+                    return Err(Misplaced {
+                        span: at,
+                        message: "key `queries`: list at least one query".into(),
+                    });
+                }
+                let functions = raw
+                    .into_iter()
+                    .map(RawQuery::check)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|message| Misplaced {
+                        span: at.clone(),
+                        message: format!("key `queries`: {message}"),
+                    })?;
+                Step::Rpc {
+                    functions,
+                    interval_s: *interval(self.interval_s)?.get_ref(),
+                    duration_s: inner(self.duration_s),
+                    timeout_s: inner(self.timeout_s),
+                    transport: Transport::Graphql,
+                }
+            }
             StepKind::Rpc => {
                 let functions = self.functions.ok_or_else(|| Misplaced {
                     span: span.clone(),

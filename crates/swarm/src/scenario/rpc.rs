@@ -17,6 +17,9 @@ pub enum Transport {
     Socket,
     /// `POST /v2/rpc/{id}` with the session token (needs an `authenticate` step before).
     Http,
+    /// `POST /graphql` with the session token: the `graphql` step, whose "functions" are
+    /// queries.
+    Graphql,
 }
 
 /// A wait between two actions: fixed, or drawn uniformly from a range for every call.
@@ -126,6 +129,36 @@ impl RawFunction {
             id: self.id,
             payload,
             weight: self.weight,
+        })
+    }
+}
+
+/// One query of a `graphql` step, as written: `{ id, query, weight }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuery {
+    id: String,
+    query: String,
+    #[serde(default = "one")]
+    weight: u32,
+}
+
+impl RawQuery {
+    /// Checked as a function whose payload is the query; its latency metric is `graphql_<id>`.
+    pub fn check(self) -> Result<RpcFunction, String> {
+        if self.query.trim().is_empty() {
+            return Err(format!("query {}: the query is empty", self.id));
+        }
+        let function = RawFunction {
+            id: self.id,
+            payload: self.query,
+            weight: self.weight,
+        }
+        .check()
+        .map_err(|e| e.replacen("function", "query", 1))?;
+        Ok(RpcFunction {
+            metric: format!("graphql_{}", function.id),
+            ..function
         })
     }
 }

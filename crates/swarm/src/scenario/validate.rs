@@ -123,7 +123,7 @@ pub(super) fn validate(
                     Transport::Socket if !connected => {
                         return fail("needs an open socket: add a `connect` step before it (or transport = \"http\")");
                     }
-                    Transport::Http if !authenticated => {
+                    Transport::Http | Transport::Graphql if !authenticated => {
                         return fail("needs a session: add an `authenticate` step before it");
                     }
                     _ => {}

@@ -20,6 +20,10 @@
 //! hide its stalls. A failed call fails the player, counted under the kind
 //! `rpc_<id>_error_<code>` (an `error` envelope with Nakama's code), `rpc_<id>_http_<status>`
 //! or `rpc_<id>_timeout`.
+//!
+//! The `graphql` step runs here too: its queries are functions whose payload is a GraphQL query,
+//! sent as `POST /graphql` with the session token (metric `graphql_<id>`; an answer with
+//! `errors` fails the player as `rpc_<id>_graphql_errors`).
 
 use std::time::Duration;
 
@@ -114,6 +118,9 @@ pub async fn run(
             (Transport::Http, _) => {
                 Box::pin(call_http(ctx, token, function, &payload, plan.limit)).await
             }
+            (Transport::Graphql, _) => {
+                Box::pin(call_graphql(ctx, token, function, &payload, plan.limit)).await
+            }
         };
         result?;
         ctx.rec
@@ -191,6 +198,50 @@ async fn call_http(
         }),
     }
 }
+/// `POST /graphql` with the rendered query; an answer with `errors` is a failure
+/// (`rpc_<id>_graphql_errors`), as is any status but 200.
+async fn call_graphql(
+    ctx: &Ctx,
+    token: &str,
+    query: &RpcFunction,
+    text: &str,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let url = format!("{}/graphql", ctx.base_url);
+    let body = serde_json::json!({ "query": text }).to_string();
+    let failure = |problem: String| Failure::Rpc {
+        function: query.id.clone(),
+        problem,
+    };
+    let exchange = async {
+        let resp = ctx
+            .http
+            .post(url)
+            .bearer_auth(token)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| http_failure(&e))?;
+        let status = resp.status();
+        let answer = resp.bytes().await.map_err(|e| http_failure(&e))?;
+        ctx.rec.borrow_mut().count(|c| c.receives += 1);
+        if !status.is_success() {
+            return Err(failure(format!("http_{}", status.as_u16())));
+        }
+        let answer: serde_json::Value =
+            serde_json::from_slice(&answer).map_err(|_| failure("graphql_not_json".into()))?;
+        if answer.get("errors").is_some_and(|e| !e.is_null()) {
+            return Err(failure("graphql_errors".into()));
+        }
+        Ok(())
+    };
+    match timeout(limit, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err(failure("timeout".into())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
