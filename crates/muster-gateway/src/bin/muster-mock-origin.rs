@@ -40,4 +40,3 @@ async fn main() -> std::io::Result<()> {
     tokio::signal::ctrl_c().await?;
     Ok(())
 }
-
