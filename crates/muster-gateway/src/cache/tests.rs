@@ -90,6 +90,27 @@ async fn one_origin_call_for_a_thousand_concurrent_misses() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn one_origin_call_when_a_thousand_ask_for_an_expired_key() {
+    // No stale window: an expired key must be fetched again before anyone is answered.
+    let cache: Cache<&str, String> = Cache::new(1 << 20);
+    let origin = FakeOrigin::default();
+    cache.get("odds", &policy(60), origin.fetch()).await.expect("first");
+    sleep(Duration::from_secs(61)).await;
+    let lookups: Vec<_> = (0..1000)
+        .map(|_| {
+            let (cache, origin) = (cache.clone(), origin.clone());
+            tokio::spawn(async move { cache.get("odds", &policy(60), origin.fetch()).await })
+        })
+        .collect();
+    for lookup in lookups {
+        let lookup = lookup.await.expect("task").expect("value");
+        assert_eq!(*lookup.value, "version-2");
+        assert!(matches!(lookup.status, Status::Miss | Status::Coalesced));
+    }
+    assert_eq!(origin.calls(), 2, "one call for the first fetch, one for the expired key");
+}
+
+#[tokio::test(start_paused = true)]
 async fn stale_while_revalidate_serves_the_old_value_during_one_refresh() {
     let cache: Cache<&str, String> = Cache::new(1 << 20);
     let origin = FakeOrigin::default();
