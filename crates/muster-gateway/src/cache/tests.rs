@@ -94,7 +94,10 @@ async fn one_origin_call_when_a_thousand_ask_for_an_expired_key() {
     // No stale window: an expired key must be fetched again before anyone is answered.
     let cache: Cache<&str, String> = Cache::new(1 << 20);
     let origin = FakeOrigin::default();
-    cache.get("odds", &policy(60), origin.fetch()).await.expect("first");
+    cache
+        .get("odds", &policy(60), origin.fetch())
+        .await
+        .expect("first");
     sleep(Duration::from_secs(61)).await;
     let lookups: Vec<_> = (0..1000)
         .map(|_| {
@@ -107,7 +110,11 @@ async fn one_origin_call_when_a_thousand_ask_for_an_expired_key() {
         assert_eq!(*lookup.value, "version-2");
         assert!(matches!(lookup.status, Status::Miss | Status::Coalesced));
     }
-    assert_eq!(origin.calls(), 2, "one call for the first fetch, one for the expired key");
+    assert_eq!(
+        origin.calls(),
+        2,
+        "one call for the first fetch, one for the expired key"
+    );
 }
 
 #[tokio::test(start_paused = true)]
