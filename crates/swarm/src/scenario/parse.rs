@@ -163,6 +163,35 @@ struct Misplaced {
     message: String,
 }
 
+/// A step's required, non-empty list `key` (of `do = "step"`), each entry checked by `check`.
+fn checked_list<R, T>(
+    list: Option<Spanned<Vec<R>>>,
+    span: &Range<usize>,
+    step: &str,
+    key: &str,
+    check: fn(R) -> Result<T, String>,
+) -> Result<Vec<T>, Misplaced> {
+    let list = list.ok_or_else(|| Misplaced {
+        span: span.clone(),
+        message: format!("do = \"{step}\" needs `{key}`"),
+    })?;
+    let at = list.span();
+    let raw = list.into_inner();
+    if raw.is_empty() {
+        return Err(Misplaced {
+            span: at,
+            message: format!("key `{key}`: list at least one entry"),
+        });
+    }
+    raw.into_iter()
+        .map(check)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|message| Misplaced {
+            span: at.clone(),
+            message: format!("key `{key}`: {message}"),
+        })
+}
+
 impl RawStep {
     /// Checks that only this kind's keys are present and builds the step.
     ///
@@ -409,56 +438,27 @@ impl RawStep {
                 duration_s: inner(self.duration_s),
                 timeout_s: inner(self.timeout_s),
             }),
-            StepKind::Graphql => {
-                let queries = self.queries.ok_or_else(|| Misplaced {
-                    span: span.clone(),
-                    message: "do = \"graphql\" needs `queries`".into(),
-                })?;
-                let at = queries.span();
-                let raw = queries.into_inner();
-                if raw.is_empty() {
-                    return Err(Misplaced {
-                        span: at,
-                        message: "key `queries`: list at least one query".into(),
-                    });
-                }
-                let functions = raw
-                    .into_iter()
-                    .map(RawQuery::check)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|message| Misplaced {
-                        span: at.clone(),
-                        message: format!("key `queries`: {message}"),
-                    })?;
-                Step::Rpc {
-                    functions,
-                    interval_s: *interval(self.interval_s)?.get_ref(),
-                    duration_s: inner(self.duration_s),
-                    timeout_s: inner(self.timeout_s),
-                    transport: Transport::Graphql,
-                }
-            }
+            StepKind::Graphql => Step::Rpc {
+                functions: checked_list(
+                    self.queries,
+                    &span,
+                    "graphql",
+                    "queries",
+                    RawQuery::check,
+                )?,
+                interval_s: *interval(self.interval_s)?.get_ref(),
+                duration_s: inner(self.duration_s),
+                timeout_s: inner(self.timeout_s),
+                transport: Transport::Graphql,
+            },
             StepKind::Rpc => {
-                let functions = self.functions.ok_or_else(|| Misplaced {
-                    span: span.clone(),
-                    message: "do = \"rpc\" needs `functions`".into(),
-                })?;
-                let at = functions.span();
-                let raw = functions.into_inner();
-                if raw.is_empty() {
-                    return Err(Misplaced {
-                        span: at,
-                        message: "key `functions`: list at least one function".into(),
-                    });
-                }
-                let functions = raw
-                    .into_iter()
-                    .map(RawFunction::check)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|message| Misplaced {
-                        span: at.clone(),
-                        message: format!("key `functions`: {message}"),
-                    })?;
+                let functions = checked_list(
+                    self.functions,
+                    &span,
+                    "rpc",
+                    "functions",
+                    RawFunction::check,
+                )?;
                 Step::Rpc {
                     functions,
                     interval_s: *interval(self.interval_s)?.get_ref(),

@@ -169,35 +169,9 @@ async fn call_http(
 ) -> Result<(), Failure> {
     let url = format!("{}/v2/rpc/{}", ctx.base_url, function.id);
     let body = serde_json::Value::String(payload.to_string()).to_string();
-    let exchange = async {
-        let resp = ctx
-            .http
-            .post(url)
-            .bearer_auth(token)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| http_failure(&e))?;
-        let status = resp.status();
-        let _ = resp.bytes().await.map_err(|e| http_failure(&e))?;
-        ctx.rec.borrow_mut().count(|c| c.receives += 1);
-        if !status.is_success() {
-            return Err(Failure::Rpc {
-                function: function.id.clone(),
-                problem: format!("http_{}", status.as_u16()),
-            });
-        }
-        Ok(())
-    };
-    match timeout(limit, exchange).await {
-        Ok(result) => result,
-        Err(_) => Err(Failure::Rpc {
-            function: function.id.clone(),
-            problem: "timeout".into(),
-        }),
-    }
+    post(ctx, url, token, body, function, limit).await.map(drop)
 }
+
 /// `POST /graphql` with the rendered query; an answer with `errors` is a failure
 /// (`rpc_<id>_graphql_errors`), as is any status but 200.
 async fn call_graphql(
@@ -209,8 +183,31 @@ async fn call_graphql(
 ) -> Result<(), Failure> {
     let url = format!("{}/graphql", ctx.base_url);
     let body = serde_json::json!({ "query": text }).to_string();
-    let failure = |problem: String| Failure::Rpc {
+    let answer = post(ctx, url, token, body, query, limit).await?;
+    let failure = |problem: &str| Failure::Rpc {
         function: query.id.clone(),
+        problem: problem.into(),
+    };
+    let answer: serde_json::Value =
+        serde_json::from_slice(&answer).map_err(|_| failure("graphql_not_json"))?;
+    if answer.get("errors").is_some_and(|e| !e.is_null()) {
+        return Err(failure("graphql_errors"));
+    }
+    Ok(())
+}
+
+/// POSTs a JSON `body` with the session token and reads the whole answer within `limit`; any
+/// status but success is a failure of `function` (`http_<status>`), as is the time running out.
+async fn post(
+    ctx: &Ctx,
+    url: String,
+    token: &str,
+    body: String,
+    function: &RpcFunction,
+    limit: Duration,
+) -> Result<bytes::Bytes, Failure> {
+    let failure = |problem: String| Failure::Rpc {
+        function: function.id.clone(),
         problem,
     };
     let exchange = async {
@@ -229,12 +226,7 @@ async fn call_graphql(
         if !status.is_success() {
             return Err(failure(format!("http_{}", status.as_u16())));
         }
-        let answer: serde_json::Value =
-            serde_json::from_slice(&answer).map_err(|_| failure("graphql_not_json".into()))?;
-        if answer.get("errors").is_some_and(|e| !e.is_null()) {
-            return Err(failure("graphql_errors".into()));
-        }
-        Ok(())
+        Ok(answer)
     };
     match timeout(limit, exchange).await {
         Ok(result) => result,
