@@ -41,12 +41,8 @@ cleanup() {
 trap cleanup EXIT
 start_postgres
 pg_pid=$(head -n 1 "$PG_DIR/data/postmaster.pid")
-# pg_ticks: CPU of the postmaster and every backend.
-pg_ticks() {
-  local total=0 p
-  for p in $pg_pid $(pgrep -P "$pg_pid" || true); do total=$((total + $(cpu_ticks "$p"))); done
-  echo "$total"
-}
+# CPU of the postmaster and every backend.
+pg_ticks() { tree_ticks "$pg_pid"; }
 hz=$(getconf CLK_TCK)
 
 # --- Muster: device accounts ---------------------------------------------------------------------

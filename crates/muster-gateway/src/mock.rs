@@ -6,7 +6,7 @@
 //! `{"path": ..., "served": n, "items": [{"id", "name", "price"}, ...]}` with three items named
 //! after the path's last segment.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,6 +19,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use parking_lot::Mutex;
 use serde_json::json;
+
+use crate::config::{FieldConfig, GatewayConfig, OriginConfig, TypeConfig};
 
 /// How the mock behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +81,37 @@ impl MockOrigin {
 
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// A gateway configuration reading this mock: origin `shop`, type `Item { id, name, price }`,
+    /// and the query field `items(category)` (its `/items/{category}` answer's `items`), with
+    /// the field defaults. What tests and examples start from.
+    pub fn items_config(&self) -> GatewayConfig {
+        GatewayConfig {
+            origins: vec![OriginConfig {
+                name: "shop".into(),
+                base_url: self.base_url(),
+                ..OriginConfig::default()
+            }],
+            types: vec![TypeConfig {
+                name: "Item".into(),
+                fields: BTreeMap::from([
+                    ("id".into(), "ID".into()),
+                    ("name".into(), "String".into()),
+                    ("price".into(), "Int".into()),
+                ]),
+            }],
+            fields: vec![FieldConfig {
+                name: "items".into(),
+                origin: "shop".into(),
+                path: "/items/{category}".into(),
+                arguments: vec!["category".into()],
+                returns: "[Item]".into(),
+                select: "/items".into(),
+                ..FieldConfig::default()
+            }],
+            ..GatewayConfig::default()
+        }
     }
 
     /// Changes the delay and error rate from now on.

@@ -99,7 +99,7 @@ impl Gateway {
                 .iter()
                 .find(|o| o.name == field.origin)
                 .ok_or_else(|| format!("gateway field {:?}: unknown origin", field.name))?;
-            let resolver = Resolver {
+            let resolver = Arc::new(Resolver {
                 field: Arc::new(field.clone()),
                 origin: origins[&field.origin].clone(),
                 base_url: origin_config.base_url.trim_end_matches('/').to_owned(),
@@ -107,7 +107,7 @@ impl Gateway {
                 max_bytes: config.max_origin_bytes,
                 cache: cache.clone(),
                 http: http.clone(),
-            };
+            });
             let mut graphql_field = Field::new(&field.name, type_ref(&field.returns), move |ctx| {
                 let resolver = resolver.clone();
                 FieldFuture::new(async move { resolver.resolve(&ctx).await })
@@ -210,8 +210,7 @@ fn scalar(value: &Json, type_name: &str) -> Option<async_graphql::Value> {
     }
 }
 
-/// Everything one query field needs to answer.
-#[derive(Clone)]
+/// Everything one query field needs to answer (shared by its requests).
 struct Resolver {
     field: Arc<FieldConfig>,
     origin: Arc<Origin>,
@@ -224,7 +223,7 @@ struct Resolver {
 
 impl Resolver {
     async fn resolve(
-        &self,
+        self: Arc<Self>,
         ctx: &ResolverContext<'_>,
     ) -> async_graphql::Result<Option<FieldValue<'static>>> {
         let mut values = Vec::with_capacity(self.field.arguments.len());
@@ -240,18 +239,23 @@ impl Resolver {
             false => None,
         };
         let key = cache_key(&self.field.name, &values, user.as_deref());
-        let url = self.url(&values);
-        let (origin, http, timeout, max_bytes, select) = (
-            self.origin.clone(),
-            self.http.clone(),
-            self.timeout,
-            self.max_bytes,
-            self.field.select.clone(),
-        );
-        let shape = self.field.returns.clone();
+        // Only a fetch builds the URL: a hit does no more than the key.
+        let fetcher = self.clone();
         let fetch = move || async move {
-            origin
-                .call(|| fetch_json(&http, &url, timeout, max_bytes, &select, &shape))
+            let url = fetcher.url(&values);
+            let field = &fetcher.field;
+            fetcher
+                .origin
+                .call(|| {
+                    fetch_json(
+                        &fetcher.http,
+                        &url,
+                        fetcher.timeout,
+                        fetcher.max_bytes,
+                        &field.select,
+                        &field.returns,
+                    )
+                })
                 .await
         };
         let lookup = self

@@ -4,10 +4,8 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use muster_gateway::config::{FieldConfig, OriginConfig, TypeConfig};
 use muster_gateway::mock::{MockOrigin, MockSettings};
 use serde_json::{json, Value};
 use support::{assert_error, status_and_json, Backend, Database, TestServer};
@@ -26,25 +24,10 @@ async fn server_with_origin() -> (TestServer, MockOrigin, Database) {
     .expect("mock origin");
     let db = Database::new(Backend::Sqlite).await;
     let mut config = db.config();
-    config.gateway.api_key = API_KEY.into();
-    config.gateway.origins = vec![OriginConfig {
-        name: "shop".into(),
-        base_url: origin.base_url(),
-        ..OriginConfig::default()
-    }];
-    config.gateway.types = vec![TypeConfig {
-        name: "Item".into(),
-        fields: BTreeMap::from([("id".into(), "ID".into()), ("price".into(), "Int".into())]),
-    }];
-    config.gateway.fields = vec![FieldConfig {
-        name: "items".into(),
-        origin: "shop".into(),
-        path: "/items/{category}".into(),
-        arguments: vec!["category".into()],
-        returns: "[Item]".into(),
-        select: "/items".into(),
-        ..FieldConfig::default()
-    }];
+    config.gateway = muster_gateway::config::GatewayConfig {
+        api_key: API_KEY.into(),
+        ..origin.items_config()
+    };
     let server = TestServer::start(config).await;
     (server, origin, db)
 }

@@ -3,10 +3,8 @@
 //! category (the gateway's cache), every answered query is counted, and a query GraphQL refuses
 //! fails its players under a kind of its own.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use muster_gateway::config::{FieldConfig, OriginConfig, TypeConfig};
 use muster_gateway::mock::{MockOrigin, MockSettings};
 use serde_json::Value;
 
@@ -50,28 +48,11 @@ fn start() -> (tokio::runtime::Runtime, MockOrigin, Muster) {
             },
         ))
         .expect("mock origin");
-    let base_url = origin.base_url();
-    let muster = Muster::start_with(move |config| {
-        config.gateway.requests_per_ip_per_sec = 0;
-        config.gateway.origins = vec![OriginConfig {
-            name: "shop".into(),
-            base_url,
-            ..OriginConfig::default()
-        }];
-        config.gateway.types = vec![TypeConfig {
-            name: "Item".into(),
-            fields: BTreeMap::from([("id".into(), "ID".into()), ("price".into(), "Int".into())]),
-        }];
-        config.gateway.fields = vec![FieldConfig {
-            name: "items".into(),
-            origin: "shop".into(),
-            path: "/items/{category}".into(),
-            arguments: vec!["category".into()],
-            returns: "[Item]".into(),
-            select: "/items".into(),
-            ..FieldConfig::default()
-        }];
-    });
+    let gateway = muster_gateway::config::GatewayConfig {
+        requests_per_ip_per_sec: 0,
+        ..origin.items_config()
+    };
+    let muster = Muster::start_with(move |config| config.gateway = gateway);
     (runtime, origin, muster)
 }
 

@@ -11,14 +11,13 @@ use std::sync::Arc;
 
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, Scalar, TypeRef};
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use muster_gateway::schema::{graphiql_page, CacheReport, Caller, Gateway};
 
-use super::http::auth::{constant_time_eq, verify_session};
+use super::http::auth::GatewayCaller;
 use super::http::error::ApiError;
-use super::http::extract::{ApiJson, ClientIp};
+use super::http::extract::{ApiJson, GatewayRateLimit};
 use crate::accounts::Accounts;
 use crate::net::state::AppState;
 
@@ -122,21 +121,16 @@ pub async fn page() -> Html<String> {
 /// `POST /graphql`.
 pub async fn query(
     State(state): State<AppState>,
-    ClientIp(ip): ClientIp,
-    headers: HeaderMap,
+    _: GatewayRateLimit,
+    caller: GatewayCaller,
     ApiJson(body): ApiJson<GraphqlBody>,
 ) -> Result<Response, ApiError> {
-    if !state.gateway_limit.allow(ip) {
-        state
-            .metrics
-            .rate_limited
-            .with_label_values(&["graphql"])
-            .inc();
-        return Err(ApiError::TooManyRequests(
-            "Too many requests; slow down.".into(),
-        ));
-    }
-    let caller = caller(&state, &headers)?;
+    let caller = match caller {
+        GatewayCaller::Player(claims) => Caller {
+            user: Some(claims.uid.to_string()),
+        },
+        GatewayCaller::Server => Caller { user: None },
+    };
     let mut request = async_graphql::Request::new(body.query)
         .variables(async_graphql::Variables::from_json(body.variables));
     if let Some(name) = body.operation_name {
@@ -164,25 +158,6 @@ pub async fn query(
         .extensions
         .insert("cacheStatus".into(), async_graphql::Value::Object(statuses));
     Ok(Json(response).into_response())
-}
-
-/// The caller from `Authorization: Bearer …`: a session token, or the gateway's API key.
-fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let token = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            ApiError::Unauthenticated("A session token or the gateway API key is required.".into())
-        })?;
-    let key = state.config.gateway.api_key.as_bytes();
-    if !key.is_empty() && constant_time_eq(token.as_bytes(), key) {
-        return Ok(Caller { user: None });
-    }
-    let claims = verify_session(state, token)?;
-    Ok(Caller {
-        user: Some(claims.uid.to_string()),
-    })
 }
 
 /// Copies the gateway's counts (kept in atomics by the cache and the origins) into the metrics,

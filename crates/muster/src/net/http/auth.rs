@@ -7,6 +7,7 @@
 //! | [`RpcCaller`] | `?http_key=`, or HTTP Basic with `runtime.http_key`, or a session token | `/v2/rpc/{id}` |
 //! | [`RoomsCaller`] | a session token, or HTTP Basic with `rooms.admin_key` (when set) | `/v2/rooms…` |
 //! | [`MetricsScraper`] | `Authorization: Bearer <metrics.token>` (when set) | `/metrics` |
+//! | [`GatewayCaller`] | `Authorization: Bearer <gateway.api_key or a session token>` | `/graphql` |
 //! | [`LinkCaller`] | `Authorization: Bearer <links.api_key or a session token>`, or nothing | the links service |
 //!
 //! Keys are compared in constant time; session tokens are verified by
@@ -166,6 +167,32 @@ impl FromRequestParts<AppState> for RoomsCaller {
             }
             _ => Err(ApiError::Unauthenticated(
                 "A session token (Bearer) or the rooms admin key (Basic) is required.".into(),
+            )),
+        }
+    }
+}
+
+/// The caller of `/graphql`: a player, or a server holding `gateway.api_key` (when set).
+pub enum GatewayCaller {
+    Player(Claims),
+    Server,
+}
+
+impl FromRequestParts<AppState> for GatewayCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let api_key = &state.config.gateway.api_key;
+        match presented(parts) {
+            Presented::Bearer(secret)
+                if !api_key.is_empty()
+                    && constant_time_eq(secret.as_bytes(), api_key.as_bytes()) =>
+            {
+                Ok(GatewayCaller::Server)
+            }
+            Presented::Bearer(token) => verify_session(state, token).map(GatewayCaller::Player),
+            _ => Err(ApiError::Unauthenticated(
+                "A session token or the gateway API key is required.".into(),
             )),
         }
     }

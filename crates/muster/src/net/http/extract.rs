@@ -11,6 +11,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::base::ratelimit::IpLimit;
 use crate::net::state::AppState;
 
 /// The client's IP address, from the TCP connection.
@@ -35,19 +36,51 @@ impl FromRequestParts<AppState> for AuthRateLimit {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ClientIp(ip) = ClientIp::from_request_parts(parts, state).await?;
-        if !state.auth_limit.allow(ip) {
-            state
-                .metrics
-                .rate_limited
-                .with_label_values(&["auth"])
-                .inc();
-            return Err(ApiError::TooManyRequests(
-                "Too many authentication requests; slow down.".into(),
-            ));
-        }
+        within(
+            parts,
+            state,
+            &state.auth_limit,
+            "auth",
+            "Too many authentication requests; slow down.",
+        )
+        .await?;
         Ok(AuthRateLimit)
     }
+}
+
+/// Refuses the query when the client IP is over `gateway.requests_per_ip_per_sec`.
+pub struct GatewayRateLimit;
+
+impl FromRequestParts<AppState> for GatewayRateLimit {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        within(
+            parts,
+            state,
+            &state.gateway_limit,
+            "graphql",
+            "Too many requests; slow down.",
+        )
+        .await?;
+        Ok(GatewayRateLimit)
+    }
+}
+
+/// Ok when the client IP is within `limit`; else 429 with `message`, counted under `label`.
+async fn within(
+    parts: &mut Parts,
+    state: &AppState,
+    limit: &IpLimit,
+    label: &str,
+    message: &str,
+) -> Result<(), ApiError> {
+    let ClientIp(ip) = ClientIp::from_request_parts(parts, state).await?;
+    if limit.allow(ip) {
+        return Ok(());
+    }
+    state.metrics.rate_limited.with_label_values(&[label]).inc();
+    Err(ApiError::TooManyRequests(message.into()))
 }
 
 /// A JSON body of any content type (Nakama's clients do not all set one); an empty body reads

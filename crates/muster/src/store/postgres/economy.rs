@@ -271,17 +271,23 @@ impl LedgerBatch {
         oneshot::Receiver<Result<LedgerOutcome, StoreError>>,
     ) {
         let (answer, answered) = oneshot::channel();
-        let mut batch = Box::new(LedgerBatch {
-            writes: Vec::with_capacity(1),
-            accounts: HashSet::new(),
-            columns: Columns::default(),
-        });
-        batch.push(Queued {
+        let batch = LedgerBatch::of(Queued {
             write,
             answer,
             outcome: None,
         });
         (batch, answered)
+    }
+
+    /// A batch of one queued write.
+    fn of(queued: Queued) -> Box<LedgerBatch> {
+        let mut batch = Box::new(LedgerBatch {
+            writes: Vec::with_capacity(1),
+            accounts: HashSet::new(),
+            columns: Columns::default(),
+        });
+        batch.push(queued);
+        batch
     }
 
     fn push(&mut self, queued: Queued) {
@@ -375,16 +381,10 @@ impl Job for LedgerBatch {
         self.writes
             .into_iter()
             .map(|queued| {
-                let mut single = Box::new(LedgerBatch {
-                    writes: Vec::with_capacity(1),
-                    accounts: HashSet::new(),
-                    columns: Columns::default(),
-                });
-                single.push(Queued {
+                LedgerBatch::of(Queued {
                     outcome: None,
                     ..queued
-                });
-                single as Box<dyn Job>
+                }) as Box<dyn Job>
             })
             .collect()
     }

@@ -5,6 +5,7 @@
 //! Creates are keyed by (owner, url), so two of the same URL run in order on one writer and the
 //! second sees the first's row.
 
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -12,11 +13,15 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::writer::{key_of, Write};
-use super::{db_error, PostgresStore};
+use super::{db_error, prepared, PostgresStore};
 use crate::store::{ClickCount, Fallbacks, LinkRecord, LinkStore, StoreError};
 
 const COLUMNS: &str = "code, url, owner, reusable, ios_url, android_url, desktop_url, \
                        expires_at_ms, max_visits, visits, disabled_at_ms, create_time_ms";
+
+/// A link by its code: the redirect's one read, its text built once (not on every visit).
+static LINK_BY_CODE: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM links WHERE code = $1"));
 
 fn record(row: &Row) -> LinkRecord {
     record_at(row, 0)
@@ -175,10 +180,7 @@ impl LinkStore for PostgresStore {
     async fn link(&self, code: &str) -> Result<Option<LinkRecord>, StoreError> {
         let started = Instant::now();
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM links WHERE code = $1"))
-            .await
-            .map_err(db_error)?;
+        let statement = prepared(&client, &LINK_BY_CODE).await?;
         let row = client
             .query_opt(&statement, &[&code])
             .await

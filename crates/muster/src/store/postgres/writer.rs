@@ -266,7 +266,7 @@ impl WriterConnection {
         let (client, connection) = pg_config
             .connect(NoTls)
             .await
-            .map_err(|e| unavailable(&e))?;
+            .map_err(|e| db_error_ref(&e))?;
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::warn!(%error, "PostgreSQL writer connection ended");
@@ -279,7 +279,7 @@ impl WriterConnection {
         client
             .batch_execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off")
             .await
-            .map_err(|e| unavailable(&e))?;
+            .map_err(|e| db_error_ref(&e))?;
         Ok(WriterConnection {
             client,
             prepared: HashMap::new(),
@@ -301,11 +301,6 @@ impl WriterConnection {
     fn statement(&self, job: &dyn Job) -> &Statement {
         &self.prepared[job.sql().0]
     }
-}
-
-/// The clear error for a connection that broke or could not be made.
-fn unavailable(error: &tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(format!("PostgreSQL: {error}"))
 }
 
 /// Whether running the write again may succeed: a lock conflict with another connection, or
@@ -346,11 +341,7 @@ async fn write_loop(
         };
         let started = Instant::now();
         if let Err(error) = conn.prepare(&batch).await {
-            let error = if is_connection_error(&error) {
-                unavailable(&error)
-            } else {
-                db_error_ref(&error)
-            };
+            let error = db_error_ref(&error);
             tracing::error!(%error, "preparing writer statements failed");
             answer_all(&mut batch, &error);
             continue;
@@ -395,7 +386,7 @@ async fn commit_batch(conn: &WriterConnection, batch: &mut Vec<Box<dyn Job>>, me
                 }
                 return;
             }
-            Err(BatchFailed::Connection(error)) => {
+            Err(BatchFailed::Transaction(error)) => {
                 tracing::error!(%error, writes = batch.len(), "group commit lost its connection");
                 answer_all(batch, &error);
                 return;
@@ -428,8 +419,9 @@ enum BatchFailed {
     /// Nothing was committed; the write at this index failed first (the ones after it could not
     /// run).
     At(usize),
-    /// The connection broke (before or during COMMIT): nothing of the batch is known committed.
-    Connection(StoreError),
+    /// The transaction itself failed (BEGIN, ROLLBACK or COMMIT; most often a lost connection):
+    /// nothing of the batch is known committed.
+    Transaction(StoreError),
 }
 
 /// BEGIN, every write's statement, then COMMIT: one pipeline, one transaction, one fsync.
@@ -451,7 +443,7 @@ async fn group_commit(
         )
         .await;
         if let Err(error) = begun {
-            return Err(BatchFailed::Connection(unavailable(&error)));
+            return Err(BatchFailed::Transaction(db_error_ref(&error)));
         }
         rows
     };
@@ -460,7 +452,7 @@ async fn group_commit(
         let taken = match rows {
             Ok(rows) => job.take(rows),
             Err(error) if is_connection_error(&error) => {
-                return Err(BatchFailed::Connection(unavailable(&error)));
+                return Err(BatchFailed::Transaction(db_error_ref(&error)));
             }
             Err(error) => Err(job.error(&error)),
         };
@@ -472,14 +464,14 @@ async fn group_commit(
     }
     if let Some(index) = failed {
         if let Err(error) = conn.client.batch_execute("ROLLBACK").await {
-            return Err(BatchFailed::Connection(unavailable(&error)));
+            return Err(BatchFailed::Transaction(db_error_ref(&error)));
         }
         return Err(BatchFailed::At(index));
     }
     conn.client
         .batch_execute("COMMIT")
         .await
-        .map_err(|e| BatchFailed::Connection(unavailable(&e)))
+        .map_err(|e| BatchFailed::Transaction(db_error_ref(&e)))
 }
 
 /// One write in its own transaction, retried a few times on a lock conflict or key race; answers
@@ -489,7 +481,7 @@ async fn one_by_one(conn: &WriterConnection, mut job: Box<dyn Job>) {
     let error = loop {
         attempt += 1;
         if let Err(error) = conn.client.batch_execute("BEGIN").await {
-            break Some(unavailable(&error));
+            break Some(db_error_ref(&error));
         }
         let rows = {
             let params = job.params();
@@ -505,16 +497,12 @@ async fn one_by_one(conn: &WriterConnection, mut job: Box<dyn Job>) {
                 }
                 match conn.client.batch_execute("COMMIT").await {
                     Ok(()) => break None,
-                    Err(error) if is_connection_error(&error) => break Some(unavailable(&error)),
                     Err(error) => break Some(job.error(&error)),
                 }
             }
             Err(error) => {
                 let _ = conn.client.batch_execute("ROLLBACK").await;
-                if is_connection_error(&error) {
-                    break Some(unavailable(&error));
-                }
-                if attempt < 3 && job.retryable(&error) {
+                if attempt < 3 && !is_connection_error(&error) && job.retryable(&error) {
                     continue;
                 }
                 break Some(job.error(&error));
