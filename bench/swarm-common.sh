@@ -43,6 +43,7 @@ start_muster() {
   # The native TCP transport gets a free port unless the bench chose one (7351 may be taken).
   env "${LIMITS_OFF[@]}" \
   MUSTER_ROOMS__TCP_LISTEN="${MUSTER_ROOMS__TCP_LISTEN:-127.0.0.1:0}" \
+  MUSTER_ENET__LISTEN="${MUSTER_ENET__LISTEN:-127.0.0.1:0}" \
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log warn \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!
@@ -187,6 +188,7 @@ start_muster_on() {
   limits_off
   env "${LIMITS_OFF[@]}" MUSTER_DATABASE_URL="$url" \
     MUSTER_ROOMS__TCP_LISTEN="${MUSTER_ROOMS__TCP_LISTEN:-127.0.0.1:0}" \
+  MUSTER_ENET__LISTEN="${MUSTER_ENET__LISTEN:-127.0.0.1:0}" \
     "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log "${LOG:-warn}" \
     >"$data/muster.log" 2>&1 &
   MUSTER_PID=$!

@@ -37,6 +37,7 @@ async function startMuster() {
       ...env,
       NO_COLOR: "1",
       MUSTER_ROOMS__TCP_LISTEN: "127.0.0.1:0",
+      MUSTER_ENET__LISTEN: "127.0.0.1:0",
       MUSTER_LINKS__LISTEN: `127.0.0.1:${linksPort}`,
       MUSTER_LINKS__PUBLIC_CREATE: "true",
     },

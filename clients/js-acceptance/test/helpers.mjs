@@ -93,6 +93,7 @@ export async function startServer(env = {}) {
         MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC: "0",
         // The native TCP transport on an ephemeral port, so test files can run in parallel.
         MUSTER_ROOMS__TCP_LISTEN: "127.0.0.1:0",
+        MUSTER_ENET__LISTEN: "127.0.0.1:0",
         MUSTER_LINKS__LISTEN: "127.0.0.1:0",
         ...env,
       },

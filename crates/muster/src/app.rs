@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -228,6 +228,17 @@ async fn bind_setting(address: &str, setting: &str) -> anyhow::Result<Option<Tcp
         .map_err(|e| anyhow::anyhow!("cannot listen on {address} (setting {setting}): {e}"))
 }
 
+/// Binds the UDP socket at `address` (the value of `setting`), or nothing when it is empty.
+async fn bind_udp_setting(address: &str, setting: &str) -> anyhow::Result<Option<UdpSocket>> {
+    if address.is_empty() {
+        return Ok(None);
+    }
+    UdpSocket::bind(address)
+        .await
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {address} (setting {setting}): {e}"))
+}
+
 /// [`run_with_clock`] on listeners the caller bound.
 pub async fn run_on(
     listeners: Listeners,
@@ -244,7 +255,16 @@ pub async fn run_on(
     // Every listener is bound before any is announced: a port that is taken stops the start
     // with an error naming its setting, not after the server said it was up.
     let tcp = bind_setting(&state.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
+    let enet = bind_udp_setting(&state.config.enet.listen, "enet.listen").await?;
     state.matches.start();
+    if let Some(enet) = enet {
+        let bound = enet.local_addr()?;
+        state
+            .matches
+            .set_enet_port(bound.port(), state.config.enet.public_port);
+        tracing::info!(enet = %bound, "ENet transport listening (UDP)");
+        tokio::spawn(crate::net::enet::serve(enet, state.clone()));
+    }
     let http_address = listener.local_addr()?;
     match tcp {
         Some(tcp) => {

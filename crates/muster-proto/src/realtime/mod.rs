@@ -9,6 +9,7 @@
 //! is not an envelope, names a message kind this server does not know, or carries none.
 
 pub mod channel;
+pub mod delivery;
 pub mod matches;
 pub mod presence;
 pub mod rpc;

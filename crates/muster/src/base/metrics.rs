@@ -38,6 +38,14 @@ pub struct Metrics {
     pub http_connections_closed: IntCounterVec,
     /// Connections closed at accept, by limit (`per_ip`, `total`).
     pub connections_refused: IntCounterVec,
+    /// ENet datagrams, by direction (`in`, `out`).
+    pub enet_datagrams: IntCounterVec,
+    /// ENet socket system calls, by call (`recvmmsg`, `sendmmsg`).
+    pub enet_syscalls: IntCounterVec,
+    /// ENet datagrams dropped before an ENet host read them, by reason.
+    pub enet_dropped: IntCounterVec,
+    /// ENet peers connected now (joined or not yet).
+    pub enet_peers: IntGauge,
     pub outgoing_dropped: IntCounter,
     pub chat_channels: IntGauge,
     pub chat_members: IntGauge,
@@ -190,6 +198,31 @@ impl Metrics {
                     "Connections closed as soon as accepted, by limit (per_ip, total)."
                 ),
                 &["limit"]
+            )),
+            enet_datagrams: register!(IntCounterVec::new(
+                Opts::new(
+                    "enet_datagrams_total",
+                    "ENet UDP datagrams, by direction (in, out)."
+                ),
+                &["direction"]
+            )),
+            enet_syscalls: register!(IntCounterVec::new(
+                Opts::new(
+                    "enet_syscalls_total",
+                    "System calls on the ENet socket, by call (recvmmsg, sendmmsg)."
+                ),
+                &["call"]
+            )),
+            enet_dropped: register!(IntCounterVec::new(
+                Opts::new(
+                    "enet_dropped_total",
+                    "ENet datagrams dropped before ENet read them, by reason (malformed, truncated, spoofed, unknown_peer, peer_rate, connect_rate, send_failed)."
+                ),
+                &["reason"]
+            )),
+            enet_peers: register!(IntGauge::new(
+                "enet_peers",
+                "ENet peers connected now."
             )),
             gateway_lookups: register!(IntCounterVec::new(
                 Opts::new(

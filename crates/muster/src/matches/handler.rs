@@ -145,7 +145,18 @@ impl<'a> MatchContext<'a> {
     /// Sends `match_data` (from the match itself, no sender presence) to every player. The
     /// message is encoded once per wire format, whatever the number of players.
     pub fn broadcast(&mut self, op_code: i64, data: Vec<u8>) {
-        let encoded = self.encode(op_code, data);
+        self.broadcast_as(op_code, data, true);
+    }
+
+    /// [`MatchContext::broadcast`] marked unreliable (`reliable: false`): a state the next tick
+    /// supersedes. Transports with an unreliable channel (ENet) send it there, so a lost one is
+    /// not resent behind newer ones; reliable streams (TCP, WebSocket) deliver it as any other.
+    pub fn broadcast_unreliable(&mut self, op_code: i64, data: Vec<u8>) {
+        self.broadcast_as(op_code, data, false);
+    }
+
+    fn broadcast_as(&mut self, op_code: i64, data: Vec<u8>, reliable: bool) {
+        let encoded = self.encode(op_code, data, reliable);
         for member in self.members {
             member.recipient.deliver(&encoded);
             self.sent += 1;
@@ -154,7 +165,7 @@ impl<'a> MatchContext<'a> {
 
     /// Sends `match_data` to the players with these session ids only.
     pub fn send_to(&mut self, sessions: &[Uuid], op_code: i64, data: Vec<u8>) {
-        let encoded = self.encode(op_code, data);
+        let encoded = self.encode(op_code, data, true);
         for member in self.members {
             if sessions.contains(&member.recipient.session_id()) {
                 member.recipient.deliver(&encoded);
@@ -163,7 +174,7 @@ impl<'a> MatchContext<'a> {
         }
     }
 
-    fn encode(&self, op_code: i64, data: Vec<u8>) -> Encoded {
+    fn encode(&self, op_code: i64, data: Vec<u8>, reliable: bool) -> Encoded {
         Encoded::new(Envelope::new(
             "",
             Message::MatchData(MatchData {
@@ -171,7 +182,7 @@ impl<'a> MatchContext<'a> {
                 presence: None,
                 op_code,
                 data,
-                reliable: true,
+                reliable,
             }),
         ))
     }

@@ -63,6 +63,7 @@ pub struct Matches {
     pub shutdown: CancellationToken,
     /// Where the native TCP transport listens, once it does.
     tcp_addr: OnceLock<SocketAddr>,
+    enet_port: OnceLock<u16>,
 }
 
 /// What a `match_join` names.
@@ -105,6 +106,7 @@ impl Matches {
             metrics,
             shutdown,
             tcp_addr: OnceLock::new(),
+            enet_port: OnceLock::new(),
         }))
     }
 
@@ -133,6 +135,16 @@ impl Matches {
     /// The native TCP transport's address, when it is enabled.
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.tcp_addr.get().copied()
+    }
+
+    /// Records the port the ENet transport is bound to (`enet.public_port` wins when set).
+    pub fn set_enet_port(&self, bound: u16, public: u16) {
+        let _ = self.enet_port.set(if public == 0 { bound } else { public });
+    }
+
+    /// The ENet transport's port as clients should use it, when it is enabled.
+    pub fn enet_port(&self) -> Option<u16> {
+        self.enet_port.get().copied()
     }
 
     fn actor_env(&self) -> ActorEnv {

@@ -74,6 +74,16 @@ pub struct ConnectionInfo {
     pub ticket_expires_at: i64,
     /// The WebSocket path, for clients that prefer it.
     pub websocket_path: String,
+    /// The ENet (reliable UDP) transport, when it is on: same host, this UDP port, same ticket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enet: Option<Endpoint>,
+}
+
+/// Where a transport listens.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
 }
 
 impl RoomInfo {
@@ -218,11 +228,16 @@ impl Matches {
             ),
             None => ("websocket", http_port),
         };
+        let enet = self.enet_port().map(|port| Endpoint {
+            host: host.clone(),
+            port,
+        });
         Ok(ConnectionInfo {
             room_id: room.id_text.clone(),
             transport: transport.into(),
             host,
             port,
+            enet,
             ticket,
             ticket_expires_at: expires,
             websocket_path: "/ws".into(),

@@ -23,6 +23,8 @@ use crate::session::Admission;
 pub enum Transport {
     WebSocket,
     Tcp,
+    /// ENet over UDP (`net::enet`).
+    Enet,
 }
 
 /// Why a connection ended: the close frame a WebSocket client sees and the
@@ -40,9 +42,9 @@ pub enum Ending {
     ProtocolError,
     /// The peer did not take what was written within `socket.pong_wait_ms`.
     WriteFailed,
-    /// The native TCP transport's first frame was not a valid match join.
+    /// A native (TCP or ENet) connection's first message was not a valid match join.
     JoinFailed,
-    /// The match a native TCP connection was for has ended.
+    /// The match a native (TCP or ENet) connection was for has ended.
     MatchEnded,
 }
 
@@ -84,6 +86,16 @@ impl Ending {
                 Ending::WriteFailed => "tcp_write_failed",
                 Ending::JoinFailed => "tcp_join_failed",
                 Ending::MatchEnded => "tcp_match_ended",
+            },
+            Transport::Enet => match self {
+                Ending::ClientClosed => "enet_client_closed",
+                Ending::ServerShutdown => "enet_server_shutdown",
+                Ending::KeepAliveTimeout => "enet_timeout",
+                Ending::QueueFull => "enet_queue_full",
+                Ending::MessageTooBig | Ending::ProtocolError => "enet_bad_packet",
+                Ending::WriteFailed => "enet_write_failed",
+                Ending::JoinFailed => "enet_join_failed",
+                Ending::MatchEnded => "enet_match_ended",
             },
         }
     }

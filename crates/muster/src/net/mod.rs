@@ -12,6 +12,7 @@
 
 pub mod connection;
 pub mod dispatch;
+pub mod enet;
 pub mod graphql;
 pub mod http;
 pub mod links;

@@ -6,6 +6,7 @@
 //! stream with a hole in it is worse than a reconnect.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::codec::Frame as Message;
 use parking_lot::Mutex;
@@ -14,8 +15,16 @@ use tokio::sync::Notify;
 pub struct Outbox {
     state: Mutex<State>,
     ready: Notify,
+    /// Woken by every drain, for a producer that waits for room ([`Outbox::until_below`]).
+    drained: Notify,
+    /// Called instead of waking [`Outbox::ready`]'s waiter, for a transport that serves many
+    /// sessions from one task (ENet): it learns which outboxes have something to send.
+    wake: Option<OutboxWake>,
     capacity: usize,
 }
+
+/// What a push that finds the outbox empty calls (see [`Outbox::with_wake`]).
+pub type OutboxWake = Arc<dyn Fn() + Send + Sync>;
 
 struct State {
     queue: VecDeque<Message>,
@@ -36,7 +45,18 @@ impl Outbox {
                 overflowed: false,
             }),
             ready: Notify::new(),
+            drained: Notify::new(),
+            wake: None,
             capacity,
+        }
+    }
+
+    /// An outbox whose first push after a drain calls `wake` instead of waking a task waiting
+    /// in [`Outbox::ready`]; the drainer must then take the whole queue, as a task would.
+    pub fn with_wake(capacity: usize, wake: OutboxWake) -> Outbox {
+        Outbox {
+            wake: Some(wake),
+            ..Outbox::new(capacity)
         }
     }
 
@@ -60,7 +80,10 @@ impl Outbox {
         }
         drop(state);
         if was_empty || !accepted {
-            self.ready.notify_one();
+            match &self.wake {
+                Some(wake) => wake(),
+                None => self.ready.notify_one(),
+            }
         }
         accepted
     }
@@ -87,9 +110,24 @@ impl Outbox {
 
     pub fn drain(&self) -> Drained {
         let mut state = self.state.lock();
-        Drained {
+        let drained = Drained {
             messages: std::mem::take(&mut state.queue),
             overflowed: state.overflowed,
+        };
+        drop(state);
+        self.drained.notify_waiters();
+        drained
+    }
+
+    /// Resolves once fewer than `len` messages wait: a session's own task answering a burst of
+    /// requests waits for its transport to take the answers instead of overflowing its outbox.
+    pub async fn until_below(&self, len: usize) {
+        loop {
+            let drained = self.drained.notified();
+            if self.state.lock().queue.len() < len {
+                return;
+            }
+            drained.await;
         }
     }
 }

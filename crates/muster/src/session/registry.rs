@@ -160,12 +160,31 @@ impl SessionRegistry {
         format: Format,
         outbox_capacity: usize,
     ) -> SessionGuard {
+        self.register_with_outbox(
+            admission,
+            user_id,
+            username,
+            format,
+            Outbox::new(outbox_capacity),
+        )
+    }
+
+    /// [`SessionRegistry::register`] with an outbox the transport made (one that wakes it its
+    /// own way, [`Outbox::with_wake`]).
+    pub fn register_with_outbox(
+        &self,
+        admission: Admission,
+        user_id: Uuid,
+        username: &str,
+        format: Format,
+        outbox: Outbox,
+    ) -> SessionGuard {
         let entry = Arc::new(Session {
             session_id: Uuid::new_v4(),
             user_id,
             username: username.into(),
             format,
-            outbox: Outbox::new(outbox_capacity),
+            outbox,
             channels: SessionChannels::default(),
         });
         self.sessions.insert(entry.session_id, entry.clone());

@@ -27,6 +27,7 @@ pub fn muster_command(db: &Database) -> Command {
         .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
         .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
         .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
+        .env("MUSTER_ENET__LISTEN", "127.0.0.1:0")
         .env("MUSTER_LINKS__LISTEN", "127.0.0.1:0")
         .arg("--data-dir")
         .arg(db.data_dir())

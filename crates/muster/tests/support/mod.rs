@@ -3,6 +3,7 @@
 //! - [`server`]: the in-process server on SQLite or PostgreSQL (`TestServer`, `Database`,
 //!   `on_both_backends!`), with a clock the test moves instead of sleeping;
 //! - [`client`]: the JSON WebSocket client and the native TCP client;
+//! - [`enet`]: an ENet client (rusty_enet) and a lossy UDP relay;
 //! - [`metrics`]: one metric read from `/metrics`;
 //! - [`crash`]: the real binary as a process, to `kill -9` and restart.
 //!
@@ -11,6 +12,7 @@
 
 pub mod client;
 pub mod crash;
+pub mod enet;
 pub mod metrics;
 pub mod postgres;
 pub mod server;

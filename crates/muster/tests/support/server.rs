@@ -97,6 +97,7 @@ impl Database {
         config.limits.connect_per_ip_per_sec = 0;
         // The native TCP transport on an ephemeral port, so tests can run in parallel.
         config.rooms.tcp_listen = "127.0.0.1:0".into();
+        config.enet.listen = "127.0.0.1:0".into();
         // The links service too (`TestServer::links_url`).
         config.links.listen = "127.0.0.1:0".into();
         config.shutdown_grace_ms = 3000;

@@ -38,6 +38,7 @@ impl Muster {
         config.limits.auth_per_ip_per_sec = 0;
         config.limits.connect_per_ip_per_sec = 0;
         config.rooms.tcp_listen = "127.0.0.1:0".into();
+        config.enet.listen = "127.0.0.1:0".into();
         config.links.listen = "127.0.0.1:0".into();
         adjust(&mut config);
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();

@@ -2,9 +2,11 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
+pub mod enet;
 mod links;
 mod matches;
 
+pub use enet::EnetConfig;
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 
@@ -48,6 +50,7 @@ pub struct Config {
     pub matches: MatchesConfig,
     pub matchmaker: MatchmakerConfig,
     pub rooms: RoomsConfig,
+    pub enet: EnetConfig,
     pub chat: ChatConfig,
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
@@ -245,6 +248,7 @@ impl Default for Config {
             matches: Default::default(),
             matchmaker: Default::default(),
             rooms: Default::default(),
+            enet: EnetConfig::default(),
             chat: ChatConfig::default(),
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
@@ -409,6 +413,7 @@ impl Config {
         self.matches.validate()?;
         self.matchmaker.validate()?;
         self.rooms.validate()?;
+        self.enet.validate()?;
         self.links.validate()?;
         self.gateway.validate()?;
         if self.runtime.http_key.is_empty() {

@@ -139,7 +139,9 @@ impl MatchHandler for Arena {
             }
             .encode_into(&mut state);
         }
-        ctx.broadcast(arena::OP_STATE, state.clone());
+        // Each tick's state supersedes the last: unreliable where the transport has such a
+        // channel (ENet), so a lost state is never resent behind a newer one.
+        ctx.broadcast_unreliable(arena::OP_STATE, state.clone());
         self.scratch = state;
         Flow::Continue
     }

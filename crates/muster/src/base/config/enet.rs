@@ -1,0 +1,96 @@
+//! The `[enet]` section: the reliable-UDP transport for matches and rooms (`crate::net::enet`).
+
+use serde::{Deserialize, Serialize};
+
+/// ENet's peer ids are 12 bits: one ENet host holds at most this many peers, so a node holds
+/// `max_peers` on as many hosts as that takes, all on one UDP socket.
+pub const PEERS_PER_HOST: usize = 4095;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnetConfig {
+    /// UDP address of the ENet transport; empty disables it.
+    pub listen: String,
+    /// Port given to clients in room connection info (`enet.port`); 0: the listener's port.
+    pub public_port: u16,
+    /// Most ENet peers connected at once on this node (players and handshakes alike).
+    pub max_peers: usize,
+    /// Datagrams read or written per system call (`recvmmsg` / `sendmmsg`).
+    pub batch_size: usize,
+    /// Packets one peer may send per second (twice this at once); more are dropped and counted.
+    pub packets_per_peer_per_sec: u32,
+    /// Bytes one peer may send per second (twice this at once); more are dropped and counted.
+    pub bytes_per_peer_per_sec: u32,
+    /// Connection attempts accepted per second from all addresses together (each address is
+    /// also held to `limits.connect_per_ip_per_sec`); more are dropped unanswered.
+    pub connects_per_sec: u32,
+    /// The bandwidth a peer is told the node takes in, bytes/s; ENet clients throttle their
+    /// sending to it. 0: unlimited.
+    pub incoming_bandwidth_bytes_per_sec: u32,
+    /// The bandwidth the node sends to each peer at most, bytes/s (ENet's own throttle).
+    /// 0: unlimited.
+    pub outgoing_bandwidth_bytes_per_sec: u32,
+    /// How often ENet's timers (resends, pings, timeouts) run when no datagram arrives, in ms.
+    pub service_interval_ms: u64,
+    /// The socket's kernel receive and send buffers, in bytes.
+    pub socket_buffer_bytes: usize,
+}
+
+impl Default for EnetConfig {
+    fn default() -> Self {
+        EnetConfig {
+            listen: "0.0.0.0:7351".into(),
+            public_port: 0,
+            max_peers: 4 * PEERS_PER_HOST,
+            batch_size: 64,
+            packets_per_peer_per_sec: 240,
+            bytes_per_peer_per_sec: 256 * 1024,
+            connects_per_sec: 2_000,
+            incoming_bandwidth_bytes_per_sec: 0,
+            outgoing_bandwidth_bytes_per_sec: 0,
+            service_interval_ms: 10,
+            socket_buffer_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+impl EnetConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.listen.is_empty() && self.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!(
+                "enet.listen must be an IP:port address or empty, not {:?}",
+                self.listen
+            ));
+        }
+        if self.max_peers == 0 || self.max_peers > 64 * PEERS_PER_HOST {
+            return Err(format!(
+                "enet.max_peers must be between 1 and {}",
+                64 * PEERS_PER_HOST
+            ));
+        }
+        if !(1..=1024).contains(&self.batch_size) {
+            return Err("enet.batch_size must be between 1 and 1024".into());
+        }
+        if self.packets_per_peer_per_sec == 0
+            || self.bytes_per_peer_per_sec == 0
+            || self.connects_per_sec == 0
+        {
+            return Err(
+                "enet.packets_per_peer_per_sec, bytes_per_peer_per_sec and connects_per_sec must be at least 1"
+                    .into(),
+            );
+        }
+        if !(1..=1000).contains(&self.service_interval_ms) {
+            return Err("enet.service_interval_ms must be between 1 and 1000".into());
+        }
+        if self.socket_buffer_bytes < 64 * 1024 {
+            return Err("enet.socket_buffer_bytes must be at least 65536".into());
+        }
+        Ok(())
+    }
+
+    /// How many ENet hosts `max_peers` takes.
+    pub fn hosts(&self) -> usize {
+        self.max_peers.div_ceil(PEERS_PER_HOST)
+    }
+}

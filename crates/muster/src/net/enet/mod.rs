@@ -1,0 +1,723 @@
+//! The ENet transport: reliable UDP for matches and rooms, spoken by Godot's `ENetConnection`,
+//! ENet-CSharp and anything linking libenet 1.3.
+//!
+//! A client connects (ENet's handshake; up to two channels), then sends `match_join { token }`
+//! as its first packet, with a room ticket or a matchmaker token (single use, as on TCP): ENet's
+//! connect data is a 32-bit number, too small for a ticket. After the join every ENet packet is
+//! one protobuf realtime envelope, in both directions, as on the TCP transport. The server sends
+//! `match_data` whose `reliable` is false on channel 1 (unreliable, sequenced: a late state is
+//! dropped for the newer one), everything else on channel 0 (reliable, ordered); a client may
+//! send on either.
+//!
+//! How it runs: one task owns every ENet host (ENet's peer ids are 12 bits, so a node holds
+//! `enet.max_peers` on one host per 4,095 peers) and the one UDP socket. Each turn it reads
+//! waiting datagrams in batches (`recvmmsg`), routes each to the host that holds its sender's
+//! address after checking it ([`wire`]: malformed, spoofed, over its peer's budget, connect
+//! floods — dropped and counted), lets the hosts process them, hands envelopes to the sessions'
+//! tasks, sends what every woken outbox holds, and writes all the hosts' datagrams in batches
+//! (`sendmmsg`). A session's task (its [`peer`]) joins the match and dispatches its envelopes in
+//! order, like a TCP connection's.
+//!
+//! Before a handshake completes nothing larger than the request is sent: ENet answers a
+//! 52-byte CONNECT with a 48-byte VERIFY_CONNECT (resent on ENet's timer until the peer times
+//! out), and connection attempts are held to `enet.connects_per_sec` in all and
+//! `limits.connect_per_ip_per_sec` per address before ENet sees them.
+
+mod batch;
+pub mod peer;
+mod wire;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use muster_proto::realtime::delivery::{delivery, Delivery};
+use muster_proto::realtime::{self, error_code, match_join, Envelope, Message};
+use parking_lot::Mutex;
+use rusty_enet::{Event, EventNoRef, Host, HostSettings, Packet, PeerID};
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+use self::batch::{BatchSocket, Datagrams};
+use self::peer::{Command, PeerEntry, PeerKey, Phase};
+use super::connection::{self, Ending, Transport};
+use crate::base::config::enet::PEERS_PER_HOST;
+use crate::base::config::EnetConfig;
+use crate::net::state::AppState;
+use crate::session::codec::Frame;
+use crate::session::outbox::Outbox;
+use crate::session::Format;
+
+/// Envelopes waiting for a session's task; a peer that gets further ahead is disconnected.
+const INBOUND_QUEUE: usize = 1024;
+/// Receive batches read in one turn before the hosts process them (bounds a turn's latency).
+const BATCHES_PER_TURN: usize = 16;
+/// How long a send waits for a full socket buffer to drain before dropping the rest.
+const SEND_PATIENCE: Duration = Duration::from_millis(5);
+/// How long an address with no peer (a connect that never completed) keeps its host.
+const ROUTE_LINGER: Duration = Duration::from_secs(30);
+/// How long shutdown waits for peers to take their disconnect.
+const SHUTDOWN_LINGER: Duration = Duration::from_millis(300);
+/// The channels a peer may open: 0 reliable, 1 unreliable.
+const CHANNELS: usize = 2;
+
+/// Serves the ENet transport on `socket` until the server shuts down.
+pub async fn serve(socket: UdpSocket, state: AppState) {
+    match Node::new(socket, state) {
+        Ok(node) => node.run().await,
+        Err(error) => tracing::error!(%error, "cannot start the ENet transport"),
+    }
+}
+
+/// One ENet host and the peers it holds.
+struct Shard {
+    host: Host<Datagrams>,
+    /// By ENet peer id.
+    peers: Vec<Option<PeerEntry>>,
+    /// Addresses routed here (connected or connecting).
+    load: usize,
+}
+
+/// Which host an address's peers live on (every peer of one address lives on one host, so a
+/// datagram's peer id is enough to find its peer).
+struct Route {
+    host: usize,
+    peers: usize,
+    since: Instant,
+}
+
+/// The sessions whose outboxes have something to send, and the loop's wake-up.
+#[derive(Default)]
+struct Wakes {
+    dirty: Mutex<Vec<PeerKey>>,
+    notify: Notify,
+}
+
+impl Wakes {
+    fn wake(&self, key: PeerKey) {
+        let mut dirty = self.dirty.lock();
+        let first = dirty.is_empty();
+        dirty.push(key);
+        drop(dirty);
+        if first {
+            self.notify.notify_one();
+        }
+    }
+}
+
+struct Node {
+    io: BatchSocket,
+    shards: Vec<Shard>,
+    routes: HashMap<SocketAddr, Route>,
+    wakes: Arc<Wakes>,
+    /// Swapped with the dirty list each turn, so neither allocates.
+    draining: Vec<PeerKey>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    command_sender: mpsc::UnboundedSender<Command>,
+    pending: Vec<Command>,
+    connects: DefaultDirectRateLimiter,
+    awaiting_join: VecDeque<(Instant, PeerKey)>,
+    generation: u32,
+    config: EnetConfig,
+    state: AppState,
+}
+
+impl Node {
+    fn new(socket: UdpSocket, state: AppState) -> anyhow::Result<Node> {
+        let config = state.config.enet.clone();
+        let max_message = state.config.socket.max_message_size_bytes;
+        let mut shards = Vec::new();
+        let mut remaining = config.max_peers;
+        while remaining > 0 {
+            let peer_limit = remaining.min(PEERS_PER_HOST);
+            remaining -= peer_limit;
+            let mut host = Host::new(
+                Datagrams::default(),
+                HostSettings {
+                    peer_limit,
+                    channel_limit: CHANNELS,
+                    incoming_bandwidth_limit: NonZeroU32::new(
+                        config.incoming_bandwidth_bytes_per_sec,
+                    )
+                    .map(NonZeroU32::get),
+                    outgoing_bandwidth_limit: NonZeroU32::new(
+                        config.outgoing_bandwidth_bytes_per_sec,
+                    )
+                    .map(NonZeroU32::get),
+                    ..Default::default()
+                },
+            )
+            .map_err(|error| anyhow::anyhow!("ENet host: {error:?}"))?;
+            // Reassembly is bounded: a packet a little over the message limit is still read
+            // (and refused with an error); anything larger is dropped by ENet.
+            host.set_maximum_packet_size(max_message * 2)
+                .map_err(|error| anyhow::anyhow!("ENet packet size: {error:?}"))?;
+            host.set_maximum_waiting_data(max_message * INBOUND_QUEUE)
+                .map_err(|error| anyhow::anyhow!("ENet waiting data: {error:?}"))?;
+            shards.push(Shard {
+                host,
+                peers: (0..peer_limit).map(|_| None).collect(),
+                load: 0,
+            });
+        }
+        let (command_sender, commands) = mpsc::unbounded_channel();
+        let connects_per_sec = NonZeroU32::new(config.connects_per_sec).unwrap_or(NonZeroU32::MIN);
+        Ok(Node {
+            io: BatchSocket::new(socket, config.batch_size, config.socket_buffer_bytes),
+            shards,
+            routes: HashMap::new(),
+            wakes: Arc::default(),
+            draining: Vec::new(),
+            commands,
+            command_sender,
+            pending: Vec::new(),
+            connects: RateLimiter::direct(Quota::per_second(connects_per_sec)),
+            awaiting_join: VecDeque::new(),
+            generation: 0,
+            config,
+            state,
+        })
+    }
+
+    async fn run(mut self) {
+        if let Ok(address) = self.io.local_addr() {
+            tracing::debug!(%address, hosts = self.shards.len(), "ENet transport running");
+        }
+        let interval = Duration::from_millis(self.config.service_interval_ms);
+        let mut next_timer = Instant::now() + interval;
+        let mut next_sweep = Instant::now() + Duration::from_secs(1);
+        let wakes = self.wakes.clone();
+        loop {
+            tokio::select! {
+                biased;
+                () = self.state.shutdown.cancelled() => break,
+                readable = self.io.readable() => {
+                    if let Err(error) = readable {
+                        tracing::error!(%error, "ENet socket failed; the transport stops");
+                        break;
+                    }
+                }
+                () = wakes.notify.notified() => {}
+                Some(command) = self.commands.recv() => self.pending.push(command),
+                () = tokio::time::sleep_until(next_timer) => {}
+            }
+            self.turn().await;
+            let now = Instant::now();
+            if now >= next_timer {
+                next_timer = now + interval;
+            }
+            if now >= next_sweep {
+                next_sweep = now + Duration::from_secs(1);
+                self.sweep_routes(now);
+            }
+        }
+        self.shut_down().await;
+    }
+
+    /// Everything one wake-up does: read, process, answer, write.
+    async fn turn(&mut self) {
+        self.receive();
+        self.service();
+        while let Ok(command) = self.commands.try_recv() {
+            self.pending.push(command);
+        }
+        // Outboxes before commands: a session that queued an error and then asked to be closed
+        // gets its error sent first.
+        self.drain_outboxes();
+        for command in std::mem::take(&mut self.pending) {
+            match command {
+                Command::Close { key, ending } => self.close(key, ending),
+            }
+        }
+        self.expire_handshakes();
+        self.flush().await;
+    }
+
+    fn receive(&mut self) {
+        let metrics = self.state.metrics.clone();
+        for _ in 0..BATCHES_PER_TURN {
+            let received = match self.io.receive() {
+                Ok(received) => received,
+                Err(error) => {
+                    tracing::debug!(%error, "recvmmsg failed");
+                    break;
+                }
+            };
+            metrics.enet_syscalls.with_label_values(&["recvmmsg"]).inc();
+            if received.is_empty() {
+                break;
+            }
+            metrics
+                .enet_datagrams
+                .with_label_values(&["in"])
+                .inc_by(received.len() as u64);
+            let full = received.len() == self.config.batch_size;
+            for datagram in &received {
+                let verdict = if datagram.truncated {
+                    Err("truncated")
+                } else {
+                    self.route(datagram.from, datagram.slot, datagram.len)
+                };
+                if let Err(reason) = verdict {
+                    metrics.enet_dropped.with_label_values(&[reason]).inc();
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+    }
+
+    /// Hands one received datagram to its host, or says why it was dropped.
+    fn route(&mut self, from: SocketAddr, slot: usize, len: usize) -> Result<(), &'static str> {
+        let bytes = &self.io.bytes(&batch::Received {
+            from,
+            slot,
+            len,
+            truncated: false,
+        });
+        let host = match wire::classify(bytes) {
+            wire::Kind::Malformed => return Err("malformed"),
+            wire::Kind::Connect => {
+                // Every attempt counts, retransmissions included: an ENet client resends its
+                // CONNECT only on a timeout, a flood resends it as fast as it can.
+                if self.connects.check().is_err()
+                    || connection::allow_connect(&self.state, from.ip()).is_err()
+                {
+                    return Err("connect_rate");
+                }
+                match self.routes.get(&from) {
+                    Some(route) => route.host,
+                    None => {
+                        let (host, _) = self
+                            .shards
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(_, shard)| shard.load)
+                            .ok_or("full")?;
+                        self.shards[host].load += 1;
+                        self.routes.insert(
+                            from,
+                            Route {
+                                host,
+                                peers: 0,
+                                since: Instant::now(),
+                            },
+                        );
+                        host
+                    }
+                }
+            }
+            wire::Kind::Peer(peer) => {
+                let route = self.routes.get(&from).ok_or("unknown_peer")?;
+                let shard = &self.shards[route.host];
+                if let Some(Some(entry)) = shard.peers.get(usize::from(peer)) {
+                    if entry.address != from {
+                        return Err("spoofed");
+                    }
+                    if !entry.within_budget(len) {
+                        return Err("peer_rate");
+                    }
+                }
+                route.host
+            }
+        };
+        self.shards[host]
+            .host
+            .socket_mut()
+            .push_inbound(from, bytes);
+        Ok(())
+    }
+
+    /// Lets every host process what it was given, and handles its events.
+    fn service(&mut self) {
+        for host in 0..self.shards.len() {
+            loop {
+                let event = match self.shards[host].host.service() {
+                    Ok(Some(event)) => event,
+                    Ok(None) => break,
+                    Err(never) => match never {},
+                };
+                match event {
+                    Event::Receive {
+                        peer,
+                        channel_id: _,
+                        packet,
+                    } => {
+                        let peer = peer.id();
+                        self.received(host, peer, packet);
+                    }
+                    event => match event.no_ref() {
+                        EventNoRef::Connect { peer, .. } => self.connected(host, peer),
+                        EventNoRef::Disconnect { peer, .. } => self.disconnected(host, peer),
+                        EventNoRef::Receive { .. } => {}
+                    },
+                }
+            }
+        }
+    }
+
+    fn connected(&mut self, host: usize, peer: PeerID) {
+        let shard = &mut self.shards[host];
+        let Some(address) = shard.host.peer(peer).address() else {
+            return;
+        };
+        match self.routes.get_mut(&address) {
+            Some(route) => route.peers += 1,
+            None => {
+                shard.load += 1;
+                self.routes.insert(
+                    address,
+                    Route {
+                        host,
+                        peers: 1,
+                        since: Instant::now(),
+                    },
+                );
+            }
+        }
+        self.state.metrics.enet_peers.inc();
+        self.generation = self.generation.wrapping_add(1);
+        let key = PeerKey {
+            host: host as u16,
+            peer: peer.0 as u16,
+            generation: self.generation,
+        };
+        let pong_wait = u32::try_from(self.state.config.socket.pong_wait_ms).unwrap_or(u32::MAX);
+        let enet_peer = shard.host.peer_mut(peer);
+        // ENet's own keep-alive: a peer that acknowledges nothing for pong_wait_ms is gone.
+        enet_peer.set_timeout(0, pong_wait.min(5_000), pong_wait);
+        match connection::take_place(&self.state) {
+            Ok(admission) => {
+                let deadline = Instant::now()
+                    + Duration::from_millis(self.state.config.limits.handshake_timeout_ms);
+                shard.peers[peer.0] = Some(PeerEntry::awaiting_join(
+                    key,
+                    address,
+                    admission,
+                    deadline,
+                    self.config.packets_per_peer_per_sec,
+                    self.config.bytes_per_peer_per_sec,
+                ));
+                self.awaiting_join.push_back((deadline, key));
+            }
+            Err(_) => {
+                enet_peer.disconnect_later(peer::DISCONNECT_FULL);
+                shard.peers[peer.0] = Some(PeerEntry::refused(key, address, Ending::JoinFailed));
+            }
+        }
+    }
+
+    fn disconnected(&mut self, host: usize, peer: PeerID) {
+        let shard = &mut self.shards[host];
+        let Some(entry) = shard.peers.get_mut(peer.0).and_then(Option::take) else {
+            return;
+        };
+        self.state.metrics.enet_peers.dec();
+        if let Some(route) = self.routes.get_mut(&entry.address) {
+            route.peers = route.peers.saturating_sub(1);
+            if route.peers == 0 {
+                self.routes.remove(&entry.address);
+                shard.load = shard.load.saturating_sub(1);
+            }
+        }
+        connection::record_ending(
+            &self.state,
+            Transport::Enet,
+            entry.ending.unwrap_or(Ending::ClientClosed),
+        );
+        // Dropping the entry drops the session task's inbound queue: the task ends, and with it
+        // the session.
+    }
+
+    fn received(&mut self, host: usize, peer: PeerID, packet: Packet) {
+        let max_message = self.state.config.socket.max_message_size_bytes;
+        let shard = &mut self.shards[host];
+        let Some(Some(entry)) = shard.peers.get_mut(peer.0) else {
+            return;
+        };
+        let data = packet.data();
+        let key = entry.key;
+        if data.len() > max_message {
+            let error = Envelope::error(
+                "",
+                error_code::BAD_INPUT,
+                format!(
+                    "Message too big: {} bytes, at most {max_message}.",
+                    data.len()
+                ),
+            );
+            match &entry.phase {
+                Phase::Joined { session, .. } => {
+                    peer::push(session, &error);
+                }
+                Phase::AwaitingJoin { .. } => {
+                    send_now(shard, peer, &error);
+                    self.close(key, Ending::JoinFailed);
+                }
+                Phase::Closing => {}
+            }
+            return;
+        }
+        match &mut entry.phase {
+            Phase::Closing => {}
+            Phase::Joined { session, inbound } => match realtime::decode_protobuf(data) {
+                Ok(envelope) => {
+                    if inbound.try_send(envelope).is_err() {
+                        self.close(key, Ending::QueueFull);
+                    }
+                }
+                Err(error) => {
+                    peer::push(
+                        session,
+                        &Envelope::error(error.cid(), error.code(), error.to_string()),
+                    );
+                }
+            },
+            Phase::AwaitingJoin { admission, .. } => {
+                let (cid, token, metadata) = match first_join(data) {
+                    Ok(join) => join,
+                    Err(refusal) => {
+                        send_now(shard, peer, &refusal);
+                        self.close(key, Ending::JoinFailed);
+                        return;
+                    }
+                };
+                let claims = match self.state.matches.tokens.verify(&token) {
+                    Ok(claims) => claims,
+                    Err(error) => {
+                        let refusal = peer::join_refusal(&self.state, cid, error);
+                        send_now(shard, peer, &refusal);
+                        self.close(key, Ending::JoinFailed);
+                        return;
+                    }
+                };
+                let Some(admission) = admission.take() else {
+                    return;
+                };
+                let wakes = self.wakes.clone();
+                let outbox = Outbox::with_wake(
+                    self.state.config.socket.outgoing_queue_size,
+                    Arc::new(move || wakes.wake(key)),
+                );
+                let guard = self.state.registry.register_with_outbox(
+                    admission,
+                    claims.uid,
+                    &claims.usn,
+                    Format::Protobuf,
+                    outbox,
+                );
+                let (sender, receiver) = mpsc::channel(INBOUND_QUEUE);
+                entry.phase = Phase::Joined {
+                    session: guard.entry.clone(),
+                    inbound: sender,
+                };
+                let state = self.state.clone();
+                self.state.sockets.spawn(peer::serve_session(
+                    guard,
+                    cid,
+                    token,
+                    claims.match_id(),
+                    metadata,
+                    receiver,
+                    state,
+                    key,
+                    self.command_sender.clone(),
+                ));
+            }
+        }
+    }
+
+    /// Sends what every woken outbox holds, each message on the channel its delivery asks for.
+    fn drain_outboxes(&mut self) {
+        std::mem::swap(&mut *self.wakes.dirty.lock(), &mut self.draining);
+        let mut overflowed = Vec::new();
+        for key in self.draining.drain(..) {
+            let Some(shard) = self.shards.get_mut(usize::from(key.host)) else {
+                continue;
+            };
+            let Some(Some(entry)) = shard.peers.get_mut(usize::from(key.peer)) else {
+                continue;
+            };
+            if entry.key != key {
+                continue;
+            }
+            let Phase::Joined { session, .. } = &entry.phase else {
+                continue;
+            };
+            let drained = session.outbox.drain();
+            if drained.overflowed {
+                overflowed.push(key);
+                continue;
+            }
+            let peer = shard.host.peer_mut(PeerID(usize::from(key.peer)));
+            let channels = peer.channel_count();
+            for message in drained.messages {
+                let Frame::Binary(bytes) = message else {
+                    continue;
+                };
+                let (channel, packet) = match delivery(&bytes) {
+                    Delivery::Unreliable if channels > 1 => (1, Packet::unreliable(&bytes[..])),
+                    _ => (0, Packet::reliable(&bytes[..])),
+                };
+                // Fails only for a peer no longer connected, whose disconnect event follows.
+                let _ = peer.send(channel, &packet);
+            }
+        }
+        for key in overflowed {
+            self.close(key, Ending::QueueFull);
+        }
+    }
+
+    /// Starts disconnecting a peer (what is queued for it is sent first) and notes why.
+    fn close(&mut self, key: PeerKey, ending: Ending) {
+        let Some(shard) = self.shards.get_mut(usize::from(key.host)) else {
+            return;
+        };
+        let Some(Some(entry)) = shard.peers.get_mut(usize::from(key.peer)) else {
+            return;
+        };
+        if entry.key != key || matches!(entry.phase, Phase::Closing) {
+            return;
+        }
+        entry.phase = Phase::Closing;
+        entry.ending = Some(ending);
+        shard
+            .host
+            .peer_mut(PeerID(usize::from(key.peer)))
+            .disconnect_later(peer::disconnect_code(ending));
+    }
+
+    /// Closes peers that connected but did not join within `limits.handshake_timeout_ms`.
+    fn expire_handshakes(&mut self) {
+        let now = Instant::now();
+        while let Some(&(deadline, key)) = self.awaiting_join.front() {
+            if deadline > now {
+                break;
+            }
+            self.awaiting_join.pop_front();
+            let waiting = self
+                .shards
+                .get(usize::from(key.host))
+                .and_then(|shard| shard.peers.get(usize::from(key.peer)))
+                .and_then(Option::as_ref)
+                .is_some_and(|entry| {
+                    entry.key == key && matches!(entry.phase, Phase::AwaitingJoin { .. })
+                });
+            if waiting {
+                self.close(key, Ending::KeepAliveTimeout);
+            }
+        }
+    }
+
+    /// Writes every host's datagrams.
+    async fn flush(&mut self) {
+        let metrics = self.state.metrics.clone();
+        for shard in &mut self.shards {
+            shard.host.flush();
+            let (bytes, datagrams) = shard.host.socket().outbound();
+            if datagrams.is_empty() {
+                continue;
+            }
+            let (sent, calls) = self.io.send(bytes, datagrams, SEND_PATIENCE).await;
+            metrics
+                .enet_syscalls
+                .with_label_values(&["sendmmsg"])
+                .inc_by(calls as u64);
+            metrics
+                .enet_datagrams
+                .with_label_values(&["out"])
+                .inc_by(sent as u64);
+            let unsent = datagrams.len() - sent;
+            if unsent > 0 {
+                metrics
+                    .enet_dropped
+                    .with_label_values(&["send_failed"])
+                    .inc_by(unsent as u64);
+            }
+            shard.host.socket_mut().clear_outbound();
+        }
+    }
+
+    /// Forgets addresses whose connection attempt never completed.
+    fn sweep_routes(&mut self, now: Instant) {
+        let shards = &mut self.shards;
+        self.routes.retain(|_, route| {
+            let keep = route.peers > 0 || now.duration_since(route.since) < ROUTE_LINGER;
+            if !keep {
+                shards[route.host].load = shards[route.host].load.saturating_sub(1);
+            }
+            keep
+        });
+    }
+
+    /// Tells every peer the server is going, and gives them a moment to hear it.
+    async fn shut_down(mut self) {
+        let keys: Vec<PeerKey> = self
+            .shards
+            .iter()
+            .flat_map(|shard| shard.peers.iter().flatten().map(|entry| entry.key))
+            .collect();
+        self.drain_outboxes();
+        for key in keys {
+            self.close(key, Ending::ServerShutdown);
+        }
+        let deadline = Instant::now() + SHUTDOWN_LINGER;
+        while Instant::now() < deadline && self.state.metrics.enet_peers.get() > 0 {
+            self.receive();
+            self.service();
+            self.flush().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for shard in &mut self.shards {
+            for entry in shard.peers.iter_mut().filter_map(Option::take) {
+                self.state.metrics.enet_peers.dec();
+                connection::record_ending(
+                    &self.state,
+                    Transport::Enet,
+                    entry.ending.unwrap_or(Ending::ServerShutdown),
+                );
+            }
+        }
+    }
+}
+
+/// Sends one envelope to a peer that has no session (yet): its join's refusal.
+fn send_now(shard: &mut Shard, peer: PeerID, envelope: &Envelope) {
+    let bytes = realtime::encode_protobuf(envelope);
+    let _ = shard
+        .host
+        .peer_mut(peer)
+        .send(0, &Packet::reliable(&bytes[..]));
+}
+
+/// The first packet's join: (cid, token, metadata), or the error to answer with.
+fn first_join(data: &[u8]) -> Result<(String, String, HashMap<String, String>), Box<Envelope>> {
+    let envelope = realtime::decode_protobuf(data).map_err(|error| {
+        Box::new(Envelope::error(
+            error.cid(),
+            error.code(),
+            error.to_string(),
+        ))
+    })?;
+    let cid = envelope.cid;
+    match envelope.message {
+        Some(Message::MatchJoin(join)) => match join.id {
+            Some(match_join::Id::Token(token)) => Ok((cid, token, join.metadata)),
+            _ => Err(not_a_join(cid)),
+        },
+        _ => Err(not_a_join(cid)),
+    }
+}
+
+fn not_a_join(cid: String) -> Box<Envelope> {
+    Box::new(Envelope::error(
+        cid,
+        error_code::BAD_INPUT,
+        "The first packet must be match_join with a token.",
+    ))
+}
