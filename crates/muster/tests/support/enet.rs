@@ -17,6 +17,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// What the server sent.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // a few at a time, in a test
 pub enum Received {
     Envelope { channel: u8, envelope: Envelope },
     Disconnected { data: u32 },
