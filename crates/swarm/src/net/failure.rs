@@ -52,6 +52,12 @@ pub enum Failure {
     TcpClosed,
     /// Another native TCP I/O error, or a bad frame from the server.
     TcpIo,
+    /// An ENet connection could not be made (no answer, refused, no free peer).
+    EnetConnect,
+    /// The server disconnected an ENet peer.
+    EnetClosed,
+    /// A packet from the server that is not an envelope.
+    EnetIo,
     /// A server function call failed: `problem` is `error_<code>`, `http_<status>` or `timeout`.
     Rpc { function: String, problem: String },
 }
@@ -80,6 +86,9 @@ impl Failure {
             Failure::TcpConnect => "tcp_connect".into(),
             Failure::TcpClosed => "tcp_closed".into(),
             Failure::TcpIo => "tcp_io".into(),
+            Failure::EnetConnect => "enet_connect".into(),
+            Failure::EnetClosed => "enet_closed".into(),
+            Failure::EnetIo => "enet_io".into(),
             Failure::Rpc { function, problem } => format!("rpc_{function}_{problem}").into(),
         }
     }

@@ -3,11 +3,13 @@
 //! - [`transport`]: TCP from the worker's source address and the WebSocket upgrade done by hand
 //!   (so an idle socket keeps no handshake buffer);
 //! - [`native`]: Muster's native TCP transport (length-delimited protobuf frames);
+//! - [`enet`]: Muster's ENet transport (reliable UDP), the worker's players sharing a few hosts;
 //! - [`failure`]: why a player failed, the kinds the report counts, and how transport errors
 //!   map onto them.
 //!
 //! The HTTP calls themselves go through the worker's shared `reqwest` client.
 
+pub mod enet;
 pub mod failure;
 pub mod native;
 pub mod transport;

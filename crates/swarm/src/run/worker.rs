@@ -168,6 +168,7 @@ pub async fn run(
             WS_BUFFER
         },
         rec: RefCell::new(Recorder::default()),
+        enet: Default::default(),
         stop: Notify::new(),
         lifecycle: Lifecycle::default(),
     });

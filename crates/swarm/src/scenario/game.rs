@@ -9,12 +9,14 @@ use serde::Deserialize;
 use super::replay::Replay;
 use super::Seconds;
 
-/// How a match is joined.
+/// How a match is joined (`room_connect`: `tcp` or `enet`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
     Websocket,
     Tcp,
+    /// Muster's ENet transport (reliable UDP).
+    Enet,
 }
 
 /// When inputs are sent.
@@ -36,6 +38,7 @@ pub enum GameStep {
     JoinMatch {
         transport: Transport,
         tcp_port: u16,
+        enet_port: u16,
         timeout_s: Option<Seconds>,
     },
     Play {
@@ -55,6 +58,8 @@ pub enum GameStep {
     RoomConnect {
         connections: u32,
         open: bool,
+        /// `tcp` or `enet`: which endpoint of the connection info is used.
+        transport: Transport,
         timeout_s: Option<Seconds>,
     },
     Replay {
@@ -70,6 +75,7 @@ pub struct RawGameStep {
     pub count: Option<u32>,
     pub transport: Option<Transport>,
     pub tcp_port: Option<u16>,
+    pub enet_port: Option<u16>,
     pub rate_hz: Option<f64>,
     pub duration_s: Option<Seconds>,
     pub align: Option<Align>,
@@ -101,6 +107,7 @@ impl RawGameStep {
         Ok(GameStep::JoinMatch {
             transport: self.transport.unwrap_or(Transport::Websocket),
             tcp_port: self.tcp_port.unwrap_or(7351),
+            enet_port: self.enet_port.unwrap_or(7351),
             timeout_s: self.timeout_s,
         })
     }
@@ -142,9 +149,14 @@ impl RawGameStep {
         if !(1..=16).contains(&connections) {
             return Err("`connections` must be between 1 and 16".into());
         }
+        let transport = self.transport.unwrap_or(Transport::Tcp);
+        if transport == Transport::Websocket {
+            return Err("`transport` must be \"tcp\" or \"enet\" here".into());
+        }
         Ok(GameStep::RoomConnect {
             connections,
             open: self.open.unwrap_or(true),
+            transport,
             timeout_s: self.timeout_s,
         })
     }
@@ -207,7 +219,9 @@ impl Progress {
                     return Err("needs a matchmaker token: add a `matchmake` step before it".into());
                 }
                 if *transport == Transport::Websocket && !connected {
-                    return Err("needs an open socket (or `transport = \"tcp\"`)".into());
+                    return Err(
+                        "needs an open socket (or `transport = \"tcp\"` or `\"enet\"`)".into(),
+                    );
                 }
                 self.joined = true;
             }

@@ -93,13 +93,15 @@ enum StepKind {
     Graphql,
 }
 
-/// `transport = "…"` as written. One key serves two steps: `join_match` takes `websocket` or
-/// `tcp`, `rpc` takes `socket` or `http`; each step refuses the other's values.
+/// `transport = "…"` as written. One key serves three steps: `join_match` takes `websocket`,
+/// `tcp` or `enet`, `room_connect` `tcp` or `enet`, `rpc` `socket` or `http`; each step refuses
+/// the others' values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum TransportKey {
     Websocket,
     Tcp,
+    Enet,
     Socket,
     Http,
 }
@@ -123,6 +125,7 @@ struct RawStep {
     /// `join_match` (`websocket`, `tcp`) and `rpc` (`socket`, `http`).
     transport: Option<Spanned<TransportKey>>,
     tcp_port: Option<Spanned<u16>>,
+    enet_port: Option<Spanned<u16>>,
     rate_hz: Option<Spanned<f64>>,
     align: Option<Spanned<game::Align>>,
     lead_ms: Option<Spanned<f64>>,
@@ -205,7 +208,7 @@ impl RawStep {
             StepKind::Heartbeat => &["interval_s", "duration_s", "timeout_s"],
             StepKind::Wait => &["duration_s"],
             StepKind::Matchmake => &["query", "count", "timeout_s"],
-            StepKind::JoinMatch => &["transport", "tcp_port", "timeout_s"],
+            StepKind::JoinMatch => &["transport", "tcp_port", "enet_port", "timeout_s"],
             StepKind::Play => &[
                 "rate_hz",
                 "duration_s",
@@ -215,7 +218,7 @@ impl RawStep {
                 "timeout_s",
             ],
             StepKind::CreateRoom => &["handler", "capacity", "tick_rate_hz", "timeout_s"],
-            StepKind::RoomConnect => &["connections", "open", "timeout_s"],
+            StepKind::RoomConnect => &["connections", "open", "transport", "timeout_s"],
             StepKind::Replay => &["file", "timeout_s"],
             StepKind::ChatJoin => &[
                 "channels",
@@ -253,6 +256,7 @@ impl RawStep {
             ("count", self.count.as_ref().map(|v| v.span())),
             ("transport", self.transport.as_ref().map(|v| v.span())),
             ("tcp_port", self.tcp_port.as_ref().map(|v| v.span())),
+            ("enet_port", self.enet_port.as_ref().map(|v| v.span())),
             ("rate_hz", self.rate_hz.as_ref().map(|v| v.span())),
             ("align", self.align.as_ref().map(|v| v.span())),
             ("lead_ms", self.lead_ms.as_ref().map(|v| v.span())),
@@ -355,16 +359,19 @@ impl RawStep {
                         Some(t) => Some(match *t.get_ref() {
                             TransportKey::Websocket => game::Transport::Websocket,
                             TransportKey::Tcp => game::Transport::Tcp,
+                            TransportKey::Enet => game::Transport::Enet,
                             TransportKey::Socket | TransportKey::Http => {
                                 return Err(Misplaced {
                                     span: t.span(),
-                                    message: "key `transport`: \"websocket\" or \"tcp\" here"
-                                        .into(),
+                                    message:
+                                        "key `transport`: \"websocket\", \"tcp\" or \"enet\" here"
+                                            .into(),
                                 })
                             }
                         }),
                     },
                     tcp_port: self.tcp_port.map(Spanned::into_inner),
+                    enet_port: self.enet_port.map(Spanned::into_inner),
                     rate_hz: self.rate_hz.map(Spanned::into_inner),
                     duration_s: inner(self.duration_s),
                     align: self.align.map(Spanned::into_inner),
@@ -469,7 +476,7 @@ impl RawStep {
                         Some(t) => match *t.get_ref() {
                             TransportKey::Socket => Transport::Socket,
                             TransportKey::Http => Transport::Http,
-                            TransportKey::Websocket | TransportKey::Tcp => {
+                            TransportKey::Websocket | TransportKey::Tcp | TransportKey::Enet => {
                                 return Err(Misplaced {
                                     span: t.span(),
                                     message: "key `transport`: \"socket\" or \"http\" here".into(),

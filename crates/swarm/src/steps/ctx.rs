@@ -40,6 +40,8 @@ pub struct Ctx {
     /// Read buffer of each player's WebSocket (larger when the scenario chats).
     pub read_buffer: usize,
     pub rec: RefCell<Recorder>,
+    /// The worker's ENet client hosts, shared by its players (`transport = "enet"`).
+    pub enet: crate::net::enet::EnetClients,
     /// Wakes every idle player when the run is over.
     pub stop: Notify,
     /// Whether the run is over and how many players are still busy; the worker builds it with

@@ -5,9 +5,9 @@
 //! | `do` | keys (default) | what it does |
 //! |---|---|---|
 //! | `matchmake` | `query` (`"*"`), `count` (2), `timeout_s` | `matchmaker_add` (min = max = `count`) on the socket, then waits for `matchmaker_matched`; keeps its join token. Metric `matchmake` |
-//! | `join_match` | `transport` (`"websocket"`), `tcp_port` (7351), `timeout_s` | joins the matched match with the token: `match_join` on the socket, or a native TCP connection to the target's host at `tcp_port` whose first frame is the join. Metric `join` |
+//! | `join_match` | `transport` (`"websocket"`), `tcp_port` (7351), `enet_port` (7351), `timeout_s` | joins the matched match with the token: `match_join` on the socket, or a native connection to the target's host — TCP at `tcp_port`, or ENet (`transport = "enet"`, UDP) at `enet_port` — whose first message is the join. Metric `join` |
 //! | `create_room` | `handler` (`"arena"`), `capacity` (2), `tick_rate_hz`, `timeout_s` | `POST /v2/rooms` with the session token. Metric `room_create` |
-//! | `room_connect` | `connections` (2), `open` (true), `timeout_s` | per connection: `GET /v2/rooms/{id}/connection` (metric `room_lookup`), then a TCP connection to the host and port it names, joined with its ticket (metric `join`); with `open = false`, only the lookups |
+//! | `room_connect` | `connections` (2), `open` (true), `transport` (`"tcp"`), `timeout_s` | per connection: `GET /v2/rooms/{id}/connection` (metric `room_lookup`), then a TCP connection to the host and port it names — or with `transport = "enet"` an ENet connection to its `enet` endpoint — joined with its ticket (metric `join`); with `open = false`, only the lookups |
 //! | `play` | `rate_hz` (15), `duration_s` (required), `align` (`"tick"`), `lead_ms` (10), `record`, `timeout_s` | plays the arena game on every joined connection: one movement input per `1/rate_hz`; metrics `RTT`, `client-interval`, `client_lag`. With `record = "FILE"`, player 0 writes its inputs as a replay file (a relative path is relative to the scenario file) |
 //! | `replay` | `file` (required; relative to the scenario file), `timeout_s` | sends a recorded replay's messages on the joined connections at their recorded times; metrics as `play` |
 //!
@@ -34,6 +34,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::stats::Metric;
 use crate::net::failure::{http_failure, ws_failure, Failure};
+use crate::net::enet::EnetConn;
 use crate::net::native::Native;
 use crate::net::transport::Ws;
 use crate::scenario::game::{Align, GameStep, Transport};
@@ -52,8 +53,8 @@ pub struct Game {
     room_id: Option<String>,
     /// True when the match was joined over the player's WebSocket.
     on_websocket: bool,
-    /// Native TCP connections (joined), one per simulated player of a room.
-    conns: Vec<Native>,
+    /// Native connections (joined), one per simulated player of a room.
+    conns: Vec<Conn>,
 }
 
 /// The parts of a player a game step uses.
@@ -103,6 +104,7 @@ impl Game {
             GameStep::JoinMatch {
                 transport,
                 tcp_port,
+                enet_port,
                 timeout_s,
             } => {
                 let token = self.join_token.take().ok_or(Failure::BadResponse)?;
@@ -126,9 +128,14 @@ impl Game {
                         self.match_id = joined["match"]["match_id"].as_str().map(str::to_owned);
                         self.on_websocket = true;
                     }
-                    Transport::Tcp => {
-                        let addr = std::net::SocketAddr::new(ctx.addr.ip(), *tcp_port);
-                        let (conn, id) = join_tcp(ctx, addr, &token, deadline).await?;
+                    Transport::Tcp | Transport::Enet => {
+                        let port = match transport {
+                            Transport::Enet => *enet_port,
+                            _ => *tcp_port,
+                        };
+                        let addr = std::net::SocketAddr::new(ctx.addr.ip(), port);
+                        let (conn, id) =
+                            join_native(ctx, *transport, addr, &token, deadline).await?;
                         self.conns.push(conn);
                         self.match_id = Some(id);
                     }
@@ -171,6 +178,7 @@ impl Game {
             GameStep::RoomConnect {
                 connections,
                 open,
+                transport,
                 timeout_s,
             } => {
                 let token = io.token.ok_or(Failure::BadResponse)?;
@@ -187,14 +195,18 @@ impl Game {
                         *io.next = looked_up;
                         continue;
                     }
-                    let host = info["host"].as_str().ok_or(Failure::BadResponse)?;
-                    let port = info["port"].as_u64().ok_or(Failure::BadResponse)?;
+                    let endpoint = match transport {
+                        Transport::Enet => &info["enet"],
+                        _ => &info,
+                    };
+                    let host = endpoint["host"].as_str().ok_or(Failure::BadResponse)?;
+                    let port = endpoint["port"].as_u64().ok_or(Failure::BadResponse)?;
                     let ticket = info["ticket"].as_str().ok_or(Failure::BadResponse)?;
                     let addr = format!("{host}:{port}")
                         .parse::<std::net::SocketAddr>()
                         .unwrap_or_else(|_| std::net::SocketAddr::new(ctx.addr.ip(), port as u16));
                     let deadline = looked_up + limit(timeout_s);
-                    let (conn, id) = join_tcp(ctx, addr, ticket, deadline).await?;
+                    let (conn, id) = join_native(ctx, *transport, addr, ticket, deadline).await?;
                     self.conns.push(conn);
                     self.match_id = Some(id);
                     let done = Instant::now();
@@ -272,7 +284,7 @@ impl Game {
         if self.on_websocket {
             links.push(Link::Ws(io.ws.as_mut().ok_or(Failure::WsEof)?));
         }
-        links.extend(self.conns.iter_mut().map(Link::Tcp));
+        links.extend(self.conns.iter_mut().map(Link::Native));
         let runs = links.into_iter().enumerate().map(|(i, link)| {
             play_link(
                 ctx,
@@ -384,16 +396,81 @@ async fn await_ws(
     }
 }
 
-/// Opens a native TCP connection and joins with `token`; returns it and the match id.
-async fn join_tcp(
+/// A native connection: Muster's TCP transport or its ENet transport, and what came before
+/// the join's answer (on ENet the match's welcome, reliable on the same channel, may precede
+/// it: it is queued during the join).
+struct Conn {
+    link: NativeLink,
+    early: VecDeque<Envelope>,
+}
+
+enum NativeLink {
+    Tcp(Native),
+    Enet(EnetConn),
+}
+
+impl Conn {
+    async fn send(&mut self, envelope: &Envelope) -> Result<(), Failure> {
+        match &mut self.link {
+            NativeLink::Tcp(conn) => conn.send(envelope).await,
+            NativeLink::Enet(conn) => {
+                conn.send(envelope, true);
+                Ok(())
+            }
+        }
+    }
+
+    async fn recv(&mut self) -> Result<Envelope, Failure> {
+        match self.early.pop_front() {
+            Some(envelope) => Ok(envelope),
+            None => self.read().await,
+        }
+    }
+
+    /// The next envelope from the wire, leaving `early` alone.
+    async fn read(&mut self) -> Result<Envelope, Failure> {
+        match &mut self.link {
+            NativeLink::Tcp(conn) => conn.recv().await,
+            NativeLink::Enet(conn) => conn.recv().await,
+        }
+    }
+
+    async fn close(self) {
+        match self.link {
+            NativeLink::Tcp(conn) => conn.close().await,
+            // Dropping the peer disconnects it.
+            NativeLink::Enet(conn) => drop(conn),
+        }
+    }
+}
+
+/// Opens a native connection (TCP, or ENet for `Transport::Enet`) and joins with `token`;
+/// returns it and the match id.
+async fn join_native(
     ctx: &Ctx,
+    transport: Transport,
     addr: std::net::SocketAddr,
     token: &str,
     deadline: Instant,
-) -> Result<(Native, String), Failure> {
-    let mut conn = timeout_at(deadline, Native::connect(addr, ctx.source_ip))
-        .await
-        .map_err(|_| Failure::Timeout("connect"))??;
+) -> Result<(Conn, String), Failure> {
+    let connecting = async {
+        match transport {
+            Transport::Enet => ctx
+                .enet
+                .connect(addr, ctx.source_ip)
+                .await
+                .map(NativeLink::Enet),
+            _ => Native::connect(addr, ctx.source_ip)
+                .await
+                .map(NativeLink::Tcp),
+        }
+    };
+    let mut conn = Conn {
+        link: timeout_at(deadline, connecting)
+            .await
+            .map_err(|_| Failure::Timeout("connect"))??,
+        early: VecDeque::new(),
+    };
     {
         let mut rec = ctx.rec.borrow_mut();
         rec.count(|c| c.connects += 1);
@@ -411,13 +488,14 @@ async fn join_tcp(
     let result = async {
         conn.send(&join).await?;
         loop {
-            let envelope = timeout_at(deadline, conn.recv())
+            let envelope = timeout_at(deadline, conn.read())
                 .await
                 .map_err(|_| Failure::Timeout("join"))??;
             count_receive(ctx);
             match envelope.message {
                 Some(Kind::Match(m)) if envelope.cid == "j" => return Ok(m.match_id),
                 Some(Kind::Error(e)) => return Err(Failure::ServerError(i64::from(e.code))),
+                Some(Kind::MatchData(_)) => conn.early.push_back(envelope),
                 _ => continue,
             }
         }
@@ -455,10 +533,10 @@ struct LinkPlan<'a> {
     recorder: Option<&'a std::cell::RefCell<Vec<Record>>>,
 }
 
-/// One joined connection: the player's WebSocket (JSON) or a native TCP connection (protobuf).
+/// One joined connection: the player's WebSocket (JSON) or a native connection (protobuf).
 enum Link<'a> {
     Ws(&'a mut Ws),
-    Tcp(&'a mut Native),
+    Native(&'a mut Conn),
 }
 
 /// `match_data` as a player sees it.
@@ -505,7 +583,7 @@ impl Link<'_> {
                 );
                 ws.send(Message::text(text)).await.map_err(ws_failure)
             }
-            Link::Tcp(conn) => {
+            Link::Native(conn) => {
                 let envelope = Envelope::new(
                     "",
                     Kind::MatchDataSend(MatchDataSend {
@@ -550,7 +628,7 @@ impl Link<'_> {
                     }
                     unsolicited(ctx, ws, msg).await?;
                 }
-                Link::Tcp(conn) => {
+                Link::Native(conn) => {
                     let envelope = conn.recv().await?;
                     count_receive(ctx);
                     match envelope.message {
