@@ -30,16 +30,19 @@ pub fn delivery(envelope: &[u8]) -> Delivery {
     }
 }
 
-/// `Some(reliable)` when the envelope is `match_data`; `None` for any other kind.
+/// `Some(reliable)` when the envelope is `match_data`; `None` for any other kind. Follows
+/// protobuf's rules as the decoder does: the last oneof field wins, and repeated occurrences of
+/// `match_data` merge (the last `reliable` present wins).
 fn match_data_reliable(envelope: &[u8]) -> Option<bool> {
     let mut fields = Fields(envelope);
+    let mut kind = None;
     while let Some((tag, field)) = fields.next_field()? {
         if tag == ENVELOPE_MATCH_DATA {
             let Field::Bytes(match_data) = field else {
                 return None;
             };
+            let mut reliable = kind.unwrap_or(false);
             let mut inner = Fields(match_data);
-            let mut reliable = false;
             while let Some((tag, field)) = inner.next_field()? {
                 if tag == MATCH_DATA_RELIABLE {
                     if let Field::Varint(value) = field {
@@ -47,11 +50,18 @@ fn match_data_reliable(envelope: &[u8]) -> Option<bool> {
                     }
                 }
             }
-            return Some(reliable);
+            kind = Some(reliable);
+        } else if ENVELOPE_KINDS.contains(&tag) {
+            kind = None;
         }
     }
-    None
+    kind
 }
+
+/// The field numbers of `Envelope`'s message oneof.
+const ENVELOPE_KINDS: &[u64] = &[
+    2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 32, 33,
+];
 
 /// A field's value, as far as skipping it needs.
 enum Field<'a> {
@@ -120,6 +130,32 @@ mod tests {
         assert_eq!(delivery(&pong), Delivery::Reliable);
         let error = encode_protobuf(&Envelope::error("1", 3, "no"));
         assert_eq!(delivery(&error), Delivery::Reliable);
+    }
+
+    #[test]
+    fn the_last_kind_wins_as_in_the_decoder() {
+        let pong = encode_protobuf(&Envelope::new("1", Message::Pong(Pong {})));
+        let mut data_then_pong = match_data(false);
+        data_then_pong.extend_from_slice(&pong);
+        assert_eq!(delivery(&data_then_pong), Delivery::Reliable);
+        let mut pong_then_data = pong;
+        pong_then_data.extend_from_slice(&match_data(false));
+        assert_eq!(delivery(&pong_then_data), Delivery::Unreliable);
+        // Two match_data merge: the later `reliable` wins.
+        let mut twice = match_data(false);
+        twice.extend_from_slice(&match_data(true));
+        assert_eq!(delivery(&twice), Delivery::Reliable);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn agrees_with_the_decoder(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+            let peeked = delivery(&bytes);
+            if let Ok(envelope) = crate::realtime::decode_protobuf(&bytes) {
+                let unreliable = matches!(envelope.message, Some(Message::MatchData(ref d)) if !d.reliable);
+                proptest::prop_assert_eq!(peeked == Delivery::Unreliable, unreliable);
+            }
+        }
     }
 
     #[test]

@@ -244,7 +244,10 @@ fn turn(shared: &Shared) {
     for (host, peer, generation) in shared.closing.borrow_mut().drain(..) {
         let client = &mut hosts[host];
         let held = &mut client.slots[peer.0];
-        if held.as_ref().is_some_and(|slot| slot.generation == generation) {
+        if held
+            .as_ref()
+            .is_some_and(|slot| slot.generation == generation)
+        {
             *held = None;
             client.used -= 1;
             client.host.peer_mut(peer).disconnect_now(0);

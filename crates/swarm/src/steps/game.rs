@@ -33,8 +33,8 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::measure::stats::Metric;
-use crate::net::failure::{http_failure, ws_failure, Failure};
 use crate::net::enet::EnetConn;
+use crate::net::failure::{http_failure, ws_failure, Failure};
 use crate::net::native::Native;
 use crate::net::transport::Ws;
 use crate::scenario::game::{Align, GameStep, Transport};

@@ -32,6 +32,10 @@ pub struct EnetConfig {
     pub outgoing_bandwidth_bytes_per_sec: u32,
     /// How often ENet's timers (resends, pings, timeouts) run when no datagram arrives, in ms.
     pub service_interval_ms: u64,
+    /// Least time between two turns of the transport's loop, in ms: what arrives and what the
+    /// matches send meanwhile is handled in one pass over the peers (each pass visits every
+    /// peer of a busy host). Adds up to this to a round trip; 0: a turn per wake-up.
+    pub turn_interval_ms: u64,
     /// The socket's kernel receive and send buffers, in bytes.
     pub socket_buffer_bytes: usize,
 }
@@ -49,6 +53,7 @@ impl Default for EnetConfig {
             incoming_bandwidth_bytes_per_sec: 0,
             outgoing_bandwidth_bytes_per_sec: 0,
             service_interval_ms: 10,
+            turn_interval_ms: 2,
             socket_buffer_bytes: 4 * 1024 * 1024,
         }
     }
@@ -82,6 +87,9 @@ impl EnetConfig {
         }
         if !(1..=1000).contains(&self.service_interval_ms) {
             return Err("enet.service_interval_ms must be between 1 and 1000".into());
+        }
+        if self.turn_interval_ms > 100 {
+            return Err("enet.turn_interval_ms must be at most 100".into());
         }
         if self.socket_buffer_bytes < 64 * 1024 {
             return Err("enet.socket_buffer_bytes must be at least 65536".into());

@@ -195,6 +195,11 @@ impl Datagrams {
             .push_back((from, start..self.inbound_bytes.len()));
     }
 
+    /// Whether datagrams wait for the host's next service.
+    pub fn has_inbound(&self) -> bool {
+        !self.inbound.is_empty()
+    }
+
     /// What the host wrote since the last call: the bytes and each datagram's address and range.
     pub fn outbound(&self) -> (&[u8], &[(SocketAddr, Range<usize>)]) {
         (&self.outbound_bytes, &self.outbound)

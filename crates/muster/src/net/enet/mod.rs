@@ -80,6 +80,10 @@ struct Shard {
     peers: Vec<Option<PeerEntry>>,
     /// Addresses routed here (connected or connecting).
     load: usize,
+    /// Given datagrams or packets to send since its last flush: only such hosts (and all of
+    /// them when ENet's timers are due) are serviced and flushed, because each service and each
+    /// flush visits every peer of the host.
+    active: bool,
 }
 
 /// Which host an address's peers live on (every peer of one address lives on one host, so a
@@ -162,6 +166,7 @@ impl Node {
                 host,
                 peers: (0..peer_limit).map(|_| None).collect(),
                 load: 0,
+                active: false,
             });
         }
         let (command_sender, commands) = mpsc::unbounded_channel();
@@ -188,8 +193,10 @@ impl Node {
             tracing::debug!(%address, hosts = self.shards.len(), "ENet transport running");
         }
         let interval = Duration::from_millis(self.config.service_interval_ms);
+        let gap = Duration::from_millis(self.config.turn_interval_ms);
         let mut next_timer = Instant::now() + interval;
         let mut next_sweep = Instant::now() + Duration::from_secs(1);
+        let mut last_turn = Instant::now();
         let wakes = self.wakes.clone();
         loop {
             tokio::select! {
@@ -205,9 +212,21 @@ impl Node {
                 Some(command) = self.commands.recv() => self.pending.push(command),
                 () = tokio::time::sleep_until(next_timer) => {}
             }
+            // Turns are at least `enet.turn_interval_ms` apart: what arrives and what the
+            // matches send in between is handled in one turn, one pass over the peers.
+            if last_turn + gap > Instant::now() {
+                tokio::time::sleep_until(last_turn + gap).await;
+            }
+            last_turn = Instant::now();
+            let timers_due = last_turn >= next_timer;
+            if timers_due {
+                for shard in &mut self.shards {
+                    shard.active = true;
+                }
+            }
             self.turn().await;
             let now = Instant::now();
-            if now >= next_timer {
+            if timers_due {
                 next_timer = now + interval;
             }
             if now >= next_sweep {
@@ -326,22 +345,40 @@ impl Node {
                 route.host
             }
         };
-        self.shards[host]
-            .host
-            .socket_mut()
-            .push_inbound(from, bytes);
+        let shard = &mut self.shards[host];
+        shard.host.socket_mut().push_inbound(from, bytes);
+        shard.active = true;
         Ok(())
     }
 
-    /// Lets every host process what it was given, and handles its events.
+    /// Lets every active host process what it was given (and run its timers), and handles its
+    /// events. A host's `service` visits every peer each time it finds no event queued, so
+    /// events already queued are taken with `check_events`, which does not.
     fn service(&mut self) {
         for host in 0..self.shards.len() {
+            if !self.shards[host].active {
+                continue;
+            }
+            let mut queued = false;
             loop {
-                let event = match self.shards[host].host.service() {
-                    Ok(Some(event)) => event,
-                    Ok(None) => break,
-                    Err(never) => match never {},
+                let shard = &mut self.shards[host].host;
+                let event = if queued {
+                    shard.check_events()
+                } else {
+                    match shard.service() {
+                        Ok(event) => event,
+                        Err(never) => match never {},
+                    }
                 };
+                let Some(event) = event else {
+                    if queued && self.shards[host].host.socket().has_inbound() {
+                        // A service reads at most 256 datagrams: another reads the rest.
+                        queued = false;
+                        continue;
+                    }
+                    break;
+                };
+                queued = true;
                 match event {
                     Event::Receive {
                         peer,
@@ -554,6 +591,7 @@ impl Node {
                 overflowed.push(key);
                 continue;
             }
+            shard.active = true;
             let peer = shard.host.peer_mut(PeerID(usize::from(key.peer)));
             let channels = peer.channel_count();
             for message in drained.messages {
@@ -586,6 +624,7 @@ impl Node {
         }
         entry.phase = Phase::Closing;
         entry.ending = Some(ending);
+        shard.active = true;
         shard
             .host
             .peer_mut(PeerID(usize::from(key.peer)))
@@ -614,10 +653,13 @@ impl Node {
         }
     }
 
-    /// Writes every host's datagrams.
+    /// Writes every active host's datagrams.
     async fn flush(&mut self) {
         let metrics = self.state.metrics.clone();
         for shard in &mut self.shards {
+            if !std::mem::take(&mut shard.active) {
+                continue;
+            }
             shard.host.flush();
             let (bytes, datagrams) = shard.host.socket().outbound();
             if datagrams.is_empty() {
@@ -668,6 +710,9 @@ impl Node {
         }
         let deadline = Instant::now() + SHUTDOWN_LINGER;
         while Instant::now() < deadline && self.state.metrics.enet_peers.get() > 0 {
+            for shard in &mut self.shards {
+                shard.active = true;
+            }
             self.receive();
             self.service();
             self.flush().await;
@@ -688,6 +733,7 @@ impl Node {
 
 /// Sends one envelope to a peer that has no session (yet): its join's refusal.
 fn send_now(shard: &mut Shard, peer: PeerID, envelope: &Envelope) {
+    shard.active = true;
     let bytes = realtime::encode_protobuf(envelope);
     let _ = shard
         .host
