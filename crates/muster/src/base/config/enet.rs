@@ -38,6 +38,10 @@ pub struct EnetConfig {
     pub turn_interval_ms: u64,
     /// The socket's kernel receive and send buffers, in bytes.
     pub socket_buffer_bytes: usize,
+    /// Let ENet drop unreliable packets (match states) to a peer whose round trip grows (its
+    /// packet throttle). Off: a busy node's slower turns look like congestion to ENet, and the
+    /// states it would drop are what players wait for.
+    pub throttle_unreliable: bool,
 }
 
 impl Default for EnetConfig {
@@ -55,6 +59,7 @@ impl Default for EnetConfig {
             service_interval_ms: 10,
             turn_interval_ms: 2,
             socket_buffer_bytes: 4 * 1024 * 1024,
+            throttle_unreliable: false,
         }
     }
 }

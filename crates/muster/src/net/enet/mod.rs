@@ -37,7 +37,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use muster_proto::realtime::delivery::{delivery, Delivery};
 use muster_proto::realtime::{self, error_code, match_join, Envelope, Message};
 use parking_lot::Mutex;
-use rusty_enet::{Event, EventNoRef, Host, HostSettings, Packet, PeerID};
+use rusty_enet::{consts, Event, EventNoRef, Host, HostSettings, Packet, PeerID};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
@@ -428,6 +428,16 @@ impl Node {
         let enet_peer = shard.host.peer_mut(peer);
         // ENet's own keep-alive: a peer that acknowledges nothing for pong_wait_ms is gone.
         enet_peer.set_timeout(0, pong_wait.min(5_000), pong_wait);
+        if !self.config.throttle_unreliable {
+            // ENet drops unreliable packets when the round trip grows; a busy turn looks like a
+            // congested link to it, and the states it would drop are what the players wait for.
+            // A throttle at its full scale drops nothing; no deceleration keeps it there.
+            enet_peer.set_throttle(
+                consts::PEER_PACKET_THROTTLE_INTERVAL,
+                consts::PEER_PACKET_THROTTLE_SCALE,
+                0,
+            );
+        }
         match connection::take_place(&self.state) {
             Ok(admission) => {
                 let deadline = Instant::now()
