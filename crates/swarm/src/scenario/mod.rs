@@ -493,6 +493,7 @@ do = "disconnect"
             "smoke.toml",
             "connect-and-heartbeat.toml",
             "match-15hz.toml",
+            "match-15hz-enet.toml",
             "rooms-replay.toml",
             "chat-fanout.toml",
             "economy.toml",

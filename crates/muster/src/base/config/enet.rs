@@ -34,7 +34,9 @@ pub struct EnetConfig {
     pub service_interval_ms: u64,
     /// Least time between two turns of the transport's loop, in ms: what arrives and what the
     /// matches send meanwhile is handled in one pass over the peers (each pass visits every
-    /// peer of a busy host). Adds up to this to a round trip; 0: a turn per wake-up.
+    /// peer of a busy host). 0 (the default): a turn per wake-up. Measured at 2,000 players, a
+    /// gap of 1 or 2 ms cost far more than its nominal value (RTT p50 12 → 80 ms: under load
+    /// tokio's timers fire late), so it is only for nodes that trade latency for CPU.
     pub turn_interval_ms: u64,
     /// The socket's kernel receive and send buffers, in bytes.
     pub socket_buffer_bytes: usize,
@@ -57,7 +59,7 @@ impl Default for EnetConfig {
             incoming_bandwidth_bytes_per_sec: 0,
             outgoing_bandwidth_bytes_per_sec: 0,
             service_interval_ms: 10,
-            turn_interval_ms: 2,
+            turn_interval_ms: 0,
             socket_buffer_bytes: 4 * 1024 * 1024,
             throttle_unreliable: false,
         }

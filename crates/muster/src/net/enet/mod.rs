@@ -212,8 +212,8 @@ impl Node {
                 Some(command) = self.commands.recv() => self.pending.push(command),
                 () = tokio::time::sleep_until(next_timer) => {}
             }
-            // Turns are at least `enet.turn_interval_ms` apart: what arrives and what the
-            // matches send in between is handled in one turn, one pass over the peers.
+            // With `enet.turn_interval_ms`, turns are at least that far apart: what arrives and
+            // what the matches send meanwhile shares one pass over the peers.
             if last_turn + gap > Instant::now() {
                 tokio::time::sleep_until(last_turn + gap).await;
             }
