@@ -10,55 +10,6 @@ use serde_json::Value;
 mod common;
 use common::{run_swarm, Muster};
 
-/// The ENet port, as a room's connection info gives it.
-fn enet_port(muster: &Muster) -> u16 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    runtime.block_on(async {
-        let http = reqwest::Client::new();
-        let session: Value = http
-            .post(format!(
-                "{}/v2/account/authenticate/device?create=true",
-                muster.url()
-            ))
-            .basic_auth("defaultkey", Some(""))
-            .json(&serde_json::json!({"id": "swarm-enet-flows-probe"}))
-            .send()
-            .await
-            .expect("auth")
-            .json()
-            .await
-            .expect("json");
-        let token = session["token"].as_str().expect("token");
-        let room: Value = http
-            .post(format!("{}/v2/rooms", muster.url()))
-            .bearer_auth(token)
-            .json(&serde_json::json!({"handler": "arena", "capacity": 1}))
-            .send()
-            .await
-            .expect("room")
-            .json()
-            .await
-            .expect("json");
-        let info: Value = http
-            .get(format!(
-                "{}/v2/rooms/{}/connection",
-                muster.url(),
-                room["room_id"].as_str().expect("id")
-            ))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("connection")
-            .json()
-            .await
-            .expect("json");
-        info["enet"]["port"].as_u64().expect("enet port") as u16
-    })
-}
-
 fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
     let (code, report) = run_swarm(&muster.url(), dir, name, scenario, 1);
     assert_eq!(code, 0, "{name}: {report:#}");
@@ -76,7 +27,9 @@ fn space_ape_and_hathora_flows_over_enet() {
         config.matchmaker.match_handler = "arena".into();
         config.matchmaker.interval_ms = 100;
     });
-    let port = enet_port(&muster);
+    let port = muster.room_connection_info()["enet"]["port"]
+        .as_u64()
+        .expect("ENet port");
     let dir = tempfile::tempdir().expect("dir");
 
     let matched = run(

@@ -10,57 +10,6 @@ use serde_json::Value;
 mod common;
 use common::{run_swarm, Muster};
 
-impl Muster {
-    /// The native TCP port, as a room's connection info gives it.
-    fn tcp_port(&self) -> u16 {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("rt");
-        runtime.block_on(async {
-            let http = reqwest::Client::new();
-            let session: Value = http
-                .post(format!(
-                    "{}/v2/account/authenticate/device?create=true",
-                    self.url()
-                ))
-                .basic_auth("defaultkey", Some(""))
-                .json(&serde_json::json!({"id": "swarm-match-flows-probe"}))
-                .send()
-                .await
-                .expect("auth")
-                .json()
-                .await
-                .expect("json");
-            let token = session["token"].as_str().expect("token");
-            let room: Value = http
-                .post(format!("{}/v2/rooms", self.url()))
-                .bearer_auth(token)
-                .json(&serde_json::json!({"handler": "arena", "capacity": 1}))
-                .send()
-                .await
-                .expect("room")
-                .json()
-                .await
-                .expect("json");
-            let info: Value = http
-                .get(format!(
-                    "{}/v2/rooms/{}/connection",
-                    self.url(),
-                    room["room_id"].as_str().expect("id")
-                ))
-                .bearer_auth(token)
-                .send()
-                .await
-                .expect("connection")
-                .json()
-                .await
-                .expect("json");
-            info["port"].as_u64().expect("port") as u16
-        })
-    }
-}
-
 /// Runs swarm on `scenario` text (in `dir`) with one worker, returning the report of a run
 /// that must succeed.
 fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
@@ -80,7 +29,9 @@ fn space_ape_and_hathora_flows() {
         config.matchmaker.match_handler = "arena".into();
         config.matchmaker.interval_ms = 100;
     });
-    let port = muster.tcp_port();
+    let port = muster.room_connection_info()["port"]
+        .as_u64()
+        .expect("TCP port");
     let dir = tempfile::tempdir().expect("dir");
 
     // Space Ape over TCP, inputs aligned to the server's ticks.

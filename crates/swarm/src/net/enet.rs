@@ -23,8 +23,9 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::failure::Failure;
 
-/// Peers on one client host (and so on one UDP socket, one source port).
-pub const PEERS_PER_HOST: usize = 1000;
+/// Peers on one client host (and so on one UDP socket, one source port): small, because each
+/// service and flush visits every peer of the host and only busy hosts are serviced.
+pub const PEERS_PER_HOST: usize = 200;
 /// How often the hosts' timers run when nothing happens.
 const SERVICE_INTERVAL: Duration = Duration::from_millis(5);
 
@@ -69,6 +70,8 @@ struct Shared {
     outbound: RefCell<Vec<Outbound>>,
     /// Peers whose players let go of them, to disconnect.
     closing: RefCell<Vec<(usize, PeerID, u64)>>,
+    /// Hosts with a connection attempt to send.
+    connecting: RefCell<Vec<usize>>,
     generation: std::cell::Cell<u64>,
     wake: Notify,
     running: std::cell::Cell<bool>,
@@ -121,6 +124,7 @@ impl EnetClients {
             client.used += 1;
             (index, peer)
         };
+        shared.connecting.borrow_mut().push(host);
         shared.wake.notify_one();
         let conn = EnetConn {
             shared,
@@ -201,6 +205,7 @@ impl Drop for EnetConn {
 /// Drives every host of the worker: sends what players queued, reads what came, runs ENet's
 /// timers. Ends when the worker's runtime does.
 async fn drive(shared: Rc<Shared>) {
+    let mut next_timers = tokio::time::Instant::now() + SERVICE_INTERVAL;
     loop {
         let sockets: Vec<Rc<UdpSocket>> = shared
             .hosts
@@ -213,21 +218,36 @@ async fn drive(shared: Rc<Shared>) {
                 std::future::pending::<()>().await;
             }
             let waits = sockets.iter().map(|socket| Box::pin(socket.readable()));
-            let _ = futures_util::future::select_all(waits).await;
+            futures_util::future::select_all(waits).await.1
         };
+        let mut busy = None;
         tokio::select! {
-            _ = readable => {}
+            index = readable => busy = Some(index),
             () = shared.wake.notified() => {}
-            () = tokio::time::sleep(SERVICE_INTERVAL) => {}
+            () = tokio::time::sleep_until(next_timers) => {}
         }
         // Let the players already woken queue their sends first, so they share this turn.
         tokio::task::yield_now().await;
-        turn(&shared);
+        let timers_due = tokio::time::Instant::now() >= next_timers;
+        if timers_due {
+            next_timers = tokio::time::Instant::now() + SERVICE_INTERVAL;
+        }
+        turn(&shared, busy, timers_due);
     }
 }
 
-fn turn(shared: &Shared) {
+/// One turn: queues what players sent, disconnects what they let go, then services and flushes
+/// the hosts that have something to do (each service visits every peer of its host): those
+/// given packets, the one whose socket is readable, and all of them when the timers are due.
+fn turn(shared: &Shared, readable: Option<usize>, timers_due: bool) {
     let mut hosts = shared.hosts.borrow_mut();
+    let mut active = vec![timers_due; hosts.len()];
+    if let Some(index) = readable {
+        active[index] = true;
+    }
+    for host in shared.connecting.borrow_mut().drain(..) {
+        active[host] = true;
+    }
     for Outbound {
         host,
         peer,
@@ -242,6 +262,7 @@ fn turn(shared: &Shared) {
         };
         // A peer no longer connected fails here; its player hears of the disconnect.
         let _ = hosts[host].host.peer_mut(peer).send(channel, &packet);
+        active[host] = true;
     }
     for (host, peer, generation) in shared.closing.borrow_mut().drain(..) {
         let client = &mut hosts[host];
@@ -251,11 +272,12 @@ fn turn(shared: &Shared) {
             .is_some_and(|slot| slot.generation == generation)
         {
             *held = None;
+            active[host] = true;
             client.used -= 1;
             client.host.peer_mut(peer).disconnect_now(0);
         }
     }
-    for client in hosts.iter_mut() {
+    for (client, _) in hosts.iter_mut().zip(active).filter(|(_, active)| *active) {
         loop {
             let event = match client.host.service() {
                 Ok(Some(event)) => event.no_ref(),

@@ -81,6 +81,54 @@ impl Muster {
         format!("http://{}", self.addr)
     }
 
+    /// A room's connection info, as a player sees it (its native ports: `port` for TCP,
+    /// `enet.port` for ENet), from a one-player room made for the asking.
+    pub fn room_connection_info(&self) -> serde_json::Value {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        runtime.block_on(async {
+            let http = reqwest::Client::new();
+            let session: serde_json::Value = http
+                .post(format!(
+                    "{}/v2/account/authenticate/device?create=true",
+                    self.url()
+                ))
+                .basic_auth("defaultkey", Some(""))
+                .json(&serde_json::json!({"id": "swarm-connection-info-probe"}))
+                .send()
+                .await
+                .expect("auth")
+                .json()
+                .await
+                .expect("json");
+            let token = session["token"].as_str().expect("token");
+            let room: serde_json::Value = http
+                .post(format!("{}/v2/rooms", self.url()))
+                .bearer_auth(token)
+                .json(&serde_json::json!({"handler": "arena", "capacity": 1}))
+                .send()
+                .await
+                .expect("room")
+                .json()
+                .await
+                .expect("json");
+            http.get(format!(
+                "{}/v2/rooms/{}/connection",
+                self.url(),
+                room["room_id"].as_str().expect("id")
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("connection")
+            .json()
+            .await
+            .expect("json")
+        })
+    }
+
     /// Fires Muster's shutdown future and waits for it to be gone.
     pub fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// ENet's peer ids are 12 bits: one ENet host holds at most this many peers, so a node holds
 /// `max_peers` on as many hosts as that takes, all on one UDP socket.
-pub const PEERS_PER_HOST: usize = 4095;
+pub const MAX_PEERS_PER_HOST: usize = 4095;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -15,6 +15,12 @@ pub struct EnetConfig {
     pub public_port: u16,
     /// Most ENet peers connected at once on this node (players and handshakes alike).
     pub max_peers: usize,
+    /// Peers per ENet host (at most 4,095, ENet's peer-id limit): the node runs
+    /// `max_peers / peers_per_host` hosts on its one socket. Each service and flush of a host
+    /// visits all its peers, and a turn touches only the hosts that got datagrams or have
+    /// something to send, so smaller hosts cost less per turn. Every peer of one client address
+    /// lives on one host.
+    pub peers_per_host: usize,
     /// Datagrams read or written per system call (`recvmmsg` / `sendmmsg`).
     pub batch_size: usize,
     /// Packets one peer may send per second (twice this at once); more are dropped and counted.
@@ -51,7 +57,8 @@ impl Default for EnetConfig {
         EnetConfig {
             listen: "0.0.0.0:7351".into(),
             public_port: 0,
-            max_peers: 4 * PEERS_PER_HOST,
+            max_peers: 16_384,
+            peers_per_host: 512,
             batch_size: 64,
             packets_per_peer_per_sec: 240,
             bytes_per_peer_per_sec: 256 * 1024,
@@ -74,11 +81,19 @@ impl EnetConfig {
                 self.listen
             ));
         }
-        if self.max_peers == 0 || self.max_peers > 64 * PEERS_PER_HOST {
+        if self.max_peers == 0 || self.max_peers > 64 * MAX_PEERS_PER_HOST {
             return Err(format!(
                 "enet.max_peers must be between 1 and {}",
-                64 * PEERS_PER_HOST
+                64 * MAX_PEERS_PER_HOST
             ));
+        }
+        if !(1..=MAX_PEERS_PER_HOST).contains(&self.peers_per_host) {
+            return Err(format!(
+                "enet.peers_per_host must be between 1 and {MAX_PEERS_PER_HOST}"
+            ));
+        }
+        if self.hosts() > 1024 {
+            return Err("enet.max_peers / enet.peers_per_host must be at most 1024 hosts".into());
         }
         if !(1..=1024).contains(&self.batch_size) {
             return Err("enet.batch_size must be between 1 and 1024".into());
@@ -106,6 +121,6 @@ impl EnetConfig {
 
     /// How many ENet hosts `max_peers` takes.
     pub fn hosts(&self) -> usize {
-        self.max_peers.div_ceil(PEERS_PER_HOST)
+        self.max_peers.div_ceil(self.peers_per_host)
     }
 }

@@ -9,8 +9,10 @@
 //! dropped for the newer one), everything else on channel 0 (reliable, ordered); a client may
 //! send on either.
 //!
-//! How it runs: one task owns every ENet host (ENet's peer ids are 12 bits, so a node holds
-//! `enet.max_peers` on one host per 4,095 peers) and the one UDP socket. Each turn it reads
+//! How it runs: one task owns every ENet host (`enet.max_peers` over hosts of
+//! `enet.peers_per_host`; ENet's peer ids are 12 bits, so at most 4,095 per host) and the one
+//! UDP socket; a turn services and flushes only the hosts that got datagrams or have something
+//! to send, since each service and flush visits every peer of its host. Each turn it reads
 //! waiting datagrams in batches (`recvmmsg`), routes each to the host that holds its sender's
 //! address after checking it ([`wire`]: malformed, spoofed, over its peer's budget, connect
 //! floods — dropped and counted), lets the hosts process them, hands envelopes to the sessions'
@@ -45,7 +47,6 @@ use tokio::time::Instant;
 use self::batch::{BatchSocket, Datagrams};
 use self::peer::{Command, PeerEntry, PeerKey, Phase};
 use super::connection::{self, Ending, Transport};
-use crate::base::config::enet::PEERS_PER_HOST;
 use crate::base::config::EnetConfig;
 use crate::net::state::AppState;
 use crate::session::codec::Frame;
@@ -137,7 +138,7 @@ impl Node {
         let mut shards = Vec::new();
         let mut remaining = config.max_peers;
         while remaining > 0 {
-            let peer_limit = remaining.min(PEERS_PER_HOST);
+            let peer_limit = remaining.min(config.peers_per_host);
             remaining -= peer_limit;
             let mut host = Host::new(
                 Datagrams::default(),
