@@ -25,9 +25,9 @@
 //! out), and connection attempts are held to `enet.connects_per_sec` in all and
 //! `limits.connect_per_ip_per_sec` per address before ENet sees them.
 
-mod batch;
+pub mod batch;
 pub mod peer;
-mod wire;
+pub mod wire;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
