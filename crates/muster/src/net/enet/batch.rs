@@ -70,12 +70,16 @@ impl BatchSocket {
     }
 
     /// Reads up to a batch of waiting datagrams in one `recvmmsg`; empty when none is waiting
-    /// (tokio's readiness is then cleared, so [`BatchSocket::readable`] waits again).
-    pub fn receive(&mut self) -> io::Result<Vec<Received>> {
+    /// (tokio's readiness is then cleared, so [`BatchSocket::readable`] waits again). `called`
+    /// says whether a system call was made: tokio answers at once while it has not seen the
+    /// socket readable.
+    pub fn receive(&mut self) -> io::Result<(Vec<Received>, bool)> {
         let fd = self.socket.as_raw_fd();
         let slots = &mut self.slots;
         let batch = self.batch;
+        let mut called = false;
         let outcome = self.socket.try_io(Interest::READABLE, || {
+            called = true;
             let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(batch, None);
             let mut buffers: Vec<[IoSliceMut; 1]> = slots
                 .iter_mut()
@@ -103,8 +107,8 @@ impl BatchSocket {
                 .collect())
         });
         match outcome {
-            Ok(received) => Ok(received),
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Vec::new()),
+            Ok(received) => Ok((received, called)),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok((Vec::new(), called)),
             Err(error) => Err(error),
         }
     }
@@ -269,7 +273,7 @@ mod tests {
         let mut got = Vec::new();
         while got.len() < 40 {
             receiver.readable().await.expect("readable");
-            for received in receiver.receive().expect("receive") {
+            for received in receiver.receive().expect("receive").0 {
                 assert!(!received.truncated);
                 got.push(receiver.bytes(&received).to_vec());
             }

@@ -260,14 +260,16 @@ impl Node {
     fn receive(&mut self) {
         let metrics = self.state.metrics.clone();
         for _ in 0..BATCHES_PER_TURN {
-            let received = match self.io.receive() {
+            let (received, called) = match self.io.receive() {
                 Ok(received) => received,
                 Err(error) => {
                     tracing::debug!(%error, "recvmmsg failed");
                     break;
                 }
             };
-            metrics.enet_syscalls.with_label_values(&["recvmmsg"]).inc();
+            if called {
+                metrics.enet_syscalls.with_label_values(&["recvmmsg"]).inc();
+            }
             if received.is_empty() {
                 break;
             }
