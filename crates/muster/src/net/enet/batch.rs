@@ -24,6 +24,7 @@ use tokio::net::UdpSocket;
 pub const SLOT_BYTES: usize = MTU_MAX;
 
 /// One datagram received: its sender and its bytes in the receive slots.
+#[derive(Debug, Clone, Copy)]
 pub struct Received {
     pub from: SocketAddr,
     pub slot: usize,

@@ -282,7 +282,7 @@ impl Node {
                 let verdict = if datagram.truncated {
                     Err("truncated")
                 } else {
-                    self.route(datagram.from, datagram.slot, datagram.len)
+                    self.route(*datagram)
                 };
                 if let Err(reason) = verdict {
                     metrics.enet_dropped.with_label_values(&[reason]).inc();
@@ -295,13 +295,9 @@ impl Node {
     }
 
     /// Hands one received datagram to its host, or says why it was dropped.
-    fn route(&mut self, from: SocketAddr, slot: usize, len: usize) -> Result<(), &'static str> {
-        let bytes = &self.io.bytes(&batch::Received {
-            from,
-            slot,
-            len,
-            truncated: false,
-        });
+    fn route(&mut self, datagram: batch::Received) -> Result<(), &'static str> {
+        let (from, len) = (datagram.from, datagram.len);
+        let bytes = self.io.bytes(&datagram);
         let host = match wire::classify(bytes) {
             wire::Kind::Malformed => return Err("malformed"),
             wire::Kind::Connect => {
