@@ -3,13 +3,12 @@
 //! timeouts (clear errors, nothing cached), bad queries, per-caller fields, hostile arguments,
 //! and configuration mistakes named.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_graphql::Request;
 use futures_util::future::join_all;
 use muster_gateway::cache::Status;
-use muster_gateway::config::{FieldConfig, GatewayConfig, OriginConfig, TypeConfig};
+use muster_gateway::config::{FieldConfig, GatewayConfig, OriginConfig};
 use muster_gateway::mock::{MockOrigin, MockSettings};
 use muster_gateway::schema::{CacheReport, Caller, Gateway};
 use serde_json::{json, Value};
@@ -27,42 +26,26 @@ async fn mock(delay_ms: u64) -> MockOrigin {
 }
 
 fn config(origin: &MockOrigin) -> GatewayConfig {
-    let field = |name: &str, path: &str| FieldConfig {
+    // The mock's own configuration (origin `shop`, type `Item`, field `items`), with a tighter
+    // depth, a short origin timeout and the fields the tests need beside `items`.
+    let mut config = origin.items_config();
+    config.max_depth = 3;
+    config.origins[0].timeout_ms = 300;
+    let items = config.fields[0].clone();
+    let like_items = |name: &str, path: &str| FieldConfig {
         name: name.into(),
-        origin: "shop".into(),
         path: path.into(),
-        arguments: vec!["category".into()],
-        returns: "[Item]".into(),
-        select: "/items".into(),
-        ..FieldConfig::default()
+        ..items.clone()
     };
-    GatewayConfig {
-        max_depth: 3,
-        origins: vec![OriginConfig {
-            name: "shop".into(),
-            base_url: origin.base_url(),
-            timeout_ms: 300,
-            ..OriginConfig::default()
-        }],
-        types: vec![TypeConfig {
-            name: "Item".into(),
-            fields: BTreeMap::from([
-                ("id".into(), "ID".into()),
-                ("name".into(), "String".into()),
-                ("price".into(), "Int".into()),
-            ]),
-        }],
-        fields: vec![
-            field("items", "/items/{category}"),
-            field("broken", "/malformed/{category}"),
-            field("slow", "/slow/{category}"),
-            FieldConfig {
-                per_user: true,
-                ..field("wishlist", "/wishlist/{category}")
-            },
-        ],
-        ..GatewayConfig::default()
-    }
+    config.fields.extend([
+        like_items("broken", "/malformed/{category}"),
+        like_items("slow", "/slow/{category}"),
+        FieldConfig {
+            per_user: true,
+            ..like_items("wishlist", "/wishlist/{category}")
+        },
+    ]);
+    config
 }
 
 async fn run(gateway: &Gateway, query: &str) -> (Value, Vec<String>, Vec<(String, Status)>) {

@@ -3,23 +3,8 @@
 //! over ENet, play at 15 Hz, RTT and client-interval) and Hathora's (create a room, look up its
 //! connection info, two ENet players at its `enet` endpoint, play).
 
-use std::path::Path;
-
-use serde_json::Value;
-
 mod common;
-use common::{run_swarm, Muster};
-
-fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
-    let (code, report) = run_swarm(&muster.url(), dir, name, scenario, 1);
-    assert_eq!(code, 0, "{name}: {report:#}");
-    assert_eq!(report["failed"], 0, "{name}: {}", report["errors"]);
-    report
-}
-
-fn count(report: &Value, metric: &str) -> u64 {
-    report["metrics"][metric]["count"].as_u64().unwrap_or(0)
-}
+use common::{count, run_ok, space_ape_scenario, Muster};
 
 #[test]
 fn space_ape_and_hathora_flows_over_enet() {
@@ -32,36 +17,13 @@ fn space_ape_and_hathora_flows_over_enet() {
         .expect("ENet port");
     let dir = tempfile::tempdir().expect("dir");
 
-    let matched = run(
+    let matched = run_ok(
         &muster,
         dir.path(),
         "enet-match",
-        &format!(
-            r#"
-name = "match-enet"
-[[phases]]
-duration_s = 1
-players = 6
-[[phases]]
-duration_s = 3
-[[steps]]
-do = "authenticate"
-[[steps]]
-do = "connect"
-[[steps]]
-do = "matchmake"
-count = 2
-[[steps]]
-do = "disconnect"
-[[steps]]
-do = "join_match"
-transport = "enet"
-enet_port = {port}
-[[steps]]
-do = "play"
-rate_hz = 15
-duration_s = 1.5
-"#
+        &space_ape_scenario(
+            "match-enet",
+            &format!("transport = \"enet\"\nenet_port = {port}"),
         ),
     );
     assert_eq!(count(&matched, "join"), 6);
@@ -76,7 +38,7 @@ duration_s = 1.5
         "15 Hz sends: {interval_p80} ms"
     );
 
-    let rooms = run(
+    let rooms = run_ok(
         &muster,
         dir.path(),
         "enet-rooms",

@@ -3,25 +3,8 @@
 //! client-interval) and Hathora's (create a room, look up its connection info, two TCP players,
 //! record a game, replay it).
 
-use std::path::Path;
-
-use serde_json::Value;
-
 mod common;
-use common::{run_swarm, Muster};
-
-/// Runs swarm on `scenario` text (in `dir`) with one worker, returning the report of a run
-/// that must succeed.
-fn run(muster: &Muster, dir: &Path, name: &str, scenario: &str) -> Value {
-    let (code, report) = run_swarm(&muster.url(), dir, name, scenario, 1);
-    assert_eq!(code, 0, "{name}: {report:#}");
-    assert_eq!(report["failed"], 0, "{name}: {}", report["errors"]);
-    report
-}
-
-fn count(report: &Value, metric: &str) -> u64 {
-    report["metrics"][metric]["count"].as_u64().unwrap_or(0)
-}
+use common::{count, run_ok, space_ape_scenario, Muster};
 
 #[test]
 fn space_ape_and_hathora_flows() {
@@ -35,36 +18,13 @@ fn space_ape_and_hathora_flows() {
     let dir = tempfile::tempdir().expect("dir");
 
     // Space Ape over TCP, inputs aligned to the server's ticks.
-    let tcp = run(
+    let tcp = run_ok(
         &muster,
         dir.path(),
         "tcp",
-        &format!(
-            r#"
-name = "match-tcp"
-[[phases]]
-duration_s = 1
-players = 6
-[[phases]]
-duration_s = 3
-[[steps]]
-do = "authenticate"
-[[steps]]
-do = "connect"
-[[steps]]
-do = "matchmake"
-count = 2
-[[steps]]
-do = "disconnect"
-[[steps]]
-do = "join_match"
-transport = "tcp"
-tcp_port = {port}
-[[steps]]
-do = "play"
-rate_hz = 15
-duration_s = 1.5
-"#
+        &space_ape_scenario(
+            "match-tcp",
+            &format!("transport = \"tcp\"\ntcp_port = {port}"),
         ),
     );
     assert_eq!(count(&tcp, "matchmake"), 6);
@@ -82,7 +42,7 @@ duration_s = 1.5
     );
 
     // Space Ape over the WebSocket (JSON), free-running sends.
-    let ws = run(
+    let ws = run_ok(
         &muster,
         dir.path(),
         "ws",
@@ -112,7 +72,7 @@ align = "free"
 
     // Hathora: a room, two TCP players, the game recorded...
     let record = dir.path().join("game.jsonl");
-    let rooms = run(
+    let rooms = run_ok(
         &muster,
         dir.path(),
         "record",
@@ -150,7 +110,7 @@ record = "{}"
     );
     assert!(replay.records.iter().any(|r| r.conn == 1));
     // ...then replayed by 3 new rooms.
-    let replayed = run(
+    let replayed = run_ok(
         &muster,
         dir.path(),
         "replay",

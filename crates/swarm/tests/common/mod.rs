@@ -179,3 +179,53 @@ pub fn run_swarm(
     .expect("JSON report");
     (status.code().unwrap_or(-1), report)
 }
+
+/// Runs swarm on `scenario` text (in `dir`) with one worker against `muster`; the run must
+/// succeed with no failed player. Returns its report.
+pub fn run_ok(
+    muster: &Muster,
+    dir: &std::path::Path,
+    name: &str,
+    scenario: &str,
+) -> serde_json::Value {
+    let (code, report) = run_swarm(&muster.url(), dir, name, scenario, 1);
+    assert_eq!(code, 0, "{name}: {report:#}");
+    assert_eq!(report["failed"], 0, "{name}: {}", report["errors"]);
+    report
+}
+
+/// How many samples a report's metric has (0 when absent).
+pub fn count(report: &serde_json::Value, metric: &str) -> u64 {
+    report["metrics"][metric]["count"].as_u64().unwrap_or(0)
+}
+
+/// Seed 000's flow at test size: 6 players matchmake in pairs on the socket, close it, join the
+/// match with `join` (the `join_match` step's transport keys) and play 1.5 s at 15 Hz.
+pub fn space_ape_scenario(name: &str, join: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+[[phases]]
+duration_s = 1
+players = 6
+[[phases]]
+duration_s = 3
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "connect"
+[[steps]]
+do = "matchmake"
+count = 2
+[[steps]]
+do = "disconnect"
+[[steps]]
+do = "join_match"
+{join}
+[[steps]]
+do = "play"
+rate_hz = 15
+duration_s = 1.5
+"#
+    )
+}
