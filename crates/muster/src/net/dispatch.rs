@@ -29,6 +29,18 @@ pub enum Handling<'a> {
     Later(Pin<Box<dyn Future<Output = Option<Envelope>> + Send + 'a>>),
 }
 
+/// The error envelope answering a native connection's refused first join (TCP, ENet), counted
+/// as the matches' error.
+pub fn join_refusal(state: &AppState, cid: String, error: MatchError) -> Envelope {
+    state
+        .matches
+        .metrics
+        .errors
+        .with_label_values(&[error.label()])
+        .inc();
+    error_envelope(cid, Refusal::Match(error))
+}
+
 /// Answers one envelope from `session`.
 pub fn handle<'a>(
     envelope: Envelope,

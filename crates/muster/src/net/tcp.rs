@@ -30,7 +30,7 @@ use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{self, accept_backoff, Ending, Transport};
-use super::dispatch::{self, Refusal};
+use super::dispatch;
 use crate::matches::error::MatchError;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
@@ -232,14 +232,8 @@ async fn handshake(
 /// Answers a refused first join with its error (counted as the matches' error) and ends the
 /// connection.
 async fn refuse_join(conn: &mut Conn, state: &AppState, cid: String, error: MatchError) -> Ending {
-    state
-        .matches
-        .metrics
-        .errors
-        .with_label_values(&[error.label()])
-        .inc();
     let _ = conn
-        .send(&[dispatch::error_envelope(cid, Refusal::Match(error))])
+        .send(&[dispatch::join_refusal(state, cid, error)])
         .await;
     Ending::JoinFailed
 }

@@ -463,7 +463,6 @@ impl Node {
         let Some(entry) = shard.peers.get_mut(peer.0).and_then(Option::take) else {
             return;
         };
-        self.state.metrics.enet_peers.dec();
         if let Some(route) = self.routes.get_mut(&entry.address) {
             route.peers = route.peers.saturating_sub(1);
             if route.peers == 0 {
@@ -471,11 +470,7 @@ impl Node {
                 shard.load = shard.load.saturating_sub(1);
             }
         }
-        connection::record_ending(
-            &self.state,
-            Transport::Enet,
-            entry.ending.unwrap_or(Ending::ClientClosed),
-        );
+        gone(&self.state, &entry, Ending::ClientClosed);
         // Dropping the entry drops the session task's inbound queue: the task ends, and with it
         // the session.
     }
@@ -536,7 +531,7 @@ impl Node {
                 let claims = match self.state.matches.tokens.verify(&token) {
                     Ok(claims) => claims,
                     Err(error) => {
-                        let refusal = peer::join_refusal(&self.state, cid, error);
+                        let refusal = super::dispatch::join_refusal(&self.state, cid, error);
                         send_now(shard, peer, &refusal);
                         self.close(key, Ending::JoinFailed);
                         return;
@@ -729,15 +724,16 @@ impl Node {
         }
         for shard in &mut self.shards {
             for entry in shard.peers.iter_mut().filter_map(Option::take) {
-                self.state.metrics.enet_peers.dec();
-                connection::record_ending(
-                    &self.state,
-                    Transport::Enet,
-                    entry.ending.unwrap_or(Ending::ServerShutdown),
-                );
+                gone(&self.state, &entry, Ending::ServerShutdown);
             }
         }
     }
+}
+
+/// Counts a peer gone, ended for the reason the server gave it or else `otherwise`.
+fn gone(state: &AppState, entry: &PeerEntry, otherwise: Ending) {
+    state.metrics.enet_peers.dec();
+    connection::record_ending(state, Transport::Enet, entry.ending.unwrap_or(otherwise));
 }
 
 /// Sends one envelope to a peer that has no session (yet): its join's refusal.

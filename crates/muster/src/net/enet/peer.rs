@@ -18,7 +18,7 @@ use crate::matches::id::MatchId;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
 use crate::net::connection::Ending;
-use crate::net::dispatch::{self, Refusal};
+use crate::net::dispatch;
 use crate::net::state::AppState;
 use crate::session::{codec, Admission, Format, Session, SessionGuard};
 
@@ -168,7 +168,7 @@ pub async fn serve_session(
             }
         }
         Err(error) => {
-            refuse_join(&state, &session, cid, error);
+            push(&session, &dispatch::join_refusal(&state, cid, error));
             close(Ending::JoinFailed);
             return;
         }
@@ -205,29 +205,4 @@ pub async fn serve_session(
     }
     // The session's cleanup (matches, chat channels, the registry) runs here.
     drop(guard);
-}
-
-/// Answers a refused join with its error (counted as the matches' error).
-fn refuse_join(
-    state: &AppState,
-    session: &Session,
-    cid: String,
-    error: crate::matches::error::MatchError,
-) {
-    push(session, &join_refusal(state, cid, error));
-}
-
-/// The error envelope for a refused join, counted as the matches' error.
-pub fn join_refusal(
-    state: &AppState,
-    cid: String,
-    error: crate::matches::error::MatchError,
-) -> Envelope {
-    state
-        .matches
-        .metrics
-        .errors
-        .with_label_values(&[error.label()])
-        .inc();
-    dispatch::error_envelope(cid, Refusal::Match(error))
 }
