@@ -15,8 +15,8 @@ pub struct EnetConfig {
     pub public_port: u16,
     /// Most ENet peers connected at once on this node (players and handshakes alike).
     pub max_peers: usize,
-    /// Peers per ENet host (at most 4,095, ENet's peer-id limit): the node runs
-    /// `max_peers / peers_per_host` hosts on its one socket. Each service and flush of a host
+    /// Peers per ENet host (at most 4,095, ENet's peer-id limit): the node runs up to
+    /// `max_peers / peers_per_host` hosts on its one socket, made as client addresses arrive. Each service and flush of a host
     /// visits all its peers, and a turn touches only the hosts that got datagrams or have
     /// something to send, so smaller hosts cost less per turn. Every peer of one client address
     /// lives on one host.

@@ -87,6 +87,66 @@ struct Shard {
     active: bool,
 }
 
+impl Shard {
+    /// The `index`-th host of the node: `enet.peers_per_host` peers, fewer for the last one
+    /// when `enet.max_peers` is not a multiple.
+    fn new(config: &EnetConfig, max_message: usize, index: usize) -> anyhow::Result<Shard> {
+        let peer_limit = config
+            .max_peers
+            .saturating_sub(index * config.peers_per_host)
+            .min(config.peers_per_host);
+        let mut host = Host::new(
+            Datagrams::default(),
+            HostSettings {
+                peer_limit,
+                channel_limit: CHANNELS,
+                incoming_bandwidth_limit: NonZeroU32::new(config.incoming_bandwidth_bytes_per_sec)
+                    .map(NonZeroU32::get),
+                outgoing_bandwidth_limit: NonZeroU32::new(config.outgoing_bandwidth_bytes_per_sec)
+                    .map(NonZeroU32::get),
+                ..Default::default()
+            },
+        )
+        .map_err(|error| anyhow::anyhow!("ENet host: {error:?}"))?;
+        // Reassembly is bounded: a packet a little over the message limit is still read (and
+        // refused with an error); anything larger is dropped by ENet.
+        host.set_maximum_packet_size(max_message * 2)
+            .map_err(|error| anyhow::anyhow!("ENet packet size: {error:?}"))?;
+        host.set_maximum_waiting_data(max_message * INBOUND_QUEUE)
+            .map_err(|error| anyhow::anyhow!("ENet waiting data: {error:?}"))?;
+        Ok(Shard {
+            host,
+            peers: (0..peer_limit).map(|_| None).collect(),
+            load: 0,
+            active: false,
+        })
+    }
+}
+
+/// The host a new address goes to: the least loaded, or a new one while every host has an
+/// address and `enet.max_peers` allows more.
+fn host_for_new_address(shards: &mut Vec<Shard>, config: &EnetConfig, max_message: usize) -> usize {
+    let (least, load) = shards
+        .iter()
+        .enumerate()
+        .map(|(index, shard)| (index, shard.load))
+        .min_by_key(|&(_, load)| load)
+        .unwrap_or((0, 0));
+    if (load == 0 && !shards.is_empty()) || shards.len() >= config.hosts() {
+        return least;
+    }
+    match Shard::new(config, max_message, shards.len()) {
+        Ok(shard) => {
+            shards.push(shard);
+            shards.len() - 1
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot make another ENet host");
+            least
+        }
+    }
+}
+
 /// Which host an address's peers live on (every peer of one address lives on one host, so a
 /// datagram's peer id is enough to find its peer).
 struct Route {
@@ -134,47 +194,14 @@ struct Node {
 impl Node {
     fn new(socket: UdpSocket, state: AppState) -> anyhow::Result<Node> {
         let config = state.config.enet.clone();
-        let max_message = state.config.socket.max_message_size_bytes;
-        let mut shards = Vec::new();
-        let mut remaining = config.max_peers;
-        while remaining > 0 {
-            let peer_limit = remaining.min(config.peers_per_host);
-            remaining -= peer_limit;
-            let mut host = Host::new(
-                Datagrams::default(),
-                HostSettings {
-                    peer_limit,
-                    channel_limit: CHANNELS,
-                    incoming_bandwidth_limit: NonZeroU32::new(
-                        config.incoming_bandwidth_bytes_per_sec,
-                    )
-                    .map(NonZeroU32::get),
-                    outgoing_bandwidth_limit: NonZeroU32::new(
-                        config.outgoing_bandwidth_bytes_per_sec,
-                    )
-                    .map(NonZeroU32::get),
-                    ..Default::default()
-                },
-            )
-            .map_err(|error| anyhow::anyhow!("ENet host: {error:?}"))?;
-            // Reassembly is bounded: a packet a little over the message limit is still read
-            // (and refused with an error); anything larger is dropped by ENet.
-            host.set_maximum_packet_size(max_message * 2)
-                .map_err(|error| anyhow::anyhow!("ENet packet size: {error:?}"))?;
-            host.set_maximum_waiting_data(max_message * INBOUND_QUEUE)
-                .map_err(|error| anyhow::anyhow!("ENet waiting data: {error:?}"))?;
-            shards.push(Shard {
-                host,
-                peers: (0..peer_limit).map(|_| None).collect(),
-                load: 0,
-                active: false,
-            });
-        }
+        // The hosts are made as addresses arrive, so an idle node holds no ENet peers; one is
+        // made here to check the settings at start.
+        let first = Shard::new(&config, state.config.socket.max_message_size_bytes, 0)?;
         let (command_sender, commands) = mpsc::unbounded_channel();
         let connects_per_sec = NonZeroU32::new(config.connects_per_sec).unwrap_or(NonZeroU32::MIN);
         Ok(Node {
             io: BatchSocket::new(socket, config.batch_size, config.socket_buffer_bytes),
-            shards,
+            shards: vec![first],
             routes: HashMap::new(),
             wakes: Arc::default(),
             draining: Vec::new(),
@@ -311,12 +338,9 @@ impl Node {
                 match self.routes.get(&from) {
                     Some(route) => route.host,
                     None => {
-                        let (host, _) = self
-                            .shards
-                            .iter()
-                            .enumerate()
-                            .min_by_key(|(_, shard)| shard.load)
-                            .ok_or("full")?;
+                        let max_message = self.state.config.socket.max_message_size_bytes;
+                        let host =
+                            host_for_new_address(&mut self.shards, &self.config, max_message);
                         self.shards[host].load += 1;
                         self.routes.insert(
                             from,
