@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use swarm::report::{Report, Status};
 use swarm::run::coordinator::{self, Progress, RunOptions, SourceIps};
+use swarm::run::listen::ListenOptions;
 
 /// Load-test harness for servers speaking Nakama's client API (Muster, Nakama).
 #[derive(Parser)]
@@ -22,12 +24,34 @@ enum Command {
     Run {
         /// The scenario file (TOML).
         scenario: PathBuf,
+        /// Multiply the scenario's players, arrival rates and chat rooms by this factor (e.g.
+        /// 0.01 to run a seed scenario at 1/100 of its size on one machine).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
         /// Base URL of the server.
         #[arg(long, default_value = "http://127.0.0.1:7350")]
         target: String,
-        /// Worker processes (default: enough to keep each under its open-file limit).
+        /// Local worker processes (default: enough to keep each under its open-file limit).
         #[arg(long)]
         workers: Option<u64>,
+        /// Remote workers (`swarm worker --listen`) instead of local ones: `host:port` entries,
+        /// comma-separated; a name resolving to several addresses (a Kubernetes headless
+        /// Service) means all of them.
+        #[arg(long, value_delimiter = ',')]
+        workers_at: Vec<String>,
+        /// With --workers-at: wait until the names resolve to at least this many workers.
+        #[arg(long)]
+        expect_workers: Option<u64>,
+        /// How long to wait for --expect-workers.
+        #[arg(long, default_value_t = 120)]
+        discover_timeout_s: u64,
+        /// The shared token the remote workers were started with.
+        #[arg(long, env = "SWARM_WORKER_TOKEN", hide_env_values = true)]
+        worker_token: Option<String>,
+        /// A worker that sends nothing for this long during the run is lost (its players count
+        /// as failed) and the run goes on without it.
+        #[arg(long, default_value_t = 15)]
+        worker_silence_s: u64,
         /// Directory for the report (default: swarm-out/<loadTestId>).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -56,7 +80,12 @@ enum Command {
         out: PathBuf,
     },
     /// Check a scenario file and print its schedule.
-    Check { scenario: PathBuf },
+    Check {
+        scenario: PathBuf,
+        /// Check it as `swarm run --scale` would run it.
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Print latency percentiles (p50/p95/p99) and rates over seconds [FROM, TO) of a run, as
     /// JSON, merged from the report's per-second sketches (e.g. a steady hold, without the ramp).
     Window {
@@ -67,9 +96,19 @@ enum Command {
         #[arg(long)]
         to_s: u64,
     },
-    /// Internal: a worker process, started by `swarm run`.
-    #[command(hide = true)]
-    Worker,
+    /// A worker. Without --listen: the child process `swarm run` starts (internal). With
+    /// --listen: a worker on this machine for a coordinator elsewhere (`swarm run --workers-at`).
+    Worker {
+        /// Listen for a coordinator on this address, e.g. 0.0.0.0:7400.
+        #[arg(long)]
+        listen: Option<String>,
+        /// The shared token a coordinator must present (at least 16 characters).
+        #[arg(long, env = "SWARM_WORKER_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Exit after one run (a Kubernetes Job's pod).
+        #[arg(long)]
+        once: bool,
+    },
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
@@ -108,12 +147,28 @@ fn finish(report: &Report, dir: &std::path::Path) -> ExitCode {
 fn real_main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Worker => {
-            swarm::run::worker::main()?;
+        Command::Worker {
+            listen: None,
+            token: _,
+            once: _,
+        } => {
+            swarm::run::worker::main_stdio()?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { scenario } => {
-            let s = swarm::scenario::Scenario::load(&scenario)?;
+        Command::Worker {
+            listen: Some(listen),
+            token,
+            once,
+        } => {
+            swarm::run::listen::main(ListenOptions {
+                listen,
+                token: token.unwrap_or_default(),
+                once,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { scenario, scale } => {
+            let s = swarm::scenario::Scenario::load(&scenario)?.scaled(scale)?;
             let sched = s.schedule();
             println!(
                 "{}: {} players over {:.1} s",
@@ -152,8 +207,14 @@ fn real_main() -> anyhow::Result<ExitCode> {
         }
         Command::Run {
             scenario,
+            scale,
             target,
             workers,
+            workers_at,
+            expect_workers,
+            discover_timeout_s,
+            worker_token,
+            worker_silence_s,
             out,
             server_key,
             source_ips,
@@ -166,8 +227,14 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 .build()?;
             let (report, dir) = runtime.block_on(coordinator::run(RunOptions {
                 scenario,
+                scale,
                 target,
                 workers,
+                workers_at,
+                expect_workers,
+                discover_timeout: Duration::from_secs(discover_timeout_s),
+                worker_token,
+                worker_silence: Duration::from_secs(worker_silence_s),
                 out,
                 server_key,
                 source_ips,

@@ -4,11 +4,20 @@
 
 /// Resident set size of this process, KiB (`VmRSS` in `/proc/self/status`).
 pub fn rss_kb() -> u64 {
+    status_kb("VmRSS:")
+}
+
+/// The highest resident set size this process has had, KiB (`VmHWM`).
+pub fn rss_peak_kb() -> u64 {
+    status_kb("VmHWM:")
+}
+
+fn status_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })

@@ -294,14 +294,6 @@ pub struct WorkerResult {
     pub aborted: bool,
 }
 
-/// What a worker writes on stdout, one JSON object per line.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-pub enum WorkerMessage {
-    Tick(Tick),
-    Done(WorkerResult),
-}
-
 /// One second of the merged time series.
 #[derive(Debug, Clone, Default)]
 pub struct SecondAgg {

@@ -89,6 +89,20 @@ pub struct WorkerSummary {
     pub cpu_s: f64,
     /// False when the worker died before reporting.
     pub reported: bool,
+    /// Address of a remote worker (absent for local ones).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Its players that finished every step, and that failed (all of them when it was lost).
+    pub successful: u64,
+    pub failed: u64,
+    /// Why it was lost, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
+    /// How late it woke for the run's start instant, ms.
+    pub start_late_ms: Option<f64>,
+    /// Its clock minus the coordinator's, ms, and the round trip that was timed over.
+    pub clock_offset_ms: Option<f64>,
+    pub clock_rtt_ms: Option<f64>,
 }
 
 impl From<&WorkerResult> for WorkerSummary {
@@ -102,6 +116,9 @@ impl From<&WorkerResult> for WorkerSummary {
             rss_peak_kb: r.rss_peak_kb,
             cpu_s: r.cpu_s,
             reported: true,
+            successful: r.successful,
+            failed: r.failed,
+            ..Default::default()
         }
     }
 }
@@ -216,6 +233,17 @@ pub struct Report {
     /// `ws_close_<code>`, `ws_eof`, `ping_timeout`, `unfinished`, `worker_lost`, …
     pub errors: BTreeMap<String, u64>,
     pub workers: Vec<WorkerSummary>,
+    /// Spread of the workers' wake-ups for the common start instant, ms (how late the latest
+    /// woke, less how late the earliest did).
+    #[serde(default)]
+    pub start_skew_ms: Option<f64>,
+    /// How far the clocks of the workers may be off the coordinator's, ms (half the longest
+    /// round trip their offsets were timed over): the skew is exact to within it.
+    #[serde(default)]
+    pub clock_uncertainty_ms: Option<f64>,
+    /// The coordinator's peak resident memory, KiB.
+    #[serde(default)]
+    pub coordinator_rss_peak_kb: u64,
     pub timeseries: Vec<SecondRow>,
     /// Mergeable whole-run sketches, by metric.
     pub sketches: BTreeMap<String, String>,
@@ -231,6 +259,9 @@ pub struct RunInfo {
     pub started_at_ms: u64,
     pub duration_s: f64,
     pub workers: Vec<WorkerSummary>,
+    pub start_skew_ms: Option<f64>,
+    pub clock_uncertainty_ms: Option<f64>,
+    pub coordinator_rss_peak_kb: u64,
     /// The schedule's phases (name, start, duration); their rates are measured by
     /// [`Report::build`].
     pub phases: Vec<PhaseSummary>,
@@ -299,6 +330,9 @@ impl Report {
             counters: agg.counters.clone(),
             errors: agg.errors.clone(),
             workers: info.workers,
+            start_skew_ms: info.start_skew_ms,
+            clock_uncertainty_ms: info.clock_uncertainty_ms,
+            coordinator_rss_peak_kb: info.coordinator_rss_peak_kb,
             timeseries,
             sketches: agg
                 .sketches
@@ -377,6 +411,20 @@ impl Report {
             started_at_ms: reports.iter().map(|r| r.started_at_ms).min().unwrap_or(0),
             duration_s: reports.iter().map(|r| r.duration_s).fold(0.0, f64::max),
             workers,
+            // Each shard had its own barrier: the merged figures are the worst shard's.
+            start_skew_ms: reports
+                .iter()
+                .filter_map(|r| r.start_skew_ms)
+                .reduce(f64::max),
+            clock_uncertainty_ms: reports
+                .iter()
+                .filter_map(|r| r.clock_uncertainty_ms)
+                .reduce(f64::max),
+            coordinator_rss_peak_kb: reports
+                .iter()
+                .map(|r| r.coordinator_rss_peak_kb)
+                .max()
+                .unwrap_or(0),
             // Shards of one run share its schedule; the rates are recomputed from the merged
             // seconds, so they are the whole run's.
             phases: first.phases.clone(),
@@ -490,6 +538,9 @@ mod tests {
             started_at_ms: 1,
             duration_s: 2.0,
             workers: vec![],
+            start_skew_ms: None,
+            clock_uncertainty_ms: None,
+            coordinator_rss_peak_kb: 0,
             phases: vec![],
         };
         Report::build(info, &agg)
@@ -534,6 +585,9 @@ mod tests {
             started_at_ms: 0,
             duration_s: 6.0,
             workers: vec![],
+            start_skew_ms: None,
+            clock_uncertainty_ms: None,
+            coordinator_rss_peak_kb: 0,
             phases,
         };
         Report::build(info, &agg)

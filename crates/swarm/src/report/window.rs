@@ -122,6 +122,9 @@ mod tests {
             started_at_ms: 0,
             duration_s: 10.0,
             workers: vec![],
+            start_skew_ms: None,
+            clock_uncertainty_ms: None,
+            coordinator_rss_peak_kb: 0,
             phases: vec![],
         };
         let report = Report::build(info, &agg);

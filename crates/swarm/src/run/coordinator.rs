@@ -1,32 +1,35 @@
-//! The coordinator: `swarm run`. Spawns the worker processes, merges what they stream, shows
-//! live progress and writes the report.
+//! The coordinator: `swarm run`. Starts or connects to the workers ([`fleet`]), gives each its
+//! share and one start instant, merges what they stream, shows live progress and writes the
+//! report.
 //!
-//! Workers are this same binary re-executed with the hidden `worker` subcommand. Each gets a
-//! share of the players (round-robin by global index, so every worker sees the same ramp shape)
-//! and, against a loopback target, its own source address 127.0.0.(2 + n): each source address
-//! has its own ~28,000 ephemeral ports, and each process stays below its open-file limit.
+//! Each worker gets a share of the players (round-robin by global index, so every worker sees
+//! the same ramp shape at its fraction of the rate) and, against a loopback target, its own
+//! source address 127.0.0.(2 + n): each source address has its own ~28,000 ephemeral ports, and
+//! each process stays below its open-file limit. All start at one instant, given to each in its
+//! own clock (the handshake timed it), and report how late they woke: the start skew.
+//!
+//! A worker whose connection ends before its result, or that is silent for `--worker-silence-s`,
+//! is lost: its players count as failed (`worker_lost`), the others go on, and the report says
+//! which it was. Ctrl-C asks every worker to stop and report; a second Ctrl-C stops at once.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::measure::resources;
-use crate::measure::stats::{Aggregate, WorkerMessage, WorkerResult};
+use crate::measure::stats::{Aggregate, WorkerResult};
 use crate::report::{PhaseSummary, Report, RunInfo, Status, WorkerSummary};
-use crate::run::worker::{now_ms, WorkerConfig};
+use crate::run::fleet::{self, ClockSync, Writer};
+use crate::run::protocol::{
+    epoch_us, read_message, write_message, FromWorker, LineError, ToWorker, MAX_LINE,
+};
+use crate::run::worker::{self, WorkerConfig};
 use crate::scenario::Scenario;
-
-/// Sockets one worker may hold, at most, whatever its file limit says.
-pub const MAX_PLAYERS_PER_WORKER: u64 = 18_000;
-/// Files a worker keeps for itself (runtime, pipes, HTTP connections) under its limit.
-const FD_RESERVE: u64 = 1_000;
 
 /// How to show progress while the run goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -75,9 +78,21 @@ impl std::str::FromStr for SourceIps {
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub scenario: PathBuf,
+    /// Multiplies the scenario's players and rates (see [`Scenario::scaled`]).
+    pub scale: f64,
     pub target: String,
-    /// Worker processes; chosen from the player count and the file limit when `None`.
+    /// Local worker processes; chosen from the player count and the file limit when `None`.
     pub workers: Option<u64>,
+    /// Remote workers (`host:port`, a name may resolve to many); local ones when empty.
+    pub workers_at: Vec<String>,
+    /// Wait until `--workers-at` resolves to at least this many addresses.
+    pub expect_workers: Option<u64>,
+    /// How long to wait for them.
+    pub discover_timeout: Duration,
+    /// The token remote workers require.
+    pub worker_token: Option<String>,
+    /// A worker silent this long after the start is lost.
+    pub worker_silence: Duration,
     /// Report directory; `swarm-out/<loadTestId>` when `None`.
     pub out: Option<PathBuf>,
     pub server_key: String,
@@ -85,22 +100,50 @@ pub struct RunOptions {
     /// This machine runs shard `.0` of `.1` (players `i` with `i % .1 == .0`).
     pub shard: (u64, u64),
     pub progress: Progress,
-    /// The swarm executable to start workers from.
+    /// The swarm executable to start local workers from.
     pub exe: PathBuf,
 }
 
-struct WorkerProc {
-    child: Child,
-    stdin: Option<ChildStdin>,
+/// Time between the last handshake and the start instant: enough to send every worker its
+/// share and for each to set up its clients.
+const START_LEAD: Duration = Duration::from_millis(1_000);
+
+/// One worker during the run.
+struct Slot {
+    label: String,
+    address: Option<String>,
+    child: Option<tokio::process::Child>,
+    /// Dropping it closes the worker's input, which stops it.
+    writer: Option<Writer>,
+    reader_task: Option<tokio::task::JoinHandle<()>>,
     players: u64,
     source_ip: Option<IpAddr>,
+    clock: ClockSync,
+    late_us: Option<i64>,
     result: Option<WorkerResult>,
     finished: bool,
+    lost: Option<String>,
+    last_heard: tokio::time::Instant,
+}
+
+impl Slot {
+    /// Gives up on the worker: closes its connection (or its input), kills a local process.
+    fn lose(&mut self, reason: String) {
+        self.finished = true;
+        self.lost = Some(reason);
+        self.writer = None;
+        if let Some(task) = self.reader_task.take() {
+            task.abort();
+        }
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+    }
 }
 
 enum Event {
     /// Boxed: a worker's message is large, and the channel holds many events.
-    Message(usize, Box<WorkerMessage>),
+    Message(usize, Box<FromWorker>),
     Garbled(usize, String),
     Ended(usize),
 }
@@ -117,7 +160,7 @@ fn is_ipv4_loopback_target(target: &str) -> bool {
 
 /// Runs a scenario end to end and returns the report and the directory it was written to.
 pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
-    let scenario = Scenario::load(&opts.scenario)?;
+    let scenario = Scenario::load(&opts.scenario)?.scaled(opts.scale)?;
     let scenario_text = std::fs::read_to_string(&opts.scenario)?;
     let schedule = scenario.schedule();
     let (shard, shards) = opts.shard;
@@ -131,33 +174,61 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         (total - shard).div_ceil(shards)
     };
 
-    let fd_limit = resources::open_files_limit().unwrap_or(20_000);
-    let per_worker_max = MAX_PLAYERS_PER_WORKER
-        .min(fd_limit.saturating_sub(FD_RESERVE))
-        .max(1);
-    let workers = match opts.workers {
-        Some(0) => anyhow::bail!("--workers must be at least 1"),
-        Some(n) => n,
-        None => shard_players.div_ceil(per_worker_max).max(1),
+    let mut members = if opts.workers_at.is_empty() {
+        let per_worker_max = worker::capacity();
+        let workers = match opts.workers {
+            Some(0) => anyhow::bail!("--workers must be at least 1"),
+            Some(n) => n,
+            None => shard_players.div_ceil(per_worker_max).max(1),
+        };
+        if shard_players.div_ceil(workers) > per_worker_max {
+            anyhow::bail!(
+                "{} players per worker would exceed the open-file limit: use --workers {} or more",
+                shard_players.div_ceil(workers),
+                shard_players.div_ceil(per_worker_max)
+            );
+        }
+        fleet::spawn_local(&opts.exe, workers)?
+    } else {
+        if opts.workers.is_some() {
+            anyhow::bail!(
+                "--workers starts local workers; with --workers-at the workers are the remote ones"
+            );
+        }
+        if opts.worker_token.is_none() {
+            anyhow::bail!("--workers-at needs the workers' shared token (--worker-token or SWARM_WORKER_TOKEN)");
+        }
+        let addrs =
+            fleet::discover(&opts.workers_at, opts.expect_workers, opts.discover_timeout).await?;
+        fleet::connect_remote(&addrs).await?
     };
-    if shard_players.div_ceil(workers) > per_worker_max {
-        anyhow::bail!(
-            "{} players per worker would exceed the open-file limit ({fd_limit}): use --workers {} or more",
-            shard_players.div_ceil(workers),
-            shard_players.div_ceil(per_worker_max)
-        );
+    fleet::greet_all(&mut members, opts.worker_token.as_deref()).await?;
+
+    let workers = members.len() as u64;
+    let count = shards * workers;
+    for (w, m) in members.iter().enumerate() {
+        let players = schedule.worker_players(shard + shards * w as u64, count);
+        if players > m.max_players {
+            anyhow::bail!(
+                "worker {} would get {players} players but holds at most {} (its open-file limit): add workers",
+                m.label,
+                m.max_players
+            );
+        }
     }
+
     let loopback = is_ipv4_loopback_target(&opts.target);
     let load_test_id = uuid::Uuid::new_v4().to_string();
-    let started_at_ms = now_ms() + 1_500;
-    let wall_start = Instant::now();
+    let start_at_us = epoch_us() + START_LEAD.as_micros() as u64;
+    let start = tokio::time::Instant::now() + START_LEAD;
+    let wall_start = Instant::now() + START_LEAD;
 
     let (tx, mut rx) = mpsc::channel::<Event>(1024);
-    let mut procs = Vec::new();
-    for w in 0..workers {
+    let mut slots = Vec::new();
+    for (w, mut m) in members.into_iter().enumerate() {
+        let w = w as u64;
         // Global worker index across shards, so shards never run the same player.
         let global = shard + shards * w;
-        let count = shards * workers;
         let source_ip = match &opts.source_ips {
             SourceIps::None => None,
             SourceIps::List(l) if !l.is_empty() => Some(l[(w as usize) % l.len()]),
@@ -170,36 +241,27 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         let config = WorkerConfig {
             scenario: scenario_text.clone(),
             origin: opts.scenario.display().to_string(),
+            scale: opts.scale,
             target: opts.target.clone(),
             server_key: opts.server_key.clone(),
             index: global,
             count,
             source_ip,
-            start_at_ms: started_at_ms,
+            start_at_us: start_at_us.saturating_add_signed(m.clock.offset_us),
             run_id: load_test_id.clone(),
         };
-        let mut child = Command::new(&opts.exe)
-            .arg("worker")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting worker {w} from {}", opts.exe.display()))?;
-        let mut stdin = child.stdin.take().context("worker stdin")?;
-        let mut line = serde_json::to_string(&config)?;
-        line.push('\n');
-        stdin.write_all(line.as_bytes()).await?;
-        stdin.flush().await?;
-        let stdout = child.stdout.take().context("worker stdout")?;
+        write_message(&mut m.writer, &ToWorker::Start(Box::new(config)))
+            .await
+            .with_context(|| format!("starting worker {}", m.label))?;
         let tx = tx.clone();
-        let idx = procs.len();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let event = match serde_json::from_str::<WorkerMessage>(&line) {
-                    Ok(m) => Event::Message(idx, Box::new(m)),
-                    Err(_) => Event::Garbled(idx, line),
+        let idx = slots.len();
+        let mut reader = m.reader;
+        let reader_task = tokio::spawn(async move {
+            loop {
+                let event = match read_message::<FromWorker>(&mut reader, MAX_LINE).await {
+                    Ok(message) => Event::Message(idx, Box::new(message)),
+                    Err(LineError::Garbled(line)) => Event::Garbled(idx, line),
+                    Err(_) => break,
                 };
                 if tx.send(event).await.is_err() {
                     return;
@@ -207,13 +269,20 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             }
             let _ = tx.send(Event::Ended(idx)).await;
         });
-        procs.push(WorkerProc {
-            child,
-            stdin: Some(stdin),
+        slots.push(Slot {
+            label: m.label,
+            address: m.address.map(|a| a.to_string()),
+            child: m.child,
+            writer: Some(m.writer),
+            reader_task: Some(reader_task),
             players: schedule.worker_players(global, count),
             source_ip,
+            clock: m.clock,
+            late_us: None,
             result: None,
             finished: false,
+            lost: None,
+            last_heard: start,
         });
     }
     drop(tx);
@@ -222,37 +291,74 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
     let mut progress = ProgressView::new(opts.progress, shard_players);
     let mut stopped = false;
     let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
-    while procs.iter().any(|p| !p.finished) {
+    let mut watch = tokio::time::interval(Duration::from_secs(1));
+    while slots.iter().any(|p| !p.finished) {
         tokio::select! {
             event = rx.recv() => match event {
-                Some(Event::Message(i, message)) => match *message {
-                    WorkerMessage::Tick(tick) => {
-                        agg.add_tick(&tick).context("merging a worker's tick")?;
-                        let live = procs.iter().filter(|p| !p.finished).count() as u64;
-                        progress.show_ready(&agg, live);
+                Some(Event::Message(i, message)) => {
+                    slots[i].last_heard = tokio::time::Instant::now();
+                    match *message {
+                        FromWorker::Tick(tick) => {
+                            agg.add_tick(&tick).context("merging a worker's tick")?;
+                            let live = slots.iter().filter(|p| !p.finished).count() as u64;
+                            progress.show_ready(&agg, live);
+                        }
+                        FromWorker::Done(result) => {
+                            agg.add_result(&result).context("merging a worker's result")?;
+                            slots[i].result = Some(result);
+                        }
+                        FromWorker::Started { late_us } => slots[i].late_us = Some(late_us),
+                        other => eprintln!("swarm: worker {} sent {other:?} during the run", slots[i].label),
                     }
-                    WorkerMessage::Done(result) => {
-                        agg.add_result(&result).context("merging a worker's result")?;
-                        procs[i].result = Some(result);
-                    }
-                },
-                Some(Event::Garbled(i, line)) => {
-                    eprintln!("swarm: worker {i} wrote an unreadable line: {line}");
                 }
-                Some(Event::Ended(i)) => procs[i].finished = true,
+                Some(Event::Garbled(i, line)) => {
+                    eprintln!("swarm: worker {} wrote an unreadable line: {line}", slots[i].label);
+                }
+                Some(Event::Ended(i)) => {
+                    let slot = &mut slots[i];
+                    slot.finished = true;
+                    if slot.result.is_none() && slot.lost.is_none() {
+                        slot.lose("its connection ended before its result".into());
+                        announce_lost(slot);
+                    }
+                }
                 None => break,
             },
-            _ = &mut ctrl_c, if !stopped => {
-                // Closing the workers' stdin asks them to stop and report what they have.
-                eprintln!("swarm: stopping; workers are closing their sockets and reporting");
+            _ = watch.tick() => {
+                let now = tokio::time::Instant::now();
+                for slot in slots.iter_mut().filter(|s| !s.finished) {
+                    if now > slot.last_heard + opts.worker_silence {
+                        slot.lose(format!("silent for {:?}", opts.worker_silence));
+                        announce_lost(slot);
+                    }
+                }
+                let live = slots.iter().filter(|p| !p.finished).count() as u64;
+                progress.show_ready(&agg, live);
+            }
+            _ = &mut ctrl_c => {
+                if stopped {
+                    eprintln!("swarm: stopping now, without waiting for the workers' results");
+                    for slot in slots.iter_mut().filter(|s| !s.finished) {
+                        slot.lose("the coordinator was interrupted twice".into());
+                    }
+                    break;
+                }
+                eprintln!("swarm: stopping; workers are closing their sockets and reporting (Ctrl-C again to stop at once)");
                 stopped = true;
-                procs.iter_mut().for_each(|p| p.stdin = None);
+                ctrl_c = Box::pin(tokio::signal::ctrl_c());
+                for slot in slots.iter_mut() {
+                    if let Some(writer) = slot.writer.as_mut() {
+                        let _ = write_message(writer, &ToWorker::Stop).await;
+                    }
+                }
             }
         }
     }
-    for p in procs.iter_mut() {
-        p.stdin = None;
-        let _ = p.child.wait().await;
+    for slot in slots.iter_mut() {
+        slot.writer = None;
+        if let Some(child) = slot.child.as_mut() {
+            let _ = child.wait().await;
+        }
     }
     progress.show_ready(&agg, 0);
 
@@ -262,35 +368,54 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         Status::Completed
     };
     let mut summaries = Vec::new();
-    for (w, p) in procs.iter().enumerate() {
-        match &p.result {
+    for (w, slot) in slots.iter().enumerate() {
+        let mut summary = match &slot.result {
             Some(r) => {
                 if r.aborted {
                     status = status.worst(Status::Aborted);
                 }
-                summaries.push(WorkerSummary::from(r));
+                WorkerSummary::from(r)
             }
             None => {
-                agg.add_lost(p.players, "worker_lost");
+                agg.add_lost(slot.players, "worker_lost");
                 status = Status::Failed;
-                summaries.push(WorkerSummary {
-                    index: w as u64,
-                    players: p.players,
-                    source_ip: p.source_ip.map(|ip| ip.to_string()),
+                WorkerSummary {
+                    index: shard + shards * w as u64,
+                    players: slot.players,
+                    failed: slot.players,
+                    source_ip: slot.source_ip.map(|ip| ip.to_string()),
                     reported: false,
                     ..Default::default()
-                });
+                }
             }
-        }
+        };
+        summary.address = slot.address.clone();
+        summary.lost = slot.lost.clone();
+        summary.start_late_ms = slot.late_us.map(|us| us as f64 / 1000.0);
+        summary.clock_offset_ms = Some(slot.clock.offset_us as f64 / 1000.0);
+        summary.clock_rtt_ms = Some(slot.clock.rtt_us as f64 / 1000.0);
+        summaries.push(summary);
     }
+    let lates: Vec<i64> = slots.iter().filter_map(|s| s.late_us).collect();
+    let start_skew_ms = match (lates.iter().min(), lates.iter().max()) {
+        (Some(lo), Some(hi)) => Some((hi - lo) as f64 / 1000.0),
+        _ => None,
+    };
+    let clock_uncertainty_ms = slots
+        .iter()
+        .map(|s| s.clock.rtt_us as f64 / 2000.0)
+        .fold(0.0, f64::max);
     let info = RunInfo {
         load_test_id: load_test_id.clone(),
         status,
         scenario: scenario.name.clone(),
         target: opts.target.clone(),
-        started_at_ms,
-        duration_s: wall_start.elapsed().as_secs_f64() - 1.5,
+        started_at_ms: start_at_us / 1000,
+        duration_s: wall_start.elapsed().as_secs_f64(),
         workers: summaries,
+        start_skew_ms,
+        clock_uncertainty_ms: Some(clock_uncertainty_ms),
+        coordinator_rss_peak_kb: resources::rss_peak_kb(),
         phases: schedule
             .phases
             .iter()
@@ -304,6 +429,15 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         .unwrap_or_else(|| PathBuf::from("swarm-out").join(&load_test_id));
     report.write(&dir)?;
     Ok((report, dir))
+}
+
+fn announce_lost(slot: &Slot) {
+    eprintln!(
+        "swarm: worker {} lost ({}); its {} players count as failed, the run goes on",
+        slot.label,
+        slot.lost.as_deref().unwrap_or("?"),
+        slot.players
+    );
 }
 
 /// Live progress: one line per completed second.

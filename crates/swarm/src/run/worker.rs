@@ -1,36 +1,55 @@
-//! A worker process: runs its share of the players on one single-threaded runtime.
+//! A worker: runs its share of the players on one single-threaded runtime.
 //!
-//! The coordinator starts `swarm worker` (a hidden subcommand) and writes one JSON line on its
-//! stdin, a [`WorkerConfig`]; then it keeps stdin open. Closing it (the coordinator stopping or
-//! dying) stops the worker early, so workers are never orphaned. The worker writes one JSON line
-//! per second on stdout (a [`Tick`](crate::measure::stats::Tick)) and a final
-//! [`WorkerResult`].
+//! A worker is either a child of `swarm run` on the same machine (the hidden `swarm worker`,
+//! talking over its stdin and stdout) or a process on another machine (`swarm worker --listen`,
+//! see [`listen`](crate::run::listen)); both speak the [`protocol`](crate::run::protocol): a
+//! handshake, a [`WorkerConfig`], one [`Tick`](crate::measure::stats::Tick) per second and a
+//! final [`WorkerResult`]. The end of its input (the coordinator stopping or dying) stops the
+//! worker early, so workers are never orphaned.
 //!
 //! Why one thread: players spend their life waiting, so one core drives tens of thousands of
 //! them, and a single thread lets them share the recorder through a `RefCell` with no atomics or
 //! locks. More cores mean more workers, which also keeps each process under the open-file limit.
 
 use std::cell::{Cell, RefCell};
-use std::io::{BufRead as _, Read as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
+use tokio::io::{AsyncBufRead, AsyncWrite, BufReader};
+use tokio::sync::{mpsc, Notify};
 use tokio::time::{sleep_until, Instant};
 
 use crate::measure::resources;
-use crate::measure::stats::{Recorder, WorkerMessage, WorkerResult};
+use crate::measure::stats::{Recorder, WorkerResult};
 use crate::net::failure::Failure;
 use crate::net::transport::{WS_BUFFER, WS_CHAT_BUFFER};
+use crate::run::protocol::{
+    self, epoch_us, read_message, FromWorker, LineError, ToWorker, MAX_HELLO_LINE, MAX_LINE,
+    PROTOCOL_VERSION,
+};
 use crate::scenario::{Scenario, Step};
 use crate::steps::chat::WallClock;
 use crate::steps::ctx::{Ctx, Lifecycle};
 use crate::steps::player;
 
-/// Everything a worker needs, sent by the coordinator on the worker's stdin.
+/// Sockets one worker may hold, at most, whatever its file limit says.
+pub const MAX_PLAYERS_PER_WORKER: u64 = 18_000;
+/// Files a worker keeps for itself (runtime, pipes, HTTP connections) under its limit.
+const FD_RESERVE: u64 = 1_000;
+
+/// How many players this process can hold: its open-file limit less a reserve, at most
+/// [`MAX_PLAYERS_PER_WORKER`].
+pub fn capacity() -> u64 {
+    let fd_limit = resources::open_files_limit().unwrap_or(20_000);
+    MAX_PLAYERS_PER_WORKER
+        .min(fd_limit.saturating_sub(FD_RESERVE))
+        .max(1)
+}
+
+/// Everything a worker needs, sent by the coordinator in its `start` message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerConfig {
@@ -38,6 +57,8 @@ pub struct WorkerConfig {
     pub scenario: String,
     /// The scenario's file name, for error messages.
     pub origin: String,
+    /// The `--scale` factor applied to the scenario's players and rates.
+    pub scale: f64,
     /// Base URL of the server, e.g. `http://127.0.0.1:7350`.
     pub target: String,
     pub server_key: String,
@@ -46,8 +67,9 @@ pub struct WorkerConfig {
     pub count: u64,
     /// Local address to bind sockets to (spreads ports over 127.0.0.x on loopback targets).
     pub source_ip: Option<IpAddr>,
-    /// Unix time (ms) at which the run's second 0 starts, shared by all workers.
-    pub start_at_ms: u64,
+    /// The instant the run's second 0 starts, in µs since the Unix epoch by *this worker's*
+    /// clock (the coordinator converts its own start instant with the clock offset it measured).
+    pub start_at_us: u64,
     /// The run's ID (`loadTestId`), part of every device ID.
     pub run_id: String,
 }
@@ -73,60 +95,131 @@ async fn resolve_target(target: &str) -> anyhow::Result<(String, String, String,
     Ok((base, format!("{host}:{port}"), format!("{path}/ws"), addr))
 }
 
-fn epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Unix milliseconds now, for the coordinator to pick a start time.
-pub fn now_ms() -> u64 {
-    epoch_ms()
-}
-
-/// Writes one message line on stdout.
-fn emit(msg: &WorkerMessage) {
-    if let Ok(line) = serde_json::to_string(msg) {
-        let mut out = std::io::stdout().lock();
-        // A closed stdout means the coordinator is gone; stdin EOF then stops us.
-        let _ = out.write_all(line.as_bytes());
-        let _ = out.write_all(b"\n");
-        let _ = out.flush();
-    }
-}
-
-/// Entry point of `swarm worker`: reads the config from stdin and runs to completion.
-pub fn main() -> anyhow::Result<()> {
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("reading the worker config from stdin")?;
-    let config: WorkerConfig =
-        serde_json::from_str(&line).context("the worker config on stdin is not valid")?;
-    // Stdin stays open for the whole run; its end means "stop now".
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        let _ = stop_tx.send(());
-    });
+/// Entry point of the hidden `swarm worker`: a child of `swarm run`, talking over its stdin and
+/// stdout, until its run is over.
+pub fn main_stdio() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("building the worker runtime")?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, run(config, stop_rx))
+    let result = local.block_on(&runtime, async {
+        let mut input = BufReader::new(tokio::io::stdin());
+        let mut output = tokio::io::stdout();
+        let verdict = read_hello(&mut input, None).await;
+        answer_hello(&mut output, &verdict).await?;
+        verdict.map_err(|reason| anyhow::anyhow!("refused the coordinator: {reason}"))?;
+        serve_run(input, output).await.map(|_| ())
+    });
+    // Reading stdin blocks a thread that only the coordinator closing it would end.
+    runtime.shutdown_background();
+    result
+}
+
+/// Reads a coordinator's `hello`; `Err` is the reason to refuse it. `token` is the shared token
+/// a listening worker requires.
+pub async fn read_hello(
+    input: &mut (impl AsyncBufRead + Unpin),
+    token: Option<&str>,
+) -> Result<(), String> {
+    match read_message::<ToWorker>(input, MAX_HELLO_LINE).await {
+        Ok(ToWorker::Hello { version, .. }) if version != PROTOCOL_VERSION => Err(format!(
+            "protocol version {version}, but this worker speaks {PROTOCOL_VERSION}: use the same swarm build on both sides"
+        )),
+        Ok(ToWorker::Hello {
+            token: presented, ..
+        }) => match token {
+            Some(expected)
+                if !presented
+                    .as_deref()
+                    .is_some_and(|p| protocol::token_matches(p, expected)) =>
+            {
+                Err("wrong or missing worker token".to_string())
+            }
+            _ => Ok(()),
+        },
+        Ok(_) => Err("expected hello first".to_string()),
+        Err(e) => Err(format!("expected hello first: {e}")),
+    }
+}
+
+/// Answers a hello: `welcome` with this worker's capacity, or `refused` with the reason.
+pub async fn answer_hello(
+    output: &mut (impl AsyncWrite + Unpin),
+    verdict: &Result<(), String>,
+) -> std::io::Result<()> {
+    let answer = match verdict {
+        Ok(()) => FromWorker::Welcome {
+            version: PROTOCOL_VERSION,
+            max_players: capacity(),
+        },
+        Err(reason) => FromWorker::Refused {
+            reason: reason.clone(),
+        },
+    };
+    protocol::write_message(output, &answer).await
+}
+
+/// The rest of a welcomed coordinator's conversation: pings, then `start`, the run and `done`.
+/// Returns whether a run took place (a coordinator may also leave before starting one). Must be
+/// called on a [`LocalSet`](tokio::task::LocalSet).
+pub async fn serve_run(
+    mut input: impl AsyncBufRead + Unpin + 'static,
+    mut output: impl AsyncWrite + Unpin + 'static,
+) -> anyhow::Result<bool> {
+    let config = loop {
+        match read_message::<ToWorker>(&mut input, MAX_LINE).await {
+            Ok(ToWorker::Ping { coordinator_us }) => {
+                let pong = FromWorker::Pong {
+                    coordinator_us,
+                    worker_us: epoch_us(),
+                };
+                protocol::write_message(&mut output, &pong).await?;
+            }
+            Ok(ToWorker::Start(config)) => break *config,
+            Ok(ToWorker::Stop) | Err(LineError::Closed) => return Ok(false),
+            Ok(other) => anyhow::bail!("unexpected {other:?} before start"),
+            Err(e) => anyhow::bail!("reading the coordinator: {e}"),
+        }
+    };
+
+    // From here the coordinator only ever says stop; so does the end of its input.
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let listener = tokio::task::spawn_local(async move {
+        loop {
+            match read_message::<ToWorker>(&mut input, MAX_LINE).await {
+                Ok(ToWorker::Stop) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+        let _ = stop_tx.send(());
+    });
+    let (out, mut outbox) = mpsc::unbounded_channel::<FromWorker>();
+    let writer = tokio::task::spawn_local(async move {
+        while let Some(message) = outbox.recv().await {
+            // A write error means the coordinator is gone; the listener then stops the run.
+            if protocol::write_message(&mut output, &message)
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let result = run(config, stop_rx, out).await;
+    // Every message sent, the writer ends with the channel.
+    let _ = writer.await;
+    listener.abort();
+    result.map(|_| true)
 }
 
 /// Runs the worker's players and reports.
 pub async fn run(
     config: WorkerConfig,
     stop_rx: tokio::sync::oneshot::Receiver<()>,
+    out: mpsc::UnboundedSender<FromWorker>,
 ) -> anyhow::Result<()> {
-    let scenario = Scenario::parse(&config.scenario, &config.origin)?;
+    let scenario = Scenario::parse(&config.scenario, &config.origin)?.scaled(config.scale)?;
     let schedule = scenario.schedule();
     let (base_url, host, ws_path, addr) = resolve_target(&config.target).await?;
     let http = reqwest::Client::builder()
@@ -174,7 +267,7 @@ pub async fn run(
     });
 
     let start =
-        Instant::now() + Duration::from_millis(config.start_at_ms.saturating_sub(epoch_ms()));
+        Instant::now() + Duration::from_micros(config.start_at_us.saturating_sub(epoch_us()));
     let end = start + Duration::from_secs_f64(schedule.duration_s());
     let rss_baseline_kb = resources::rss_kb();
     let cpu_at_launch = resources::cpu_s();
@@ -184,6 +277,7 @@ pub async fn run(
     // Once a second: ship the window.
     let ticker = {
         let (ctx, rss_peak, next_tick) = (ctx.clone(), rss_peak.clone(), next_tick.clone());
+        let out = out.clone();
         tokio::task::spawn_local(async move {
             let mut cpu_prev = resources::cpu_s();
             loop {
@@ -196,7 +290,7 @@ pub async fn run(
                 tick.rss_kb = resources::rss_kb();
                 rss_peak.set(rss_peak.get().max(tick.rss_kb));
                 next_tick.set(k + 1);
-                emit(&WorkerMessage::Tick(tick));
+                let _ = out.send(FromWorker::Tick(tick));
             }
         })
     };
@@ -204,11 +298,17 @@ pub async fn run(
     // Start each of our players at its intended time.
     let started = Rc::new(Cell::new(0u64));
     let spawner = {
-        let (ctx, started) = (ctx.clone(), started.clone());
+        let (ctx, started, out) = (ctx.clone(), started.clone(), out.clone());
         let arrivals: Vec<(u64, f64)> = schedule
             .worker_arrivals(config.index, config.count)
             .collect();
+        let start_at_us = config.start_at_us;
         async move {
+            // The barrier: every worker wakes for the same instant; how late this one woke is
+            // its share of the start skew.
+            sleep_until(start).await;
+            let late_us = epoch_us() as i64 - start_at_us as i64;
+            let _ = out.send(FromWorker::Started { late_us });
             for (i, t) in arrivals {
                 let at = start + Duration::from_secs_f64(t);
                 sleep_until(at).await;
@@ -240,7 +340,7 @@ pub async fn run(
     let mut last = rec.take_window(next_tick.get());
     last.cpu_s = 0.0;
     last.rss_kb = resources::rss_kb();
-    emit(&WorkerMessage::Tick(last));
+    let _ = out.send(FromWorker::Tick(last));
     let result = WorkerResult {
         index: config.index,
         players: assigned,
@@ -257,6 +357,6 @@ pub async fn run(
         source_ip: config.source_ip.map(|ip| ip.to_string()),
         aborted,
     };
-    emit(&WorkerMessage::Done(result));
+    let _ = out.send(FromWorker::Done(result));
     Ok(())
 }

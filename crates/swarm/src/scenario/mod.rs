@@ -234,6 +234,15 @@ pub enum ScenarioError {
     },
 }
 
+/// Why `--scale` cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    #[error("--scale {0}: must be a number above 0 and at most 1000")]
+    OutOfRange(f64),
+    #[error("--scale {0} leaves no player to run")]
+    NoPlayers(f64),
+}
+
 impl Scenario {
     /// Reads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
@@ -251,6 +260,47 @@ impl Scenario {
         let (scenario, spans) = parse::parse(text, origin)?;
         validate::validate(&scenario, text, origin, &spans)?;
         Ok(scenario)
+    }
+
+    /// The scenario shrunk (or grown) by `factor` for a smaller (or larger) fleet: every phase's
+    /// players and arrival rate, and the number of chat rooms, are multiplied by it; durations,
+    /// intervals and what each player does stay the seed's. Where players matchmake in groups
+    /// of `count`, a phase's players are rounded to a multiple of it so nobody waits alone.
+    pub fn scaled(mut self, factor: f64) -> Result<Scenario, ScaleError> {
+        if !(factor.is_finite() && factor > 0.0 && factor <= 1_000.0) {
+            return Err(ScaleError::OutOfRange(factor));
+        }
+        if factor == 1.0 {
+            return Ok(self);
+        }
+        let group = self
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                Step::Game(game::GameStep::Matchmake { count, .. }) => Some(u64::from(*count)),
+                _ => None,
+            })
+            .unwrap_or(1)
+            .max(1);
+        for phase in &mut self.phases {
+            if let Some(n) = phase.players.filter(|n| *n > 0) {
+                let scaled = (n as f64 * factor / group as f64).round() as u64 * group;
+                phase.players = Some(scaled.max(group));
+            }
+            if let Some(rate) = phase.arrival_rate {
+                phase.arrival_rate = Some(rate * factor);
+            }
+        }
+        for step in &mut self.steps {
+            if let Step::ChatJoin(join) = step {
+                join.channels = ((join.channels as f64 * factor).round() as u64).max(1);
+            }
+        }
+        if self.schedule().total_players() == 0 {
+            return Err(ScaleError::NoPlayers(factor));
+        }
+        self.description = format!("{} (scaled ×{factor})", self.description);
+        Ok(self)
     }
 
     /// The arrival schedule the phases describe.
