@@ -11,6 +11,7 @@
 //!    second and a final `done`. A coordinator `stop`, or the connection ending, stops the worker
 //!    early; it still closes its players' sockets and sends `done` when it can.
 
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -76,12 +77,22 @@ pub enum FromWorker {
     Done(WorkerResult),
 }
 
-/// Microseconds since the Unix epoch by this machine's clock.
+/// Microseconds since the Unix epoch by this machine's clock, shifted by
+/// `SWARM_CLOCK_OFFSET_MS` when that is set: a worker that pretends its machine's clock is off,
+/// to test the start barrier against clocks that disagree.
 pub fn epoch_us() -> u64 {
-    SystemTime::now()
+    static OFFSET_US: OnceLock<i64> = OnceLock::new();
+    let offset = *OFFSET_US.get_or_init(|| {
+        std::env::var("SWARM_CLOCK_OFFSET_MS")
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(0, |ms| ms.saturating_mul(1000))
+    });
+    let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    now.saturating_add_signed(offset)
 }
 
 /// Why a line could not be read.
