@@ -537,6 +537,81 @@ do = "disconnect"
     }
 
     #[test]
+    fn seed_scenarios_parse_at_their_full_parameters() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/seeds");
+        let load =
+            |name: &str| Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for name in [
+            "seed-001-stability.toml",
+            "seed-001-chat.toml",
+            "seed-001-economy.toml",
+        ] {
+            let s = load(name);
+            let sched = s.schedule();
+            assert_eq!(sched.total_players(), 2_000_000, "{name}");
+            assert_eq!(
+                sched.phases[0].duration_s, 3000.0,
+                "{name}: a 50-minute ramp"
+            );
+            assert_eq!(sched.duration_s(), 4.0 * 3600.0, "{name}: 4 hours");
+        }
+        let chat = load("seed-001-chat.toml");
+        assert!(chat
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::ChatJoin(j) if j.channels == 400_000)));
+        let economy = load("seed-001-economy.toml");
+        assert!(economy.steps.iter().any(|s| matches!(
+            s,
+            Step::Rpc { interval_s, functions, .. }
+                if *interval_s == Interval::Range(Seconds(60.0), Seconds(120.0))
+                    && functions.len() == 2
+        )));
+        let rooms = load("seed-002-rooms.toml");
+        assert_eq!(rooms.phases[0].arrival_rate, Some(30.0));
+        let matches = load("seed-000-match.toml");
+        assert!(matches.steps.iter().any(|s| s.name() == "play"));
+        assert_eq!(matches.schedule().phases[0].curve.shape, Shape::Bell);
+    }
+
+    #[test]
+    fn scale_shrinks_players_rates_and_rooms_together() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/seeds");
+        let chat = Scenario::load(&dir.join("seed-001-chat.toml"))
+            .unwrap()
+            .scaled(0.005)
+            .unwrap();
+        assert_eq!(chat.schedule().total_players(), 10_000);
+        assert_eq!(chat.schedule().duration_s(), 4.0 * 3600.0, "durations stay");
+        assert!(chat
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::ChatJoin(j) if j.channels == 2_000)));
+        let rooms = Scenario::load(&dir.join("seed-002-rooms.toml"))
+            .unwrap()
+            .scaled(0.1)
+            .unwrap();
+        assert!((rooms.phases[0].arrival_rate.unwrap() - 3.0).abs() < 1e-9);
+        assert_eq!(rooms.schedule().total_players(), 10_800);
+        // Matchmade pairs stay pairs.
+        let matches = Scenario::load(&dir.join("seed-000-match.toml"))
+            .unwrap()
+            .scaled(0.0123)
+            .unwrap();
+        assert_eq!(matches.schedule().total_players() % 2, 0);
+        assert_eq!(matches.schedule().total_players(), 124);
+        // Nonsense factors and factors that leave nobody are refused.
+        let good = || Scenario::parse(GOOD, "t.toml").expect("valid");
+        for bad in [0.0, -1.0, f64::NAN, 1e9] {
+            assert!(matches!(good().scaled(bad), Err(ScaleError::OutOfRange(_))));
+        }
+        // A phase that had players keeps at least one; a rate can shrink to nobody.
+        assert_eq!(good().scaled(1e-6).unwrap().schedule().total_players(), 1);
+        let rooms = Scenario::load(&dir.join("seed-002-rooms.toml")).unwrap();
+        assert!(matches!(rooms.scaled(1e-6), Err(ScaleError::NoPlayers(_))));
+    }
+
+    #[test]
     fn bundled_scenarios_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
         for name in [
