@@ -340,23 +340,38 @@ pub fn render(r: &Report) -> String {
     }
 
     let mut workers = String::from(
-        "<table><tr><th>worker</th><th>source</th><th>players</th><th>peak CCU</th><th>RSS baseline KiB</th><th>RSS peak KiB</th><th>CPU s</th><th>reported</th></tr>",
+        "<table><tr><th>worker</th><th>address</th><th>source</th><th>players</th><th>successful</th><th>failed</th><th>peak CCU</th><th>RSS baseline KiB</th><th>RSS peak KiB</th><th>CPU s</th><th>start late ms</th><th>reported</th></tr>",
     );
     for w in &r.workers {
         let _ = write!(
             workers,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
             w.index,
+            esc(w.address.as_deref().unwrap_or("local")),
             esc(w.source_ip.as_deref().unwrap_or("-")),
             w.players,
+            w.successful,
+            w.failed,
             w.peak_ccu,
             w.rss_baseline_kb,
             w.rss_peak_kb,
             w.cpu_s,
-            w.reported
+            w.start_late_ms.map(|ms| format!("{ms:.2}")).unwrap_or_else(|| "-".into()),
+            match &w.lost {
+                Some(why) => format!("lost: {}", esc(why)),
+                None => w.reported.to_string(),
+            }
         );
     }
     workers.push_str("</table>");
+    if let Some(skew) = r.start_skew_ms {
+        let _ = write!(
+            workers,
+            "<p>Start skew {skew:.2} ms (clocks within ±{:.2} ms); coordinator peak RSS {} KiB.</p>",
+            r.clock_uncertainty_ms.unwrap_or(0.0),
+            r.coordinator_rss_peak_kb
+        );
+    }
 
     let status_class = if r.failed == 0 && r.status == crate::report::Status::Completed {
         "ok"

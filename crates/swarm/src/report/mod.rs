@@ -501,6 +501,33 @@ impl Report {
                 .collect();
             out.push_str(&format!("errors: {}\n", errs.join(" ")));
         }
+        if let Some(skew) = self.start_skew_ms {
+            out.push_str(&format!(
+                "workers: {} (start skew {skew:.2} ms, clocks within ±{:.2} ms; coordinator peak RSS {} KiB)\n",
+                self.workers.len(),
+                self.clock_uncertainty_ms.unwrap_or(0.0),
+                self.coordinator_rss_peak_kb
+            ));
+        }
+        for w in self
+            .workers
+            .iter()
+            .filter(|w| !w.reported || w.address.is_some())
+        {
+            out.push_str(&format!(
+                "  worker {} {}: players {} successful {} failed {}, peak RSS {} KiB{}\n",
+                w.index,
+                w.address.as_deref().unwrap_or("local"),
+                w.players,
+                w.successful,
+                w.failed,
+                w.rss_peak_kb,
+                w.lost
+                    .as_deref()
+                    .map(|why| format!(", LOST: {why}"))
+                    .unwrap_or_default()
+            ));
+        }
         out
     }
 }

@@ -288,7 +288,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
     drop(tx);
 
     let mut agg = Aggregate::default();
-    let mut progress = ProgressView::new(opts.progress, shard_players);
+    let mut progress = ProgressView::new(opts.progress, shard_players, slots.len() as u64);
     let mut stopped = false;
     let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
     let mut watch = tokio::time::interval(Duration::from_secs(1));
@@ -444,13 +444,14 @@ fn announce_lost(slot: &Slot) {
 struct ProgressView {
     mode: Progress,
     players: u64,
+    workers: u64,
     next: u64,
     started: u64,
     errors: u64,
 }
 
 impl ProgressView {
-    fn new(mode: Progress, players: u64) -> Self {
+    fn new(mode: Progress, players: u64, workers: u64) -> Self {
         let mode = match mode {
             Progress::Auto if std::io::stderr().is_terminal() => Progress::Always,
             Progress::Auto => Progress::Never,
@@ -459,6 +460,7 @@ impl ProgressView {
         ProgressView {
             mode,
             players,
+            workers,
             next: 0,
             started: 0,
             errors: 0,
@@ -482,8 +484,10 @@ impl ProgressView {
                 Progress::Always => {
                     let lat: Vec<String> = p99.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
                     eprintln!(
-                        "[{:>5}s] players {}/{} ccu {} arrivals/s {} sends/s {} errors/s {} (total {}) p99 ms: {}",
+                        "[{:>5}s] workers {}/{} players {}/{} ccu {} arrivals/s {} sends/s {} errors/s {} (total {}) p99 ms: {}",
                         self.next,
+                        live,
+                        self.workers,
                         self.started,
                         self.players,
                         sec.ccu,
@@ -497,6 +501,7 @@ impl ProgressView {
                 Progress::Json => {
                     let line = serde_json::json!({
                         "t": self.next,
+                        "workers": live,
                         "started": self.started,
                         "players": self.players,
                         "ccu": sec.ccu,
