@@ -28,7 +28,8 @@ enum Command {
         /// 0.01 to run a seed scenario at 1/100 of its size on one machine).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
-        /// Base URL of the server.
+        /// Base URL of the server; several, comma-separated, spread the workers over them
+        /// (worker n plays against the (n mod count)-th).
         #[arg(long, default_value = "http://127.0.0.1:7350")]
         target: String,
         /// Local worker processes (default: enough to keep each under its open-file limit).

@@ -304,3 +304,42 @@ fn chat_steps_fan_out_across_workers_and_measure_delivery() {
     assert_eq!(sent_over_time, sent);
     assert_eq!(delivered_over_time, delivered);
 }
+
+/// `muster_accounts_created_total` from a Muster's `/metrics`.
+fn accounts_created(muster: &Muster) -> u64 {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(muster.addr).expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: muster\r\n\r\n")
+        .expect("request");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix("muster_accounts_created_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+#[test]
+fn several_targets_spread_the_workers_over_the_servers() {
+    let first = Muster::start();
+    let second = Muster::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("out");
+    let status = Command::new(env!("CARGO_BIN_EXE_swarm"))
+        .arg("run")
+        .arg(smoke_scenario())
+        .args(["--target", &format!("{},{}", first.url(), second.url())])
+        .args(["--workers", "2", "--progress", "never", "--out"])
+        .arg(&out)
+        .status()
+        .expect("run swarm");
+    let report = read_report(&out);
+    assert_eq!(status.code(), Some(0), "{report:#}");
+    assert_eq!(report["successful"], 40);
+    // Worker 0 played against the first server, worker 1 against the second: 20 accounts each.
+    assert_eq!(
+        (accounts_created(&first), accounts_created(&second)),
+        (20, 20)
+    );
+}

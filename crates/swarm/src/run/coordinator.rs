@@ -80,6 +80,9 @@ pub struct RunOptions {
     pub scenario: PathBuf,
     /// Multiplies the scenario's players and rates (see [`Scenario::scaled`]).
     pub scale: f64,
+    /// Base URL of the server, or several separated by commas (independent nodes, or a
+    /// cluster's nodes without a load balancer in front): worker `n` plays against the
+    /// `n % count`-th.
     pub target: String,
     /// Local worker processes; chosen from the player count and the file limit when `None`.
     pub workers: Option<u64>,
@@ -217,7 +220,15 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         }
     }
 
-    let loopback = is_ipv4_loopback_target(&opts.target);
+    let targets: Vec<&str> = opts
+        .target
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if targets.is_empty() {
+        anyhow::bail!("--target names no server");
+    }
     let load_test_id = uuid::Uuid::new_v4().to_string();
     let start_at_us = epoch_us() + START_LEAD.as_micros() as u64;
     let start = tokio::time::Instant::now() + START_LEAD;
@@ -229,6 +240,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         let w = w as u64;
         // Global worker index across shards, so shards never run the same player.
         let global = shard + shards * w;
+        let target = targets[(global % targets.len() as u64) as usize];
+        let loopback = is_ipv4_loopback_target(target);
         let source_ip = match &opts.source_ips {
             SourceIps::None => None,
             SourceIps::List(l) if !l.is_empty() => Some(l[(w as usize) % l.len()]),
@@ -242,7 +255,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             scenario: scenario_text.clone(),
             origin: opts.scenario.display().to_string(),
             scale: opts.scale,
-            target: opts.target.clone(),
+            target: target.to_string(),
             server_key: opts.server_key.clone(),
             index: global,
             count,
