@@ -34,7 +34,11 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for n in "${names[@]}"; do ip netns del "msw-$n-$tag" 2>/dev/null || true; done
+  # Whatever still runs inside a namespace (nothing, normally) goes with it.
+  for n in "${names[@]}"; do
+    for pid in $(ip netns pids "msw-$n-$tag" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "msw-$n-$tag" 2>/dev/null || true
+  done
   ip netns del "$hub" 2>/dev/null || true
   if [ "${KEEP:-0}" = 1 ]; then echo "netns-swarm: kept $work"; else rm -rf "$work"; fi
 }
@@ -58,12 +62,18 @@ for n in "${names[@]}"; do
   ip -n "$hub" link set "p$n$tag" up
 done
 in_ns() { local n=$1; shift; ip netns exec "msw-$n-$tag" "$@"; }
+# spawn_in_ns NS OUT ERR CMD…: CMD in the background in NS; its PID (ip execs CMD) in pids.
+spawn_in_ns() {
+  local n=$1 out=$2 err=$3; shift 3
+  ip netns exec "msw-$n-$tag" "$@" >"$out" 2>"$err" &
+  pids+=($!)
+}
 
 # Muster on the server's interface, with its own SQLite database.
-in_ns srv env MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
+spawn_in_ns srv "$work/muster.log" "$work/muster.err" \
+  env MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
   MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP=0 MUSTER_ENET__LISTEN= MUSTER_LINKS__LISTEN= \
-  "$muster_bin" --listen 0.0.0.0:7350 --data-dir "$work/data" >"$work/muster.log" 2>&1 &
-pids+=($!)
+  "$muster_bin" --listen 0.0.0.0:7350 --data-dir "$work/data"
 for _ in $(seq 100); do
   in_ns crd bash -c "exec 3<>/dev/tcp/${addr[srv]}/7350" 2>/dev/null && break
   sleep 0.1
@@ -72,9 +82,8 @@ done
 # Two workers, each on its own interface, exiting after one run.
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 for n in w1 w2; do
-  in_ns "$n" env SWARM_WORKER_TOKEN="$token" "$swarm_bin" worker --listen 0.0.0.0:7400 --once \
-    >"$work/$n.out" 2>"$work/$n.log" &
-  pids+=($!)
+  spawn_in_ns "$n" "$work/$n.out" "$work/$n.log" \
+    env SWARM_WORKER_TOKEN="$token" "$swarm_bin" worker --listen 0.0.0.0:7400 --once
 done
 for n in w1 w2; do
   for _ in $(seq 100); do grep -q '^listening' "$work/$n.out" 2>/dev/null && break; sleep 0.1; done

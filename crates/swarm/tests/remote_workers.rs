@@ -327,3 +327,73 @@ fn a_coordinator_without_the_right_token_is_refused_and_changes_nothing() {
     assert_eq!(short.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&short.stderr).contains("at least 16"));
 }
+
+#[test]
+fn a_remote_worker_replays_the_file_the_coordinator_ships_it() {
+    let muster = Muster::start();
+    // The coordinator's folder has the scenario and its replay (the bundled game's first 2 s);
+    // the worker runs in an empty folder, where the scenario's relative path names nothing.
+    let here = tempfile::tempdir().expect("dir");
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let bundled = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/replays/arena-2p-60s.jsonl"),
+    )
+    .expect("bundled replay");
+    let short: Vec<&str> = bundled
+        .lines()
+        .take_while(|l| !l.contains("\"t_ms\":2000"))
+        .collect();
+    std::fs::create_dir(here.path().join("replays")).expect("mkdir");
+    std::fs::write(here.path().join("replays/short.jsonl"), short.join("\n")).expect("write");
+    std::fs::write(
+        here.path().join("rooms.toml"),
+        r#"name = "rooms-remote"
+[[phases]]
+duration_s = 1
+players = 2
+[[phases]]
+duration_s = 3
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "create_room"
+[[steps]]
+do = "room_connect"
+[[steps]]
+do = "replay"
+file = "replays/short.jsonl"
+"#,
+    )
+    .expect("write scenario");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_swarm"));
+    cmd.current_dir(elsewhere.path()).args([
+        "worker",
+        "--listen",
+        "127.0.0.1:0",
+        "--token",
+        TOKEN,
+        "--once",
+    ]);
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start worker");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("worker's first line");
+    let mut worker = Worker {
+        addr: line.trim().trim_start_matches("listening ").to_string(),
+        child,
+    };
+    let status = Command::new(env!("CARGO_BIN_EXE_swarm"))
+        .current_dir(here.path())
+        .args(["run", "rooms.toml", "--target", &muster.url()])
+        .args(["--workers-at", &worker.addr, "--worker-token", TOKEN])
+        .args(["--progress", "never", "--out", "out"])
+        .status()
+        .expect("coordinator");
+    let report = read_report(&here.path().join("out"));
+    assert_eq!(status.code(), Some(0), "{report:#}");
+    assert_eq!(report["failed"], 0, "{}", report["errors"]);
+    let sent = (short.len() - 1) as u64; // every record but the header, in each of 2 rooms
+    assert_eq!(report["metrics"]["RTT"]["count"].as_u64(), Some(2 * sent));
+    assert_eq!(worker.wait_exit(Duration::from_secs(10)), Some(0));
+}

@@ -165,6 +165,15 @@ fn is_ipv4_loopback_target(target: &str) -> bool {
 pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
     let scenario = Scenario::load(&opts.scenario)?.scaled(opts.scale)?;
     let scenario_text = std::fs::read_to_string(&opts.scenario)?;
+    let files = scenario
+        .replay_files()
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok((path, text))
+        })
+        .collect::<anyhow::Result<std::collections::HashMap<_, _>>>()?;
     let schedule = scenario.schedule();
     let (shard, shards) = opts.shard;
     if shards == 0 || shard >= shards {
@@ -262,6 +271,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             source_ip,
             start_at_us: start_at_us.saturating_add_signed(m.clock.offset_us),
             run_id: load_test_id.clone(),
+            files: files.clone(),
         };
         write_message(&mut m.writer, &ToWorker::Start(Box::new(config)))
             .await
@@ -321,6 +331,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
                             slots[i].result = Some(result);
                         }
                         FromWorker::Started { late_us } => slots[i].late_us = Some(late_us),
+                        FromWorker::Refused { reason } => {
+                            slots[i].lose(format!("it failed: {reason}"));
+                            announce_lost(&slots[i]);
+                        }
                         other => eprintln!("swarm: worker {} sent {other:?} during the run", slots[i].label),
                     }
                 }

@@ -9,7 +9,9 @@
 //! 3. coordinator `start`: the worker's share and the run's start instant in the worker's clock;
 //! 4. worker `started` (how late it woke for the start: the barrier's skew), then one `tick` per
 //!    second and a final `done`. A coordinator `stop`, or the connection ending, stops the worker
-//!    early; it still closes its players' sockets and sends `done` when it can.
+//!    early; it still closes its players' sockets and sends `done` when it can. A worker that
+//!    cannot run its share (a target it cannot resolve, say) answers `refused` with the reason
+//!    instead, and the coordinator reports it lost with that reason.
 
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -12,7 +12,9 @@
 //! locks. More cores mean more workers, which also keeps each process under the open-file limit.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -30,7 +32,7 @@ use crate::run::protocol::{
     self, epoch_us, read_message, FromWorker, LineError, ToWorker, MAX_HELLO_LINE, MAX_LINE,
     PROTOCOL_VERSION,
 };
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{replay, Scenario, Step};
 use crate::steps::chat::WallClock;
 use crate::steps::ctx::{Ctx, Lifecycle};
 use crate::steps::player;
@@ -72,6 +74,10 @@ pub struct WorkerConfig {
     pub start_at_us: u64,
     /// The run's ID (`loadTestId`), part of every device ID.
     pub run_id: String,
+    /// The replay files the scenario names, path (as the scenario resolves it) → text, so a
+    /// worker on another machine needs none of them on disk.
+    #[serde(default)]
+    pub files: HashMap<PathBuf, String>,
 }
 
 /// Parses `http://host:port[/prefix]` into what players need.
@@ -206,7 +212,15 @@ pub async fn serve_run(
             }
         }
     });
+    let failure = out.clone();
     let result = run(config, stop_rx, out).await;
+    if let Err(e) = &result {
+        // The coordinator reports the worker lost, with this reason.
+        let _ = failure.send(FromWorker::Refused {
+            reason: format!("{e:#}"),
+        });
+    }
+    drop(failure);
     // Every message sent, the writer ends with the channel.
     let _ = writer.await;
     listener.abort();
@@ -219,6 +233,7 @@ pub async fn run(
     stop_rx: tokio::sync::oneshot::Receiver<()>,
     out: mpsc::UnboundedSender<FromWorker>,
 ) -> anyhow::Result<()> {
+    replay::provide_shipped(config.files.clone());
     let scenario = Scenario::parse(&config.scenario, &config.origin)?.scaled(config.scale)?;
     let schedule = scenario.schedule();
     let (base_url, host, ws_path, addr) = resolve_target(&config.target).await?;

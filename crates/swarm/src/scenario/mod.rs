@@ -303,6 +303,17 @@ impl Scenario {
         Ok(self)
     }
 
+    /// The replay files the steps read (resolved as the scenario names them).
+    pub fn replay_files(&self) -> Vec<std::path::PathBuf> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Game(game::GameStep::Replay { file, .. }) => Some(file.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The arrival schedule the phases describe.
     pub fn schedule(&self) -> Schedule {
         let mut start_s = 0.0;

@@ -15,8 +15,10 @@
 //! connection `conn` at `t_ms` after the replay starts (over the room's connections, `conn`
 //! modulo their number).
 
+use std::collections::HashMap;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -55,8 +57,28 @@ pub struct Replay {
     pub records: Vec<Record>,
 }
 
+/// Replay files a coordinator shipped to this (remote) worker, by the path the scenario names
+/// them with: a worker on another machine need not have them on disk.
+static SHIPPED: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+
+/// Makes `files` (path as the scenario names it → text) what [`Replay::load`] reads for those
+/// paths, in place of what a previous run shipped.
+pub fn provide_shipped(files: HashMap<PathBuf, String>) {
+    if let Ok(mut shipped) = SHIPPED.lock() {
+        *shipped = Some(files);
+    }
+}
+
+fn shipped(path: &Path) -> Option<String> {
+    SHIPPED.lock().ok()?.as_ref()?.get(path).cloned()
+}
+
 impl Replay {
+    /// Reads a replay file: a shipped copy when the coordinator sent one, else from disk.
     pub fn load(path: &Path) -> Result<Replay, String> {
+        if let Some(text) = shipped(path) {
+            return Replay::parse(&text).map_err(|e| format!("{}: {e}", path.display()));
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read the replay: {e}", path.display()))?;
         Replay::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
