@@ -26,6 +26,7 @@ work=$(mktemp -d /tmp/swarm-100k.XXXXXX)
 PIDS=()
 stop_all() {
   local pid
+  stop_remote_workers
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   PIDS=()
@@ -47,15 +48,7 @@ for run in $(seq 1 "$RUNS"); do
     targets+=("http://127.0.0.1:$port")
     MUSTER_PID=""
   done
-  addrs=()
-  for w in $(seq 1 "$WORKERS"); do
-    "$swarm_bin" worker --listen 127.0.0.1:0 --once >"$dir/worker-$w.out" 2>"$dir/worker-$w.log" &
-    PIDS+=($!)
-  done
-  for w in $(seq 1 "$WORKERS"); do
-    for _ in $(seq 1 100); do grep -q '^listening' "$dir/worker-$w.out" && break; sleep 0.1; done
-    addrs+=("$(awk '/^listening/ {print $2}' "$dir/worker-$w.out")")
-  done
+  start_remote_workers "$WORKERS" "$dir"
   # The nodes' memory in the middle of the hold.
   (
     sleep $((RAMP_S + HOLD_S / 2))
@@ -63,7 +56,7 @@ for run in $(seq 1 "$RUNS"); do
   ) &
   sampler=$!
   "$swarm_bin" run "$work/scenario.toml" --target "$(IFS=,; echo "${targets[*]}")" \
-    --workers-at "$(IFS=,; echo "${addrs[*]}")" --progress never --out "$dir/report" >/dev/null || true
+    --workers-at "$WORKERS_AT" --progress never --out "$dir/report" >/dev/null || true
   wait "$sampler" || true
   stop_all
 done

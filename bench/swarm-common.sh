@@ -76,6 +76,33 @@ stop_muster() {
   MUSTER_PID=""
 }
 
+# --- Remote workers ---------------------------------------------------------------------------
+WORKER_PIDS=()
+
+# start_remote_workers N DIR: N `swarm worker --listen 127.0.0.1:0 --once` processes (the token
+# from SWARM_WORKER_TOKEN), their output in DIR; waits (at most 10 s each) for their addresses
+# and sets WORKERS_AT to them, comma-separated, for `swarm run --workers-at`.
+start_remote_workers() {
+  local n=$1 dir=$2 i k addrs=()
+  for i in $(seq 1 "$n"); do
+    "$swarm_bin" worker --listen 127.0.0.1:0 --once >"$dir/worker-$i.out" 2>"$dir/worker-$i.log" &
+    WORKER_PIDS+=($!)
+  done
+  for i in $(seq 1 "$n"); do
+    for k in $(seq 1 100); do grep -q '^listening' "$dir/worker-$i.out" && break; sleep 0.1; done
+    addrs+=("$(awk '/^listening/ {print $2}' "$dir/worker-$i.out")")
+  done
+  WORKERS_AT=$(IFS=,; echo "${addrs[*]}")
+}
+
+# stop_remote_workers: ends the workers started above (by PID) that are still running.
+stop_remote_workers() {
+  local pid
+  for pid in "${WORKER_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${WORKER_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  WORKER_PIDS=()
+}
+
 # rss_kb PID: resident memory of a process, KiB.
 rss_kb() {
   awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0

@@ -22,42 +22,20 @@ RUNS=${RUNS:-3}
 
 build_release
 work=$(mktemp -d /tmp/swarm-fleet.XXXXXX)
-WORKER_PIDS=()
-stop_workers() {
-  local pid
-  for pid in "${WORKER_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${WORKER_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  WORKER_PIDS=()
-}
-trap 'stop_workers; stop_muster; remove_work_dir "$work"' EXIT
+trap 'stop_remote_workers; stop_muster; remove_work_dir "$work"' EXIT
 export SWARM_WORKER_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-
-# start_workers N DIR: N listening workers (--once) on 127.0.0.1; sets WORKERS_AT.
-start_workers() {
-  local n=$1 dir=$2 i addrs=()
-  for i in $(seq 1 "$n"); do
-    "$swarm_bin" worker --listen 127.0.0.1:0 --once >"$dir/worker-$i.out" 2>"$dir/worker-$i.log" &
-    WORKER_PIDS+=($!)
-  done
-  for i in $(seq 1 "$n"); do
-    local k
-    for k in $(seq 1 100); do grep -q '^listening' "$dir/worker-$i.out" && break; sleep 0.1; done
-    addrs+=("$(awk '/^listening/ {print $2}' "$dir/worker-$i.out")")
-  done
-  WORKERS_AT=$(IFS=,; echo "${addrs[*]}")
-}
 
 heartbeat_scenario "$work/scenario.toml" "$PLAYERS" "$RAMP_S" "$HOLD_S" "$INTERVAL_S"
 for run in $(seq 1 "$RUNS"); do
   mkdir -p "$work/run-$run"
   port=$(free_port)
   start_muster "$port" "$work/muster-$run"
-  start_workers "$WORKERS" "$work/run-$run"
+  start_remote_workers "$WORKERS" "$work/run-$run"
   "$swarm_bin" run "$work/scenario.toml" --target "http://127.0.0.1:$port" \
     --workers-at "$WORKERS_AT" --progress never --out "$work/run-$run/report" >/dev/null || true
   "$swarm_bin" window "$work/run-$run/report/report.json" --from-s 0 --to-s 100000 \
     >"$work/run-$run/window.json"
-  stop_workers
+  stop_remote_workers
   stop_muster
 done
 

@@ -23,7 +23,15 @@ struct Worker {
 
 impl Worker {
     fn start(extra_env: &[(&str, &str)], once: bool) -> Worker {
+        Worker::start_in(None, extra_env, once)
+    }
+
+    /// A worker running in `dir` (the test's working directory when `None`).
+    fn start_in(dir: Option<&Path>, extra_env: &[(&str, &str)], once: bool) -> Worker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_swarm"));
+        if let Some(dir) = dir {
+            cmd.current_dir(dir);
+        }
         cmd.args(["worker", "--listen", "127.0.0.1:0", "--token", TOKEN]);
         if once {
             cmd.arg("--once");
@@ -365,24 +373,7 @@ file = "replays/short.jsonl"
 "#,
     )
     .expect("write scenario");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_swarm"));
-    cmd.current_dir(elsewhere.path()).args([
-        "worker",
-        "--listen",
-        "127.0.0.1:0",
-        "--token",
-        TOKEN,
-        "--once",
-    ]);
-    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start worker");
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().expect("stdout"))
-        .read_line(&mut line)
-        .expect("worker's first line");
-    let mut worker = Worker {
-        addr: line.trim().trim_start_matches("listening ").to_string(),
-        child,
-    };
+    let mut worker = Worker::start_in(Some(elsewhere.path()), &[], true);
     let status = Command::new(env!("CARGO_BIN_EXE_swarm"))
         .current_dir(here.path())
         .args(["run", "rooms.toml", "--target", &muster.url()])

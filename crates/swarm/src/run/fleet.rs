@@ -211,3 +211,52 @@ async fn greet(m: &mut Member, token: Option<&str>) -> anyhow::Result<()> {
     m.clock = best.unwrap_or_default();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn discovery_lists_every_address_once_and_waits_for_the_expected_count() {
+        let entries = [
+            "127.0.0.1:7400".to_string(),
+            "127.0.0.1:7400".to_string(),
+            "127.0.0.2:7400".to_string(),
+        ];
+        let found = discover(&entries, None, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(
+            found,
+            vec![
+                "127.0.0.1:7400".parse::<SocketAddr>().unwrap(),
+                "127.0.0.2:7400".parse().unwrap()
+            ]
+        );
+        let found = discover(&entries, Some(2), Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 2);
+
+        let started = std::time::Instant::now();
+        let short = discover(&entries, Some(3), Duration::from_millis(1500)).await;
+        let message = format!("{:#}", short.unwrap_err());
+        assert!(
+            message.contains("found 2") && message.contains("3 expected"),
+            "{message}"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(1500),
+            "it waited"
+        );
+
+        let bad = discover(
+            &["no-such-host.invalid:7400".to_string()],
+            None,
+            Duration::ZERO,
+        )
+        .await;
+        let message = format!("{:#}", bad.unwrap_err());
+        assert!(message.contains("no-such-host.invalid"), "{message}");
+    }
+}

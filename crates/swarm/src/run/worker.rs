@@ -2,7 +2,7 @@
 //!
 //! A worker is either a child of `swarm run` on the same machine (the hidden `swarm worker`,
 //! talking over its stdin and stdout) or a process on another machine (`swarm worker --listen`,
-//! see [`listen`](crate::run::listen)); both speak the [`protocol`](crate::run::protocol): a
+//! see [`listen`](crate::run::listen)); both speak the [`protocol`]: a
 //! handshake, a [`WorkerConfig`], one [`Tick`](crate::measure::stats::Tick) per second and a
 //! final [`WorkerResult`]. The end of its input (the coordinator stopping or dying) stops the
 //! worker early, so workers are never orphaned.
