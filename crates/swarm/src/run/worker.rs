@@ -234,6 +234,7 @@ pub async fn run(
     out: mpsc::UnboundedSender<FromWorker>,
 ) -> anyhow::Result<()> {
     replay::provide_shipped(config.files.clone());
+    crate::steps::game::forget_replays();
     let scenario = Scenario::parse(&config.scenario, &config.origin)?.scaled(config.scale)?;
     let schedule = scenario.schedule();
     let (base_url, host, ws_path, addr) = resolve_target(&config.target).await?;

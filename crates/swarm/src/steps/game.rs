@@ -326,6 +326,12 @@ thread_local! {
         Default::default();
 }
 
+/// Forgets the replays loaded for a previous run (a listening worker serves several runs, whose
+/// files may differ under the same path).
+pub fn forget_replays() {
+    REPLAYS.with(|cache| cache.borrow_mut().clear());
+}
+
 fn load_replay(path: &PathBuf) -> Result<std::rc::Rc<Replay>, Failure> {
     REPLAYS.with(|cache| {
         if let Some(r) = cache.borrow().get(path) {
