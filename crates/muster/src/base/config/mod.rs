@@ -2,10 +2,12 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
+pub mod cluster;
 pub mod enet;
 mod links;
 mod matches;
 
+pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
@@ -55,6 +57,8 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
     pub links: LinksConfig,
+    /// This node's place in a cluster (docs/cluster.md); none without `cluster.nats_url`.
+    pub cluster: ClusterConfig,
     /// The GraphQL read gateway at `/graphql` (docs/gateway.md).
     pub gateway: muster_gateway::config::GatewayConfig,
 }
@@ -253,6 +257,7 @@ impl Default for Config {
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
             links: LinksConfig::default(),
+            cluster: ClusterConfig::default(),
             gateway: Default::default(),
         }
     }
@@ -415,6 +420,7 @@ impl Config {
         self.rooms.validate()?;
         self.enet.validate()?;
         self.links.validate()?;
+        self.cluster.validate()?;
         self.gateway.validate()?;
         if self.runtime.http_key.is_empty() {
             return Err("runtime.http_key must not be empty".into());
