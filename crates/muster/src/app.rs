@@ -266,6 +266,27 @@ pub async fn run_on(
         tokio::spawn(crate::net::enet::serve(enet, state.clone()));
     }
     let http_address = listener.local_addr()?;
+    // Part of a cluster: heartbeats over NATS from now until shutdown (a node that cannot reach
+    // NATS does not start).
+    let _membership = if state.config.cluster.enabled() {
+        let cluster = &state.config.cluster;
+        let advertise = if cluster.advertise.is_empty() {
+            http_address.to_string()
+        } else {
+            cluster.advertise.clone()
+        };
+        Some(
+            crate::cluster::membership::Membership::join(
+                cluster,
+                advertise,
+                state.metrics.registry(),
+                state.shutdown.clone(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     match tcp {
         Some(tcp) => {
             let bound = tcp.local_addr()?;

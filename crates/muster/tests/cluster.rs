@@ -1,0 +1,213 @@
+//! The cluster's membership over a real NATS server: nodes (the real `muster` binary, each its
+//! own process) see each other, one that shuts down says goodbye, one killed with -9 is taken for
+//! dead after the failure timeout, and a node that cannot reach NATS does not start.
+//!
+//! Needs `TEST_NATS_URL` (the test command starts a private `nats-server`); without it these
+//! tests say so and pass, unless `TEST_REQUIRE_NATS=1` (as the test command sets) makes that a
+//! failure.
+
+mod support;
+
+use std::process::Command;
+
+use support::{eventually, free_port, muster_command, Backend, Binary, Database};
+
+fn nats_url() -> Option<String> {
+    match std::env::var("TEST_NATS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("TEST_REQUIRE_NATS").as_deref() != Ok("1"),
+                "TEST_REQUIRE_NATS=1 but TEST_NATS_URL is not set"
+            );
+            eprintln!("TEST_NATS_URL is not set: cluster tests skipped");
+            None
+        }
+    }
+}
+
+/// A node of the cluster `prefix` (tests share one NATS server; each cluster its own subjects),
+/// beating every 100 ms and taking a node silent for 500 ms for dead.
+fn node(db: &Database, nats: &str, prefix: &str, name: &str) -> Command {
+    let mut command = muster_command(db);
+    command
+        .env("MUSTER_CLUSTER__NATS_URL", nats)
+        .env("MUSTER_CLUSTER__SUBJECT_PREFIX", prefix)
+        .env("MUSTER_CLUSTER__NODE_NAME", name)
+        .env("MUSTER_CLUSTER__HEARTBEAT_MS", "100")
+        .env("MUSTER_CLUSTER__FAILURE_TIMEOUT_MS", "500");
+    command
+}
+
+async fn metric(node: &Binary, name: &str) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", node.base()))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn unique_prefix() -> String {
+    format!("t{}", uuid::Uuid::new_v4().simple())
+}
+
+#[tokio::test]
+async fn nodes_see_each_other_and_learn_of_goodbyes_and_deaths() {
+    let Some(nats) = nats_url() else { return };
+    let prefix = unique_prefix();
+    let dbs = [
+        Database::new(Backend::Sqlite).await,
+        Database::new(Backend::Sqlite).await,
+        Database::new(Backend::Sqlite).await,
+    ];
+    let a = Binary::run(node(&dbs[0], &nats, &prefix, "a"), free_port()).await;
+    let mut b = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
+    let mut c = Binary::run(node(&dbs[2], &nats, &prefix, "c"), free_port()).await;
+    for n in [&a, &b, &c] {
+        eventually("every node sees three", || async {
+            metric(n, "muster_cluster_nodes").await == 3.0
+        })
+        .await;
+    }
+
+    // c stops cleanly: a and b learn it at once from its goodbye, not by timeout.
+    let stopped = Command::new("kill")
+        .args(["-TERM", &c.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(stopped.success());
+    c.child.wait().expect("c exits");
+    for n in [&a, &b] {
+        eventually("c's goodbye", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+        assert_eq!(metric(n, "muster_cluster_node_failures_total").await, 0.0);
+    }
+
+    // b is killed: no goodbye; a takes it for dead after the failure timeout.
+    b.kill9();
+    eventually("b taken for dead", || async {
+        metric(&a, "muster_cluster_nodes").await == 1.0
+    })
+    .await;
+    assert_eq!(metric(&a, "muster_cluster_node_failures_total").await, 1.0);
+
+    // b comes back (a new incarnation under the same name) and is a member again.
+    let b2 = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
+    for n in [&a, &b2] {
+        eventually("b back", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_without_nats_does_not_start_and_a_single_node_has_no_cluster() {
+    let db = Database::new(Backend::Sqlite).await;
+    let output = node(&db, "nats://127.0.0.1:1", &unique_prefix(), "lonely")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .output()
+        .expect("run muster");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("NATS"), "{said}");
+
+    let bad = node(&db, "http://127.0.0.1:4222", &unique_prefix(), "x")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .output()
+        .expect("run muster");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cluster.nats_url"));
+
+    // Without a NATS URL: a single node, no cluster metrics.
+    let single = Binary::start(&db).await;
+    let text = reqwest::get(format!("{}/metrics", single.base()))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(!text.contains("muster_cluster_nodes"));
+}
+
+/// A private `nats-server` on `port`, killed when dropped.
+struct PrivateNats(std::process::Child);
+
+impl PrivateNats {
+    fn start(port: u16) -> PrivateNats {
+        let server = PrivateNats(
+            Command::new("nats-server")
+                .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("nats-server (the test command installs it)"),
+        );
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("nats-server did not start on {port}"); // dropping `server` kills it
+    }
+}
+
+impl Drop for PrivateNats {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn nodes_find_each_other_again_after_nats_restarts() {
+    if nats_url().is_none() {
+        return;
+    }
+    let port = free_port();
+    let nats = format!("nats://127.0.0.1:{port}");
+    let server = PrivateNats::start(port);
+    let prefix = unique_prefix();
+    let dbs = [
+        Database::new(Backend::Sqlite).await,
+        Database::new(Backend::Sqlite).await,
+    ];
+    let a = Binary::run(node(&dbs[0], &nats, &prefix, "a"), free_port()).await;
+    let b = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
+    for n in [&a, &b] {
+        eventually("both see two", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+    }
+    // NATS goes away: neither hears the other; both keep serving.
+    drop(server);
+    for n in [&a, &b] {
+        eventually("cut off", || async {
+            metric(n, "muster_cluster_nodes").await == 1.0
+        })
+        .await;
+        assert!(reqwest::get(format!("{}/healthcheck", n.base()))
+            .await
+            .is_ok_and(|r| r.status().is_success()));
+    }
+    // It comes back on the same address: the nodes reconnect, resubscribe and meet again.
+    let _server = PrivateNats::start(port);
+    for n in [&a, &b] {
+        eventually("together again", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+    }
+}
