@@ -270,6 +270,8 @@ pub async fn run_on(
     // NATS does not start).
     let _membership = if state.config.cluster.enabled() {
         let cluster = &state.config.cluster;
+        let bus = crate::cluster::bus::Bus::connect(cluster).await?;
+        crate::accounts::cluster::relay_revocations(state.tokens.clone(), bus.clone()).await?;
         let advertise = if cluster.advertise.is_empty() {
             http_address.to_string()
         } else {
@@ -278,6 +280,7 @@ pub async fn run_on(
         Some(
             crate::cluster::membership::Membership::join(
                 cluster,
+                bus,
                 advertise,
                 state.metrics.registry(),
                 state.shutdown.clone(),

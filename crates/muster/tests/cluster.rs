@@ -211,3 +211,87 @@ async fn nodes_find_each_other_again_after_nats_restarts() {
         .await;
     }
 }
+
+/// A device session on `node`: (token, refresh token).
+async fn session(node: &Binary, device: &str) -> (String, String) {
+    let body: serde_json::Value = reqwest::Client::new()
+        .post(format!(
+            "{}/v2/account/authenticate/device?create=true",
+            node.base()
+        ))
+        .basic_auth("defaultkey", Some(""))
+        .json(&serde_json::json!({ "id": device }))
+        .send()
+        .await
+        .expect("authenticate")
+        .json()
+        .await
+        .expect("session");
+    (
+        body["token"].as_str().expect("token").to_string(),
+        body["refresh_token"].as_str().expect("refresh").to_string(),
+    )
+}
+
+async fn account_status(node: &Binary, token: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{}/v2/account", node.base()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("account")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_logout_on_one_node_is_refused_by_the_others_at_once() {
+    let Some(nats) = nats_url() else { return };
+    if support::postgres_url().is_none() {
+        return; // the PostgreSQL tests say so (and fail under TEST_REQUIRE_POSTGRES)
+    }
+    // Two nodes on one PostgreSQL database: the token keys are the store's, shared.
+    let db = Database::new(Backend::Postgres).await;
+    let other = Database {
+        dir: tempfile::tempdir().expect("dir"),
+        url: db.url.clone(),
+    };
+    let prefix = unique_prefix();
+    let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
+    let b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
+    for n in [&a, &b] {
+        eventually("both nodes up", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+    }
+    let (token, refresh) = session(&a, "cluster-logout-device").await;
+    assert_eq!(
+        account_status(&b, &token).await,
+        200,
+        "a token from a is good on b"
+    );
+
+    let logout = reqwest::Client::new()
+        .post(format!("{}/v2/session/logout", a.base()))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({ "token": token, "refresh_token": refresh }))
+        .send()
+        .await
+        .expect("logout");
+    assert!(logout.status().is_success());
+    assert_eq!(account_status(&a, &token).await, 401);
+    // b learns it over the bus (its own reload from the store is a minute away).
+    eventually("b refuses the revoked token", || async {
+        account_status(&b, &token).await == 401
+    })
+    .await;
+    let refreshed = reqwest::Client::new()
+        .post(format!("{}/v2/account/session/refresh", b.base()))
+        .basic_auth("defaultkey", Some(""))
+        .json(&serde_json::json!({ "token": refresh }))
+        .send()
+        .await
+        .expect("refresh");
+    assert_eq!(refreshed.status().as_u16(), 401, "the refresh token too");
+}

@@ -2,6 +2,7 @@
 //! profile, and how a session is issued, refreshed and ended. HTTP handlers call in here; this
 //! module calls the store and never sees HTTP.
 
+pub mod cluster;
 pub mod password;
 pub mod tokens;
 

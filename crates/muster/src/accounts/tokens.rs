@@ -70,6 +70,13 @@ pub struct TokenService {
     clock: Clock,
     revoked: DashMap<Uuid, i64>,
     store: Arc<dyn TokenStore>,
+    /// Told of revocations made here (the cluster passes them to the other nodes).
+    observer: std::sync::OnceLock<Arc<dyn RevocationObserver>>,
+}
+
+/// Told of every revocation made on this node, once it is stored.
+pub trait RevocationObserver: Send + Sync {
+    fn revoked(&self, revocations: &[Revocation]);
 }
 
 /// A freshly issued pair.
@@ -108,6 +115,7 @@ impl TokenService {
             clock,
             revoked: DashMap::new(),
             store,
+            observer: std::sync::OnceLock::new(),
         };
         service.reload_revocations().await?;
         Ok(service)
@@ -172,10 +180,27 @@ impl TokenService {
             })
             .collect();
         self.store.revoke(revocations.clone()).await?;
-        for r in revocations {
+        for r in &revocations {
             self.revoked.insert(r.token_id, r.expires_at);
         }
+        if let Some(observer) = self.observer.get() {
+            observer.revoked(&revocations);
+        }
         Ok(())
+    }
+
+    /// Sets who is told of this node's revocations (once; later calls are ignored).
+    pub fn observe_revocations(&self, observer: Arc<dyn RevocationObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// Revocations another node made (and stored): refused here from now on, without waiting
+    /// for the periodic reload from the store.
+    pub fn revoked_elsewhere(&self, revocations: &[Revocation]) {
+        let now = self.clock.now_secs();
+        for r in revocations.iter().filter(|r| r.expires_at > now) {
+            self.revoked.insert(r.token_id, r.expires_at);
+        }
     }
 
     /// Forgets expired revocations, here and in the store; run periodically.

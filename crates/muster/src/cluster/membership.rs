@@ -20,10 +20,8 @@ use prometheus::{IntCounter, IntGauge, Registry};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::bus::Bus;
 use crate::base::config::ClusterConfig;
-
-/// How long connecting to NATS at start may take before the node refuses to start.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a heartbeat says.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -69,8 +67,7 @@ struct Inner {
     name: String,
     incarnation: u64,
     advertise: String,
-    prefix: String,
-    client: async_nats::Client,
+    bus: Bus,
     failure_timeout: Duration,
     peers: Mutex<HashMap<String, Peer>>,
     observers: Mutex<Vec<Arc<dyn MembershipObserver>>>,
@@ -83,56 +80,18 @@ pub struct Membership {
     inner: Arc<Inner>,
 }
 
-/// The node name to use: the configured one, or the machine's host name.
-pub fn node_name(config: &ClusterConfig) -> String {
-    if !config.node_name.is_empty() {
-        return config.node_name.clone();
-    }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .unwrap_or_default();
-    let cleaned: String = host
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if cleaned.is_empty() {
-        "muster".into()
-    } else {
-        cleaned
-    }
-}
-
 impl Membership {
-    /// Connects to NATS and starts heartbeating; fails (and the node does not start) when NATS
-    /// cannot be reached within 5 s. `advertise` is where this node is reached. The heartbeat
+    /// Starts heartbeating on `bus`; `advertise` is where this node is reached. The heartbeat
     /// stops, with a goodbye, when `shutdown` fires.
     pub async fn join(
         config: &ClusterConfig,
+        bus: Bus,
         advertise: String,
         registry: &Registry,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Membership> {
-        let name = node_name(config);
-        let urls = config.nats_url.trim().to_string();
-        let client = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            async_nats::ConnectOptions::new()
-                .name(format!("muster {name}"))
-                .connect(urls.as_str()),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("cluster: no answer from NATS at {urls} within 5 s"))?
-        .map_err(|e| anyhow::anyhow!("cluster: cannot connect to NATS at {urls}: {e}"))?;
-        let prefix = config.subject_prefix.clone();
-        let heartbeats = client.subscribe(format!("{prefix}.heartbeat")).await?;
-        let goodbyes = client.subscribe(format!("{prefix}.goodbye")).await?;
+        let heartbeats = bus.subscribe("heartbeat").await?;
+        let goodbyes = bus.subscribe("goodbye").await?;
         let metrics = Metrics {
             nodes: crate::base::metrics::register(
                 registry,
@@ -152,14 +111,13 @@ impl Membership {
         metrics.nodes.set(1);
         let membership = Membership {
             inner: Arc::new(Inner {
-                name,
+                name: bus.node().to_string(),
                 incarnation: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or(0),
                 advertise,
-                prefix,
-                client,
+                bus,
                 failure_timeout: Duration::from_millis(config.failure_timeout_ms),
                 peers: Mutex::new(HashMap::new()),
                 observers: Mutex::new(Vec::new()),
@@ -216,9 +174,8 @@ impl Membership {
 
     async fn publish_heartbeat(&self) {
         if let Ok(body) = serde_json::to_vec(&self.heartbeat()) {
-            let subject = format!("{}.heartbeat", self.inner.prefix);
-            // A failed publish (NATS down) is retried by the next beat; the client reconnects.
-            let _ = self.inner.client.publish(subject, body.into()).await;
+            // A lost beat (NATS away) is made up by the next; the client reconnects by itself.
+            self.inner.bus.publish("heartbeat", body).await;
         }
     }
 
@@ -252,9 +209,8 @@ impl Membership {
             }
         }
         if let Ok(body) = serde_json::to_vec(&self.heartbeat()) {
-            let subject = format!("{}.goodbye", self.inner.prefix);
-            let _ = self.inner.client.publish(subject, body.into()).await;
-            let _ = self.inner.client.flush().await;
+            self.inner.bus.publish("goodbye", body).await;
+            self.inner.bus.flush().await;
         }
     }
 

@@ -8,9 +8,11 @@
 //!   owner): something to deliver to and to name, never the session's own state.
 //! - [`local::LocalRouter`]: the one-node implementation over the session registry and the
 //!   node's channel registry. The NATS implementation (several nodes) comes with the cluster.
-//! - [`membership`]: which nodes of a cluster are alive (heartbeats over NATS, a failure
-//!   timeout, observers told of nodes joining and leaving); only with `cluster.nats_url`.
+//! - [`bus`]: the node's NATS connection and subjects; [`membership`]: which nodes of a cluster
+//!   are alive (heartbeats, a failure timeout, observers told of nodes joining and leaving).
+//!   Both only with `cluster.nats_url`.
 
+pub mod bus;
 pub mod local;
 pub mod membership;
 

@@ -1,0 +1,106 @@
+//! The cluster's message bus: this node's NATS connection and its subjects.
+//!
+//! Every subject is `<cluster.subject_prefix>.<topic>`, so several clusters can share one NATS
+//! server. NATS reconnects by itself and resubscribes what was subscribed; a publish while it is
+//! away is lost, which is why everything sent here is either repeated (heartbeats) or also kept
+//! in the store (revocations, reloaded periodically).
+
+use std::time::Duration;
+
+use crate::base::config::ClusterConfig;
+
+/// How long connecting to NATS at start may take before the node refuses to start.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// This node's connection to the others; cheap to clone.
+#[derive(Clone)]
+pub struct Bus {
+    client: async_nats::Client,
+    prefix: String,
+    node: String,
+}
+
+/// The node name to use: the configured one, or the machine's host name.
+pub fn node_name(config: &ClusterConfig) -> String {
+    if !config.node_name.is_empty() {
+        return config.node_name.clone();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let cleaned: String = host
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if cleaned.is_empty() {
+        "muster".into()
+    } else {
+        cleaned
+    }
+}
+
+impl Bus {
+    /// Connects to `cluster.nats_url`; an error (and no start) when NATS does not answer within
+    /// 5 s.
+    pub async fn connect(config: &ClusterConfig) -> anyhow::Result<Bus> {
+        let node = node_name(config);
+        let urls = config.nats_url.trim().to_string();
+        let client = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            async_nats::ConnectOptions::new()
+                .name(format!("muster {node}"))
+                .connect(urls.as_str()),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("cluster: no answer from NATS at {urls} within 5 s"))?
+        .map_err(|e| anyhow::anyhow!("cluster: cannot connect to NATS at {urls}: {e}"))?;
+        Ok(Bus {
+            client,
+            prefix: config.subject_prefix.clone(),
+            node,
+        })
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn subject(&self, topic: &str) -> String {
+        format!("{}.{topic}", self.prefix)
+    }
+
+    /// Publishes `payload` on `topic`. Lost (and logged at debug) when NATS is unreachable.
+    pub async fn publish(&self, topic: &str, payload: Vec<u8>) {
+        if let Err(e) = self
+            .client
+            .publish(self.subject(topic), payload.into())
+            .await
+        {
+            tracing::debug!(topic, "cluster: publish failed: {e}");
+        }
+    }
+
+    /// Publishes from code that cannot wait (a synchronous hook): the send happens on a task.
+    pub fn publish_soon(&self, topic: &str, payload: Vec<u8>) {
+        let (bus, topic) = (self.clone(), topic.to_string());
+        tokio::spawn(async move { bus.publish(&topic, payload).await });
+    }
+
+    /// Waits until what was published has reached NATS (before a clean shutdown).
+    pub async fn flush(&self) {
+        let _ = self.client.flush().await;
+    }
+
+    /// Every message published on `topic` from now on, by any node (this one included).
+    pub async fn subscribe(&self, topic: &str) -> anyhow::Result<async_nats::Subscriber> {
+        Ok(self.client.subscribe(self.subject(topic)).await?)
+    }
+}
