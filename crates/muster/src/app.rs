@@ -19,7 +19,9 @@ use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
 use crate::chat::presence::ChatPresence;
 use crate::chat::Chat;
-use crate::cluster::LocalRouter;
+use crate::cluster::bus::Bus;
+use crate::cluster::shared::ClusterRouter;
+use crate::cluster::{Cluster, LocalRouter, Router};
 use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
 use crate::links::Links;
@@ -29,6 +31,7 @@ use crate::net::connection::ConnectionCounter;
 use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::{AppState, Shared};
 use crate::session::channels::ChannelRegistry;
+use crate::session::registry::SessionObserver;
 use crate::session::SessionRegistry;
 use crate::store::{self, LinkStore, StartingGrant, Store};
 
@@ -85,7 +88,20 @@ async fn build(
     // Sessions and the router that reaches them: one node's for now.
     let registry = Arc::new(SessionRegistry::new(metrics.clone()));
     let channels = ChannelRegistry::new(Arc::new(ChatPresence), metrics.clone());
-    let router = Arc::new(LocalRouter::new(registry.clone(), channels));
+    let local = Arc::new(LocalRouter::new(registry.clone(), channels));
+    // Part of a cluster: channels are shared with the other nodes over NATS (a node that cannot
+    // reach NATS does not start).
+    let cluster = if config.cluster.enabled() {
+        let bus = Bus::connect(&config.cluster).await?;
+        let router = ClusterRouter::start(local.clone(), bus.clone()).await?;
+        Some(Cluster { bus, router })
+    } else {
+        None
+    };
+    let (router, sessions_end): (Arc<dyn Router>, Arc<dyn SessionObserver>) = match &cluster {
+        Some(cluster) => (cluster.router.clone(), cluster.router.clone()),
+        None => (local.clone(), local),
+    };
     let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone(), router.clone()).await?);
     builtins::register(&mut functions, &config.runtime.builtin_functions);
     let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
@@ -105,7 +121,7 @@ async fn build(
     .await?;
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.
-    registry.on_session_closed(router.clone());
+    registry.on_session_closed(sessions_end);
     registry.on_session_closed(matches.clone());
     let state = AppState::new(Shared {
         matches,
@@ -136,6 +152,7 @@ async fn build(
         links,
         registry,
         router,
+        cluster,
         rpc,
         config: Arc::new(config),
         tokens,
@@ -268,27 +285,29 @@ pub async fn run_on(
     let http_address = listener.local_addr()?;
     // Part of a cluster: heartbeats over NATS from now until shutdown (a node that cannot reach
     // NATS does not start).
-    let _membership = if state.config.cluster.enabled() {
-        let cluster = &state.config.cluster;
-        let bus = crate::cluster::bus::Bus::connect(cluster).await?;
-        crate::accounts::cluster::relay_revocations(state.tokens.clone(), bus.clone()).await?;
-        let advertise = if cluster.advertise.is_empty() {
-            http_address.to_string()
-        } else {
-            cluster.advertise.clone()
-        };
-        Some(
-            crate::cluster::membership::Membership::join(
-                cluster,
-                bus,
+    // Part of a cluster: revocations shared, heartbeats from now until shutdown.
+    let _membership = match &state.cluster {
+        Some(cluster) => {
+            let config = &state.config.cluster;
+            crate::accounts::cluster::relay_revocations(state.tokens.clone(), cluster.bus.clone())
+                .await?;
+            let advertise = if config.advertise.is_empty() {
+                http_address.to_string()
+            } else {
+                config.advertise.clone()
+            };
+            let membership = crate::cluster::membership::Membership::join(
+                config,
+                cluster.bus.clone(),
                 advertise,
+                vec![cluster.router.clone()],
                 state.metrics.registry(),
                 state.shutdown.clone(),
             )
-            .await?,
-        )
-    } else {
-        None
+            .await?;
+            Some(membership)
+        }
+        None => None,
     };
     match tcp {
         Some(tcp) => {

@@ -295,3 +295,124 @@ async fn a_logout_on_one_node_is_refused_by_the_others_at_once() {
         .expect("refresh");
     assert_eq!(refreshed.status().as_u16(), 401, "the refresh token too");
 }
+
+async fn join_room(client: &mut support::Client, room: &str) -> serde_json::Value {
+    client
+        .ok(
+            "channel_join",
+            serde_json::json!({"target": room, "type": 1}),
+            "channel",
+        )
+        .await
+}
+
+fn presence_ids(channel: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> = channel["presences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| p["user_id"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+async fn say(client: &mut support::Client, channel_id: &str, text: &str) {
+    let content = serde_json::json!({ "text": text }).to_string();
+    client
+        .ok(
+            "channel_message_send",
+            serde_json::json!({"channel_id": channel_id, "content": content}),
+            "channel_message_ack",
+        )
+        .await;
+}
+
+fn text_of(message: &serde_json::Value) -> String {
+    serde_json::from_str::<serde_json::Value>(message["content"].as_str().unwrap_or("{}"))
+        .map(|c| c["text"].as_str().unwrap_or("").to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn players_on_different_nodes_chat_and_see_each_other() {
+    let Some(nats) = nats_url() else { return };
+    let prefix = unique_prefix();
+    let dbs = [
+        Database::new(Backend::Sqlite).await,
+        Database::new(Backend::Sqlite).await,
+        Database::new(Backend::Sqlite).await,
+    ];
+    let a = Binary::run(node(&dbs[0], &nats, &prefix, "a"), free_port()).await;
+    let mut b = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
+    for n in [&a, &b] {
+        eventually("two nodes", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+    }
+    let a_addr = format!("127.0.0.1:{}", a.port);
+    let b_addr = format!("127.0.0.1:{}", b.port);
+    let mut alice = support::Client::connect_at(&a_addr, "cluster-alice").await;
+    let mut bob = support::Client::connect_at(&b_addr, "cluster-bob").await;
+
+    let channel = join_room(&mut alice, "lobby").await;
+    let channel_id = channel["id"].as_str().expect("id").to_owned();
+    // Bob, on the other node, sees Alice in the room; Alice is told Bob joined.
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        // Alice's join reaches b over the bus; wait until b has it.
+        let joined = join_room(&mut bob, "lobby").await;
+        seen = presence_ids(&joined);
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, vec![alice.user_id.clone()]);
+    let joined = alice.event("channel_presence_event").await;
+    assert_eq!(joined["joins"][0]["user_id"], bob.user_id.as_str());
+
+    // Messages cross in both directions.
+    say(&mut bob, &channel_id, "hello from b").await;
+    assert_eq!(
+        text_of(&alice.event("channel_message").await),
+        "hello from b"
+    );
+    say(&mut alice, &channel_id, "hello from a").await;
+    let mut texts = Vec::new();
+    for _ in 0..2 {
+        texts.push(text_of(&bob.event("channel_message").await));
+    }
+    assert!(texts.contains(&"hello from a".to_string()), "{texts:?}");
+
+    // A third node that joins later learns who is where from the others' snapshots.
+    let c = Binary::run(node(&dbs[2], &nats, &prefix, "c"), free_port()).await;
+    eventually("three nodes", || async {
+        metric(&c, "muster_cluster_nodes").await == 3.0
+    })
+    .await;
+    let mut carol =
+        support::Client::connect_at(&format!("127.0.0.1:{}", c.port), "cluster-carol").await;
+    let mut everyone = Vec::new();
+    for _ in 0..50 {
+        everyone = presence_ids(&join_room(&mut carol, "lobby").await);
+        if everyone.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let mut expected = vec![alice.user_id.clone(), bob.user_id.clone()];
+    expected.sort();
+    assert_eq!(everyone, expected);
+
+    // b is killed: Alice and Carol are told Bob left once b is taken for dead.
+    b.kill9();
+    let mut left = alice.event("channel_presence_event").await;
+    while left.get("leaves").is_none() {
+        left = alice.event("channel_presence_event").await;
+    }
+    assert_eq!(left["leaves"][0]["user_id"], bob.user_id.as_str());
+}

@@ -18,6 +18,10 @@ pub struct Bus {
     client: async_nats::Client,
     prefix: String,
     node: String,
+    /// When this node started (Unix ms): tells its incarnations apart.
+    incarnation: u64,
+    /// Publications from code that cannot wait, sent in order by one task.
+    queue: tokio::sync::mpsc::UnboundedSender<(String, Vec<u8>)>,
 }
 
 /// The node name to use: the configured one, or the machine's host name.
@@ -61,16 +65,34 @@ impl Bus {
         .await
         .map_err(|_| anyhow::anyhow!("cluster: no answer from NATS at {urls} within 5 s"))?
         .map_err(|e| anyhow::anyhow!("cluster: cannot connect to NATS at {urls}: {e}"))?;
-        Ok(Bus {
+        let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<(String, Vec<u8>)>();
+        let bus = Bus {
             client,
             prefix: config.subject_prefix.clone(),
             node,
-        })
+            incarnation: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            queue,
+        };
+        let sender = bus.clone();
+        tokio::spawn(async move {
+            while let Some((topic, payload)) = queued.recv().await {
+                sender.publish(&topic, payload).await;
+            }
+        });
+        Ok(bus)
     }
 
     /// This node's name.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// This run of the node (Unix ms at its start): a restart is a new incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     fn subject(&self, topic: &str) -> String {
@@ -88,10 +110,33 @@ impl Bus {
         }
     }
 
-    /// Publishes from code that cannot wait (a synchronous hook): the send happens on a task.
+    /// Publishes from code that cannot wait (a synchronous hook): queued, and sent by one task
+    /// in the order queued.
     pub fn publish_soon(&self, topic: &str, payload: Vec<u8>) {
-        let (bus, topic) = (self.clone(), topic.to_string());
-        tokio::spawn(async move { bus.publish(&topic, payload).await });
+        let _ = self.queue.send((topic.to_string(), payload));
+    }
+
+    /// Sends `payload` on `topic` and waits (at most `timeout`) for one answer.
+    pub async fn request(
+        &self,
+        topic: &str,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<u8>> {
+        let answer = tokio::time::timeout(
+            timeout,
+            self.client.request(self.subject(topic), payload.into()),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer on {topic} within {timeout:?}"))??;
+        Ok(answer.payload.to_vec())
+    }
+
+    /// Answers a request received on a subscription.
+    pub async fn reply(&self, to: async_nats::Subject, payload: Vec<u8>) {
+        if let Err(e) = self.client.publish(to, payload.into()).await {
+            tracing::debug!("cluster: reply failed: {e}");
+        }
     }
 
     /// Waits until what was published has reached NATS (before a clean shutdown).

@@ -22,6 +22,11 @@ impl LocalRouter {
     pub fn new(sessions: Arc<SessionRegistry>, channels: ChannelRegistry) -> LocalRouter {
         LocalRouter { sessions, channels }
     }
+
+    /// This node's channel members (the cluster router shares them with other nodes).
+    pub fn channels(&self) -> &ChannelRegistry {
+        &self.channels
+    }
 }
 
 impl Router for LocalRouter {

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use prometheus::{IntCounter, IntGauge, Registry};
@@ -81,12 +81,14 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Starts heartbeating on `bus`; `advertise` is where this node is reached. The heartbeat
-    /// stops, with a goodbye, when `shutdown` fires.
+    /// Starts heartbeating on `bus`; `advertise` is where this node is reached; `observers` are
+    /// told of every node that joins or leaves from the first heartbeat on. The heartbeat stops,
+    /// with a goodbye, when `shutdown` fires.
     pub async fn join(
         config: &ClusterConfig,
         bus: Bus,
         advertise: String,
+        observers: Vec<Arc<dyn MembershipObserver>>,
         registry: &Registry,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Membership> {
@@ -112,15 +114,12 @@ impl Membership {
         let membership = Membership {
             inner: Arc::new(Inner {
                 name: bus.node().to_string(),
-                incarnation: SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(0),
+                incarnation: bus.incarnation(),
                 advertise,
                 bus,
                 failure_timeout: Duration::from_millis(config.failure_timeout_ms),
                 peers: Mutex::new(HashMap::new()),
-                observers: Mutex::new(Vec::new()),
+                observers: Mutex::new(observers),
                 metrics,
             }),
         };

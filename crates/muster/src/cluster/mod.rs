@@ -9,12 +9,14 @@
 //! - [`local::LocalRouter`]: the one-node implementation over the session registry and the
 //!   node's channel registry. The NATS implementation (several nodes) comes with the cluster.
 //! - [`bus`]: the node's NATS connection and subjects; [`membership`]: which nodes of a cluster
-//!   are alive (heartbeats, a failure timeout, observers told of nodes joining and leaving).
-//!   Both only with `cluster.nats_url`.
+//!   are alive (heartbeats, a failure timeout, observers told of nodes joining and leaving);
+//!   [`shared::ClusterRouter`]: the local router plus channels shared with the other nodes. All
+//!   only with `cluster.nats_url`.
 
 pub mod bus;
 pub mod local;
 pub mod membership;
+pub mod shared;
 
 use std::sync::Arc;
 
@@ -26,6 +28,13 @@ use crate::session::fanout::Encoded;
 use crate::session::Session;
 
 pub use local::LocalRouter;
+
+/// This node's part in a cluster: its bus and its router.
+#[derive(Clone)]
+pub struct Cluster {
+    pub bus: bus::Bus,
+    pub router: Arc<shared::ClusterRouter>,
+}
 
 /// How many recipients took a fanned-out message, and how many could not (their outbox was
 /// full: those sessions are being closed).

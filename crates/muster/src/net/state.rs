@@ -51,6 +51,8 @@ pub struct Shared {
     pub registry: Arc<SessionRegistry>,
     /// Delivery and presence wherever sessions are.
     pub router: Arc<dyn Router>,
+    /// This node's bus and router when it is part of a cluster (`cluster.nats_url`).
+    pub cluster: Option<crate::cluster::Cluster>,
     /// Matches, the matchmaker and rooms.
     pub matches: Arc<Matches>,
     /// Chat channels: membership, message ids, limits.

@@ -290,6 +290,30 @@ impl ChannelRegistry {
             .inc_by(delivery.dropped as u64);
     }
 
+    /// Channel `id`, when it has members here.
+    pub fn get(&self, id: &str) -> Option<Arc<Channel>> {
+        self.channels.get(id).map(|c| c.value().clone())
+    }
+
+    /// The events members are told of joins and leaves in.
+    pub fn events(&self) -> &dyn PresenceEvents {
+        self.events.as_ref()
+    }
+
+    /// Every member of every channel here: (channel, presence, joined hidden). For another
+    /// node's copy of this one's members (the cluster router).
+    pub fn members_snapshot(&self) -> Vec<(Arc<str>, UserPresence, bool)> {
+        let channels: Vec<Arc<Channel>> = self.channels.iter().map(|c| c.value().clone()).collect();
+        let mut all = Vec::new();
+        for channel in channels {
+            let members = channel.members.lock();
+            for m in &members.list {
+                all.push((channel.id.clone(), m.presence(), m.flags.hidden));
+            }
+        }
+        all
+    }
+
     /// Members of channel `id` now (0 when it does not exist).
     pub fn member_count(&self, id: &str) -> usize {
         self.channels

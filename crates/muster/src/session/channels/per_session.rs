@@ -138,6 +138,12 @@ impl SessionChannels {
     }
 
     /// Every channel this socket is in (for the disconnect cleanup).
+    /// The ids of the channels joined now.
+    pub fn channel_ids(&self) -> Vec<Arc<str>> {
+        let state = self.state.lock();
+        state.joined.iter().map(|j| j.channel.id.clone()).collect()
+    }
+
     pub(super) fn channels(&self) -> Vec<Arc<Channel>> {
         let state = self.state.lock();
         state.joined.iter().map(|j| j.channel.clone()).collect()

@@ -1,0 +1,640 @@
+//! The router of a cluster: the one-node router for this node's sessions and channel members,
+//! plus channel membership and messages shared with the other nodes over the [`Bus`].
+//!
+//! - **Membership replica.** Every node keeps, for each channel, the members that are on other
+//!   nodes (their presence and whether they joined hidden). A node publishes each join and leave
+//!   of its own members on the `chan.presence` topic, numbered per node; a node that first hears
+//!   of another (or misses a number) asks it for a snapshot of its members (`chan.snapshot.<node>`)
+//!   and applies the numbered changes that come after it. A node that leaves the cluster (goodbye
+//!   or failure timeout) has its members removed, and every member left behind is told they left.
+//! - **Messages.** A channel message is delivered to this node's members, and published once on
+//!   the channel's subject (`chan.m.<hex of the id>`), which only nodes with members in the
+//!   channel subscribe to.
+//! - **Join answers** list this node's members and the replica's, so a player sees everyone in
+//!   the channel wherever they are connected.
+//!
+//! Direct delivery to a user's or a session's sockets, presence of users (`is_online`), matches
+//! and the matchmaker are still this node's only (docs/cluster.md).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use muster_proto::realtime::{decode_protobuf, encode_protobuf, UserPresence};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::bus::Bus;
+use super::local::LocalRouter;
+use super::membership::{Departure, MembershipObserver};
+use super::{JoinLimits, Router};
+use crate::session::channels::{Channel, ChannelRefusal, Delivery, JoinFlags, Joined};
+use crate::session::fanout::Encoded;
+use crate::session::registry::SessionObserver;
+use crate::session::Session;
+
+const PRESENCE: &str = "chan.presence";
+/// How long a snapshot request waits for its answer, and how many times it is made.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
+const SNAPSHOT_ATTEMPTS: u32 = 5;
+
+/// One change of a node's own channel members.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Change {
+    Join {
+        channel: String,
+        presence: UserPresence,
+        hidden: bool,
+    },
+    Leave {
+        channel: String,
+        session_id: String,
+    },
+}
+
+/// A change as published: numbered per node and incarnation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Numbered {
+    node: String,
+    incarnation: u64,
+    seq: u64,
+    change: Change,
+}
+
+/// A node's members at the moment its change number was `seq` (every one a `Join`).
+#[derive(Debug, Serialize, Deserialize)]
+struct Snapshot {
+    incarnation: u64,
+    seq: u64,
+    members: Vec<Change>,
+}
+
+struct RemoteMember {
+    node: String,
+    presence: UserPresence,
+    hidden: bool,
+}
+
+/// What this node knows of another's changes.
+#[derive(Default)]
+struct NodeState {
+    incarnation: u64,
+    /// The last change applied.
+    seq: u64,
+    /// A snapshot has been applied (changes are applied in order only after one).
+    synced: bool,
+    /// Changes that came before the snapshot did.
+    buffer: Vec<Numbered>,
+}
+
+#[derive(Default)]
+struct Replica {
+    /// Channel id → its members on other nodes.
+    channels: HashMap<String, Vec<RemoteMember>>,
+    nodes: HashMap<String, NodeState>,
+}
+
+/// The cluster's router; see the module documentation.
+pub struct ClusterRouter {
+    /// Itself, for the trait methods that start tasks (which hold it weakly).
+    me: std::sync::Weak<ClusterRouter>,
+    local: Arc<LocalRouter>,
+    bus: Bus,
+    incarnation: u64,
+    /// This node's last change number. Held while a change is numbered and queued, and while a
+    /// snapshot is taken, so that a snapshot's number covers exactly the changes before it.
+    seq: Mutex<u64>,
+    replica: Mutex<Replica>,
+    /// Channel id → the task receiving its messages from other nodes (only channels with
+    /// members here).
+    subscriptions: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+fn message_topic(channel_id: &str) -> String {
+    let mut topic = String::with_capacity(7 + 2 * channel_id.len());
+    topic.push_str("chan.m.");
+    for b in channel_id.as_bytes() {
+        let _ = write!(topic, "{b:02x}");
+    }
+    topic
+}
+
+impl ClusterRouter {
+    /// Starts sharing `local`'s channels over `bus`: answers snapshot requests and applies the
+    /// other nodes' changes from now on.
+    pub async fn start(local: Arc<LocalRouter>, bus: Bus) -> anyhow::Result<Arc<ClusterRouter>> {
+        let incarnation = bus.incarnation();
+        let mut changes = bus.subscribe(PRESENCE).await?;
+        let mut requests = bus
+            .subscribe(&format!("chan.snapshot.{}", bus.node()))
+            .await?;
+        let router = Arc::new_cyclic(|me| ClusterRouter {
+            me: me.clone(),
+            local,
+            bus,
+            incarnation,
+            seq: Mutex::new(0),
+            replica: Mutex::new(Replica::default()),
+            subscriptions: Mutex::new(HashMap::new()),
+        });
+        let weak = Arc::downgrade(&router);
+        tokio::spawn(async move {
+            while let Some(message) = changes.next().await {
+                let Some(router) = weak.upgrade() else { return };
+                match serde_json::from_slice::<Numbered>(&message.payload) {
+                    Ok(numbered) => router.received(numbered),
+                    Err(e) => tracing::warn!("cluster: unreadable channel change: {e}"),
+                }
+            }
+        });
+        let weak = Arc::downgrade(&router);
+        tokio::spawn(async move {
+            while let Some(message) = requests.next().await {
+                let Some(router) = weak.upgrade() else { return };
+                if let Some(reply) = message.reply {
+                    let snapshot = router.snapshot();
+                    if let Ok(body) = serde_json::to_vec(&snapshot) {
+                        router.bus.reply(reply, body).await;
+                    }
+                }
+            }
+        });
+        Ok(router)
+    }
+
+    fn me(&self) -> Option<Arc<ClusterRouter>> {
+        self.me.upgrade()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        // Read under the number's lock: a change made to the registry but not yet numbered
+        // shows here and again as a change; applying a change twice changes nothing.
+        let guard = self.seq.lock();
+        let members = self
+            .local
+            .channels()
+            .members_snapshot()
+            .into_iter()
+            .map(|(channel, presence, hidden)| Change::Join {
+                channel: channel.to_string(),
+                presence,
+                hidden,
+            })
+            .collect();
+        let seq = guard.map(|s| *s).unwrap_or(0);
+        Snapshot {
+            incarnation: self.incarnation,
+            seq,
+            members,
+        }
+    }
+
+    /// Numbers a change of this node's members and publishes it, in order.
+    fn publish(&self, change: Change) {
+        let Ok(mut seq) = self.seq.lock() else { return };
+        *seq += 1;
+        let numbered = Numbered {
+            node: self.bus.node().to_string(),
+            incarnation: self.incarnation,
+            seq: *seq,
+            change,
+        };
+        if let Ok(body) = serde_json::to_vec(&numbered) {
+            self.bus.publish_soon(PRESENCE, body);
+        }
+    }
+
+    /// Receives other nodes' messages for `channel_id` while it has members here.
+    fn subscribe_channel(self: &Arc<Self>, channel_id: &str) {
+        let Ok(mut subscriptions) = self.subscriptions.lock() else {
+            return;
+        };
+        if subscriptions.contains_key(channel_id) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let (id, topic) = (channel_id.to_string(), message_topic(channel_id));
+        let bus = self.bus.clone();
+        let task = tokio::spawn(async move {
+            let Ok(mut messages) = bus.subscribe(&topic).await else {
+                tracing::warn!(channel = %id, "cluster: cannot subscribe to a channel");
+                return;
+            };
+            while let Some(message) = messages.next().await {
+                let Some(router) = weak.upgrade() else { return };
+                router.deliver_from_elsewhere(&id, &message.payload);
+            }
+        });
+        subscriptions.insert(channel_id.to_string(), task);
+    }
+
+    /// Stops receiving a channel's messages once it has no member here.
+    fn unsubscribe_if_empty(&self, channel_id: &str) {
+        if self.local.channel_members(channel_id) > 0 {
+            return;
+        }
+        if let Some(task) = self
+            .subscriptions
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(channel_id))
+        {
+            task.abort();
+        }
+    }
+
+    /// A message another node published for `channel_id`: `node\n` then the envelope.
+    fn deliver_from_elsewhere(&self, channel_id: &str, payload: &[u8]) {
+        let Some(split) = payload.iter().position(|b| *b == b'\n') else {
+            return;
+        };
+        if &payload[..split] == self.bus.node().as_bytes() {
+            return;
+        }
+        let Ok(envelope) = decode_protobuf(&payload[split + 1..]) else {
+            tracing::warn!("cluster: undecodable channel message");
+            return;
+        };
+        if let Some(channel) = self.local.channels().get(channel_id) {
+            self.local
+                .channels()
+                .broadcast(&channel, &Encoded::new(envelope));
+        }
+    }
+
+    /// Tells this node's members of `channel_id` that a member elsewhere joined or left.
+    fn tell_locals(&self, channel_id: &str, presence: &UserPresence, joined: bool) {
+        let registry = self.local.channels();
+        if let Some(channel) = registry.get(channel_id) {
+            let event = if joined {
+                registry.events().joined(channel_id, presence.clone())
+            } else {
+                registry.events().left(channel_id, presence.clone())
+            };
+            registry.broadcast(&channel, &event);
+        }
+    }
+
+    /// Applies one change of `node`'s members to the replica (a change already applied changes
+    /// nothing), telling this node's members of the channel.
+    fn apply(&self, replica: &mut Replica, node: &str, change: Change) {
+        match change {
+            Change::Join {
+                channel,
+                presence,
+                hidden,
+            } => {
+                let members = replica.channels.entry(channel.clone()).or_default();
+                if members
+                    .iter()
+                    .any(|m| m.presence.session_id == presence.session_id)
+                {
+                    return;
+                }
+                if !hidden {
+                    self.tell_locals(&channel, &presence, true);
+                }
+                members.push(RemoteMember {
+                    node: node.to_string(),
+                    presence,
+                    hidden,
+                });
+            }
+            Change::Leave {
+                channel,
+                session_id,
+            } => {
+                let Some(members) = replica.channels.get_mut(&channel) else {
+                    return;
+                };
+                let Some(at) = members
+                    .iter()
+                    .position(|m| m.presence.session_id == session_id)
+                else {
+                    return;
+                };
+                let gone = members.swap_remove(at);
+                if members.is_empty() {
+                    replica.channels.remove(&channel);
+                }
+                if !gone.hidden {
+                    self.tell_locals(&channel, &gone.presence, false);
+                }
+            }
+        }
+    }
+
+    /// Removes every member of `node` from the replica, telling this node's members.
+    fn forget_node(&self, replica: &mut Replica, node: &str) {
+        let mut gone = Vec::new();
+        replica.channels.retain(|channel, members| {
+            members.retain(|m| {
+                if m.node == node {
+                    gone.push((channel.clone(), m.presence.clone(), m.hidden));
+                    false
+                } else {
+                    true
+                }
+            });
+            !members.is_empty()
+        });
+        for (channel, presence, hidden) in gone {
+            if !hidden {
+                self.tell_locals(&channel, &presence, false);
+            }
+        }
+        replica.nodes.remove(node);
+    }
+
+    /// A numbered change from the bus.
+    fn received(self: &Arc<Self>, numbered: Numbered) {
+        if numbered.node == self.bus.node() {
+            return;
+        }
+        let Ok(mut replica) = self.replica.lock() else {
+            return;
+        };
+        let node = numbered.node.clone();
+        let known = replica.nodes.get(&node).map(|s| s.incarnation);
+        if known != Some(numbered.incarnation) && known != Some(0) {
+            // A node not heard from, or a new incarnation of one (whose old members are gone):
+            // start over from a snapshot, keeping this change for after it.
+            if known.is_some() {
+                self.forget_node(&mut replica, &node);
+            }
+            replica.nodes.insert(
+                node.clone(),
+                NodeState {
+                    incarnation: numbered.incarnation,
+                    buffer: vec![numbered],
+                    ..Default::default()
+                },
+            );
+            drop(replica);
+            self.request_snapshot(node);
+            return;
+        }
+        let Some(state) = replica.nodes.get_mut(&node) else {
+            return;
+        };
+        if state.incarnation == 0 {
+            // Asked for a snapshot when the node joined; this change waits for it.
+            state.incarnation = numbered.incarnation;
+        }
+        if !state.synced {
+            state.buffer.push(numbered);
+            return;
+        }
+        if numbered.seq <= state.seq {
+            return;
+        }
+        if numbered.seq != state.seq + 1 {
+            // A change was lost (NATS reconnected): resynchronise from a snapshot.
+            state.synced = false;
+            state.buffer = vec![numbered];
+            drop(replica);
+            self.request_snapshot(node);
+            return;
+        }
+        state.seq = numbered.seq;
+        self.apply(&mut replica, &node, numbered.change);
+    }
+
+    /// Asks `node` for its members (on a task) and applies them with what came meanwhile.
+    fn request_snapshot(self: &Arc<Self>, node: String) {
+        let router = self.clone();
+        tokio::spawn(async move {
+            let topic = format!("chan.snapshot.{node}");
+            for attempt in 1..=SNAPSHOT_ATTEMPTS {
+                let answer = router
+                    .bus
+                    .request(&topic, Vec::new(), SNAPSHOT_TIMEOUT)
+                    .await;
+                match answer.map(|body| serde_json::from_slice::<Snapshot>(&body)) {
+                    Ok(Ok(snapshot)) => return router.apply_snapshot(&node, snapshot),
+                    Ok(Err(e)) => tracing::warn!(%node, "cluster: unreadable snapshot: {e}"),
+                    Err(e) => tracing::warn!(%node, attempt, "cluster: no snapshot: {e}"),
+                }
+                // Gone meanwhile (its members were dropped with it): nothing to wait for.
+                let waiting = router
+                    .replica
+                    .lock()
+                    .map(|r| r.nodes.get(&node).is_some_and(|s| !s.synced))
+                    .unwrap_or(false);
+                if !waiting {
+                    return;
+                }
+                tokio::time::sleep(SNAPSHOT_TIMEOUT / 4).await;
+            }
+        });
+    }
+
+    fn apply_snapshot(&self, node: &str, snapshot: Snapshot) {
+        let Ok(mut replica) = self.replica.lock() else {
+            return;
+        };
+        let buffered = match replica.nodes.get_mut(node) {
+            Some(state) if state.incarnation == snapshot.incarnation && !state.synced => {
+                state.synced = true;
+                state.seq = snapshot.seq;
+                std::mem::take(&mut state.buffer)
+            }
+            Some(state) if state.incarnation == 0 => {
+                state.incarnation = snapshot.incarnation;
+                state.synced = true;
+                state.seq = snapshot.seq;
+                std::mem::take(&mut state.buffer)
+            }
+            // Stale (another incarnation came meanwhile) or already synchronised.
+            _ => return,
+        };
+        // What the node has now: members the replica lacks join, members it no longer has leave.
+        let mut current: Vec<(String, String)> = Vec::new();
+        for change in snapshot.members {
+            if let Change::Join {
+                channel, presence, ..
+            } = &change
+            {
+                current.push((channel.clone(), presence.session_id.clone()));
+            }
+            self.apply(&mut replica, node, change);
+        }
+        let stale: Vec<(String, String)> = replica
+            .channels
+            .iter()
+            .flat_map(|(channel, members)| {
+                members
+                    .iter()
+                    .filter(|m| m.node == node)
+                    .map(|m| (channel.clone(), m.presence.session_id.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|key| !current.contains(key))
+            .collect();
+        for (channel, session_id) in stale {
+            self.apply(
+                &mut replica,
+                node,
+                Change::Leave {
+                    channel,
+                    session_id,
+                },
+            );
+        }
+        let mut buffered = buffered;
+        buffered.sort_by_key(|n| n.seq);
+        for numbered in buffered {
+            let Some(state) = replica.nodes.get_mut(node) else {
+                return;
+            };
+            if numbered.seq <= state.seq {
+                continue;
+            }
+            state.seq = numbered.seq;
+            self.apply(&mut replica, node, numbered.change);
+        }
+    }
+
+    fn remote_presences(&self, channel_id: &str, limit: usize) -> Vec<UserPresence> {
+        self.replica
+            .lock()
+            .ok()
+            .and_then(|r| {
+                r.channels.get(channel_id).map(|members| {
+                    members
+                        .iter()
+                        .filter(|m| !m.hidden)
+                        .take(limit)
+                        .map(|m| m.presence.clone())
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    fn remote_count(&self, channel_id: &str) -> usize {
+        self.replica
+            .lock()
+            .ok()
+            .and_then(|r| r.channels.get(channel_id).map(Vec::len))
+            .unwrap_or(0)
+    }
+}
+
+impl Router for ClusterRouter {
+    fn send_to_session(&self, session_id: Uuid, message: &Encoded) -> bool {
+        self.local.send_to_session(session_id, message)
+    }
+
+    fn send_to_user(&self, user_id: Uuid, message: &Encoded) -> usize {
+        self.local.send_to_user(user_id, message)
+    }
+
+    fn is_online(&self, user_id: Uuid) -> bool {
+        self.local.is_online(user_id)
+    }
+
+    fn join_channel(
+        &self,
+        session: &Arc<Session>,
+        channel_id: &str,
+        flags: JoinFlags,
+        limits: JoinLimits,
+    ) -> Result<Joined, ChannelRefusal> {
+        let mut joined = self
+            .local
+            .join_channel(session, channel_id, flags, limits)?;
+        if joined.new {
+            let mut presence = session.presence();
+            presence.persistence = flags.persistence;
+            self.publish(Change::Join {
+                channel: channel_id.to_string(),
+                presence,
+                hidden: flags.hidden,
+            });
+            if let Some(router) = self.me() {
+                router.subscribe_channel(channel_id);
+            }
+        }
+        let room = limits.max_listed.saturating_sub(joined.presences.len());
+        joined
+            .presences
+            .extend(self.remote_presences(channel_id, room));
+        Ok(joined)
+    }
+
+    fn leave_channel(
+        &self,
+        session: &Arc<Session>,
+        channel_id: &str,
+    ) -> Result<(), ChannelRefusal> {
+        self.local.leave_channel(session, channel_id)?;
+        self.publish(Change::Leave {
+            channel: channel_id.to_string(),
+            session_id: session.session_id.to_string(),
+        });
+        self.unsubscribe_if_empty(channel_id);
+        Ok(())
+    }
+
+    fn send_to_channel(&self, channel: &Channel, message: &Encoded) -> Delivery {
+        let delivery = self.local.send_to_channel(channel, message);
+        if self.remote_count(&channel.id) > 0 {
+            let mut payload = Vec::with_capacity(64);
+            payload.extend_from_slice(self.bus.node().as_bytes());
+            payload.push(b'\n');
+            payload.extend_from_slice(&encode_protobuf(message.envelope()));
+            self.bus.publish_soon(&message_topic(&channel.id), payload);
+        }
+        delivery
+    }
+
+    fn channel_members(&self, channel_id: &str) -> usize {
+        self.local.channel_members(channel_id) + self.remote_count(channel_id)
+    }
+}
+
+/// A session that ends leaves its channels here and, through the bus, everywhere.
+impl SessionObserver for ClusterRouter {
+    fn session_closed(&self, session: &Arc<Session>) {
+        let channels = session.channels.channel_ids();
+        self.local.session_closed(session);
+        for channel_id in channels {
+            self.publish(Change::Leave {
+                channel: channel_id.to_string(),
+                session_id: session.session_id.to_string(),
+            });
+            self.unsubscribe_if_empty(&channel_id);
+        }
+    }
+}
+
+/// Nodes that join are asked for their members; nodes that leave take theirs with them.
+impl MembershipObserver for ClusterRouter {
+    fn node_joined(&self, node: &str) {
+        let Some(router) = self.me() else { return };
+        let unknown = self
+            .replica
+            .lock()
+            .map(|mut r| {
+                let unknown = !r.nodes.contains_key(node);
+                if unknown {
+                    r.nodes.insert(node.to_string(), NodeState::default());
+                }
+                unknown
+            })
+            .unwrap_or(false);
+        if unknown {
+            router.request_snapshot(node.to_string());
+        }
+    }
+
+    fn node_left(&self, node: &str, _why: Departure) {
+        if let Ok(mut replica) = self.replica.lock() {
+            self.forget_node(&mut replica, node);
+        }
+    }
+}
