@@ -129,6 +129,14 @@ export async function startServer(env = {}) {
         }
         rmSync(dataDir, { recursive: true, force: true });
       },
+      /** SIGKILL: no shutdown path runs (a node that dies). */
+      async kill9() {
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill("SIGKILL");
+          await exited;
+        }
+        rmSync(dataDir, { recursive: true, force: true });
+      },
     };
   }
 }

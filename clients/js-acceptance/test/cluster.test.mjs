@@ -1,0 +1,109 @@
+// Three Muster nodes over NATS (docs/cluster.md): nakama-js players connected to different nodes
+// chat in one room, see each other's presence, and are told when a node dies.
+// Needs TEST_NATS_URL (the test command starts a private nats-server); without it the test is
+// skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { startServer, clientFor, uniq, sleep } from "./helpers.mjs";
+
+const NATS = process.env.TEST_NATS_URL;
+if (!NATS && process.env.TEST_REQUIRE_NATS === "1") {
+  throw new Error("TEST_REQUIRE_NATS=1 but TEST_NATS_URL is not set");
+}
+
+const nodes = [];
+const sockets = [];
+after(async () => {
+  for (const s of sockets) s.disconnect(false);
+  for (const n of nodes) await n.stop();
+});
+
+async function clusterNodes(server) {
+  const text = await (await fetch(`${server.base}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith("muster_cluster_nodes "));
+  return line ? Number(line.split(" ")[1]) : 0;
+}
+
+async function until(what, check, ms = 10000) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A player on `server`; chat events in `events`, and a way to wait for one. */
+async function player(server, name) {
+  const client = clientFor(server);
+  const session = await client.authenticateDevice(uniq(name), true);
+  const socket = client.createSocket(false, false);
+  sockets.push(socket);
+  const events = [];
+  socket.onchannelmessage = (m) => events.push({ kind: "message", ...m });
+  socket.onchannelpresence = (p) => events.push({ kind: "presence", ...p });
+  await socket.connect(session, false, 5000);
+  const next = async (match, what) => {
+    let found;
+    await until(what, () => {
+      const at = events.findIndex(match);
+      if (at >= 0) found = events.splice(at, 1)[0];
+      return at >= 0;
+    });
+    return found;
+  };
+  return { session, socket, next };
+}
+
+test("players on three nodes chat in one room and see a dead node's player leave", { skip: !NATS }, async () => {
+  const prefix = uniq("c").replace(/-/g, "");
+  for (const name of ["a", "b", "c"]) {
+    nodes.push(
+      await startServer({
+        MUSTER_CLUSTER__NATS_URL: NATS,
+        MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
+        MUSTER_CLUSTER__NODE_NAME: name,
+        MUSTER_CLUSTER__HEARTBEAT_MS: "100",
+        MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
+      }),
+    );
+  }
+  for (const n of nodes) await until("three nodes", async () => (await clusterNodes(n)) === 3);
+  const [a, b, c] = nodes;
+  const alice = await player(a, "alice");
+  const bob = await player(b, "bob");
+  const carol = await player(c, "carol");
+  const room = uniq("room").slice(0, 40);
+
+  const aliceChannel = await alice.socket.joinChat(room, 1, false, false);
+  await bob.socket.joinChat(room, 1, false, false);
+  await alice.next((e) => e.kind === "presence" && e.joins?.[0]?.user_id === bob.session.user_id, "bob's join at alice");
+  await carol.socket.joinChat(room, 1, false, false);
+  await alice.next((e) => e.kind === "presence" && e.joins?.[0]?.user_id === carol.session.user_id, "carol's join at alice");
+  // Carol's view of the room, asked again: everyone, wherever connected.
+  const again = await carol.socket.joinChat(room, 1, false, false);
+  assert.deepEqual(
+    (again.presences ?? []).map((p) => p.user_id).sort(),
+    [alice.session.user_id, bob.session.user_id].sort(),
+  );
+
+  const ack = await bob.socket.writeChatMessage(aliceChannel.id, { text: "from b" });
+  for (const p of [alice, carol]) {
+    const m = await p.next((e) => e.kind === "message" && e.message_id === ack.message_id, "bob's message");
+    assert.deepEqual(m.content, { text: "from b" });
+    assert.equal(m.sender_id, bob.session.user_id);
+  }
+  const ack2 = await alice.socket.writeChatMessage(aliceChannel.id, { text: "from a" });
+  await bob.next((e) => e.kind === "message" && e.message_id === ack2.message_id, "alice's message at bob");
+  await carol.next((e) => e.kind === "message" && e.message_id === ack2.message_id, "alice's message at carol");
+
+  // Node b dies: alice and carol are told bob left once b is taken for dead.
+  await b.kill9();
+  for (const p of [alice, carol]) {
+    const left = await p.next((e) => e.kind === "presence" && e.leaves?.[0]?.user_id === bob.session.user_id, "bob's leave");
+    assert.equal(left.channel_id, aliceChannel.id);
+  }
+  // The others still chat.
+  const ack3 = await carol.socket.writeChatMessage(aliceChannel.id, { text: "still here" });
+  await alice.next((e) => e.kind === "message" && e.message_id === ack3.message_id, "carol's message after b died");
+});
