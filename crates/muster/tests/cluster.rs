@@ -416,3 +416,63 @@ async fn players_on_different_nodes_chat_and_see_each_other() {
     }
     assert_eq!(left["leaves"][0]["user_id"], bob.user_id.as_str());
 }
+
+async fn account_online(node: &Binary, token: &str) -> bool {
+    let account: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/v2/account", node.base()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("account")
+        .json()
+        .await
+        .expect("json");
+    account["user"]["online"].as_bool().unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_user_connected_to_one_node_is_online_on_every_node_until_that_node_dies() {
+    let Some(nats) = nats_url() else { return };
+    if support::postgres_url().is_none() {
+        return;
+    }
+    let db = Database::new(Backend::Postgres).await;
+    let other = Database {
+        dir: tempfile::tempdir().expect("dir"),
+        url: db.url.clone(),
+    };
+    let prefix = unique_prefix();
+    let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
+    let mut b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
+    for n in [&a, &b] {
+        eventually("two nodes", || async {
+            metric(n, "muster_cluster_nodes").await == 2.0
+        })
+        .await;
+    }
+    let (token, _) = session(&a, "cluster-online-device").await;
+    assert!(!account_online(&a, &token).await, "no socket yet");
+    // A socket on b: a sees the user online.
+    let socket = support::Client::with_token(&format!("127.0.0.1:{}", b.port), &token).await;
+    eventually("online as seen from a", || async {
+        account_online(&a, &token).await
+    })
+    .await;
+    // The socket closes: offline everywhere.
+    socket.close().await;
+    eventually("offline as seen from a", || async {
+        !account_online(&a, &token).await
+    })
+    .await;
+    // Online again, then b dies: a forgets b's sessions after the failure timeout.
+    let _again = support::Client::with_token(&format!("127.0.0.1:{}", b.port), &token).await;
+    eventually("online again", || async {
+        account_online(&a, &token).await
+    })
+    .await;
+    b.kill9();
+    eventually("offline once b is dead", || async {
+        !account_online(&a, &token).await
+    })
+    .await;
+}

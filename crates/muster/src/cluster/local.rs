@@ -27,6 +27,11 @@ impl LocalRouter {
     pub fn channels(&self) -> &ChannelRegistry {
         &self.channels
     }
+
+    /// This node's sessions.
+    pub fn sessions(&self) -> &SessionRegistry {
+        &self.sessions
+    }
 }
 
 impl Router for LocalRouter {

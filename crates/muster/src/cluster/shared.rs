@@ -13,8 +13,12 @@
 //! - **Join answers** list this node's members and the replica's, so a player sees everyone in
 //!   the channel wherever they are connected.
 //!
-//! Direct delivery to a user's or a session's sockets, presence of users (`is_online`), matches
-//! and the matchmaker are still this node's only (docs/cluster.md).
+//! - **Sessions.** The same numbered changes carry every session opening and ending, so each
+//!   node knows which users are online where: `is_online` sees users on any node, and a
+//!   delivery to a session or a user on another node goes to that node's inbox
+//!   (`node.<name>.deliver`), which hands it to the session or the user's sessions there.
+//!
+//! Matches and the matchmaker are still this node's only (docs/cluster.md).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -36,6 +40,9 @@ use crate::session::registry::SessionObserver;
 use crate::session::Session;
 
 const PRESENCE: &str = "chan.presence";
+/// Delivery kinds on a node's inbox (`node.<name>.deliver`): to one session, to a user's.
+const TO_SESSION: u8 = b's';
+const TO_USER: u8 = b'u';
 /// How long a snapshot request waits for its answer, and how many times it is made.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
 const SNAPSHOT_ATTEMPTS: u32 = 5;
@@ -53,6 +60,15 @@ enum Change {
         channel: String,
         session_id: String,
     },
+    /// A session opened on the node.
+    SessionUp {
+        session_id: Uuid,
+        user_id: Uuid,
+    },
+    /// A session of the node ended.
+    SessionDown {
+        session_id: Uuid,
+    },
 }
 
 /// A change as published: numbered per node and incarnation.
@@ -69,6 +85,7 @@ struct Numbered {
 struct Snapshot {
     incarnation: u64,
     seq: u64,
+    /// Channel members (`Join`) and sessions (`SessionUp`).
     members: Vec<Change>,
 }
 
@@ -94,6 +111,10 @@ struct NodeState {
 struct Replica {
     /// Channel id → its members on other nodes.
     channels: HashMap<String, Vec<RemoteMember>>,
+    /// Sessions on other nodes: session id → (node, user id).
+    sessions: HashMap<Uuid, (String, Uuid)>,
+    /// Users with sessions on other nodes: user id → node → how many.
+    users: HashMap<Uuid, HashMap<String, usize>>,
     nodes: HashMap<String, NodeState>,
 }
 
@@ -131,6 +152,7 @@ impl ClusterRouter {
         let mut requests = bus
             .subscribe(&format!("chan.snapshot.{}", bus.node()))
             .await?;
+        let mut inbox = bus.subscribe(&inbox_topic(bus.node())).await?;
         let router = Arc::new_cyclic(|me| ClusterRouter {
             me: me.clone(),
             local,
@@ -148,6 +170,13 @@ impl ClusterRouter {
                     Ok(numbered) => router.received(numbered),
                     Err(e) => tracing::warn!("cluster: unreadable channel change: {e}"),
                 }
+            }
+        });
+        let weak = Arc::downgrade(&router);
+        tokio::spawn(async move {
+            while let Some(message) = inbox.next().await {
+                let Some(router) = weak.upgrade() else { return };
+                router.delivered_here(&message.payload);
             }
         });
         let weak = Arc::downgrade(&router);
@@ -173,17 +202,23 @@ impl ClusterRouter {
         // Read under the number's lock: a change made to the registry but not yet numbered
         // shows here and again as a change; applying a change twice changes nothing.
         let guard = self.seq.lock();
-        let members = self
-            .local
-            .channels()
-            .members_snapshot()
-            .into_iter()
-            .map(|(channel, presence, hidden)| Change::Join {
-                channel: channel.to_string(),
-                presence,
-                hidden,
-            })
-            .collect();
+        let members =
+            self.local
+                .channels()
+                .members_snapshot()
+                .into_iter()
+                .map(|(channel, presence, hidden)| Change::Join {
+                    channel: channel.to_string(),
+                    presence,
+                    hidden,
+                })
+                .chain(self.local.sessions().all_sessions().into_iter().map(
+                    |(session_id, user_id)| Change::SessionUp {
+                        session_id,
+                        user_id,
+                    },
+                ))
+                .collect();
         let seq = guard.map(|s| *s).unwrap_or(0);
         Snapshot {
             incarnation: self.incarnation,
@@ -324,6 +359,28 @@ impl ClusterRouter {
                     self.tell_locals(&channel, &gone.presence, false);
                 }
             }
+            Change::SessionUp {
+                session_id,
+                user_id,
+            } => {
+                if replica
+                    .sessions
+                    .insert(session_id, (node.to_string(), user_id))
+                    .is_none()
+                {
+                    *replica
+                        .users
+                        .entry(user_id)
+                        .or_default()
+                        .entry(node.to_string())
+                        .or_default() += 1;
+                }
+            }
+            Change::SessionDown { session_id } => {
+                if let Some((node, user_id)) = replica.sessions.remove(&session_id) {
+                    forget_user_session(&mut replica.users, user_id, &node);
+                }
+            }
         }
     }
 
@@ -346,6 +403,11 @@ impl ClusterRouter {
                 self.tell_locals(&channel, &presence, false);
             }
         }
+        replica.sessions.retain(|_, (n, _)| n != node);
+        replica.users.retain(|_, nodes| {
+            nodes.remove(node);
+            !nodes.is_empty()
+        });
         replica.nodes.remove(node);
     }
 
@@ -453,14 +515,25 @@ impl ClusterRouter {
         };
         // What the node has now: members the replica lacks join, members it no longer has leave.
         let mut current: Vec<(String, String)> = Vec::new();
+        let mut sessions: Vec<Uuid> = Vec::new();
         for change in snapshot.members {
-            if let Change::Join {
-                channel, presence, ..
-            } = &change
-            {
-                current.push((channel.clone(), presence.session_id.clone()));
+            match &change {
+                Change::Join {
+                    channel, presence, ..
+                } => current.push((channel.clone(), presence.session_id.clone())),
+                Change::SessionUp { session_id, .. } => sessions.push(*session_id),
+                _ => {}
             }
             self.apply(&mut replica, node, change);
+        }
+        let gone_sessions: Vec<Uuid> = replica
+            .sessions
+            .iter()
+            .filter(|(id, (n, _))| n == node && !sessions.contains(id))
+            .map(|(id, _)| *id)
+            .collect();
+        for session_id in gone_sessions {
+            self.apply(&mut replica, node, Change::SessionDown { session_id });
         }
         let stale: Vec<(String, String)> = replica
             .channels
@@ -498,6 +571,30 @@ impl ClusterRouter {
         }
     }
 
+    /// A message another node sent to one of this node's sessions or users.
+    fn delivered_here(&self, payload: &[u8]) {
+        if payload.len() < 17 {
+            return;
+        }
+        let Ok(id) = Uuid::from_slice(&payload[1..17]) else {
+            return;
+        };
+        let Ok(envelope) = decode_protobuf(&payload[17..]) else {
+            tracing::warn!("cluster: undecodable delivery");
+            return;
+        };
+        let message = Encoded::new(envelope);
+        match payload[0] {
+            TO_SESSION => {
+                self.local.send_to_session(id, &message);
+            }
+            TO_USER => {
+                self.local.send_to_user(id, &message);
+            }
+            _ => {}
+        }
+    }
+
     fn remote_presences(&self, channel_id: &str, limit: usize) -> Vec<UserPresence> {
         self.replica
             .lock()
@@ -525,16 +622,54 @@ impl ClusterRouter {
 }
 
 impl Router for ClusterRouter {
+    /// True for a session on another node once the message is on its way there.
     fn send_to_session(&self, session_id: Uuid, message: &Encoded) -> bool {
-        self.local.send_to_session(session_id, message)
+        if self.local.send_to_session(session_id, message) {
+            return true;
+        }
+        let node = self
+            .replica
+            .lock()
+            .ok()
+            .and_then(|r| r.sessions.get(&session_id).map(|(node, _)| node.clone()));
+        match node {
+            Some(node) => {
+                let payload = inbox_payload(TO_SESSION, session_id, message);
+                self.bus.publish_soon(&inbox_topic(&node), payload);
+                true
+            }
+            None => false,
+        }
     }
 
+    /// Counts the user's sessions on other nodes as reached once the message is on its way.
     fn send_to_user(&self, user_id: Uuid, message: &Encoded) -> usize {
-        self.local.send_to_user(user_id, message)
+        let here = self.local.send_to_user(user_id, message);
+        let elsewhere: Vec<(String, usize)> = self
+            .replica
+            .lock()
+            .ok()
+            .and_then(|r| {
+                r.users
+                    .get(&user_id)
+                    .map(|nodes| nodes.iter().map(|(n, c)| (n.clone(), *c)).collect())
+            })
+            .unwrap_or_default();
+        let mut reached = here;
+        for (node, sessions) in elsewhere {
+            let payload = inbox_payload(TO_USER, user_id, message);
+            self.bus.publish_soon(&inbox_topic(&node), payload);
+            reached += sessions;
+        }
+        reached
     }
 
     fn is_online(&self, user_id: Uuid) -> bool {
         self.local.is_online(user_id)
+            || self
+                .replica
+                .lock()
+                .is_ok_and(|r| r.users.contains_key(&user_id))
     }
 
     fn join_channel(
@@ -599,6 +734,13 @@ impl Router for ClusterRouter {
 
 /// A session that ends leaves its channels here and, through the bus, everywhere.
 impl SessionObserver for ClusterRouter {
+    fn session_opened(&self, session: &Arc<Session>) {
+        self.publish(Change::SessionUp {
+            session_id: session.session_id,
+            user_id: session.user_id,
+        });
+    }
+
     fn session_closed(&self, session: &Arc<Session>) {
         let channels = session.channels.channel_ids();
         self.local.session_closed(session);
@@ -609,6 +751,9 @@ impl SessionObserver for ClusterRouter {
             });
             self.unsubscribe_if_empty(&channel_id);
         }
+        self.publish(Change::SessionDown {
+            session_id: session.session_id,
+        });
     }
 }
 
@@ -637,4 +782,36 @@ impl MembershipObserver for ClusterRouter {
             self.forget_node(&mut replica, node);
         }
     }
+}
+
+fn forget_user_session(
+    users: &mut HashMap<Uuid, HashMap<String, usize>>,
+    user_id: Uuid,
+    node: &str,
+) {
+    if let Some(nodes) = users.get_mut(&user_id) {
+        if let Some(count) = nodes.get_mut(node) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                nodes.remove(node);
+            }
+        }
+        if nodes.is_empty() {
+            users.remove(&user_id);
+        }
+    }
+}
+
+fn inbox_topic(node: &str) -> String {
+    format!("node.{node}.deliver")
+}
+
+/// `kind`, the 16 bytes of `id`, then the envelope.
+fn inbox_payload(kind: u8, id: Uuid, message: &Encoded) -> Vec<u8> {
+    let envelope = encode_protobuf(message.envelope());
+    let mut payload = Vec::with_capacity(17 + envelope.len());
+    payload.push(kind);
+    payload.extend_from_slice(id.as_bytes());
+    payload.extend_from_slice(&envelope);
+    payload
 }

@@ -44,6 +44,10 @@ impl Session {
 
 /// A domain that keeps per-session state and must let go of it when a session ends.
 pub trait SessionObserver: Send + Sync {
+    /// Called once, when the session is registered (the cluster tells the other nodes). Must
+    /// not block.
+    fn session_opened(&self, _session: &Arc<Session>) {}
+
     /// Called once, as the session ends, before it leaves the registry. Must not block: it runs
     /// on the ending socket's task.
     fn session_closed(&self, session: &Arc<Session>);
@@ -135,7 +139,8 @@ impl SessionRegistry {
         }
     }
 
-    /// Adds `observer` to those told when a session ends (after the ones added before it).
+    /// Adds `observer` to those told when a session starts and ends (after the ones added
+    /// before it).
     pub fn on_session_closed(&self, observer: Arc<dyn SessionObserver>) {
         self.observers.write().push(observer);
     }
@@ -203,6 +208,9 @@ impl SessionRegistry {
         }
         self.open.fetch_add(1, Ordering::Relaxed);
         self.metrics.sockets_open.inc();
+        for observer in self.observers.read().iter() {
+            observer.session_opened(&entry);
+        }
         SessionGuard { admission, entry }
     }
 
@@ -237,6 +245,14 @@ impl SessionRegistry {
             None => return Vec::new(),
         };
         ids.iter().filter_map(|id| self.session(*id)).collect()
+    }
+
+    /// Every open session now: (session id, user id).
+    pub fn all_sessions(&self) -> Vec<(Uuid, Uuid)> {
+        self.sessions
+            .iter()
+            .map(|e| (e.value().session_id, e.value().user_id))
+            .collect()
     }
 
     pub fn session(&self, session_id: Uuid) -> Option<Arc<Session>> {
