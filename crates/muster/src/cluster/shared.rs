@@ -815,3 +815,99 @@ fn inbox_payload(kind: u8, id: Uuid, message: &Encoded) -> Vec<u8> {
     payload.extend_from_slice(&envelope);
     payload
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::config::ClusterConfig;
+    use crate::base::metrics::Metrics;
+    use crate::session::channels::{ChannelRegistry, PresenceEvents};
+    use crate::session::{Format, SessionRegistry};
+    use muster_proto::realtime::{Envelope, Message, Pong};
+
+    struct Quiet;
+
+    impl PresenceEvents for Quiet {
+        fn joined(&self, channel_id: &str, _: UserPresence) -> Encoded {
+            Encoded::new(Envelope::new(channel_id, Message::Pong(Pong {})))
+        }
+        fn left(&self, channel_id: &str, who: UserPresence) -> Encoded {
+            self.joined(channel_id, who)
+        }
+    }
+
+    /// A node: its sessions and its cluster router on the test's NATS.
+    async fn node(
+        nats: &str,
+        prefix: &str,
+        name: &str,
+    ) -> (Arc<SessionRegistry>, Arc<ClusterRouter>) {
+        let metrics = Arc::new(Metrics::new());
+        let sessions = Arc::new(SessionRegistry::new(metrics.clone()));
+        let local = Arc::new(LocalRouter::new(
+            sessions.clone(),
+            ChannelRegistry::new(Arc::new(Quiet), metrics),
+        ));
+        let config = ClusterConfig {
+            nats_url: nats.into(),
+            node_name: name.into(),
+            subject_prefix: prefix.into(),
+            ..Default::default()
+        };
+        let bus = Bus::connect(&config).await.expect("NATS");
+        let router = ClusterRouter::start(local, bus).await.expect("router");
+        sessions.on_session_closed(router.clone());
+        (sessions, router)
+    }
+
+    async fn until(what: &str, check: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if check() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    /// Deliveries to a session and to a user on another node arrive in their outboxes.
+    #[tokio::test]
+    async fn delivers_to_sessions_and_users_on_another_node() {
+        let Ok(nats) = std::env::var("TEST_NATS_URL") else {
+            assert!(
+                std::env::var("TEST_REQUIRE_NATS").as_deref() != Ok("1"),
+                "TEST_REQUIRE_NATS=1 but TEST_NATS_URL is not set"
+            );
+            return;
+        };
+        let prefix = format!("u{}", Uuid::new_v4().simple());
+        let (_, a) = node(&nats, &prefix, "a").await;
+        let (sessions_b, b) = node(&nats, &prefix, "b").await;
+        // a learns of b's sessions from b's changes (it asks for b's snapshot first).
+        let user = Uuid::new_v4();
+        let open = || {
+            let place = sessions_b.admit(0).expect("no limit");
+            sessions_b.register(place, user, "bob", Format::Json, 8)
+        };
+        let (first, second) = (open(), open());
+        until("a sees bob online", || a.is_online(user)).await;
+        let pong = Encoded::new(Envelope::new("", Message::Pong(Pong {})));
+
+        assert!(a.send_to_session(first.entry.session_id, &pong));
+        until("the session's delivery", || !first.entry.outbox.is_empty()).await;
+        assert_eq!(first.entry.outbox.drain().messages.len(), 1);
+        assert!(second.entry.outbox.is_empty(), "only the session named");
+
+        assert_eq!(a.send_to_user(user, &pong), 2, "both of bob's sessions");
+        until("the user's delivery", || {
+            !first.entry.outbox.is_empty() && !second.entry.outbox.is_empty()
+        })
+        .await;
+        assert!(!a.send_to_session(Uuid::new_v4(), &pong), "nobody anywhere");
+
+        drop((first, second));
+        until("bob offline at a", || !a.is_online(user)).await;
+        assert_eq!(a.send_to_user(user, &pong), 0);
+        drop(b);
+    }
+}
