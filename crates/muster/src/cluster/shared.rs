@@ -85,9 +85,18 @@ struct Numbered {
 struct Snapshot {
     incarnation: u64,
     seq: u64,
-    /// Channel members (`Join`) and sessions (`SessionUp`).
+    /// Channel members (`Join`) and sessions (`SessionUp`): one page of them.
     members: Vec<Change>,
+    /// The key to ask the next page after; none on the last page.
+    #[serde(default)]
+    next: Option<String>,
 }
+
+/// Entries per snapshot page: a page stays far below NATS's default 1 MB message limit.
+const SNAPSHOT_PAGE: usize = 2_000;
+/// Changes kept from a node while its snapshot is awaited; past this the node is dropped and
+/// asked again with its next change.
+const MAX_BUFFERED: usize = 100_000;
 
 struct RemoteMember {
     node: String,
@@ -184,7 +193,9 @@ impl ClusterRouter {
             while let Some(message) = requests.next().await {
                 let Some(router) = weak.upgrade() else { return };
                 if let Some(reply) = message.reply {
-                    let snapshot = router.snapshot();
+                    // The request names the key the page starts after (empty: the first).
+                    let after = String::from_utf8_lossy(&message.payload);
+                    let snapshot = router.snapshot(&after);
                     if let Ok(body) = serde_json::to_vec(&snapshot) {
                         router.bus.reply(reply, body).await;
                     }
@@ -198,32 +209,55 @@ impl ClusterRouter {
         self.me.upgrade()
     }
 
-    fn snapshot(&self) -> Snapshot {
+    /// The page of this node's members and sessions that follows `after` (in the order of their
+    /// keys; empty for the first page), and its current change number. Pages follow keys, not
+    /// positions: an entry that is there throughout is on exactly one page however the others
+    /// change meanwhile (their changes are numbered, so the asker applies them afterwards).
+    fn snapshot(&self, after: &str) -> Snapshot {
         // Read under the number's lock: a change made to the registry but not yet numbered
         // shows here and again as a change; applying a change twice changes nothing.
         let guard = self.seq.lock();
-        let members =
+        let mut entries: Vec<(String, Change)> =
             self.local
                 .channels()
                 .members_snapshot()
                 .into_iter()
-                .map(|(channel, presence, hidden)| Change::Join {
-                    channel: channel.to_string(),
-                    presence,
-                    hidden,
+                .map(|(channel, presence, hidden)| {
+                    let key = format!("j\u{0}{channel}\u{0}{}", presence.session_id);
+                    let change = Change::Join {
+                        channel: channel.to_string(),
+                        presence,
+                        hidden,
+                    };
+                    (key, change)
                 })
                 .chain(self.local.sessions().all_sessions().into_iter().map(
-                    |(session_id, user_id)| Change::SessionUp {
-                        session_id,
-                        user_id,
+                    |(session_id, user_id)| {
+                        let key = format!("s\u{0}{session_id}");
+                        (
+                            key,
+                            Change::SessionUp {
+                                session_id,
+                                user_id,
+                            },
+                        )
                     },
                 ))
+                .filter(|(key, _)| key.as_str() > after)
                 .collect();
         let seq = guard.map(|s| *s).unwrap_or(0);
+        entries.sort_by(|x, y| x.0.cmp(&y.0));
+        let more = entries.len() > SNAPSHOT_PAGE;
+        entries.truncate(SNAPSHOT_PAGE);
         Snapshot {
             incarnation: self.incarnation,
             seq,
-            members,
+            next: if more {
+                entries.last().map(|(key, _)| key.clone())
+            } else {
+                None
+            },
+            members: entries.into_iter().map(|(_, change)| change).collect(),
         }
     }
 
@@ -447,6 +481,12 @@ impl ClusterRouter {
             state.incarnation = numbered.incarnation;
         }
         if !state.synced {
+            if state.buffer.len() >= MAX_BUFFERED {
+                // Its snapshot is not coming: forget the node; its next change starts over.
+                tracing::warn!(%node, "cluster: no snapshot in time; dropping what was buffered");
+                self.forget_node(&mut replica, &node);
+                return;
+            }
             state.buffer.push(numbered);
             return;
         }
@@ -469,16 +509,10 @@ impl ClusterRouter {
     fn request_snapshot(self: &Arc<Self>, node: String) {
         let router = self.clone();
         tokio::spawn(async move {
-            let topic = format!("chan.snapshot.{node}");
             for attempt in 1..=SNAPSHOT_ATTEMPTS {
-                let answer = router
-                    .bus
-                    .request(&topic, Vec::new(), SNAPSHOT_TIMEOUT)
-                    .await;
-                match answer.map(|body| serde_json::from_slice::<Snapshot>(&body)) {
-                    Ok(Ok(snapshot)) => return router.apply_snapshot(&node, snapshot),
-                    Ok(Err(e)) => tracing::warn!(%node, "cluster: unreadable snapshot: {e}"),
-                    Err(e) => tracing::warn!(%node, attempt, "cluster: no snapshot: {e}"),
+                match router.fetch_snapshot(&node).await {
+                    Ok(snapshot) => return router.apply_snapshot(&node, snapshot),
+                    Err(e) => tracing::warn!(%node, attempt, "cluster: no snapshot: {e:#}"),
                 }
                 // Gone meanwhile (its members were dropped with it): nothing to wait for.
                 let waiting = router
@@ -492,6 +526,33 @@ impl ClusterRouter {
                 tokio::time::sleep(SNAPSHOT_TIMEOUT / 4).await;
             }
         });
+    }
+
+    /// Every page of `node`'s snapshot. The change number is the first page's: whatever changed
+    /// while later pages were read is numbered after it, so it is applied again from the buffer
+    /// (applying a change twice changes nothing).
+    async fn fetch_snapshot(&self, node: &str) -> anyhow::Result<Snapshot> {
+        let topic = format!("chan.snapshot.{node}");
+        let mut whole: Option<Snapshot> = None;
+        let mut after = String::new();
+        loop {
+            let body = self
+                .bus
+                .request(&topic, after.clone().into_bytes(), SNAPSHOT_TIMEOUT)
+                .await?;
+            let part: Snapshot = serde_json::from_slice(&body)?;
+            let next = part.next.clone();
+            match whole.as_mut() {
+                None => whole = Some(part),
+                Some(w) if w.incarnation == part.incarnation => w.members.extend(part.members),
+                Some(_) => anyhow::bail!("{node} restarted while its snapshot was read"),
+            }
+            match next {
+                Some(key) => after = key,
+                None => break,
+            }
+        }
+        whole.ok_or_else(|| anyhow::anyhow!("empty snapshot"))
     }
 
     fn apply_snapshot(&self, node: &str, snapshot: Snapshot) {
@@ -909,5 +970,38 @@ mod tests {
         until("bob offline at a", || !a.is_online(user)).await;
         assert_eq!(a.send_to_user(user, &pong), 0);
         drop(b);
+    }
+
+    /// A node that joins late learns thousands of sessions through a snapshot of several pages.
+    #[tokio::test]
+    async fn a_late_node_learns_every_session_through_a_paged_snapshot() {
+        let Ok(nats) = std::env::var("TEST_NATS_URL") else {
+            return;
+        };
+        let prefix = format!("p{}", Uuid::new_v4().simple());
+        let (sessions_b, b) = node(&nats, &prefix, "b").await;
+        let users: Vec<Uuid> = (0..2 * SNAPSHOT_PAGE + 500)
+            .map(|_| Uuid::new_v4())
+            .collect();
+        let guards: Vec<_> = users
+            .iter()
+            .map(|user| {
+                let place = sessions_b.admit(0).expect("no limit");
+                sessions_b.register(place, *user, "player", Format::Json, 8)
+            })
+            .collect();
+        let (_, a) = node(&nats, &prefix, "a").await;
+        // b's next change makes a ask for everything b has.
+        let last = {
+            let place = sessions_b.admit(0).expect("no limit");
+            sessions_b.register(place, Uuid::new_v4(), "late", Format::Json, 8)
+        };
+        until("a knows b's last session", || {
+            a.is_online(last.entry.user_id)
+        })
+        .await;
+        let known = users.iter().filter(|u| a.is_online(**u)).count();
+        assert_eq!(known, users.len(), "every session, across 3 pages");
+        drop((guards, last, b));
     }
 }
