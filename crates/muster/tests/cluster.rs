@@ -40,17 +40,32 @@ fn node(db: &Database, nats: &str, prefix: &str, name: &str) -> Command {
 }
 
 async fn metric(node: &Binary, name: &str) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", node.base()))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    support::metric_at(&node.base(), name).await
+}
+
+/// Nodes named `names` of one cluster (its subject prefix is returned first), each on a fresh
+/// SQLite database, once every one counts them all.
+async fn cluster_of(nats: &str, names: &[&str]) -> (String, Vec<Database>, Vec<Binary>) {
+    let prefix = unique_prefix();
+    let mut dbs = Vec::new();
+    let mut nodes = Vec::new();
+    for name in names {
+        let db = Database::new(Backend::Sqlite).await;
+        nodes.push(Binary::run(node(&db, nats, &prefix, name), free_port()).await);
+        dbs.push(db);
+    }
+    until_nodes(&nodes.iter().collect::<Vec<_>>(), names.len()).await;
+    (prefix, dbs, nodes)
+}
+
+/// Waits until every one of `nodes` counts `count` live nodes.
+async fn until_nodes(nodes: &[&Binary], count: usize) {
+    for n in nodes {
+        eventually("the cluster's nodes see each other", || async {
+            metric(n, "muster_cluster_nodes").await == count as f64
+        })
+        .await;
+    }
 }
 
 fn unique_prefix() -> String {
@@ -60,21 +75,8 @@ fn unique_prefix() -> String {
 #[tokio::test]
 async fn nodes_see_each_other_and_learn_of_goodbyes_and_deaths() {
     let Some(nats) = nats_url() else { return };
-    let prefix = unique_prefix();
-    let dbs = [
-        Database::new(Backend::Sqlite).await,
-        Database::new(Backend::Sqlite).await,
-        Database::new(Backend::Sqlite).await,
-    ];
-    let a = Binary::run(node(&dbs[0], &nats, &prefix, "a"), free_port()).await;
-    let mut b = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
-    let mut c = Binary::run(node(&dbs[2], &nats, &prefix, "c"), free_port()).await;
-    for n in [&a, &b, &c] {
-        eventually("every node sees three", || async {
-            metric(n, "muster_cluster_nodes").await == 3.0
-        })
-        .await;
-    }
+    let (prefix, dbs, nodes) = cluster_of(&nats, &["a", "b", "c"]).await;
+    let [a, mut b, mut c]: [Binary; 3] = nodes.try_into().ok().expect("three nodes");
 
     // c stops cleanly: a and b learn it at once from its goodbye, not by timeout.
     let stopped = Command::new("kill")
@@ -185,12 +187,7 @@ async fn nodes_find_each_other_again_after_nats_restarts() {
     ];
     let a = Binary::run(node(&dbs[0], &nats, &prefix, "a"), free_port()).await;
     let b = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
-    for n in [&a, &b] {
-        eventually("both see two", || async {
-            metric(n, "muster_cluster_nodes").await == 2.0
-        })
-        .await;
-    }
+    until_nodes(&[&a, &b], 2).await;
     // NATS goes away: neither hears the other; both keep serving.
     drop(server);
     for n in [&a, &b] {
@@ -259,12 +256,7 @@ async fn a_logout_on_one_node_is_refused_by_the_others_at_once() {
     let prefix = unique_prefix();
     let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
     let b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
-    for n in [&a, &b] {
-        eventually("both nodes up", || async {
-            metric(n, "muster_cluster_nodes").await == 2.0
-        })
-        .await;
-    }
+    until_nodes(&[&a, &b], 2).await;
     let (token, refresh) = session(&a, "cluster-logout-device").await;
     assert_eq!(
         account_status(&b, &token).await,
@@ -339,20 +331,8 @@ fn text_of(message: &serde_json::Value) -> String {
 #[tokio::test]
 async fn players_on_different_nodes_chat_and_see_each_other() {
     let Some(nats) = nats_url() else { return };
-    let prefix = unique_prefix();
-    let dbs = [
-        Database::new(Backend::Sqlite).await,
-        Database::new(Backend::Sqlite).await,
-        Database::new(Backend::Sqlite).await,
-    ];
-    let a = Binary::run(node(&dbs[0], &nats, &prefix, "a"), free_port()).await;
-    let mut b = Binary::run(node(&dbs[1], &nats, &prefix, "b"), free_port()).await;
-    for n in [&a, &b] {
-        eventually("two nodes", || async {
-            metric(n, "muster_cluster_nodes").await == 2.0
-        })
-        .await;
-    }
+    let (prefix, _dbs, nodes) = cluster_of(&nats, &["a", "b"]).await;
+    let [a, mut b]: [Binary; 2] = nodes.try_into().ok().expect("two nodes");
     let a_addr = format!("127.0.0.1:{}", a.port);
     let b_addr = format!("127.0.0.1:{}", b.port);
     let mut alice = support::Client::connect_at(&a_addr, "cluster-alice").await;
@@ -389,7 +369,8 @@ async fn players_on_different_nodes_chat_and_see_each_other() {
     assert!(texts.contains(&"hello from a".to_string()), "{texts:?}");
 
     // A third node that joins later learns who is where from the others' snapshots.
-    let c = Binary::run(node(&dbs[2], &nats, &prefix, "c"), free_port()).await;
+    let db_c = Database::new(Backend::Sqlite).await;
+    let c = Binary::run(node(&db_c, &nats, &prefix, "c"), free_port()).await;
     eventually("three nodes", || async {
         metric(&c, "muster_cluster_nodes").await == 3.0
     })
@@ -444,12 +425,7 @@ async fn a_user_connected_to_one_node_is_online_on_every_node_until_that_node_di
     let prefix = unique_prefix();
     let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
     let mut b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
-    for n in [&a, &b] {
-        eventually("two nodes", || async {
-            metric(n, "muster_cluster_nodes").await == 2.0
-        })
-        .await;
-    }
+    until_nodes(&[&a, &b], 2).await;
     let (token, _) = session(&a, "cluster-online-device").await;
     assert!(!account_online(&a, &token).await, "no socket yet");
     // A socket on b: a sees the user online.

@@ -94,14 +94,15 @@ impl SessionObserver for LocalRouter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::base::metrics::Metrics;
     use crate::session::channels::PresenceEvents;
     use crate::session::Format;
     use muster_proto::realtime::{Envelope, Message, Pong, UserPresence};
 
-    struct Quiet;
+    /// Presence events as pongs: the router's tests only count deliveries (the cluster's too).
+    pub(in crate::cluster) struct Quiet;
 
     impl PresenceEvents for Quiet {
         fn joined(&self, channel_id: &str, _: UserPresence) -> Encoded {

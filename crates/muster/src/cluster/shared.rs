@@ -882,20 +882,10 @@ mod tests {
     use super::*;
     use crate::base::config::ClusterConfig;
     use crate::base::metrics::Metrics;
-    use crate::session::channels::{ChannelRegistry, PresenceEvents};
+    use crate::cluster::local::tests::Quiet;
+    use crate::session::channels::ChannelRegistry;
     use crate::session::{Format, SessionRegistry};
     use muster_proto::realtime::{Envelope, Message, Pong};
-
-    struct Quiet;
-
-    impl PresenceEvents for Quiet {
-        fn joined(&self, channel_id: &str, _: UserPresence) -> Encoded {
-            Encoded::new(Envelope::new(channel_id, Message::Pong(Pong {})))
-        }
-        fn left(&self, channel_id: &str, who: UserPresence) -> Encoded {
-            self.joined(channel_id, who)
-        }
-    }
 
     /// A node: its sessions and its cluster router on the test's NATS.
     async fn node(
