@@ -452,3 +452,40 @@ async fn a_user_connected_to_one_node_is_online_on_every_node_until_that_node_di
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_room_names_the_node_it_lives_on_not_the_address_the_player_called() {
+    let Some(nats) = nats_url() else { return };
+    let db = Database::new(Backend::Sqlite).await;
+    let mut command = node(&db, &nats, &unique_prefix(), "roomy");
+    command.env("MUSTER_CLUSTER__ADVERTISE", "10.9.8.7:7350");
+    let roomy = Binary::run(command, free_port()).await;
+    let (token, _) = session(&roomy, "cluster-room-device").await;
+    let http = reqwest::Client::new();
+    let room: serde_json::Value = http
+        .post(format!("{}/v2/rooms", roomy.base()))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"handler": "arena", "capacity": 2}))
+        .send()
+        .await
+        .expect("create room")
+        .json()
+        .await
+        .expect("room");
+    let info: serde_json::Value = http
+        .get(format!(
+            "{}/v2/rooms/{}/connection",
+            roomy.base(),
+            room["room_id"].as_str().expect("room id")
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("connection")
+        .json()
+        .await
+        .expect("info");
+    // The player called 127.0.0.1 (a load balancer, in production); the room is on this node.
+    assert_eq!(info["host"], "10.9.8.7", "{info}");
+    assert_eq!(info["enet"]["host"], "10.9.8.7", "{info}");
+}

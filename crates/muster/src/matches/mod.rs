@@ -54,6 +54,9 @@ pub struct Matches {
     pub config: MatchesConfig,
     pub matchmaker_config: MatchmakerConfig,
     pub rooms_config: RoomsConfig,
+    /// In a cluster, the host this node is reached at (`cluster.advertise` without its port):
+    /// a room's connection info names it, not the load balancer the player called.
+    pub advertised_host: Option<String>,
     pub registry: Arc<MatchRegistry>,
     pub handlers: Handlers,
     pub tokens: JoinTokens,
@@ -99,6 +102,7 @@ impl Matches {
             config: config.matches.clone(),
             matchmaker_config: config.matchmaker.clone(),
             rooms_config: config.rooms.clone(),
+            advertised_host: advertised_host(&config.cluster),
             registry: Arc::new(MatchRegistry::default()),
             handlers,
             tokens,
@@ -500,5 +504,52 @@ impl SessionObserver for Matches {
             self.leave_target(session.session_id, target);
         }
         self.matchmaker.session_closed(session.session_id);
+    }
+}
+
+/// The host part of `cluster.advertise` when this node is part of a cluster.
+fn advertised_host(cluster: &crate::base::config::ClusterConfig) -> Option<String> {
+    if !cluster.enabled() || cluster.advertise.is_empty() {
+        return None;
+    }
+    let advertise = cluster.advertise.as_str();
+    let host = match advertise.parse::<std::net::SocketAddr>() {
+        Ok(addr) => addr.ip().to_string(),
+        Err(_) => match advertise.rsplit_once(':') {
+            // host:port, unless it is a bare IPv6 address
+            Some((host, port)) if port.parse::<u16>().is_ok() && !host.contains(':') => {
+                host.to_string()
+            }
+            _ => advertise.to_string(),
+        },
+    };
+    Some(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::config::ClusterConfig;
+
+    #[test]
+    fn the_advertised_host_is_the_host_part_and_only_in_a_cluster() {
+        let with = |advertise: &str| {
+            advertised_host(&ClusterConfig {
+                nats_url: "nats://127.0.0.1:4222".into(),
+                advertise: advertise.into(),
+                ..Default::default()
+            })
+        };
+        assert_eq!(with("10.1.2.3:7350").as_deref(), Some("10.1.2.3"));
+        assert_eq!(with("10.1.2.3").as_deref(), Some("10.1.2.3"));
+        assert_eq!(with("node-0.muster:7350").as_deref(), Some("node-0.muster"));
+        assert_eq!(with("[::1]:7350").as_deref(), Some("::1"));
+        assert_eq!(with("fd00::5").as_deref(), Some("fd00::5"));
+        assert_eq!(with(""), None, "no advertised address: the request's host");
+        let alone = ClusterConfig {
+            advertise: "10.1.2.3".into(),
+            ..Default::default()
+        };
+        assert_eq!(advertised_host(&alone), None, "a single node");
     }
 }

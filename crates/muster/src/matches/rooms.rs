@@ -196,7 +196,8 @@ impl Matches {
     }
 
     /// Connection info with a ticket for the calling player. `request_host` is the host the
-    /// client reached the API on, used when `rooms.public_host` is empty.
+    /// client reached the API on, used when neither `rooms.public_host` nor (in a cluster)
+    /// `cluster.advertise` names one.
     pub fn connection(
         &self,
         caller: &RoomCaller,
@@ -212,10 +213,14 @@ impl Matches {
         let room = self.room(id)?;
         let (ticket, expires) = self.tokens.issue(room.id, *user_id, username);
         let config = &self.rooms_config;
-        let host = if config.public_host.is_empty() {
-            request_host.to_owned()
-        } else {
+        // The room lives on this node: its configured public host, else the address it
+        // advertises to the cluster, else the host the client called (a single node).
+        let host = if !config.public_host.is_empty() {
             config.public_host.clone()
+        } else if let Some(advertised) = &self.advertised_host {
+            advertised.clone()
+        } else {
+            request_host.to_owned()
         };
         let (transport, port) = match self.tcp_addr() {
             Some(addr) => (

@@ -102,7 +102,9 @@ impl Default for MatchmakerConfig {
 pub struct RoomsConfig {
     /// Address of the native TCP transport; empty disables it.
     pub tcp_listen: String,
-    /// Host given to clients in connection info; empty: the host the client used for the call.
+    /// Host given to clients in connection info; empty: in a cluster, the host of
+    /// `cluster.advertise` (the node the room lives on), else the host the client used for the
+    /// call.
     pub public_host: String,
     /// Port given to clients in connection info; 0: the TCP listener's port.
     pub public_port: u16,
