@@ -209,6 +209,24 @@ async fn nodes_find_each_other_again_after_nats_restarts() {
     }
 }
 
+/// Two nodes of one cluster on one PostgreSQL database (the token keys are the store's, so a
+/// token from one is good on the other), once they see each other; `None` (the test is skipped,
+/// as the PostgreSQL and NATS tests say) without PostgreSQL or NATS.
+async fn two_nodes_on_postgres() -> Option<([Database; 2], Binary, Binary)> {
+    let nats = nats_url()?;
+    support::postgres_url()?;
+    let db = Database::new(Backend::Postgres).await;
+    let other = Database {
+        dir: tempfile::tempdir().expect("dir"),
+        url: db.url.clone(),
+    };
+    let prefix = unique_prefix();
+    let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
+    let b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
+    until_nodes(&[&a, &b], 2).await;
+    Some(([db, other], a, b))
+}
+
 /// A device session on `node`: (token, refresh token).
 async fn session(node: &Binary, device: &str) -> (String, String) {
     let body: serde_json::Value = reqwest::Client::new()
@@ -243,20 +261,9 @@ async fn account_status(node: &Binary, token: &str) -> u16 {
 
 #[tokio::test]
 async fn a_logout_on_one_node_is_refused_by_the_others_at_once() {
-    let Some(nats) = nats_url() else { return };
-    if support::postgres_url().is_none() {
-        return; // the PostgreSQL tests say so (and fail under TEST_REQUIRE_POSTGRES)
-    }
-    // Two nodes on one PostgreSQL database: the token keys are the store's, shared.
-    let db = Database::new(Backend::Postgres).await;
-    let other = Database {
-        dir: tempfile::tempdir().expect("dir"),
-        url: db.url.clone(),
+    let Some((_dbs, a, b)) = two_nodes_on_postgres().await else {
+        return;
     };
-    let prefix = unique_prefix();
-    let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
-    let b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
-    until_nodes(&[&a, &b], 2).await;
     let (token, refresh) = session(&a, "cluster-logout-device").await;
     assert_eq!(
         account_status(&b, &token).await,
@@ -413,19 +420,9 @@ async fn account_online(node: &Binary, token: &str) -> bool {
 
 #[tokio::test]
 async fn a_user_connected_to_one_node_is_online_on_every_node_until_that_node_dies() {
-    let Some(nats) = nats_url() else { return };
-    if support::postgres_url().is_none() {
+    let Some((_dbs, a, mut b)) = two_nodes_on_postgres().await else {
         return;
-    }
-    let db = Database::new(Backend::Postgres).await;
-    let other = Database {
-        dir: tempfile::tempdir().expect("dir"),
-        url: db.url.clone(),
     };
-    let prefix = unique_prefix();
-    let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
-    let mut b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
-    until_nodes(&[&a, &b], 2).await;
     let (token, _) = session(&a, "cluster-online-device").await;
     assert!(!account_online(&a, &token).await, "no socket yet");
     // A socket on b: a sees the user online.
