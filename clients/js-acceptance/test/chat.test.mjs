@@ -2,7 +2,7 @@
 // removeChatMessage, leaveChat, direct chats, and listChannelMessages with cursors.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, clientFor, uniq } from "./helpers.mjs";
+import { startServer, clientFor, uniq, Inbox } from "./helpers.mjs";
 
 let server;
 let client;
@@ -15,36 +15,6 @@ after(async () => {
   for (const s of sockets) s.disconnect(false);
   await server?.stop();
 });
-
-/** Events a socket received, and a way to wait for the next matching one. */
-class Inbox {
-  constructor() {
-    this.events = [];
-    this.waiters = [];
-  }
-  push(event) {
-    const waiter = this.waiters.find((w) => w.match(event));
-    if (waiter) {
-      this.waiters.splice(this.waiters.indexOf(waiter), 1);
-      clearTimeout(waiter.timer);
-      waiter.resolve(event);
-    } else {
-      this.events.push(event);
-    }
-  }
-  next(match, what, ms = 5000) {
-    const at = this.events.findIndex(match);
-    if (at >= 0) return Promise.resolve(this.events.splice(at, 1)[0]);
-    return new Promise((resolve, reject) => {
-      const waiter = { match, resolve };
-      waiter.timer = setTimeout(() => {
-        this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        reject(new Error(`timed out waiting for ${what}`));
-      }, ms);
-      this.waiters.push(waiter);
-    });
-  }
-}
 
 /** A signed-in user with an open socket whose chat events land in `inbox`. */
 async function player(name) {

@@ -4,7 +4,7 @@
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, clientFor, uniq, sleep } from "./helpers.mjs";
+import { startServer, clientFor, uniq, sleep, Inbox } from "./helpers.mjs";
 
 const NATS = process.env.TEST_NATS_URL;
 if (!NATS && process.env.TEST_REQUIRE_NATS === "1") {
@@ -33,25 +33,18 @@ async function until(what, check, ms = 10000) {
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** A player on `server`; chat events in `events`, and a way to wait for one. */
+/** A player on `server` whose chat events land in `inbox`. */
 async function player(server, name) {
   const client = clientFor(server);
   const session = await client.authenticateDevice(uniq(name), true);
   const socket = client.createSocket(false, false);
   sockets.push(socket);
-  const events = [];
-  socket.onchannelmessage = (m) => events.push({ kind: "message", ...m });
-  socket.onchannelpresence = (p) => events.push({ kind: "presence", ...p });
+  const inbox = new Inbox();
+  socket.onchannelmessage = (m) => inbox.push({ kind: "message", ...m });
+  socket.onchannelpresence = (p) => inbox.push({ kind: "presence", ...p });
   await socket.connect(session, false, 5000);
-  const next = async (match, what) => {
-    let found;
-    await until(what, () => {
-      const at = events.findIndex(match);
-      if (at >= 0) found = events.splice(at, 1)[0];
-      return at >= 0;
-    });
-    return found;
-  };
+  // Waits long enough for a dead node to be taken for dead (500 ms here) and told.
+  const next = (match, what) => inbox.next(match, what, 10000);
   return { session, socket, next };
 }
 

@@ -183,3 +183,33 @@ export async function expectHttpError(promise, status) {
 
 // gRPC codes Nakama puts in error bodies.
 export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, ALREADY_EXISTS: 6, UNAUTHENTICATED: 16 };
+
+/** Events a socket received, and a way to wait for the next matching one. */
+export class Inbox {
+  constructor() {
+    this.events = [];
+    this.waiters = [];
+  }
+  push(event) {
+    const waiter = this.waiters.find((w) => w.match(event));
+    if (waiter) {
+      this.waiters.splice(this.waiters.indexOf(waiter), 1);
+      clearTimeout(waiter.timer);
+      waiter.resolve(event);
+    } else {
+      this.events.push(event);
+    }
+  }
+  next(match, what, ms = 5000) {
+    const at = this.events.findIndex(match);
+    if (at >= 0) return Promise.resolve(this.events.splice(at, 1)[0]);
+    return new Promise((resolve, reject) => {
+      const waiter = { match, resolve };
+      waiter.timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        reject(new Error(`timed out waiting for ${what}`));
+      }, ms);
+      this.waiters.push(waiter);
+    });
+  }
+}

@@ -286,29 +286,25 @@ pub async fn run_on(
     // Part of a cluster: heartbeats over NATS from now until shutdown (a node that cannot reach
     // NATS does not start).
     // Part of a cluster: revocations shared, heartbeats from now until shutdown.
-    let _membership = match &state.cluster {
-        Some(cluster) => {
-            let config = &state.config.cluster;
-            crate::accounts::cluster::relay_revocations(state.tokens.clone(), cluster.bus.clone())
-                .await?;
-            let advertise = if config.advertise.is_empty() {
-                http_address.to_string()
-            } else {
-                config.advertise.clone()
-            };
-            let membership = crate::cluster::membership::Membership::join(
-                config,
-                cluster.bus.clone(),
-                advertise,
-                vec![cluster.router.clone()],
-                state.metrics.registry(),
-                state.shutdown.clone(),
-            )
+    if let Some(cluster) = &state.cluster {
+        let config = &state.config.cluster;
+        crate::accounts::cluster::relay_revocations(state.tokens.clone(), cluster.bus.clone())
             .await?;
-            Some(membership)
-        }
-        None => None,
-    };
+        let advertise = if config.advertise.is_empty() {
+            http_address.to_string()
+        } else {
+            config.advertise.clone()
+        };
+        crate::cluster::membership::join(
+            config,
+            cluster.bus.clone(),
+            advertise,
+            vec![cluster.router.clone()],
+            state.metrics.registry(),
+            state.shutdown.clone(),
+        )
+        .await?;
+    }
     match tcp {
         Some(tcp) => {
             let bound = tcp.local_addr()?;

@@ -10,7 +10,7 @@ mod support;
 
 use std::process::Command;
 
-use support::{eventually, free_port, muster_command, Backend, Binary, Database};
+use support::{eventually, free_port, muster_command, presence_ids, Backend, Binary, Database};
 
 fn nats_url() -> Option<String> {
     match std::env::var("TEST_NATS_URL") {
@@ -227,36 +227,14 @@ async fn two_nodes_on_postgres() -> Option<([Database; 2], Binary, Binary)> {
     Some(([db, other], a, b))
 }
 
-/// A device session on `node`: (token, refresh token).
 async fn session(node: &Binary, device: &str) -> (String, String) {
-    let body: serde_json::Value = reqwest::Client::new()
-        .post(format!(
-            "{}/v2/account/authenticate/device?create=true",
-            node.base()
-        ))
-        .basic_auth("defaultkey", Some(""))
-        .json(&serde_json::json!({ "id": device }))
-        .send()
-        .await
-        .expect("authenticate")
-        .json()
-        .await
-        .expect("session");
-    (
-        body["token"].as_str().expect("token").to_string(),
-        body["refresh_token"].as_str().expect("refresh").to_string(),
-    )
+    support::device_session_at(&node.base(), device).await
 }
 
 async fn account_status(node: &Binary, token: &str) -> u16 {
-    reqwest::Client::new()
-        .get(format!("{}/v2/account", node.base()))
-        .bearer_auth(token)
-        .send()
+    support::get_with_token_at(&node.base(), "/v2/account", token)
         .await
-        .expect("account")
-        .status()
-        .as_u16()
+        .0
 }
 
 #[tokio::test]
@@ -305,19 +283,6 @@ async fn join_room(client: &mut support::Client, room: &str) -> serde_json::Valu
         .await
 }
 
-fn presence_ids(channel: &serde_json::Value) -> Vec<String> {
-    let mut ids: Vec<String> = channel["presences"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| p["user_id"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort();
-    ids
-}
-
 async fn say(client: &mut support::Client, channel_id: &str, text: &str) {
     let content = serde_json::json!({ "text": text }).to_string();
     client
@@ -352,7 +317,7 @@ async fn players_on_different_nodes_chat_and_see_each_other() {
     for _ in 0..50 {
         // Alice's join reaches b over the bus; wait until b has it.
         let joined = join_room(&mut bob, "lobby").await;
-        seen = presence_ids(&joined);
+        seen = presence_ids(&joined["presences"]);
         if !seen.is_empty() {
             break;
         }
@@ -386,7 +351,7 @@ async fn players_on_different_nodes_chat_and_see_each_other() {
         support::Client::connect_at(&format!("127.0.0.1:{}", c.port), "cluster-carol").await;
     let mut everyone = Vec::new();
     for _ in 0..50 {
-        everyone = presence_ids(&join_room(&mut carol, "lobby").await);
+        everyone = presence_ids(&join_room(&mut carol, "lobby").await["presences"]);
         if everyone.len() == 2 {
             break;
         }
@@ -406,15 +371,7 @@ async fn players_on_different_nodes_chat_and_see_each_other() {
 }
 
 async fn account_online(node: &Binary, token: &str) -> bool {
-    let account: serde_json::Value = reqwest::Client::new()
-        .get(format!("{}/v2/account", node.base()))
-        .bearer_auth(token)
-        .send()
-        .await
-        .expect("account")
-        .json()
-        .await
-        .expect("json");
+    let (_, account) = support::get_with_token_at(&node.base(), "/v2/account", token).await;
     account["user"]["online"].as_bool().unwrap_or(false)
 }
 

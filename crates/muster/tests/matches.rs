@@ -7,26 +7,13 @@ mod support;
 use muster::base::config::Config;
 use serde_json::json;
 use support::client::{b64, error_code, unb64, Client};
-use support::{Backend, Database, TestServer};
+use support::{presence_ids, Backend, Database, TestServer};
 
 async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
     let db = Database::new(Backend::Sqlite).await;
     let mut config = db.config();
     tune(&mut config);
     (TestServer::start(config).await, db)
-}
-
-fn presence_ids(list: &serde_json::Value) -> Vec<String> {
-    let mut ids: Vec<String> = list
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| p["user_id"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort();
-    ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 //! record a game, replay it).
 
 mod common;
-use common::{count, run_ok, space_ape_scenario, Muster};
+use common::{count, rooms_replay_scenario, run_ok, space_ape_scenario, Muster};
 
 #[test]
 fn space_ape_and_hathora_flows() {
@@ -114,26 +114,7 @@ record = "{}"
         &muster,
         dir.path(),
         "replay",
-        &format!(
-            r#"
-name = "rooms-replay"
-[[phases]]
-duration_s = 1
-players = 3
-[[phases]]
-duration_s = 2
-[[steps]]
-do = "authenticate"
-[[steps]]
-do = "create_room"
-[[steps]]
-do = "room_connect"
-[[steps]]
-do = "replay"
-file = "{}"
-"#,
-            record.display()
-        ),
+        &rooms_replay_scenario("rooms-replay", 3, 2, &record.display().to_string()),
     );
     assert_eq!(count(&replayed, "room_create"), 3);
     assert_eq!(count(&replayed, "RTT") as usize, 3 * replay.records.len());

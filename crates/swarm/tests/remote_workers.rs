@@ -355,22 +355,7 @@ fn a_remote_worker_replays_the_file_the_coordinator_ships_it() {
     std::fs::write(here.path().join("replays/short.jsonl"), short.join("\n")).expect("write");
     std::fs::write(
         here.path().join("rooms.toml"),
-        r#"name = "rooms-remote"
-[[phases]]
-duration_s = 1
-players = 2
-[[phases]]
-duration_s = 3
-[[steps]]
-do = "authenticate"
-[[steps]]
-do = "create_room"
-[[steps]]
-do = "room_connect"
-[[steps]]
-do = "replay"
-file = "replays/short.jsonl"
-"#,
+        common::rooms_replay_scenario("rooms-remote", 2, 3, "replays/short.jsonl"),
     )
     .expect("write scenario");
     let mut worker = Worker::start_in(Some(elsewhere.path()), &[], true);

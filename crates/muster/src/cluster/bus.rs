@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::base::config::ClusterConfig;
+use crate::base::config::{is_name_char, ClusterConfig};
 
 /// How long connecting to NATS at start may take before the node refuses to start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,13 +35,7 @@ pub fn node_name(config: &ClusterConfig) -> String {
     let cleaned: String = host
         .trim()
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if is_name_char(c) { c } else { '_' })
         .collect();
     if cleaned.is_empty() {
         "muster".into()

@@ -3,16 +3,16 @@
 //! Every node publishes a heartbeat on `<prefix>.heartbeat` every `cluster.heartbeat_ms`, and a
 //! goodbye on `<prefix>.goodbye` when it shuts down cleanly. Each node keeps the others' last
 //! heartbeat: a node that says goodbye is gone at once, one not heard from for
-//! `cluster.failure_timeout_ms` (killed, cut off) is taken for dead. Observers (the presence
-//! directory, the matchmaker lease) are told of every node that joins or leaves so that they
-//! drop what a dead node held; `muster_cluster_nodes` counts the live ones (this one included).
+//! `cluster.failure_timeout_ms` (killed, cut off) is taken for dead. Observers (the cluster's
+//! router) are told of every node that joins or leaves so that they drop what a dead node held;
+//! `muster_cluster_nodes` counts the live ones (this one included).
 //!
 //! A heartbeat carries the node's incarnation (when it started): a node restarted under the
 //! same name is a new incarnation, so the others forget the old one's state; two running nodes
 //! with one name are a configuration error, logged by both.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -51,10 +51,8 @@ pub trait MembershipObserver: Send + Sync {
 }
 
 /// Another node as last heard.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    pub incarnation: u64,
-    pub advertise: String,
+struct Peer {
+    incarnation: u64,
     last_seen: Instant,
 }
 
@@ -63,123 +61,84 @@ struct Metrics {
     failures: IntCounter,
 }
 
-struct Inner {
+/// This node's membership of the cluster. Owned by its one task (started by [`join`]) until
+/// shutdown, so nothing in it is shared or locked.
+struct Membership {
     name: String,
     incarnation: u64,
     advertise: String,
     bus: Bus,
     failure_timeout: Duration,
-    peers: Mutex<HashMap<String, Peer>>,
-    observers: Mutex<Vec<Arc<dyn MembershipObserver>>>,
+    peers: HashMap<String, Peer>,
+    observers: Vec<Arc<dyn MembershipObserver>>,
     metrics: Metrics,
 }
 
-/// This node's membership of the cluster; cheap to clone.
-#[derive(Clone)]
-pub struct Membership {
-    inner: Arc<Inner>,
+/// Joins the cluster: heartbeats on `bus` from now until `shutdown` fires (then a goodbye);
+/// `advertise` is where this node is reached; `observers` are told of every node that joins or
+/// leaves from the first heartbeat on.
+pub async fn join(
+    config: &ClusterConfig,
+    bus: Bus,
+    advertise: String,
+    observers: Vec<Arc<dyn MembershipObserver>>,
+    registry: &Registry,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let heartbeats = bus.subscribe("heartbeat").await?;
+    let goodbyes = bus.subscribe("goodbye").await?;
+    let metrics = Metrics {
+        nodes: crate::base::metrics::register(
+            registry,
+            IntGauge::new(
+                "cluster_nodes",
+                "Live nodes of the cluster, this one included.",
+            ),
+        ),
+        failures: crate::base::metrics::register(
+            registry,
+            IntCounter::new(
+                "cluster_node_failures_total",
+                "Nodes taken for dead after the failure timeout.",
+            ),
+        ),
+    };
+    metrics.nodes.set(1);
+    let membership = Membership {
+        name: bus.node().to_string(),
+        incarnation: bus.incarnation(),
+        advertise,
+        bus,
+        failure_timeout: Duration::from_millis(config.failure_timeout_ms),
+        peers: HashMap::new(),
+        observers,
+        metrics,
+    };
+    membership.publish_heartbeat().await;
+    tracing::info!(node = %membership.name, "cluster: joined over NATS");
+    let every = Duration::from_millis(config.heartbeat_ms);
+    tokio::spawn(membership.run(heartbeats, goodbyes, every, shutdown));
+    Ok(())
 }
 
 impl Membership {
-    /// Starts heartbeating on `bus`; `advertise` is where this node is reached; `observers` are
-    /// told of every node that joins or leaves from the first heartbeat on. The heartbeat stops,
-    /// with a goodbye, when `shutdown` fires.
-    pub async fn join(
-        config: &ClusterConfig,
-        bus: Bus,
-        advertise: String,
-        observers: Vec<Arc<dyn MembershipObserver>>,
-        registry: &Registry,
-        shutdown: CancellationToken,
-    ) -> anyhow::Result<Membership> {
-        let heartbeats = bus.subscribe("heartbeat").await?;
-        let goodbyes = bus.subscribe("goodbye").await?;
-        let metrics = Metrics {
-            nodes: crate::base::metrics::register(
-                registry,
-                IntGauge::new(
-                    "cluster_nodes",
-                    "Live nodes of the cluster, this one included.",
-                ),
-            ),
-            failures: crate::base::metrics::register(
-                registry,
-                IntCounter::new(
-                    "cluster_node_failures_total",
-                    "Nodes taken for dead after the failure timeout.",
-                ),
-            ),
-        };
-        metrics.nodes.set(1);
-        let membership = Membership {
-            inner: Arc::new(Inner {
-                name: bus.node().to_string(),
-                incarnation: bus.incarnation(),
-                advertise,
-                bus,
-                failure_timeout: Duration::from_millis(config.failure_timeout_ms),
-                peers: Mutex::new(HashMap::new()),
-                observers: Mutex::new(observers),
-                metrics,
-            }),
-        };
-        membership.publish_heartbeat().await;
-        let every = Duration::from_millis(config.heartbeat_ms);
-        tokio::spawn(
-            membership
-                .clone()
-                .run(heartbeats, goodbyes, every, shutdown),
-        );
-        tracing::info!(node = %membership.inner.name, "cluster: joined over NATS");
-        Ok(membership)
-    }
-
-    /// This node's name.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The live nodes' names, this one included, sorted.
-    pub fn alive(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.peers().keys().cloned().collect();
-        names.push(self.inner.name.clone());
-        names.sort();
-        names
-    }
-
-    /// The other live nodes as last heard.
-    pub fn peers(&self) -> HashMap<String, Peer> {
-        self.inner
-            .peers
-            .lock()
-            .map(|p| p.clone())
-            .unwrap_or_default()
-    }
-
-    /// Adds an observer of nodes joining and leaving.
-    pub fn observe(&self, observer: Arc<dyn MembershipObserver>) {
-        if let Ok(mut observers) = self.inner.observers.lock() {
-            observers.push(observer);
-        }
-    }
-
     fn heartbeat(&self) -> Heartbeat {
         Heartbeat {
-            node: self.inner.name.clone(),
-            incarnation: self.inner.incarnation,
-            advertise: self.inner.advertise.clone(),
+            node: self.name.clone(),
+            incarnation: self.incarnation,
+            advertise: self.advertise.clone(),
         }
     }
 
     async fn publish_heartbeat(&self) {
         if let Ok(body) = serde_json::to_vec(&self.heartbeat()) {
             // A lost beat (NATS away) is made up by the next; the client reconnects by itself.
-            self.inner.bus.publish("heartbeat", body).await;
+            self.bus.publish("heartbeat", body).await;
         }
     }
 
     async fn run(
-        self,
+        mut self,
         mut heartbeats: async_nats::Subscriber,
         mut goodbyes: async_nats::Subscriber,
         every: Duration,
@@ -208,15 +167,15 @@ impl Membership {
             }
         }
         if let Ok(body) = serde_json::to_vec(&self.heartbeat()) {
-            self.inner.bus.publish("goodbye", body).await;
-            self.inner.bus.flush().await;
+            self.bus.publish("goodbye", body).await;
+            self.bus.flush().await;
         }
     }
 
     /// A heartbeat arrived.
-    fn heard(&self, beat: Heartbeat, now: Instant) {
-        if beat.node == self.inner.name {
-            if beat.incarnation != self.inner.incarnation {
+    fn heard(&mut self, beat: Heartbeat, now: Instant) {
+        if beat.node == self.name {
+            if beat.incarnation != self.incarnation {
                 tracing::error!(
                     node = %beat.node,
                     "cluster: another running node has this node's name; give every node its own cluster.node_name"
@@ -224,68 +183,51 @@ impl Membership {
             }
             return;
         }
-        let mut restarted = false;
-        let joined = {
-            let Ok(mut peers) = self.inner.peers.lock() else {
-                return;
-            };
-            let peer = Peer {
-                incarnation: beat.incarnation,
-                advertise: beat.advertise.clone(),
-                last_seen: now,
-            };
-            match peers.insert(beat.node.clone(), peer) {
-                None => true,
-                Some(old) if old.incarnation != beat.incarnation => {
-                    restarted = true;
-                    true
-                }
-                Some(_) => false,
-            }
+        let peer = Peer {
+            incarnation: beat.incarnation,
+            last_seen: now,
         };
-        if restarted {
-            self.notify_left(&beat.node, Departure::Restarted);
-        }
+        let joined = match self.peers.insert(beat.node.clone(), peer) {
+            None => true,
+            Some(old) if old.incarnation != beat.incarnation => {
+                self.notify_left(&beat.node, Departure::Restarted);
+                true
+            }
+            Some(_) => false,
+        };
         if joined {
             tracing::info!(node = %beat.node, "cluster: node joined");
             self.update_gauge();
-            for observer in self.observers() {
+            for observer in &self.observers {
                 observer.node_joined(&beat.node);
             }
         }
     }
 
     /// A goodbye arrived.
-    fn left(&self, beat: &Heartbeat, why: Departure) {
-        let removed = self.inner.peers.lock().ok().is_some_and(|mut peers| {
-            let same = peers
-                .get(&beat.node)
-                .is_some_and(|p| p.incarnation == beat.incarnation);
-            same && peers.remove(&beat.node).is_some()
-        });
-        if removed {
+    fn left(&mut self, beat: &Heartbeat, why: Departure) {
+        let same = self
+            .peers
+            .get(&beat.node)
+            .is_some_and(|p| p.incarnation == beat.incarnation);
+        if same {
+            self.peers.remove(&beat.node);
             self.notify_left(&beat.node, why);
         }
     }
 
     /// Takes nodes silent for longer than the failure timeout for dead.
-    fn expire(&self, now: Instant) {
-        let dead: Vec<String> = {
-            let Ok(mut peers) = self.inner.peers.lock() else {
-                return;
-            };
-            let dead: Vec<String> = peers
-                .iter()
-                .filter(|(_, p)| now.duration_since(p.last_seen) > self.inner.failure_timeout)
-                .map(|(name, _)| name.clone())
-                .collect();
-            for name in &dead {
-                peers.remove(name);
-            }
-            dead
-        };
+    fn expire(&mut self, now: Instant) {
+        let timeout = self.failure_timeout;
+        let dead: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| now.duration_since(p.last_seen) > timeout)
+            .map(|(name, _)| name.clone())
+            .collect();
         for name in dead {
-            self.inner.metrics.failures.inc();
+            self.peers.remove(&name);
+            self.metrics.failures.inc();
             self.notify_left(&name, Departure::Silent);
         }
     }
@@ -293,21 +235,12 @@ impl Membership {
     fn notify_left(&self, node: &str, why: Departure) {
         tracing::warn!(node, ?why, "cluster: node left");
         self.update_gauge();
-        for observer in self.observers() {
+        for observer in &self.observers {
             observer.node_left(node, why);
         }
     }
 
     fn update_gauge(&self) {
-        let peers = self.inner.peers.lock().map(|p| p.len()).unwrap_or(0);
-        self.inner.metrics.nodes.set(peers as i64 + 1);
-    }
-
-    fn observers(&self) -> Vec<Arc<dyn MembershipObserver>> {
-        self.inner
-            .observers
-            .lock()
-            .map(|o| o.clone())
-            .unwrap_or_default()
+        self.metrics.nodes.set(self.peers.len() as i64 + 1);
     }
 }

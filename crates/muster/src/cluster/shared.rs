@@ -20,7 +20,7 @@
 //!
 //! Matches and the matchmaker are still this node's only (docs/cluster.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,7 +80,7 @@ struct Numbered {
     change: Change,
 }
 
-/// A node's members at the moment its change number was `seq` (every one a `Join`).
+/// A node's channel members and sessions at the moment its change number was `seq`.
 #[derive(Debug, Serialize, Deserialize)]
 struct Snapshot {
     incarnation: u64,
@@ -559,13 +559,12 @@ impl ClusterRouter {
         let Ok(mut replica) = self.replica.lock() else {
             return;
         };
-        let buffered = match replica.nodes.get_mut(node) {
-            Some(state) if state.incarnation == snapshot.incarnation && !state.synced => {
-                state.synced = true;
-                state.seq = snapshot.seq;
-                std::mem::take(&mut state.buffer)
-            }
-            Some(state) if state.incarnation == 0 => {
+        let mut buffered = match replica.nodes.get_mut(node) {
+            // Awaited: for this incarnation, or for a node not heard from yet (incarnation 0).
+            Some(state)
+                if !state.synced
+                    && (state.incarnation == snapshot.incarnation || state.incarnation == 0) =>
+            {
                 state.incarnation = snapshot.incarnation;
                 state.synced = true;
                 state.seq = snapshot.seq;
@@ -575,14 +574,18 @@ impl ClusterRouter {
             _ => return,
         };
         // What the node has now: members the replica lacks join, members it no longer has leave.
-        let mut current: Vec<(String, String)> = Vec::new();
-        let mut sessions: Vec<Uuid> = Vec::new();
+        let mut current: HashSet<(String, String)> = HashSet::new();
+        let mut sessions: HashSet<Uuid> = HashSet::new();
         for change in snapshot.members {
             match &change {
                 Change::Join {
                     channel, presence, ..
-                } => current.push((channel.clone(), presence.session_id.clone())),
-                Change::SessionUp { session_id, .. } => sessions.push(*session_id),
+                } => {
+                    current.insert((channel.clone(), presence.session_id.clone()));
+                }
+                Change::SessionUp { session_id, .. } => {
+                    sessions.insert(*session_id);
+                }
                 _ => {}
             }
             self.apply(&mut replica, node, change);
@@ -618,7 +621,6 @@ impl ClusterRouter {
                 },
             );
         }
-        let mut buffered = buffered;
         buffered.sort_by_key(|n| n.seq);
         for numbered in buffered {
             let Some(state) = replica.nodes.get_mut(node) else {
@@ -716,10 +718,13 @@ impl Router for ClusterRouter {
                     .map(|nodes| nodes.iter().map(|(n, c)| (n.clone(), *c)).collect())
             })
             .unwrap_or_default();
+        if elsewhere.is_empty() {
+            return here;
+        }
+        let payload = inbox_payload(TO_USER, user_id, message);
         let mut reached = here;
         for (node, sessions) in elsewhere {
-            let payload = inbox_payload(TO_USER, user_id, message);
-            self.bus.publish_soon(&inbox_topic(&node), payload);
+            self.bus.publish_soon(&inbox_topic(&node), payload.clone());
             reached += sessions;
         }
         reached

@@ -227,33 +227,58 @@ impl TestServer {
 
     /// A device session for `device_id`: (token, refresh_token).
     pub async fn device_session(&self, device_id: &str) -> (String, String) {
-        let (status, body) = self
-            .authenticate(
-                "device",
-                "create=true",
-                serde_json::json!({ "id": device_id }),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        (
-            body["token"].as_str().expect("token").to_owned(),
-            body["refresh_token"]
-                .as_str()
-                .expect("refresh token")
-                .to_owned(),
-        )
+        device_session_at(&self.url(""), device_id).await
     }
 
     pub async fn get_with_token(&self, path: &str, token: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("request");
-        status_and_json(response).await
+        get_with_token_at(&self.url(""), path, token).await
     }
+}
+
+/// [`TestServer::device_session`] against the server at `base` (`http://host:port`, e.g. a
+/// binary a test started).
+pub async fn device_session_at(base: &str, device_id: &str) -> (String, String) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v2/account/authenticate/device?create=true"))
+        .basic_auth("defaultkey", Some(""))
+        .json(&serde_json::json!({ "id": device_id }))
+        .send()
+        .await
+        .expect("request");
+    let (status, body) = status_and_json(response).await;
+    assert_eq!(status, 200, "{body}");
+    (
+        body["token"].as_str().expect("token").to_owned(),
+        body["refresh_token"]
+            .as_str()
+            .expect("refresh token")
+            .to_owned(),
+    )
+}
+
+/// [`TestServer::get_with_token`] against the server at `base`.
+pub async fn get_with_token_at(base: &str, path: &str, token: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request");
+    status_and_json(response).await
+}
+
+/// The user ids in a list of presences, sorted.
+pub fn presence_ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = list
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| p["user_id"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
 }
 
 impl Drop for TestServer {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::mpsc;
@@ -186,6 +186,16 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         (total - shard).div_ceil(shards)
     };
 
+    let targets: Vec<&str> = opts
+        .target
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if targets.is_empty() {
+        anyhow::bail!("--target names no server");
+    }
+
     let mut members = if opts.workers_at.is_empty() {
         let per_worker_max = worker::capacity();
         let workers = match opts.workers {
@@ -229,19 +239,9 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         }
     }
 
-    let targets: Vec<&str> = opts
-        .target
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect();
-    if targets.is_empty() {
-        anyhow::bail!("--target names no server");
-    }
     let load_test_id = uuid::Uuid::new_v4().to_string();
     let start_at_us = epoch_us() + START_LEAD.as_micros() as u64;
     let start = tokio::time::Instant::now() + START_LEAD;
-    let wall_start = Instant::now() + START_LEAD;
 
     let (tx, mut rx) = mpsc::channel::<Event>(1024);
     let mut slots = Vec::new();
@@ -438,7 +438,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         scenario: scenario.name.clone(),
         target: opts.target.clone(),
         started_at_ms: start_at_us / 1000,
-        duration_s: wall_start.elapsed().as_secs_f64(),
+        duration_s: start.elapsed().as_secs_f64(),
         workers: summaries,
         start_skew_ms,
         clock_uncertainty_ms: Some(clock_uncertainty_ms),

@@ -80,6 +80,8 @@ async fn accept_loop(opts: ListenOptions) -> anyhow::Result<()> {
         if pending.get() >= MAX_PENDING {
             continue; // dropped: closes the connection
         }
+        // Counted here, not in the task: the check above must see connections not yet polled.
+        pending.set(pending.get() + 1);
         let _ = stream.set_nodelay(true);
         let (token, busy, pending, done_tx) = (
             token.clone(),
@@ -91,7 +93,6 @@ async fn accept_loop(opts: ListenOptions) -> anyhow::Result<()> {
         tokio::task::spawn_local(async move {
             let (read, mut write) = stream.into_split();
             let mut read = BufReader::new(read);
-            pending.set(pending.get() + 1);
             let hello =
                 tokio::time::timeout(HELLO_TIMEOUT, worker::read_hello(&mut read, Some(&token)));
             let verdict = hello

@@ -229,3 +229,26 @@ duration_s = 1.5
 "#
     )
 }
+
+/// Seed 002's flow at test size: `players` rooms created in 1 s, each with two connections
+/// replaying `file`, then `finish_s` seconds for the replays to end.
+pub fn rooms_replay_scenario(name: &str, players: u32, finish_s: u32, file: &str) -> String {
+    format!(
+        r#"name = "{name}"
+[[phases]]
+duration_s = 1
+players = {players}
+[[phases]]
+duration_s = {finish_s}
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "create_room"
+[[steps]]
+do = "room_connect"
+[[steps]]
+do = "replay"
+file = "{file}"
+"#
+    )
+}

@@ -51,18 +51,13 @@ impl ClusterConfig {
                 ));
             }
         }
-        let subject_safe = |s: &str| {
-            !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        };
-        if !self.node_name.is_empty() && !subject_safe(&self.node_name) {
+        if !self.node_name.is_empty() && !super::is_name(&self.node_name) {
             return Err(format!(
                 "cluster.node_name {:?} may hold only letters, digits, '-' and '_'",
                 self.node_name
             ));
         }
-        if !subject_safe(&self.subject_prefix) {
+        if !super::is_name(&self.subject_prefix) {
             return Err(format!(
                 "cluster.subject_prefix {:?} must be letters, digits, '-' or '_'",
                 self.subject_prefix

@@ -131,12 +131,7 @@ impl Default for RoomsConfig {
 
 impl MatchesConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if self.node_name.is_empty()
-            || !self
-                .node_name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !super::is_name(&self.node_name) {
             return Err("matches.node_name must be letters, digits, '-' or '_'".into());
         }
         if !(1..=1000).contains(&self.tick_rate_hz) {

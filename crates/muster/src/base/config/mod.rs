@@ -27,6 +27,17 @@ use serde::{Deserialize, Serialize};
 /// The documented default configuration, as printed by `muster config`.
 pub const EXAMPLE_TOML: &str = include_str!("../../../config.example.toml");
 
+/// Whether `c` may appear in a name that becomes part of an id or a NATS subject (a node's
+/// name, a subject prefix): ASCII letters, digits, `-` and `_`.
+pub fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// A non-empty name of [`is_name_char`]s.
+pub fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(is_name_char)
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
