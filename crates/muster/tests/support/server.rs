@@ -227,18 +227,28 @@ impl TestServer {
 
     /// A device session for `device_id`: (token, refresh_token).
     pub async fn device_session(&self, device_id: &str) -> (String, String) {
-        device_session_at(&self.url(""), device_id).await
+        device_session_with(&self.http, &self.url(""), device_id).await
     }
 
+    /// Over the server's one HTTP client, so that its connections are reused (tests that count
+    /// connections rely on it).
     pub async fn get_with_token(&self, path: &str, token: &str) -> (u16, Value) {
-        get_with_token_at(&self.url(""), path, token).await
+        get_with_token_with(&self.http, &self.url(""), path, token).await
     }
 }
 
 /// [`TestServer::device_session`] against the server at `base` (`http://host:port`, e.g. a
 /// binary a test started).
 pub async fn device_session_at(base: &str, device_id: &str) -> (String, String) {
-    let response = reqwest::Client::new()
+    device_session_with(&reqwest::Client::new(), base, device_id).await
+}
+
+async fn device_session_with(
+    http: &reqwest::Client,
+    base: &str,
+    device_id: &str,
+) -> (String, String) {
+    let response = http
         .post(format!("{base}/v2/account/authenticate/device?create=true"))
         .basic_auth("defaultkey", Some(""))
         .json(&serde_json::json!({ "id": device_id }))
@@ -258,7 +268,16 @@ pub async fn device_session_at(base: &str, device_id: &str) -> (String, String) 
 
 /// [`TestServer::get_with_token`] against the server at `base`.
 pub async fn get_with_token_at(base: &str, path: &str, token: &str) -> (u16, Value) {
-    let response = reqwest::Client::new()
+    get_with_token_with(&reqwest::Client::new(), base, path, token).await
+}
+
+async fn get_with_token_with(
+    http: &reqwest::Client,
+    base: &str,
+    path: &str,
+    token: &str,
+) -> (u16, Value) {
+    let response = http
         .get(format!("{base}{path}"))
         .bearer_auth(token)
         .send()
