@@ -116,6 +116,7 @@ async fn build(
         store.as_ref(),
         &metrics,
         handlers,
+        cluster.as_ref().map(|c| &c.bus),
         shutdown.child_token(),
     )
     .await?;
@@ -299,7 +300,7 @@ pub async fn run_on(
             config,
             cluster.bus.clone(),
             advertise,
-            vec![cluster.router.clone()],
+            vec![cluster.router.clone(), state.matches.clone()],
             state.metrics.registry(),
             state.shutdown.clone(),
         )

@@ -443,3 +443,179 @@ async fn a_room_names_the_node_it_lives_on_not_the_address_the_player_called() {
     assert_eq!(info["host"], "10.9.8.7", "{info}");
     assert_eq!(info["enet"]["host"], "10.9.8.7", "{info}");
 }
+
+/// Waits for `client`'s next `match_data` with `op_code`.
+async fn match_data(client: &mut support::Client, op_code: i64) -> serde_json::Value {
+    loop {
+        let data = client.event("match_data").await;
+        if data["op_code"].as_str() == Some(op_code.to_string().as_str())
+            || data["op_code"].as_i64() == Some(op_code)
+        {
+            return data;
+        }
+    }
+}
+
+/// Waits for a `match_presence_event` with someone in `key` (`joins` or `leaves`).
+async fn match_presence(client: &mut support::Client, key: &str) -> Vec<String> {
+    loop {
+        let event = client.event("match_presence_event").await;
+        let ids = presence_ids(&event[key]);
+        if !ids.is_empty() {
+            return ids;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_player_on_another_node_joins_plays_and_leaves_an_authoritative_match() {
+    use muster_proto::arena;
+    use support::client::{b64, unb64};
+    let Some(nats) = nats_url() else { return };
+    let (_prefix, _dbs, nodes) = cluster_of(&nats, &["a", "b"]).await;
+    let [a, mut b]: [Binary; 2] = nodes.try_into().ok().expect("two nodes");
+    let mut alice =
+        support::Client::connect_at(&format!("127.0.0.1:{}", a.port), "xmatch-alice").await;
+    let mut bob = support::Client::connect_at(&format!("127.0.0.1:{}", b.port), "xmatch-bob").await;
+    let room: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v2/rooms", a.base()))
+        .bearer_auth(&alice.token)
+        .json(&serde_json::json!({"handler": "arena", "capacity": 2}))
+        .send()
+        .await
+        .expect("create room")
+        .json()
+        .await
+        .expect("room");
+    let id = room["room_id"].as_str().expect("room id").to_owned();
+    assert!(id.ends_with(".a"), "{id}");
+    alice
+        .ok("match_join", serde_json::json!({"match_id": id}), "match")
+        .await;
+
+    // Bob joins from b: the match, on a, answers him and tells Alice.
+    let joined = bob
+        .ok("match_join", serde_json::json!({"match_id": id}), "match")
+        .await;
+    assert_eq!(joined["match_id"], id.as_str());
+    assert_eq!(
+        presence_ids(&joined["presences"]),
+        vec![alice.user_id.clone()]
+    );
+    assert_eq!(
+        match_presence(&mut alice, "joins").await,
+        vec![bob.user_id.clone()]
+    );
+    let welcome = match_data(&mut bob, arena::OP_WELCOME).await;
+    let slot = arena::Welcome::decode(&unb64(&welcome["data"]))
+        .expect("welcome")
+        .slot;
+
+    // Bob's input crosses to a, and the match's state comes back to him and reaches Alice.
+    let input = arena::Input {
+        seq: 77,
+        dx: 1,
+        dy: 0,
+    }
+    .encode();
+    bob.send(serde_json::json!({"match_data_send": {
+        "match_id": id, "op_code": arena::OP_INPUT, "data": b64(&input)}}))
+        .await;
+    for player in [&mut bob, &mut alice] {
+        loop {
+            let state = match_data(player, arena::OP_STATE).await;
+            if arena::State::last_seq_of(&unb64(&state["data"]), slot) == Some(77) {
+                break;
+            }
+        }
+    }
+
+    // Bob leaves: Alice is told; his data is refused now.
+    bob.request(serde_json::json!({"match_leave": {"match_id": id}}))
+        .await;
+    assert_eq!(
+        match_presence(&mut alice, "leaves").await,
+        vec![bob.user_id.clone()]
+    );
+    let (_, message, _) = bob
+        .refused(
+            "match_data_send",
+            serde_json::json!({"match_id": id, "op_code": 1, "data": b64(&input)}),
+        )
+        .await;
+    assert!(message.contains("Not a member"), "{message}");
+
+    // Bob joins again, then b dies: the match drops him once b is taken for dead.
+    bob.ok("match_join", serde_json::json!({"match_id": id}), "match")
+        .await;
+    assert_eq!(
+        match_presence(&mut alice, "joins").await,
+        vec![bob.user_id.clone()]
+    );
+    b.kill9();
+    assert_eq!(
+        match_presence(&mut alice, "leaves").await,
+        vec![bob.user_id.clone()]
+    );
+    eventually("the match counts one player", || async {
+        metric(&a, "muster_match_players").await == 1.0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn relayed_matches_span_nodes_until_their_node_dies() {
+    use support::client::{b64, unb64};
+    let Some(nats) = nats_url() else { return };
+    let (_prefix, _dbs, nodes) = cluster_of(&nats, &["a", "b"]).await;
+    let [mut a, b]: [Binary; 2] = nodes.try_into().ok().expect("two nodes");
+    let mut alice =
+        support::Client::connect_at(&format!("127.0.0.1:{}", a.port), "xrelay-alice").await;
+    let mut bob = support::Client::connect_at(&format!("127.0.0.1:{}", b.port), "xrelay-bob").await;
+    let created = alice
+        .ok("match_create", serde_json::json!({}), "match")
+        .await;
+    let id = created["match_id"].as_str().expect("id").to_owned();
+    assert!(id.ends_with('.'), "a relayed id names no node: {id}");
+
+    // A relayed id names no node, yet b finds the match on a.
+    let joined = bob
+        .ok("match_join", serde_json::json!({"match_id": id}), "match")
+        .await;
+    assert_eq!(
+        presence_ids(&joined["presences"]),
+        vec![alice.user_id.clone()]
+    );
+    assert_eq!(
+        match_presence(&mut alice, "joins").await,
+        vec![bob.user_id.clone()]
+    );
+    bob.send(serde_json::json!({"match_data_send": {
+        "match_id": id, "op_code": 5, "data": b64(b"from b")}}))
+        .await;
+    let data = match_data(&mut alice, 5).await;
+    assert_eq!(data["presence"]["user_id"], bob.user_id.as_str());
+    assert_eq!(unb64(&data["data"]), b"from b");
+    alice
+        .send(serde_json::json!({"match_data_send": {
+            "match_id": id, "op_code": 6, "data": b64(b"from a")}}))
+        .await;
+    assert_eq!(unb64(&match_data(&mut bob, 6).await["data"]), b"from a");
+
+    // The match's node dies: Bob is no longer in a match that no node has.
+    a.kill9();
+    eventually("b has forgotten a's match", || async {
+        metric(&b, "muster_cluster_nodes").await == 1.0
+    })
+    .await;
+    let (_, message, _) = bob
+        .refused(
+            "match_data_send",
+            serde_json::json!({"match_id": id, "op_code": 1, "data": b64(b"x")}),
+        )
+        .await;
+    assert!(
+        message.contains("Not a member") || message.contains("not found"),
+        "{message}"
+    );
+}

@@ -83,36 +83,94 @@ pub trait Router: Send + Sync {
 }
 
 /// A session as a domain holds it: a name (its ids and presence) and a way to deliver to it.
-/// Cheap to clone. On one node it is the session itself; across nodes it will also name
-/// sessions elsewhere, reached over the broker.
+/// Cheap to clone. A session on this node is held directly; a session on another node (a
+/// member of a match that lives here) by its ids and its node, reached over the bus.
 #[derive(Clone)]
 pub struct Recipient {
-    session: Arc<Session>,
+    at: At,
+}
+
+#[derive(Clone)]
+enum At {
+    Here(Arc<Session>),
+    Elsewhere(Arc<Remote>),
+}
+
+/// A session on another node.
+struct Remote {
+    session_id: Uuid,
+    user_id: Uuid,
+    presence: UserPresence,
+    node: String,
+    bus: bus::Bus,
 }
 
 impl Recipient {
     /// The session a request came from, on this node.
     pub fn local(session: &Arc<Session>) -> Recipient {
         Recipient {
-            session: session.clone(),
+            at: At::Here(session.clone()),
         }
     }
 
+    /// A session of node `node`, reached through `bus`.
+    pub fn remote(
+        presence: UserPresence,
+        user_id: Uuid,
+        node: &str,
+        bus: &bus::Bus,
+    ) -> Option<Recipient> {
+        let session_id = Uuid::try_parse(&presence.session_id).ok()?;
+        Some(Recipient {
+            at: At::Elsewhere(Arc::new(Remote {
+                session_id,
+                user_id,
+                presence,
+                node: node.to_string(),
+                bus: bus.clone(),
+            })),
+        })
+    }
+
     pub fn session_id(&self) -> Uuid {
-        self.session.session_id
+        match &self.at {
+            At::Here(session) => session.session_id,
+            At::Elsewhere(remote) => remote.session_id,
+        }
     }
 
     pub fn user_id(&self) -> Uuid {
-        self.session.user_id
+        match &self.at {
+            At::Here(session) => session.user_id,
+            At::Elsewhere(remote) => remote.user_id,
+        }
+    }
+
+    /// The node the session is on; `None` for this node.
+    pub fn node(&self) -> Option<&str> {
+        match &self.at {
+            At::Here(_) => None,
+            At::Elsewhere(remote) => Some(&remote.node),
+        }
     }
 
     /// The session as channel and match members see it.
     pub fn presence(&self) -> UserPresence {
-        self.session.presence()
+        match &self.at {
+            At::Here(session) => session.presence(),
+            At::Elsewhere(remote) => remote.presence.clone(),
+        }
     }
 
     /// Queues `message` for this session; false when it cannot take it (it is being closed).
+    /// For a session on another node: true once the message is on its way there.
     pub fn deliver(&self, message: &Encoded) -> bool {
-        message.deliver(&self.session)
+        match &self.at {
+            At::Here(session) => message.deliver(session),
+            At::Elsewhere(remote) => {
+                shared::send_to_session_on(&remote.bus, &remote.node, remote.session_id, message);
+                true
+            }
+        }
     }
 }

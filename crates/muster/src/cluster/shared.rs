@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use muster_proto::realtime::{decode_protobuf, encode_protobuf, UserPresence};
+use muster_proto::realtime::{decode_protobuf, UserPresence};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -697,8 +697,7 @@ impl Router for ClusterRouter {
             .and_then(|r| r.sessions.get(&session_id).map(|(node, _)| node.clone()));
         match node {
             Some(node) => {
-                let payload = inbox_payload(TO_SESSION, session_id, message);
-                self.bus.publish_soon(&inbox_topic(&node), payload);
+                send_to_session_on(&self.bus, &node, session_id, message);
                 true
             }
             None => false,
@@ -787,7 +786,7 @@ impl Router for ClusterRouter {
             let mut payload = Vec::with_capacity(64);
             payload.extend_from_slice(self.bus.node().as_bytes());
             payload.push(b'\n');
-            payload.extend_from_slice(&encode_protobuf(message.envelope()));
+            payload.extend_from_slice(&message.protobuf());
             self.bus.publish_soon(&message_topic(&channel.id), payload);
         }
         delivery
@@ -868,13 +867,21 @@ fn forget_user_session(
     }
 }
 
+/// Queues `message` for session `session_id` of node `node`.
+pub(crate) fn send_to_session_on(bus: &Bus, node: &str, session_id: Uuid, message: &Encoded) {
+    bus.publish_soon(
+        &inbox_topic(node),
+        inbox_payload(TO_SESSION, session_id, message),
+    );
+}
+
 fn inbox_topic(node: &str) -> String {
     format!("node.{node}.deliver")
 }
 
 /// `kind`, the 16 bytes of `id`, then the envelope.
 fn inbox_payload(kind: u8, id: Uuid, message: &Encoded) -> Vec<u8> {
-    let envelope = encode_protobuf(message.envelope());
+    let envelope = message.protobuf();
     let mut payload = Vec::with_capacity(17 + envelope.len());
     payload.push(kind);
     payload.extend_from_slice(id.as_bytes());

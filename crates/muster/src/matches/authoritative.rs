@@ -532,7 +532,7 @@ mod tests {
     ) {
         let log = Arc::new(Mutex::new(Log::default()));
         let env = env();
-        let id = MatchId::new_authoritative();
+        let id = MatchId::new_authoritative("t");
         let params = MatchParams {
             capacity,
             default_tick_rate_hz: 15,

@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn single_use_expiring_and_signed() {
         let tokens = tokens();
-        let id = MatchId::new_authoritative();
+        let id = MatchId::new_authoritative("t");
         let user = Uuid::new_v4();
         let (token, _) = tokens.issue(id, user, "ann");
         let claims = tokens.verify(&token).expect("valid");

@@ -417,7 +417,7 @@ fn announce(matches: &Matches, group: Vec<Ticket>) {
     let handler = &matches.matchmaker_config.match_handler;
     let id = if handler.is_empty() {
         // Relayed: created by the first player who joins with a token.
-        MatchId::new_relayed()
+        MatchId::new_relayed(matches.node())
     } else {
         let params = MatchParams {
             capacity: group.len(),

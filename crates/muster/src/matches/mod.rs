@@ -6,7 +6,8 @@
 //! - [`registry`]: match ids → matches, and each session's memberships;
 //! - [`matchmaker`] + [`query`]: tickets grouped into matches on an interval;
 //! - [`join_tokens`]: signed, expiring, single-use join tokens (matchmaker tokens, room tickets);
-//! - [`rooms`]: authoritative matches created over HTTP, and [`crate::net::tcp`], their native transport.
+//! - [`rooms`]: authoritative matches created over HTTP, and [`crate::net::tcp`], their native transport;
+//! - [`remote`]: in a cluster, joins, data and leaves of sessions on other nodes.
 //!
 //! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
 
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod query;
 pub mod registry;
 pub mod relayed;
+pub mod remote;
 pub mod rooms;
 
 use std::collections::HashMap;
@@ -41,10 +43,13 @@ use self::id::MatchId;
 use self::join_tokens::JoinTokens;
 use self::matchmaker::Matchmaker;
 use self::metrics::MatchMetrics;
-use self::registry::{Bucket, MatchRef, MatchRegistry, Member};
+use self::registry::{Bucket, MatchRef, MatchRegistry, Member, RemoteMatch};
 use self::relayed::RelayedMatch;
+use self::remote::MatchLink;
 use crate::base::config::Config;
 use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
+use crate::cluster::bus::Bus;
+use crate::cluster::membership::{Departure, MembershipObserver};
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
 use crate::store::SecretStore;
@@ -62,6 +67,8 @@ pub struct Matches {
     pub tokens: JoinTokens,
     pub metrics: Arc<MatchMetrics>,
     pub matchmaker: Matchmaker,
+    /// In a cluster: the matches of the other nodes.
+    pub link: Option<Arc<MatchLink>>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Where the native TCP transport listens, once it does.
@@ -76,11 +83,14 @@ pub enum JoinTarget {
 }
 
 impl Matches {
+    /// The matches service; `bus` when this node is part of a cluster (its node name is then
+    /// the cluster's, in match ids too).
     pub async fn build(
         config: &Config,
         secrets: &dyn SecretStore,
         metrics: &crate::base::metrics::Metrics,
         handlers: Handlers,
+        bus: Option<&Bus>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Arc<Matches>> {
         let metrics = Arc::new(MatchMetrics::register(metrics.registry()));
@@ -98,8 +108,16 @@ impl Matches {
                 handlers.names().join(", ")
             );
         }
+        let mut matches_config = config.matches.clone();
+        let link = match bus {
+            Some(bus) => {
+                matches_config.node_name = bus.node().to_string();
+                Some(Arc::new(MatchLink::open(bus.clone()).await?))
+            }
+            None => None,
+        };
         Ok(Arc::new(Matches {
-            config: config.matches.clone(),
+            config: matches_config,
             matchmaker_config: config.matchmaker.clone(),
             rooms_config: config.rooms.clone(),
             advertised_host: advertised_host(&config.cluster),
@@ -107,6 +125,7 @@ impl Matches {
             handlers,
             tokens,
             matchmaker: Matchmaker::new(config.matchmaker.clone()),
+            link,
             metrics,
             shutdown,
             tcp_addr: OnceLock::new(),
@@ -117,6 +136,7 @@ impl Matches {
     /// Starts the background tasks: the matchmaker's passes and periodic pruning.
     pub fn start(self: &Arc<Self>) {
         tokio::spawn(matchmaker::run(self.clone()));
+        remote::serve(self.clone());
         let matches = self.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(10));
@@ -162,7 +182,8 @@ impl Matches {
         }
     }
 
-    fn node(&self) -> &str {
+    /// This node's name (the cluster's name for it in a cluster).
+    pub fn node(&self) -> &str {
         &self.config.node_name
     }
 
@@ -180,7 +201,7 @@ impl Matches {
                 self.handlers.names().join(", ")
             ))
         })?;
-        let id = MatchId::new_authoritative();
+        let id = MatchId::new_authoritative(self.node());
         let params = MatchParams {
             default_tick_rate_hz: self.config.tick_rate_hz,
             ..params
@@ -210,7 +231,7 @@ impl Matches {
         Ok(handle)
     }
 
-    fn new_relayed(&self, id: MatchId, name: Option<String>) -> Arc<RelayedMatch> {
+    pub(crate) fn new_relayed(&self, id: MatchId, name: Option<String>) -> Arc<RelayedMatch> {
         self.metrics.matches.with_label_values(&["relayed"]).inc();
         RelayedMatch::new(id, name)
     }
@@ -224,7 +245,7 @@ impl Matches {
         self.check_membership_room(session, None)?;
         let max = self.config.max_matches;
         let relayed = if request.name.is_empty() {
-            let created = self.new_relayed(MatchId::new_relayed(), None);
+            let created = self.new_relayed(MatchId::new_relayed(self.node()), None);
             self.registry
                 .insert(MatchRef::Relayed(created.clone()), max)
                 .inspect_err(|_| {
@@ -239,7 +260,7 @@ impl Matches {
             }
             let name = request.name.clone();
             self.registry.named_or_insert(&request.name, max, || {
-                self.new_relayed(MatchId::new_relayed(), Some(name))
+                self.new_relayed(MatchId::new_relayed(self.node()), Some(name))
             })?
         };
         self.join_relayed(session, &relayed)
@@ -250,13 +271,18 @@ impl Matches {
         session: &Arc<Session>,
         relayed: &Arc<RelayedMatch>,
     ) -> Result<Match, MatchError> {
-        let joined = relayed.join(Member::of(session), self.config.max_relayed_size)?;
+        let reply = self.admit_relayed(Member::of(session), relayed)?;
+        self.registry.add_membership(
+            session.session_id,
+            MatchRef::Relayed(relayed.clone()),
+            Bucket::full(self.config.input_burst),
+        );
+        Ok(reply)
+    }
+
+    fn admit_relayed(&self, member: Member, relayed: &RelayedMatch) -> Result<Match, MatchError> {
+        let joined = relayed.join(member, self.config.max_relayed_size)?;
         if joined.new {
-            self.registry.add_membership(
-                session.session_id,
-                MatchRef::Relayed(relayed.clone()),
-                Bucket::full(self.config.input_burst),
-            );
             self.metrics.players.inc();
         }
         Ok(joined.reply)
@@ -287,6 +313,11 @@ impl Matches {
     ) -> Result<Match, MatchError> {
         match target {
             JoinTarget::Id(text) => {
+                let (id, _) = MatchId::parse_any(&text)?;
+                if let Some(owner) = self.owner_elsewhere(id) {
+                    self.check_membership_room(session, Some(id))?;
+                    return self.join_remote(session, id, &owner, false, metadata).await;
+                }
                 let id = MatchId::parse(&text, self.node())?;
                 self.check_membership_room(session, Some(id))?;
                 let found = self.registry.get(id)?;
@@ -302,6 +333,15 @@ impl Matches {
                 let id = claims.match_id();
                 self.check_membership_room(session, Some(id))?;
                 self.tokens.consume(&claims)?;
+                if let Some(owner) = self.owner_elsewhere(id) {
+                    let result = self
+                        .join_remote(session, id, &owner, !id.authoritative, metadata)
+                        .await;
+                    if matches!(result, Err(MatchError::Rejected(_))) {
+                        self.tokens.release(&claims);
+                    }
+                    return result;
+                }
                 let found = if id.authoritative {
                     self.registry.get(id)
                 } else {
@@ -330,34 +370,82 @@ impl Matches {
         found: MatchRef,
         metadata: HashMap<String, String>,
     ) -> Result<Match, MatchError> {
+        let reply = self.admit(Member::of(session), &found, metadata).await?;
+        // add_membership adds once: a second join of a relayed match changes nothing.
+        self.registry.add_membership(
+            session.session_id,
+            found,
+            Bucket::full(self.config.input_burst),
+        );
+        Ok(reply)
+    }
+
+    /// Puts `member` (of this node or another) in `found`, a match of this node.
+    pub(crate) async fn admit(
+        &self,
+        member: Member,
+        found: &MatchRef,
+        metadata: HashMap<String, String>,
+    ) -> Result<Match, MatchError> {
         match found {
-            MatchRef::Relayed(relayed) => self.join_relayed(session, &relayed),
+            MatchRef::Relayed(relayed) => self.admit_relayed(member, relayed),
             MatchRef::Authoritative(handle) => {
                 let limit = Duration::from_millis(self.config.join_timeout_ms);
-                let reply = handle.join(Member::of(session), metadata, limit).await?;
-                self.registry.add_membership(
-                    session.session_id,
-                    MatchRef::Authoritative(handle),
-                    Bucket::full(self.config.input_burst),
-                );
-                Ok(reply)
+                handle.join(member, metadata, limit).await
             }
+            MatchRef::Remote(_) => Err(MatchError::NotFound("Match not found.".into())),
         }
+    }
+
+    /// In a cluster, the other node match `id` lives on.
+    fn owner_elsewhere(&self, id: MatchId) -> Option<String> {
+        self.link.as_ref().and_then(|link| link.owner_of(id))
+    }
+
+    /// Joins `session` to match `id` of node `owner`.
+    async fn join_remote(
+        &self,
+        session: &Arc<Session>,
+        id: MatchId,
+        owner: &str,
+        create: bool,
+        metadata: HashMap<String, String>,
+    ) -> Result<Match, MatchError> {
+        let Some(link) = &self.link else {
+            return Err(MatchError::NotFound("Match not found.".into()));
+        };
+        let limit = Duration::from_millis(self.config.join_timeout_ms);
+        let reply = link
+            .join(owner, &Member::of(session), id, create, metadata, limit)
+            .await?;
+        self.registry.add_membership(
+            session.session_id,
+            MatchRef::Remote(Arc::new(RemoteMatch {
+                id,
+                owner: owner.to_string(),
+            })),
+            Bucket::full(self.config.input_burst),
+        );
+        Ok(reply)
     }
 
     /// `match_leave`. Leaving a match one is not in is not an error; an unknown match is.
     pub fn leave(&self, session: &Session, match_id: &str) -> Result<(), MatchError> {
-        let id = MatchId::parse(match_id, self.node())?;
+        let (id, _) = MatchId::parse_any(match_id)?;
         match self.registry.remove_membership(session.session_id, id) {
             Some(target) => {
                 self.leave_target(session.session_id, target);
                 Ok(())
             }
-            None => self.registry.get(id).map(|_| ()),
+            None if self.owner_elsewhere(id).is_some() => Ok(()),
+            None => {
+                let id = MatchId::parse(match_id, self.node())?;
+                self.registry.get(id).map(|_| ())
+            }
         }
     }
 
-    fn leave_target(&self, session: Uuid, target: MatchRef) {
+    pub(crate) fn leave_target(&self, session: Uuid, target: MatchRef) {
         match target {
             MatchRef::Relayed(relayed) => {
                 if let Some(now_empty) = relayed.leave(session) {
@@ -368,13 +456,18 @@ impl Matches {
                 }
             }
             MatchRef::Authoritative(handle) => handle.leave(session),
+            MatchRef::Remote(remote) => {
+                if let Some(link) = &self.link {
+                    link.leave(&remote.owner, session, remote.id);
+                }
+            }
         }
     }
 
     /// `match_data_send`: forwarded to the other members (relayed) or queued for the match's next
     /// tick (authoritative).
     pub fn send(&self, session: &Session, data: MatchDataSend) -> Result<(), MatchError> {
-        let id = MatchId::parse(&data.match_id, self.node())?;
+        let (id, _) = MatchId::parse_any(&data.match_id)?;
         if data.data.len() > self.config.max_data_bytes {
             self.metrics
                 .inputs_dropped
@@ -405,9 +498,11 @@ impl Matches {
                 .inputs_dropped
                 .with_label_values(&["not_member"])
                 .inc();
-            return Err(match self.registry.get(id) {
-                Ok(_) => MatchError::NotFound("Not a member of this match: join it first.".into()),
-                Err(e) => e,
+            let found =
+                MatchId::parse(&data.match_id, self.node()).and_then(|id| self.registry.get(id));
+            return Err(match found {
+                Err(e) if self.owner_elsewhere(id).is_none() => e,
+                _ => MatchError::NotFound("Not a member of this match: join it first.".into()),
             });
         };
         match target {
@@ -419,6 +514,12 @@ impl Matches {
                     &data.presences,
                     data.reliable,
                 );
+                Ok(())
+            }
+            MatchRef::Remote(remote) => {
+                if let Some(link) = &self.link {
+                    link.send(&remote.owner, session.session_id, &data);
+                }
                 Ok(())
             }
             MatchRef::Authoritative(handle) => handle
@@ -504,6 +605,27 @@ impl SessionObserver for Matches {
             self.leave_target(session.session_id, target);
         }
         self.matchmaker.session_closed(session.session_id);
+    }
+}
+
+/// A node that leaves the cluster ends its sessions' part in matches here, and this node's
+/// sessions' part in its matches.
+impl MembershipObserver for Matches {
+    fn node_joined(&self, node: &str) {
+        if let Some(link) = &self.link {
+            link.node_joined(node);
+        }
+    }
+
+    fn node_left(&self, node: &str, _why: Departure) {
+        let Some(link) = &self.link else { return };
+        let (hosted, joined) = link.node_left(node);
+        for ((session, _), target) in hosted {
+            self.leave_target(session, target);
+        }
+        for (session, id) in joined {
+            self.registry.remove_membership(session, id);
+        }
     }
 }
 

@@ -42,11 +42,21 @@ impl Member {
     }
 }
 
-/// A live match of either kind.
+/// A live match of either kind; in a session's memberships, also a match on another node.
 #[derive(Clone)]
 pub enum MatchRef {
     Relayed(Arc<RelayedMatch>),
     Authoritative(Arc<AuthoritativeHandle>),
+    /// A match that lives on another node of the cluster (only ever in memberships).
+    Remote(Arc<RemoteMatch>),
+}
+
+/// A match of another node that a session here is in.
+#[derive(Debug)]
+pub struct RemoteMatch {
+    pub id: MatchId,
+    /// The node it lives on.
+    pub owner: String,
 }
 
 impl MatchRef {
@@ -54,6 +64,7 @@ impl MatchRef {
         match self {
             MatchRef::Relayed(m) => m.id,
             MatchRef::Authoritative(m) => m.id,
+            MatchRef::Remote(m) => m.id,
         }
     }
 }
@@ -152,7 +163,7 @@ impl MatchRegistry {
             Entry::Occupied(existing) => match self.matches.get(existing.get()) {
                 Some(m) => match m.value() {
                     MatchRef::Relayed(r) => Ok(r.clone()),
-                    MatchRef::Authoritative(_) => {
+                    MatchRef::Authoritative(_) | MatchRef::Remote(_) => {
                         Err(MatchError::BadInput("Match name in use.".into()))
                     }
                 },
@@ -187,7 +198,9 @@ impl MatchRegistry {
         match self.matches.entry(id.uuid) {
             Entry::Occupied(existing) => match existing.get() {
                 MatchRef::Relayed(r) => Ok(r.clone()),
-                MatchRef::Authoritative(_) => Err(MatchError::NotFound("Match not found.".into())),
+                MatchRef::Authoritative(_) | MatchRef::Remote(_) => {
+                    Err(MatchError::NotFound("Match not found.".into()))
+                }
             },
             Entry::Vacant(slot) => {
                 if self.live.fetch_add(1, Ordering::Relaxed) >= max {
@@ -293,7 +306,7 @@ impl MatchRegistry {
     pub fn authoritative(&self) -> impl Iterator<Item = Arc<AuthoritativeHandle>> + '_ {
         self.matches.iter().filter_map(|m| match m.value() {
             MatchRef::Authoritative(a) => Some(a.clone()),
-            MatchRef::Relayed(_) => None,
+            MatchRef::Relayed(_) | MatchRef::Remote(_) => None,
         })
     }
 }

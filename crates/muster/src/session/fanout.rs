@@ -42,6 +42,15 @@ impl Encoded {
             .clone()
     }
 
+    /// The protobuf encoding (shared with protobuf sockets: encoded once), as sent between nodes.
+    pub fn protobuf(&self) -> bytes::Bytes {
+        match self.frame(Format::Protobuf) {
+            super::codec::Frame::Binary(bytes) => bytes,
+            // `codec::encode` makes binary frames for protobuf; this arm is never taken.
+            _ => muster_proto::realtime::encode_protobuf(&self.envelope).into(),
+        }
+    }
+
     /// Queues the message on `session`'s socket. False when its outbox overflowed: the socket
     /// is then being closed (1008) and the message is not delivered.
     pub fn deliver(&self, session: &Session) -> bool {

@@ -1,0 +1,445 @@
+//! Matches across the nodes of a cluster. A match lives on the node that made it (its id says
+//! which: [`super::id::node_tag`]); a session on another node that joins it becomes a member
+//! there whose messages go back over the bus, and its node keeps a [`MatchRef::Remote`]
+//! membership that routes the session's data and leave to the owner.
+//!
+//! Over NATS (subjects under the cluster's prefix):
+//! - `node.<owner>.match.join`, request/reply: a join, answered with the match (`+` then the
+//!   protobuf `Match`) or the refusal (`-`, the error's label, a newline, its message);
+//! - `node.<node>.match.in`, ordered publishes: `d` data from a member (its session, then the
+//!   protobuf `MatchDataSend`), `l` a member left, `e` the match ended (sent by the owner to each
+//!   member's node). Joiner and owner each publish from one ordered queue, so a member's data
+//!   never overtakes its join's answer or its leave.
+//!
+//! Nodes that leave the cluster take their part with them: the owner drops the members of a node
+//! that died (the others are told they left), and a node drops its sessions' memberships of the
+//! matches of an owner that died (a later `match_data_send` is answered "not a member").
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use muster_proto::realtime::{Match, MatchDataSend, UserPresence};
+use parking_lot::Mutex;
+use prost::Message as _;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::error::MatchError;
+use super::handler::Input;
+use super::id::{node_tag, MatchId};
+use super::registry::{MatchRef, Member};
+use super::Matches;
+use crate::cluster::bus::Bus;
+use crate::cluster::Recipient;
+
+const DATA: u8 = b'd';
+const LEAVE: u8 = b'l';
+const ENDED: u8 = b'e';
+
+fn join_topic(node: &str) -> String {
+    format!("node.{node}.match.join")
+}
+
+fn in_topic(node: &str) -> String {
+    format!("node.{node}.match.in")
+}
+
+/// A join asked of the match's owner.
+#[derive(Debug, Serialize, Deserialize)]
+struct JoinAsk {
+    id: Uuid,
+    authoritative: bool,
+    /// Make the (relayed) match if it does not exist yet: a matchmaker token names a relayed
+    /// match before anyone is in it.
+    create: bool,
+    presence: UserPresence,
+    user_id: Uuid,
+    /// The joining session's node.
+    node: String,
+    metadata: HashMap<String, String>,
+}
+
+/// This node's link to the matches of the others.
+pub struct MatchLink {
+    bus: Bus,
+    /// Live peers by the tag their match ids carry.
+    peers: Mutex<HashMap<[u8; 6], String>>,
+    /// Sessions here in matches of other nodes: owner → (session, match).
+    joined: Mutex<HashMap<String, HashSet<(Uuid, MatchId)>>>,
+    /// Sessions of other nodes in matches here: their node → (session, match) → the match.
+    hosted: Mutex<HashMap<String, HashMap<(Uuid, MatchId), MatchRef>>>,
+    subscriptions: Mutex<Option<(async_nats::Subscriber, async_nats::Subscriber)>>,
+}
+
+impl MatchLink {
+    /// Subscribes to this node's match subjects; [`serve`] answers them.
+    pub async fn open(bus: Bus) -> anyhow::Result<MatchLink> {
+        let joins = bus.subscribe(&join_topic(bus.node())).await?;
+        let inbox = bus.subscribe(&in_topic(bus.node())).await?;
+        Ok(MatchLink {
+            bus,
+            peers: Mutex::new(HashMap::new()),
+            joined: Mutex::new(HashMap::new()),
+            hosted: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(Some((joins, inbox))),
+        })
+    }
+
+    /// The live node match `id` lives on, when that is another node than this one. A match
+    /// whose node is not (or no longer) in the cluster is looked for here.
+    pub fn owner_of(&self, id: MatchId) -> Option<String> {
+        let tag = id.tag();
+        if tag == node_tag(self.bus.node()) {
+            return None;
+        }
+        self.peers.lock().get(&tag).cloned()
+    }
+
+    /// Asks `owner` to take `session` into match `id`; waits at most `limit` (plus the trip).
+    pub async fn join(
+        &self,
+        owner: &str,
+        member: &Member,
+        id: MatchId,
+        create: bool,
+        metadata: HashMap<String, String>,
+        limit: Duration,
+    ) -> Result<Match, MatchError> {
+        let session = member.recipient.session_id();
+        let ask = JoinAsk {
+            id: id.uuid,
+            authoritative: id.authoritative,
+            create,
+            presence: member.presence.clone(),
+            user_id: member.recipient.user_id(),
+            node: self.bus.node().to_string(),
+            metadata,
+        };
+        let body = serde_json::to_vec(&ask).unwrap_or_default();
+        let answer = self
+            .bus
+            .request(&join_topic(owner), body, limit + Duration::from_secs(1))
+            .await;
+        let result = match answer {
+            Ok(answer) => decode_answer(&answer),
+            Err(error) => {
+                tracing::debug!(owner, "cluster: match join unanswered: {error}");
+                // The owner may have taken the member after all: undo it.
+                self.bus
+                    .publish_soon(&in_topic(owner), membership_payload(LEAVE, session, id));
+                Err(MatchError::Rejected(
+                    "The match's node did not answer in time; try again.".into(),
+                ))
+            }
+        };
+        if result.is_ok() {
+            self.joined
+                .lock()
+                .entry(owner.to_string())
+                .or_default()
+                .insert((session, id));
+        }
+        result
+    }
+
+    /// Forwards a member's `match_data_send` to the match's owner.
+    pub fn send(&self, owner: &str, from: Uuid, data: &MatchDataSend) {
+        let mut payload = Vec::with_capacity(17 + data.encoded_len());
+        payload.push(DATA);
+        payload.extend_from_slice(from.as_bytes());
+        data.encode(&mut payload).unwrap_or_default();
+        self.bus.publish_soon(&in_topic(owner), payload);
+    }
+
+    /// Tells the match's owner that `session` left it.
+    pub fn leave(&self, owner: &str, session: Uuid, id: MatchId) {
+        if let Some(set) = self.joined.lock().get_mut(owner) {
+            set.remove(&(session, id));
+        }
+        self.bus
+            .publish_soon(&in_topic(owner), membership_payload(LEAVE, session, id));
+    }
+
+    pub fn node_joined(&self, node: &str) {
+        self.peers.lock().insert(node_tag(node), node.to_string());
+    }
+
+    /// Forgets `node`: returns what its death ends here — the members it had in matches here,
+    /// and this node's memberships of matches it owned.
+    pub fn node_left(
+        &self,
+        node: &str,
+    ) -> (HashMap<(Uuid, MatchId), MatchRef>, HashSet<(Uuid, MatchId)>) {
+        self.peers.lock().remove(&node_tag(node));
+        let hosted = self.hosted.lock().remove(node).unwrap_or_default();
+        let joined = self.joined.lock().remove(node).unwrap_or_default();
+        (hosted, joined)
+    }
+}
+
+fn membership_payload(kind: u8, session: Uuid, id: MatchId) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(34);
+    payload.push(kind);
+    payload.extend_from_slice(session.as_bytes());
+    payload.extend_from_slice(id.uuid.as_bytes());
+    payload.push(u8::from(id.authoritative));
+    payload
+}
+
+fn read_membership(payload: &[u8]) -> Option<(Uuid, MatchId)> {
+    if payload.len() != 34 {
+        return None;
+    }
+    let session = Uuid::from_slice(&payload[1..17]).ok()?;
+    let uuid = Uuid::from_slice(&payload[17..33]).ok()?;
+    Some((
+        session,
+        MatchId {
+            uuid,
+            authoritative: payload[33] == 1,
+        },
+    ))
+}
+
+fn encode_answer(result: &Result<Match, MatchError>) -> Vec<u8> {
+    match result {
+        Ok(reply) => {
+            let mut body = vec![b'+'];
+            reply.encode(&mut body).unwrap_or_default();
+            body
+        }
+        Err(error) => format!("-{}\n{error}", error.label()).into_bytes(),
+    }
+}
+
+fn decode_answer(body: &[u8]) -> Result<Match, MatchError> {
+    let unreadable = || MatchError::Rejected("The match's node gave an unreadable answer.".into());
+    match body.split_first() {
+        Some((b'+', rest)) => Match::decode(rest).map_err(|_| unreadable()),
+        Some((b'-', rest)) => {
+            let text = String::from_utf8_lossy(rest);
+            let (label, message) = text.split_once('\n').ok_or_else(unreadable)?;
+            let message = message.to_string();
+            Err(match label {
+                "not_found" => MatchError::NotFound(message),
+                "ended" => MatchError::Ended(message),
+                "forbidden" => MatchError::Forbidden(message),
+                "bad_input" => MatchError::BadInput(message),
+                _ => MatchError::Rejected(message),
+            })
+        }
+        _ => Err(unreadable()),
+    }
+}
+
+/// Answers the other nodes' joins and applies their members' data and leaves, until shutdown.
+pub fn serve(matches: Arc<Matches>) {
+    let Some(link) = matches.link.as_ref() else {
+        return;
+    };
+    let Some((mut joins, mut inbox)) = link.subscriptions.lock().take() else {
+        return;
+    };
+    let serving = matches.clone();
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                () = serving.shutdown.cancelled() => return,
+                message = joins.next() => match message {
+                    Some(message) => message,
+                    None => return,
+                },
+            };
+            let Some(reply) = message.reply else { continue };
+            let matches = serving.clone();
+            // Each join waits for its match's answer: concurrently, so one busy match does not
+            // hold up joins of the others.
+            tokio::spawn(async move {
+                let result = match serde_json::from_slice::<JoinAsk>(&message.payload) {
+                    Ok(ask) => host_join(&matches, ask).await,
+                    Err(_) => Err(MatchError::BadInput("Unreadable join.".into())),
+                };
+                if let Some(link) = matches.link.as_ref() {
+                    link.bus.reply(reply, encode_answer(&result)).await;
+                }
+            });
+        }
+    });
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                () = matches.shutdown.cancelled() => return,
+                message = inbox.next() => match message {
+                    Some(message) => message,
+                    None => return,
+                },
+            };
+            received(&matches, &message.payload);
+        }
+    });
+}
+
+/// A join of a session of another node, into a match here.
+async fn host_join(matches: &Matches, ask: JoinAsk) -> Result<Match, MatchError> {
+    let link = matches
+        .link
+        .as_ref()
+        .ok_or_else(|| MatchError::NotFound("This node is not part of a cluster.".into()))?;
+    let recipient = Recipient::remote(ask.presence.clone(), ask.user_id, &ask.node, &link.bus)
+        .ok_or_else(|| MatchError::BadInput("Unreadable session id.".into()))?;
+    let session = recipient.session_id();
+    let member = Member {
+        presence: ask.presence,
+        recipient,
+    };
+    let id = MatchId {
+        uuid: ask.id,
+        authoritative: ask.authoritative,
+    };
+    let target = if ask.create && !id.authoritative {
+        matches
+            .registry
+            .relayed_or_insert(id, matches.config.max_matches, || {
+                matches.new_relayed(id, None)
+            })
+            .map(MatchRef::Relayed)?
+    } else {
+        matches.registry.get(id)?
+    };
+    let reply = matches.admit(member, &target, ask.metadata).await?;
+    link.hosted
+        .lock()
+        .entry(ask.node.clone())
+        .or_default()
+        .insert((session, id), target.clone());
+    if let MatchRef::Authoritative(handle) = target {
+        // When the match ends, the member's node forgets the membership.
+        let bus = link.bus.clone();
+        let node = ask.node;
+        let matches_link = matches.link.clone();
+        tokio::spawn(async move {
+            handle.ended.cancelled().await;
+            let still_member = matches_link.is_some_and(|link| {
+                link.hosted
+                    .lock()
+                    .get_mut(&node)
+                    .is_some_and(|members| members.remove(&(session, id)).is_some())
+            });
+            if still_member {
+                bus.publish_soon(&in_topic(&node), membership_payload(ENDED, session, id));
+            }
+        });
+    }
+    Ok(reply)
+}
+
+/// Data, a leave or an ending from another node.
+fn received(matches: &Matches, payload: &[u8]) {
+    let Some(link) = matches.link.as_ref() else {
+        return;
+    };
+    match payload.first() {
+        Some(&DATA) if payload.len() >= 17 => {
+            let Ok(from) = Uuid::from_slice(&payload[1..17]) else {
+                return;
+            };
+            let Ok(data) = MatchDataSend::decode(&payload[17..]) else {
+                tracing::debug!("cluster: unreadable match data");
+                return;
+            };
+            if data.data.len() > matches.config.max_data_bytes {
+                return;
+            }
+            let Ok((id, _)) = MatchId::parse_any(&data.match_id) else {
+                return;
+            };
+            match matches.registry.get(id) {
+                Ok(MatchRef::Relayed(relayed)) => {
+                    relayed.send(
+                        from,
+                        data.op_code,
+                        data.data,
+                        &data.presences,
+                        data.reliable,
+                    );
+                }
+                Ok(MatchRef::Authoritative(handle)) => {
+                    let input = Input {
+                        from,
+                        op_code: data.op_code,
+                        data: data.data,
+                        reliable: data.reliable,
+                    };
+                    if handle.input(input).is_err() {
+                        matches
+                            .metrics
+                            .inputs_dropped
+                            .with_label_values(&["queue_full"])
+                            .inc();
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(&LEAVE) => {
+            let Some((session, id)) = read_membership(payload) else {
+                return;
+            };
+            let target = link
+                .hosted
+                .lock()
+                .values_mut()
+                .find_map(|members| members.remove(&(session, id)));
+            if let Some(target) = target {
+                matches.leave_target(session, target);
+            }
+        }
+        Some(&ENDED) => {
+            let Some((session, id)) = read_membership(payload) else {
+                return;
+            };
+            matches.registry.remove_membership(session, id);
+            for set in link.joined.lock().values_mut() {
+                set.remove(&(session, id));
+            }
+        }
+        _ => tracing::debug!("cluster: unknown match message"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_and_memberships_survive_the_trip() {
+        let reply = Match {
+            match_id: "x.".into(),
+            size: 2,
+            ..Default::default()
+        };
+        assert_eq!(decode_answer(&encode_answer(&Ok(reply.clone()))), Ok(reply));
+        for error in [
+            MatchError::NotFound("gone".into()),
+            MatchError::Ended("over".into()),
+            MatchError::Rejected("full".into()),
+            MatchError::BadInput("bad".into()),
+        ] {
+            assert_eq!(
+                decode_answer(&encode_answer(&Err(error.clone()))),
+                Err(error)
+            );
+        }
+        assert!(matches!(decode_answer(b""), Err(MatchError::Rejected(_))));
+        assert!(matches!(decode_answer(b"-x"), Err(MatchError::Rejected(_))));
+        let id = MatchId::new_authoritative("n");
+        let session = Uuid::new_v4();
+        assert_eq!(
+            read_membership(&membership_payload(LEAVE, session, id)),
+            Some((session, id))
+        );
+        assert_eq!(read_membership(&[LEAVE, 1, 2]), None);
+    }
+}
