@@ -117,6 +117,7 @@ async fn build(
         &metrics,
         handlers,
         cluster.as_ref().map(|c| &c.bus),
+        store.shared_matchmaker(),
         shutdown.child_token(),
     )
     .await?;

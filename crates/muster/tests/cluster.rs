@@ -213,18 +213,30 @@ async fn nodes_find_each_other_again_after_nats_restarts() {
 /// token from one is good on the other), once they see each other; `None` (the test is skipped,
 /// as the PostgreSQL and NATS tests say) without PostgreSQL or NATS.
 async fn two_nodes_on_postgres() -> Option<([Database; 2], Binary, Binary)> {
+    let (dbs, nodes) = nodes_on_postgres(&["a", "b"]).await?;
+    let [a, b]: [Binary; 2] = nodes.try_into().ok()?;
+    Some((dbs.try_into().ok()?, a, b))
+}
+
+/// Nodes named `names` of one cluster on one PostgreSQL database, once they see each other.
+async fn nodes_on_postgres(names: &[&str]) -> Option<(Vec<Database>, Vec<Binary>)> {
     let nats = nats_url()?;
     support::postgres_url()?;
     let db = Database::new(Backend::Postgres).await;
-    let other = Database {
-        dir: tempfile::tempdir().expect("dir"),
-        url: db.url.clone(),
-    };
     let prefix = unique_prefix();
-    let a = Binary::run(node(&db, &nats, &prefix, "a"), free_port()).await;
-    let b = Binary::run(node(&other, &nats, &prefix, "b"), free_port()).await;
-    until_nodes(&[&a, &b], 2).await;
-    Some(([db, other], a, b))
+    let mut dbs = Vec::new();
+    let mut nodes = Vec::new();
+    for name in names {
+        let shared = Database {
+            dir: tempfile::tempdir().expect("dir"),
+            url: db.url.clone(),
+        };
+        nodes.push(Binary::run(node(&shared, &nats, &prefix, name), free_port()).await);
+        dbs.push(shared);
+    }
+    dbs.push(db);
+    until_nodes(&nodes.iter().collect::<Vec<_>>(), names.len()).await;
+    Some((dbs, nodes))
 }
 
 async fn session(node: &Binary, device: &str) -> (String, String) {
@@ -617,5 +629,125 @@ async fn relayed_matches_span_nodes_until_their_node_dies() {
     assert!(
         message.contains("Not a member") || message.contains("not found"),
         "{message}"
+    );
+}
+
+async fn add_ticket(client: &mut support::Client) -> String {
+    client
+        .ok(
+            "matchmaker_add",
+            serde_json::json!({"min_count": 2, "max_count": 2, "query": "*"}),
+            "matchmaker_ticket",
+        )
+        .await["ticket"]
+        .as_str()
+        .expect("ticket")
+        .to_owned()
+}
+
+fn matched_users(matched: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> = matched["users"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .map(|u| u["presence"]["user_id"].as_str().expect("id").to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn lease_epoch(node: &Binary) -> f64 {
+    metric(node, "muster_matchmaker_lease_epoch").await
+}
+
+#[tokio::test]
+async fn the_matchmaker_runs_once_for_the_cluster_and_moves_when_its_node_dies() {
+    use support::client::{b64, unb64};
+    let Some((_dbs, mut nodes)) = nodes_on_postgres(&["a", "b", "c"]).await else {
+        return;
+    };
+    // One node holds the lease.
+    let mut holder = None;
+    eventually("one node runs the passes", || async {
+        let mut holding = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            if lease_epoch(n).await > 0.0 {
+                holding.push(i);
+            }
+        }
+        holding.len() == 1
+    })
+    .await;
+    for (i, n) in nodes.iter().enumerate() {
+        if lease_epoch(n).await > 0.0 {
+            holder = Some(i);
+        }
+    }
+    let holder = holder.expect("a holder");
+    let first_epoch = lease_epoch(&nodes[holder]).await;
+    let others: Vec<usize> = (0..3).filter(|i| *i != holder).collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let at = |i: usize| format!("127.0.0.1:{}", ports[i]);
+
+    // Two players on the two other nodes are matched together and meet in one match.
+    let mut alice = support::Client::connect_at(&at(others[0]), "xmm-alice").await;
+    let mut bob = support::Client::connect_at(&at(others[1]), "xmm-bob").await;
+    let alice_ticket = add_ticket(&mut alice).await;
+    add_ticket(&mut bob).await;
+    let matched_a = alice.event("matchmaker_matched").await;
+    let matched_b = bob.event("matchmaker_matched").await;
+    assert_eq!(matched_a["ticket"], alice_ticket.as_str());
+    let mut pair = vec![alice.user_id.clone(), bob.user_id.clone()];
+    pair.sort();
+    assert_eq!(matched_users(&matched_a), pair);
+    assert_eq!(matched_users(&matched_b), pair);
+    let joined_a = alice
+        .ok(
+            "match_join",
+            serde_json::json!({"token": matched_a["token"]}),
+            "match",
+        )
+        .await;
+    let joined_b = bob
+        .ok(
+            "match_join",
+            serde_json::json!({"token": matched_b["token"]}),
+            "match",
+        )
+        .await;
+    assert_eq!(joined_a["match_id"], joined_b["match_id"], "one match");
+    let id = joined_a["match_id"].as_str().expect("id").to_owned();
+    bob.send(serde_json::json!({"match_data_send": {
+        "match_id": id, "op_code": 3, "data": b64(b"gg")}}))
+        .await;
+    assert_eq!(unb64(&match_data(&mut alice, 3).await["data"]), b"gg");
+
+    // A player waits on the lease holder, which dies: its ticket goes with it, another node
+    // takes the lease over (a higher epoch), and two new players are matched with each other.
+    let mut carol = support::Client::connect_at(&at(holder), "xmm-carol").await;
+    add_ticket(&mut carol).await;
+    nodes[holder].kill9();
+    let mut dave = support::Client::connect_at(&at(others[0]), "xmm-dave").await;
+    let mut erin = support::Client::connect_at(&at(others[1]), "xmm-erin").await;
+    add_ticket(&mut dave).await;
+    add_ticket(&mut erin).await;
+    let matched_d = dave.event("matchmaker_matched").await;
+    let matched_e = erin.event("matchmaker_matched").await;
+    let mut pair = vec![dave.user_id.clone(), erin.user_id.clone()];
+    pair.sort();
+    assert_eq!(
+        matched_users(&matched_d),
+        pair,
+        "not with the dead node's player"
+    );
+    assert_eq!(matched_users(&matched_e), pair);
+    let epochs = [
+        lease_epoch(&nodes[others[0]]).await,
+        lease_epoch(&nodes[others[1]]).await,
+    ];
+    assert!(
+        epochs.iter().filter(|e| **e > first_epoch).count() == 1
+            && epochs.iter().filter(|e| **e > 0.0).count() == 1,
+        "one new holder with a higher epoch: {epochs:?} after {first_epoch}"
     );
 }

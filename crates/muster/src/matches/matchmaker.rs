@@ -36,6 +36,7 @@ use super::error::MatchError;
 use super::handler::MatchParams;
 use super::id::MatchId;
 use super::query::Query;
+use super::shared_matchmaker::SharedTickets;
 use super::Matches;
 use crate::base::config::MatchmakerConfig;
 use crate::cluster::Recipient;
@@ -77,6 +78,8 @@ pub struct Ticket {
 /// The handle the rest of the server uses; the tickets live in [`run`]'s task.
 pub struct Matchmaker {
     config: MatchmakerConfig,
+    /// In a cluster on PostgreSQL: the tickets are the cluster's, not this task's.
+    shared: Option<SharedTickets>,
     commands: mpsc::Sender<Command>,
     receiver: Mutex<Option<mpsc::Receiver<Command>>>,
 }
@@ -85,10 +88,12 @@ pub struct Matchmaker {
 const COMMAND_QUEUE: usize = 4096;
 
 impl Matchmaker {
-    pub fn new(config: MatchmakerConfig) -> Matchmaker {
+    /// `shared`: the cluster's tickets, when this node is part of one on PostgreSQL.
+    pub fn new(config: MatchmakerConfig, shared: Option<SharedTickets>) -> Matchmaker {
         let (commands, receiver) = mpsc::channel(COMMAND_QUEUE);
         Matchmaker {
             config,
+            shared,
             commands,
             receiver: Mutex::new(Some(receiver)),
         }
@@ -100,8 +105,15 @@ impl Matchmaker {
         session: &Arc<Session>,
         add: MatchmakerAdd,
     ) -> Result<MatchmakerTicket, MatchError> {
+        let query = add.query.clone();
         let ticket = self.ticket(session, add)?;
         let id = ticket.id;
+        if let Some(shared) = &self.shared {
+            shared.add(&ticket, query, &self.config).await?;
+            return Ok(MatchmakerTicket {
+                ticket: id.to_string(),
+            });
+        }
         self.call(|reply| Command::Add {
             ticket: Box::new(ticket),
             reply,
@@ -169,6 +181,9 @@ impl Matchmaker {
     pub async fn remove(&self, session: Uuid, ticket: &str) -> Result<(), MatchError> {
         let ticket = Uuid::try_parse(ticket)
             .map_err(|_| MatchError::BadInput("Matchmaker ticket not found.".into()))?;
+        if let Some(shared) = &self.shared {
+            return shared.remove(session, ticket).await;
+        }
         self.call(|reply| Command::Remove {
             session,
             ticket,
@@ -179,6 +194,10 @@ impl Matchmaker {
 
     /// Drops every ticket of a closed session.
     pub fn session_closed(&self, session: Uuid) {
+        if let Some(shared) = &self.shared {
+            shared.session_closed(session);
+            return;
+        }
         let command = Command::SessionClosed { session };
         if let Err(mpsc::error::TrySendError::Full(command)) = self.commands.try_send(command) {
             let commands = self.commands.clone();
@@ -186,6 +205,11 @@ impl Matchmaker {
                 let _ = commands.send(command).await;
             });
         }
+    }
+
+    /// The cluster's tickets, when they are shared.
+    pub fn shared(&self) -> Option<&SharedTickets> {
+        self.shared.as_ref()
     }
 
     async fn call(
@@ -367,6 +391,9 @@ impl Pool {
 
 /// The matchmaker task: commands as they come, a pass every `matchmaker.interval_ms`.
 pub async fn run(matches: Arc<Matches>) {
+    if matches.matchmaker.shared.is_some() {
+        return super::shared_matchmaker::run(matches).await;
+    }
     let Some(mut commands) = matches.matchmaker.receiver.lock().take() else {
         return;
     };
@@ -413,11 +440,17 @@ pub async fn run(matches: Arc<Matches>) {
 }
 
 /// Makes the group's match and tells each player how to join it.
-fn announce(matches: &Matches, group: Vec<Ticket>) {
+pub(super) fn announce(matches: &Matches, group: Vec<Ticket>) {
     let handler = &matches.matchmaker_config.match_handler;
     let id = if handler.is_empty() {
-        // Relayed: created by the first player who joins with a token.
-        MatchId::new_relayed(matches.node())
+        // Relayed: created by the first player who joins with a token, on the node of the
+        // group's first player (in a cluster; here otherwise).
+        let owner = group
+            .first()
+            .and_then(|t| t.recipient.as_ref())
+            .and_then(Recipient::node)
+            .unwrap_or(matches.node());
+        MatchId::new_relayed(owner)
     } else {
         let params = MatchParams {
             capacity: group.len(),
@@ -635,7 +668,7 @@ mod tests {
 
     #[test]
     fn add_validates_limits() {
-        let mm = Matchmaker::new(MatchmakerConfig::default());
+        let mm = Matchmaker::new(MatchmakerConfig::default(), None);
         let registry = Arc::new(crate::session::registry::SessionRegistry::new(Arc::new(
             crate::base::metrics::Metrics::new(),
         )));

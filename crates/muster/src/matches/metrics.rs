@@ -33,6 +33,8 @@ pub struct MatchMetrics {
     pub matchmaker_matched: IntCounter,
     /// Join tokens remembered as used (single use), until they expire.
     pub used_tokens: IntGauge,
+    /// In a cluster: the matchmaker lease's epoch while this node holds it, else 0.
+    pub matchmaker_epoch: IntGauge,
 }
 
 const TICK_BUCKETS: &[f64] = &[
@@ -108,6 +110,10 @@ impl MatchMetrics {
             used_tokens: register!(IntGauge::new(
                 "match_join_tokens_used",
                 "Join tokens remembered as used until they expire."
+            )),
+            matchmaker_epoch: register!(IntGauge::new(
+                "matchmaker_lease_epoch",
+                "In a cluster: the matchmaker lease's epoch while this node runs the passes, else 0."
             )),
         }
     }

@@ -24,6 +24,7 @@ pub mod registry;
 pub mod relayed;
 pub mod remote;
 pub mod rooms;
+pub mod shared_matchmaker;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -46,13 +47,14 @@ use self::metrics::MatchMetrics;
 use self::registry::{Bucket, MatchRef, MatchRegistry, Member, RemoteMatch};
 use self::relayed::RelayedMatch;
 use self::remote::MatchLink;
+use self::shared_matchmaker::SharedTickets;
 use crate::base::config::Config;
 use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
-use crate::store::SecretStore;
+use crate::store::{MatchmakerStore, SecretStore};
 
 /// The matches service: one per server, shared by every socket and request.
 pub struct Matches {
@@ -84,13 +86,15 @@ pub enum JoinTarget {
 
 impl Matches {
     /// The matches service; `bus` when this node is part of a cluster (its node name is then
-    /// the cluster's, in match ids too).
+    /// the cluster's, in match ids too), and `shared_tickets` when the cluster shares a
+    /// database its matchmaker can keep its tickets in.
     pub async fn build(
         config: &Config,
         secrets: &dyn SecretStore,
         metrics: &crate::base::metrics::Metrics,
         handlers: Handlers,
         bus: Option<&Bus>,
+        shared_tickets: Option<Arc<dyn MatchmakerStore>>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Arc<Matches>> {
         let metrics = Arc::new(MatchMetrics::register(metrics.registry()));
@@ -124,7 +128,17 @@ impl Matches {
             registry: Arc::new(MatchRegistry::default()),
             handlers,
             tokens,
-            matchmaker: Matchmaker::new(config.matchmaker.clone()),
+            matchmaker: Matchmaker::new(
+                config.matchmaker.clone(),
+                bus.zip(shared_tickets).map(|(bus, store)| {
+                    SharedTickets::new(
+                        store,
+                        bus.clone(),
+                        config.cluster.failure_timeout_ms,
+                        &config.matchmaker,
+                    )
+                }),
+            ),
             link,
             metrics,
             shutdown,
@@ -617,7 +631,11 @@ impl MembershipObserver for Matches {
         }
     }
 
-    fn node_left(&self, node: &str, _why: Departure) {
+    fn node_left(&self, node: &str, why: Departure) {
+        // A restarted node drops its previous run's tickets itself (and keeps its new ones).
+        if let (Some(shared), false) = (self.matchmaker.shared(), why == Departure::Restarted) {
+            shared.node_left(node);
+        }
         let Some(link) = &self.link else { return };
         let (hosted, joined) = link.node_left(node);
         for ((session, _), target) in hosted {

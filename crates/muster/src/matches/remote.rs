@@ -46,6 +46,12 @@ fn in_topic(node: &str) -> String {
     format!("node.{node}.match.in")
 }
 
+/// A session's place in a match: (session, match).
+type Seat = (Uuid, MatchId);
+
+/// Sessions of one other node in matches here, and the matches.
+type Guests = HashMap<Seat, MatchRef>;
+
 /// A join asked of the match's owner.
 #[derive(Debug, Serialize, Deserialize)]
 struct JoinAsk {
@@ -67,9 +73,9 @@ pub struct MatchLink {
     /// Live peers by the tag their match ids carry.
     peers: Mutex<HashMap<[u8; 6], String>>,
     /// Sessions here in matches of other nodes: owner → (session, match).
-    joined: Mutex<HashMap<String, HashSet<(Uuid, MatchId)>>>,
+    joined: Mutex<HashMap<String, HashSet<Seat>>>,
     /// Sessions of other nodes in matches here: their node → (session, match) → the match.
-    hosted: Mutex<HashMap<String, HashMap<(Uuid, MatchId), MatchRef>>>,
+    hosted: Mutex<HashMap<String, Guests>>,
     subscriptions: Mutex<Option<(async_nats::Subscriber, async_nats::Subscriber)>>,
 }
 
@@ -168,10 +174,7 @@ impl MatchLink {
 
     /// Forgets `node`: returns what its death ends here — the members it had in matches here,
     /// and this node's memberships of matches it owned.
-    pub fn node_left(
-        &self,
-        node: &str,
-    ) -> (HashMap<(Uuid, MatchId), MatchRef>, HashSet<(Uuid, MatchId)>) {
+    pub fn node_left(&self, node: &str) -> (Guests, HashSet<Seat>) {
         self.peers.lock().remove(&node_tag(node));
         let hosted = self.hosted.lock().remove(node).unwrap_or_default();
         let joined = self.joined.lock().remove(node).unwrap_or_default();

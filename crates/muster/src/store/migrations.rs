@@ -35,6 +35,11 @@ pub const SQLITE: &[Migration] = &[
         name: "links",
         sql: include_str!("migrations/sqlite/0005_links.sql"),
     },
+    Migration {
+        version: 6,
+        name: "cluster_matchmaker",
+        sql: include_str!("migrations/sqlite/0006_cluster_matchmaker.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -62,6 +67,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 5,
         name: "links",
         sql: include_str!("migrations/postgres/0005_links.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "cluster_matchmaker",
+        sql: include_str!("migrations/postgres/0006_cluster_matchmaker.sql"),
     },
 ];
 

@@ -281,6 +281,69 @@ pub trait LinkStore: Send + Sync {
     async fn disable_link(&self, code: &str, now_ms: i64) -> Result<(), StoreError>;
 }
 
+/// A matchmaker ticket as a cluster keeps it ([`MatchmakerStore`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTicket {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    /// The node its session is on, and that node's run.
+    pub node: String,
+    pub incarnation: i64,
+    pub created_ms: i64,
+    /// The ticket itself, as JSON (the matchmaker's to read).
+    pub body: String,
+}
+
+/// Picks the groups of a pass from every waiting ticket (oldest first).
+pub type PickGroups<'a> = dyn Fn(Vec<StoredTicket>) -> Vec<Vec<StoredTicket>> + Send + Sync + 'a;
+
+/// The tickets of a cluster's one matchmaker, and the lease saying which node runs its passes.
+/// Each write is durable when its future resolves.
+#[async_trait]
+pub trait MatchmakerStore: Send + Sync {
+    /// Stores `ticket` unless its session has `max_per_session` tickets already (then false).
+    async fn add_ticket(
+        &self,
+        ticket: StoredTicket,
+        max_per_session: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Removes ticket `ticket` of session `session`; false when there was none.
+    async fn remove_ticket(&self, session: Uuid, ticket: Uuid) -> Result<bool, StoreError>;
+
+    /// Removes every ticket of `session`.
+    async fn remove_session_tickets(&self, session: Uuid) -> Result<(), StoreError>;
+
+    /// Removes the tickets of `node` from runs other than `keep_incarnation` (0: of every run);
+    /// how many.
+    async fn remove_node_tickets(
+        &self,
+        node: &str,
+        keep_incarnation: i64,
+    ) -> Result<u64, StoreError>;
+
+    /// Takes lease `name` for `holder` for `ttl_ms` if it is free, expired or already
+    /// `holder`'s (a new run of it); the new epoch, or `None` when another holds it.
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// One pass, fenced: if `holder` still holds lease `name` at `epoch`, extends it by `ttl_ms`,
+    /// gives `pick` every ticket and deletes the tickets of the groups it returns, all in one
+    /// transaction; the groups, or `None` when the lease was lost (nothing changed).
+    async fn take_groups(
+        &self,
+        name: &str,
+        holder: &str,
+        epoch: i64,
+        ttl_ms: i64,
+        pick: &PickGroups<'_>,
+    ) -> Result<Option<Vec<Vec<StoredTicket>>>, StoreError>;
+}
+
 /// Every storage operation the server performs, one trait per domain: a service holds only
 /// the part it uses (chat an `Arc<dyn ChatStore>`, the economy an `Arc<dyn EconomyStore>`, …).
 #[async_trait]
@@ -289,6 +352,12 @@ pub trait Store:
 {
     /// Finishes pending writes and releases the database.
     async fn close(&self);
+
+    /// The tickets and lease of a cluster's matchmaker, when this engine can be shared by
+    /// several nodes (PostgreSQL; not SQLite, one node's file).
+    fn shared_matchmaker(&self) -> Option<Arc<dyn MatchmakerStore>> {
+        None
+    }
 }
 
 /// Opens the engine `config` names, checking (and, if allowed, migrating) its schema.

@@ -9,6 +9,7 @@ mod accounts;
 mod chat;
 mod economy;
 mod links;
+mod matchmaker;
 mod writer;
 
 use std::sync::Arc;
@@ -224,5 +225,11 @@ impl Store for PostgresStore {
     async fn close(&self) {
         self.writers.close().await;
         self.pool.close();
+    }
+
+    fn shared_matchmaker(&self) -> Option<Arc<dyn crate::store::MatchmakerStore>> {
+        Some(Arc::new(matchmaker::PgMatchmaker {
+            pool: self.pool.clone(),
+        }))
     }
 }
