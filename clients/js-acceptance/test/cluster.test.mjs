@@ -1,9 +1,11 @@
 // Three Muster nodes over NATS (docs/cluster.md): nakama-js players connected to different nodes
-// chat in one room, see each other's presence, and are told when a node dies.
+// chat in one room, see each other's presence, and are told when a node dies; on one PostgreSQL
+// database, they matchmake into one match, exchange match data and call server functions.
 // Needs TEST_NATS_URL (the test command starts a private nats-server); without it the test is
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { startServer, clientFor, uniq, sleep, Inbox } from "./helpers.mjs";
 
 const NATS = process.env.TEST_NATS_URL;
@@ -99,4 +101,77 @@ test("players on three nodes chat in one room and see a dead node's player leave
   // The others still chat.
   const ack3 = await carol.socket.writeChatMessage(aliceChannel.id, { text: "still here" });
   await alice.next((e) => e.kind === "message" && e.message_id === ack3.message_id, "carol's message after b died");
+});
+
+const POSTGRES = process.env.TEST_POSTGRES_URL;
+
+/** A fresh database on the test's PostgreSQL server; its URL. */
+function freshDatabase() {
+  const name = uniq("js_cluster").replace(/-/g, "_").toLowerCase();
+  execFileSync("psql", [POSTGRES, "-q", "-c", `CREATE DATABASE ${name}`]);
+  const url = new URL(POSTGRES);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+test("players on three nodes of one database matchmake into one match, play and call functions", { skip: !NATS || !POSTGRES }, async () => {
+  const prefix = uniq("m").replace(/-/g, "");
+  const database = freshDatabase();
+  const cluster = [];
+  for (const name of ["a", "b", "c"]) {
+    const n = await startServer({
+      MUSTER_DATABASE_URL: database,
+      MUSTER_CLUSTER__NATS_URL: NATS,
+      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
+      MUSTER_CLUSTER__NODE_NAME: name,
+      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
+      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
+      MUSTER_MATCHMAKER__INTERVAL_MS: "200",
+    });
+    nodes.push(n);
+    cluster.push(n);
+  }
+  for (const n of cluster) await until("three nodes", async () => (await clusterNodes(n)) === 3);
+  const [a, b, c] = cluster;
+  const players = [await player(a, "mm-alice"), await player(b, "mm-bob"), await player(c, "mm-carol")];
+  const matched = players.map(
+    (p) => new Promise((resolve) => {
+      p.socket.onmatchmakermatched = resolve;
+    }),
+  );
+  for (const p of players) {
+    await p.socket.addMatchmaker("+properties.mode:trio", 3, 3, { mode: "trio" }, { skill: 1 });
+  }
+  const tickets = await Promise.all(matched);
+  const everyone = players.map((p) => p.session.user_id).sort();
+  for (const t of tickets) assert.deepEqual(t.users.map((u) => u.presence.user_id).sort(), everyone);
+
+  // Each joins with its token on its own node; all land in one match.
+  const data = players.map(() => new Inbox());
+  players.forEach((p, i) => {
+    p.socket.onmatchdata = (d) => data[i].push(d);
+  });
+  const joined = [];
+  for (const [i, p] of players.entries()) joined.push(await p.socket.joinMatch(undefined, tickets[i].token));
+  assert.equal(new Set(joined.map((j) => j.match_id)).size, 1, "one match");
+  assert.equal(joined[2].size, 3);
+  const matchId = joined[0].match_id;
+  // Data from each node reaches the players on the two others.
+  for (const [i, p] of players.entries()) {
+    await p.socket.sendMatchState(matchId, 10 + i, `from ${i}`);
+  }
+  for (const [i] of players.entries()) {
+    const seen = [];
+    for (let k = 0; k < 2; k++) {
+      const d = await data[i].next(() => true, `match data at player ${i}`, 10000);
+      seen.push(new TextDecoder().decode(d.data));
+    }
+    assert.deepEqual(seen.sort(), [0, 1, 2].filter((j) => j !== i).map((j) => `from ${j}`));
+  }
+
+  // A server function on any node, with a session from another: one wallet for the cluster.
+  const alice = players[0].session;
+  const spent = await clientFor(b).rpc(alice, "wallet_spend", { amount: 7 });
+  const again = await clientFor(c).rpc(alice, "wallet_spend", { amount: 3 });
+  assert.equal(again.payload.wallet.coins, spent.payload.wallet.coins - 3, JSON.stringify(again));
 });
