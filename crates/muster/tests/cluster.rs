@@ -419,6 +419,21 @@ async fn a_user_connected_to_one_node_is_online_on_every_node_until_that_node_di
     .await;
 }
 
+/// A room of the built-in arena game for two, made on `node` by the player of `token`; its id.
+async fn arena_room(node: &Binary, token: &str) -> String {
+    let room: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v2/rooms", node.base()))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"handler": "arena", "capacity": 2}))
+        .send()
+        .await
+        .expect("create room")
+        .json()
+        .await
+        .expect("room");
+    room["room_id"].as_str().expect("room id").to_owned()
+}
+
 #[tokio::test]
 async fn a_room_names_the_node_it_lives_on_not_the_address_the_player_called() {
     let Some(nats) = nats_url() else { return };
@@ -427,23 +442,9 @@ async fn a_room_names_the_node_it_lives_on_not_the_address_the_player_called() {
     command.env("MUSTER_CLUSTER__ADVERTISE", "10.9.8.7:7350");
     let roomy = Binary::run(command, free_port()).await;
     let (token, _) = session(&roomy, "cluster-room-device").await;
-    let http = reqwest::Client::new();
-    let room: serde_json::Value = http
-        .post(format!("{}/v2/rooms", roomy.base()))
-        .bearer_auth(&token)
-        .json(&serde_json::json!({"handler": "arena", "capacity": 2}))
-        .send()
-        .await
-        .expect("create room")
-        .json()
-        .await
-        .expect("room");
-    let info: serde_json::Value = http
-        .get(format!(
-            "{}/v2/rooms/{}/connection",
-            roomy.base(),
-            room["room_id"].as_str().expect("room id")
-        ))
+    let room = arena_room(&roomy, &token).await;
+    let info: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/v2/rooms/{room}/connection", roomy.base()))
         .bearer_auth(&token)
         .send()
         .await
@@ -489,17 +490,7 @@ async fn a_player_on_another_node_joins_plays_and_leaves_an_authoritative_match(
     let mut alice =
         support::Client::connect_at(&format!("127.0.0.1:{}", a.port), "xmatch-alice").await;
     let mut bob = support::Client::connect_at(&format!("127.0.0.1:{}", b.port), "xmatch-bob").await;
-    let room: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/v2/rooms", a.base()))
-        .bearer_auth(&alice.token)
-        .json(&serde_json::json!({"handler": "arena", "capacity": 2}))
-        .send()
-        .await
-        .expect("create room")
-        .json()
-        .await
-        .expect("room");
-    let id = room["room_id"].as_str().expect("room id").to_owned();
+    let id = arena_room(&a, &alice.token).await;
     assert!(id.ends_with(".a"), "{id}");
     alice
         .ok("match_join", serde_json::json!({"match_id": id}), "match")
