@@ -9,13 +9,19 @@
 # at the first level that misses the limit or has a failure. Muster, like Nakama, delivers each
 # message to its sender too, so a full room delivers 5 messages per message sent.
 #
+# NODES=3: the same against a cluster of 3 nodes over a private nats-server (docs/cluster.md),
+# one swarm worker per node (WORKERS defaults to NODES when that is more than 2); players are dealt
+# to workers round-robin, so every room of 5 has members on every node. RSS and CPU are the
+# nodes' sums (NATS's own are reported apart). bench/cluster-chat.sh runs both and gives the ratio.
+#
 # Usage: bench/chat.sh   (env: RUNS=1 LEVELS="0.5 1 1.5 2 3 4 5 6" WORKERS=2 PLAYERS=10000 CHANNELS=2000
-#                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50 KEEP=0)
+#                          GROUP=5 RAMP_S=8 WAIT_S=10 CHAT_S=20 P99_LIMIT_MS=50 NODES=1 KEEP=0)
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 RUNS=${RUNS:-1}
 LEVELS=${LEVELS:-"0.5 1 1.5 2 3 4 5 6"}
-WORKERS=${WORKERS:-2}
+NODES=${NODES:-1}
+WORKERS=${WORKERS:-$((NODES > 2 ? NODES : 2))}
 PLAYERS=${PLAYERS:-10000}
 CHANNELS=${CHANNELS:-2000}
 GROUP=${GROUP:-5}
@@ -27,7 +33,55 @@ P99_LIMIT_MS=${P99_LIMIT_MS:-50}
 build_release
 work=$(mktemp -d /tmp/chat-bench.XXXXXX)
 SAMPLER_PID=""
-trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_muster; remove_work_dir "$work"' EXIT
+NODE_PIDS=()
+NATS_PID=""
+stop_nodes() {
+  local pid
+  for pid in "${NODE_PIDS[@]}"; do MUSTER_PID=$pid; stop_muster; done
+  NODE_PIDS=()
+}
+trap '[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null; stop_nodes; [ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null; remove_work_dir "$work"' EXIT
+if [ "$NODES" -gt 1 ]; then
+  command -v nats-server >/dev/null || { echo "NODES>1 needs nats-server (scripts/test installs it)" >&2; exit 1; }
+  nats_port=$(free_port)
+  nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
+  NATS_PID=$!
+  export MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port"
+  # Several nodes on one machine: no invite-link listener (its default port would be shared).
+  export MUSTER_LINKS__LISTEN=
+  sleep 0.3
+fi
+
+# start_nodes DIR: NODES Muster processes (a cluster when more than one); sets NODE_PIDS and
+# TARGETS (their URLs, comma-separated), and waits until each counts them all.
+start_nodes() {
+  local urls=() n port
+  for n in $(seq 1 "$NODES"); do
+    port=$(free_port)
+    [ "$NODES" -gt 1 ] && export MUSTER_CLUSTER__NODE_NAME="node-$n"
+    start_muster "$port" "$1/node-$n"
+    NODE_PIDS+=("$MUSTER_PID")
+    MUSTER_PID=""
+    urls+=("http://127.0.0.1:$port")
+  done
+  TARGETS=$(IFS=,; echo "${urls[*]}")
+  if [ "$NODES" -gt 1 ]; then
+    local url i
+    for url in "${urls[@]}"; do
+      for i in $(seq 1 100); do
+        [ "$(curl -s "$url/metrics" | awk '/^muster_cluster_nodes / {print $2}')" = "$NODES" ] && break
+        sleep 0.1
+      done
+    done
+  fi
+}
+
+# nodes_rss_kb / nodes_cpu_s: the sums over the nodes.
+nodes_rss_kb() {
+  local pid total=0
+  for pid in "${NODE_PIDS[@]}"; do total=$((total + $(rss_kb "$pid"))); done
+  echo "$total"
+}
 
 # chat_scenario FILE RATE: every player joins its room, waits until all have joined, sends RATE
 # messages a second on average (intervals uniform in [0.5, 1.5] / RATE s) for CHAT_S seconds, then
@@ -84,11 +138,16 @@ cpu_s() {
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-# level_result REPORT RSS_FILE RATE MUSTER_CPU_S: one level's figures as a JSON line.
+nodes_cpu_s() {
+  local pid
+  for pid in "${NODE_PIDS[@]}"; do cpu_s "$pid"; done | awk '{s += $1} END {print s + 0}'
+}
+
+# level_result REPORT RSS_FILE RATE MUSTER_CPU_S NATS_CPU_S: one level's figures as a JSON line.
 level_result() {
   python3 - "$@" "$RAMP_S" "$WAIT_S" "$CHAT_S" "$P99_LIMIT_MS" <<'PY'
 import json, sys
-report, rss_file, rate, muster_cpu, ramp, wait, chat, limit = sys.argv[1:9]
+report, rss_file, rate, muster_cpu, nats_cpu, ramp, wait, chat, limit = sys.argv[1:10]
 ramp, wait, chat, limit, muster_cpu = int(ramp), int(wait), int(chat), float(limit), float(muster_cpu)
 r = json.load(open(report))
 rss = [int(x) for x in open(rss_file).read().split() if x.strip().isdigit()]
@@ -114,6 +173,7 @@ print(json.dumps({
     "clientLagP99Ms": r["metrics"].get("client_lag", {}).get("percentile99"),
     "musterPeakRssKb": max(rss) if rss else None,
     "musterCpuS": round(muster_cpu, 2),
+    "natsCpuS": round(float(nats_cpu), 2),
     # Whole run (auth, joins and all): a figure less sensitive to other load on the machine.
     "deliveredPerMusterCpuS": round(c.get("chatDelivered", 0) / muster_cpu) if muster_cpu else None,
     "workerCpuS": [w["cpuS"] for w in r["workers"]],
@@ -123,30 +183,31 @@ PY
 }
 
 for run in $(seq 1 "$RUNS"); do
-  port=$(free_port)
-  start_muster "$port" "$work/muster-$run"
+  start_nodes "$work/muster-$run"
   : >"$work/levels-$run"
   for rate in $LEVELS; do
     chat_scenario "$work/chat-$run-$rate.toml" "$rate"
     # Sample muster's RSS once a second (bounded: at most 10 minutes per level).
-    ( for _ in $(seq 1 600); do rss_kb "$MUSTER_PID"; sleep 1; done ) >"$work/rss-$run-$rate" 2>/dev/null &
+    ( for _ in $(seq 1 600); do nodes_rss_kb; sleep 1; done ) >"$work/rss-$run-$rate" 2>/dev/null &
     SAMPLER_PID=$!
-    cpu_before=$(cpu_s "$MUSTER_PID")
-    "$swarm_bin" run "$work/chat-$run-$rate.toml" --target "http://127.0.0.1:$port" \
+    cpu_before=$(nodes_cpu_s)
+    nats_cpu_before=$([ -n "$NATS_PID" ] && cpu_s "$NATS_PID" || echo 0)
+    "$swarm_bin" run "$work/chat-$run-$rate.toml" --target "$TARGETS" \
       --workers "$WORKERS" --progress never --out "$work/run-$run-$rate" >/dev/null || true
     kill "$SAMPLER_PID" 2>/dev/null || true
     wait "$SAMPLER_PID" 2>/dev/null || true
     SAMPLER_PID=""
-    cpu_used=$(python3 -c "print($(cpu_s "$MUSTER_PID") - $cpu_before)")
-    level_result "$work/run-$run-$rate/report.json" "$work/rss-$run-$rate" "$rate" "$cpu_used" | tee -a "$work/levels-$run" >&2
+    cpu_used=$(python3 -c "print($(nodes_cpu_s) - $cpu_before)")
+    nats_cpu=$(python3 -c "print($([ -n "$NATS_PID" ] && cpu_s "$NATS_PID" || echo 0) - $nats_cpu_before)")
+    level_result "$work/run-$run-$rate/report.json" "$work/rss-$run-$rate" "$rate" "$cpu_used" "$nats_cpu" | tee -a "$work/levels-$run" >&2
     if ! tail -n 1 "$work/levels-$run" | grep -q '"pass": true'; then break; fi
   done
-  stop_muster
+  stop_nodes
 done
 
-python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$GROUP" "$P99_LIMIT_MS" <<'PY'
+python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$GROUP" "$P99_LIMIT_MS" "$NODES" <<'PY'
 import json, statistics, sys
-work, runs, players, channels, group, limit = sys.argv[1:7]
+work, runs, players, channels, group, limit, nodes = sys.argv[1:8]
 out = []
 for i in range(1, int(runs) + 1):
     levels = [json.loads(l) for l in open(f"{work}/levels-{i}") if l.strip()]
@@ -157,6 +218,7 @@ bests = [r["best"] for r in out if r["best"]]
 med = lambda k: statistics.median(b[k] for b in bests) if bests else None
 print(json.dumps({
     "bench": "chat",
+    "nodes": int(nodes),
     "players": int(players), "channels": int(channels), "groupSize": int(group),
     "p99LimitMs": float(limit),
     "median": {k: med(k) for k in ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
