@@ -20,5 +20,5 @@ nats_port=$(free_port)
 nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
 NATS_PID=$!
 sleep 0.3
-MUSTER_BIN="$muster_bin" NATS_URL="nats://127.0.0.1:$nats_port" WORK="$work" \
+SERVER_BIN="$muster_bin" NATS_URL="nats://127.0.0.1:$nats_port" WORK="$work" \
   node "$here/cluster/kills.mjs"

@@ -6,19 +6,19 @@
 // (a presence of a player no longer connected, or a missing one) and that no room is listed by
 // two nodes or by a node its id does not name. Prints JSON.
 //
-// Env: MUSTER_BIN, NATS_URL, WORK (a directory), NODES=3, PLAYERS=10, KILLS=100.
+// Env: SERVER_BIN, NATS_URL, WORK (a directory), NODES=3, PLAYERS=10, KILLS=100.
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import net from "node:net";
 import path from "node:path";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, openSync } from "node:fs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, "../../clients/js-acceptance/package.json"));
 const WebSocket = require("ws");
 
-const BIN = process.env.MUSTER_BIN;
+const BIN = process.env.SERVER_BIN;
 const NATS = process.env.NATS_URL;
 const WORK = process.env.WORK;
 const NODES = Number(process.env.NODES ?? 3);
@@ -65,7 +65,7 @@ async function startNode(node) {
       MUSTER_ENET__LISTEN: "127.0.0.1:0",
       MUSTER_LINKS__LISTEN: "",
     },
-    stdio: "ignore",
+    stdio: ["ignore", openSync(path.join(node.dir, "muster.log"), "a"), openSync(path.join(node.dir, "muster.log"), "a")],
   });
   await until(`${node.name} answers`, async () => {
     try {
@@ -108,6 +108,8 @@ async function player(node, index) {
       const m = JSON.parse(raw.toString());
       if (m.channel) {
         p.userId = m.channel.self.user_id;
+        // Itself too: the answer lists the others.
+        p.present.add(p.userId);
         for (const q of m.channel.presences ?? []) p.present.add(q.user_id);
         resolve();
       } else if (m.channel_presence_event) {
@@ -125,6 +127,7 @@ async function player(node, index) {
 async function roomAsSeenFrom(node) {
   const p = await player(node, `probe-${Date.now()}-${Math.random()}`);
   const seen = new Set(p.present);
+  seen.delete(p.userId);
   p.ws.close();
   return seen;
 }
