@@ -285,6 +285,9 @@ pub async fn run_on(
         tokio::spawn(crate::net::enet::serve(enet, state.clone()));
     }
     let http_address = listener.local_addr()?;
+    state
+        .matches
+        .set_http_port(http_address.port(), &state.config.cluster.advertise);
     // Part of a cluster: heartbeats over NATS from now until shutdown (a node that cannot reach
     // NATS does not start).
     // Part of a cluster: revocations shared, heartbeats from now until shutdown.

@@ -207,6 +207,26 @@ async fn nodes_find_each_other_again_after_nats_restarts() {
         })
         .await;
     }
+    // Their match subjects are back too: a player on b joins a match on a and plays.
+    let mut alice =
+        support::Client::connect_at(&format!("127.0.0.1:{}", a.port), "nats-back-alice").await;
+    let mut bob =
+        support::Client::connect_at(&format!("127.0.0.1:{}", b.port), "nats-back-bob").await;
+    let id = alice
+        .ok("match_create", serde_json::json!({}), "match")
+        .await["match_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    bob.ok("match_join", serde_json::json!({"match_id": id}), "match")
+        .await;
+    bob.send(serde_json::json!({"match_data_send": {
+        "match_id": id, "op_code": 4, "data": support::client::b64(b"back")}}))
+        .await;
+    assert_eq!(
+        support::client::unb64(&match_data(&mut alice, 4).await["data"]),
+        b"back"
+    );
 }
 
 /// Two nodes of one cluster on one PostgreSQL database (the token keys are the store's, so a
@@ -741,4 +761,71 @@ async fn the_matchmaker_runs_once_for_the_cluster_and_moves_when_its_node_dies()
             && epochs.iter().filter(|e| **e > 0.0).count() == 1,
         "one new holder with a higher epoch: {epochs:?} after {first_epoch}"
     );
+}
+
+#[tokio::test]
+async fn any_node_answers_for_a_room_on_another() {
+    let Some((_dbs, a, b)) = two_nodes_on_postgres().await else {
+        return;
+    };
+    let (token, _) = session(&a, "cluster-rooms-owner").await;
+    let room = arena_room(&a, &token).await;
+    let http = reqwest::Client::new();
+    let get = |node: &Binary, path: String| {
+        http.get(format!("{}{path}", node.base()))
+            .bearer_auth(&token)
+            .send()
+    };
+    // Its info and a player's connection info, asked of b, are a's.
+    let info_b: serde_json::Value = get(&b, format!("/v2/rooms/{room}"))
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(info_b["room_id"], room.as_str(), "{info_b}");
+    assert_eq!(info_b["handler"], "arena");
+    let from_a: serde_json::Value = get(&a, format!("/v2/rooms/{room}/connection"))
+        .await
+        .expect("connection")
+        .json()
+        .await
+        .expect("json");
+    let from_b: serde_json::Value = get(&b, format!("/v2/rooms/{room}/connection"))
+        .await
+        .expect("connection")
+        .json()
+        .await
+        .expect("json");
+    for key in ["room_id", "transport", "host", "port"] {
+        assert_eq!(from_b[key], from_a[key], "{key}: {from_b} vs {from_a}");
+    }
+    // b's ticket is good on a, where the room is.
+    let mut player = support::Client::with_token(&format!("127.0.0.1:{}", a.port), &token).await;
+    let joined = player
+        .ok(
+            "match_join",
+            serde_json::json!({"token": from_b["ticket"]}),
+            "match",
+        )
+        .await;
+    assert_eq!(joined["match_id"], room.as_str());
+    // A room no node has, named by b: not found; destroyed through b: gone from a.
+    let unknown = format!("{}.a", uuid::Uuid::new_v4());
+    let missing = get(&b, format!("/v2/rooms/{unknown}")).await.expect("get");
+    assert_eq!(missing.status(), 404);
+    let destroyed = http
+        .delete(format!("{}/v2/rooms/{room}", b.base()))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(destroyed.status(), 204);
+    eventually("the room is gone from a", || async {
+        get(&a, format!("/v2/rooms/{room}"))
+            .await
+            .map(|r| r.status() == 404)
+            .unwrap_or(false)
+    })
+    .await;
 }

@@ -76,6 +76,9 @@ pub struct Matches {
     /// Where the native TCP transport listens, once it does.
     tcp_addr: OnceLock<SocketAddr>,
     enet_port: OnceLock<u16>,
+    /// This node's HTTP port as players reach it (`cluster.advertise`'s port, else the one it
+    /// listens on), for rooms asked about through another node.
+    http_port: OnceLock<u16>,
 }
 
 /// What a `match_join` names.
@@ -144,6 +147,7 @@ impl Matches {
             shutdown,
             tcp_addr: OnceLock::new(),
             enet_port: OnceLock::new(),
+            http_port: OnceLock::new(),
         }))
     }
 
@@ -178,6 +182,19 @@ impl Matches {
     /// Records the port the ENet transport is bound to (`enet.public_port` wins when set).
     pub fn set_enet_port(&self, bound: u16, public: u16) {
         let _ = self.enet_port.set(if public == 0 { bound } else { public });
+    }
+
+    /// Records the HTTP port this node listens on (`cluster.advertise`'s port wins when it has one).
+    pub fn set_http_port(&self, bound: u16, advertise: &str) {
+        let advertised = advertise
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse::<u16>().ok());
+        let _ = self.http_port.set(advertised.unwrap_or(bound));
+    }
+
+    /// This node's HTTP port as players reach it, once it listens.
+    pub fn http_port(&self) -> Option<u16> {
+        self.http_port.get().copied()
     }
 
     /// The ENet transport's port as clients should use it, when it is enabled.

@@ -11,6 +11,10 @@
 //!   member's node). Joiner and owner each publish from one ordered queue, so a member's data
 //!   never overtakes its join's answer or its leave.
 //!
+//! - `node.<owner>.room`, request/reply: the rooms API for a room of another node — its info,
+//!   a player's connection info (the ticket issued by the owner, the owner's address), or its
+//!   destruction — as JSON.
+//!
 //! Nodes that leave the cluster take their part with them: the owner drops the members of a node
 //! that died (the others are told they left), and a node drops its sessions' memberships of the
 //! matches of an owner that died (a later `match_data_send` is answered "not a member").
@@ -30,6 +34,7 @@ use super::error::MatchError;
 use super::handler::Input;
 use super::id::{node_tag, MatchId};
 use super::registry::{MatchRef, Member};
+use super::rooms::RoomCaller;
 use super::Matches;
 use crate::cluster::bus::Bus;
 use crate::cluster::Recipient;
@@ -44,6 +49,40 @@ fn join_topic(node: &str) -> String {
 
 fn in_topic(node: &str) -> String {
     format!("node.{node}.match.in")
+}
+
+fn room_topic(node: &str) -> String {
+    format!("node.{node}.room")
+}
+
+/// How long a rooms API call waits for the room's node.
+const ROOM_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A rooms API call for a room of another node.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum RoomAsk {
+    Info {
+        id: String,
+    },
+    Connection {
+        id: String,
+        caller: RoomCaller,
+        /// The host the player called, used only when the owner has no address of its own.
+        request_host: String,
+    },
+    Destroy {
+        id: String,
+        caller: RoomCaller,
+    },
+}
+
+/// The owner's answer to a [`RoomAsk`]: the API's answer, or the error's label and message.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RoomAnswer {
+    Ok(serde_json::Value),
+    Err { label: String, message: String },
 }
 
 /// A session's place in a match: (session, match).
@@ -76,7 +115,13 @@ pub struct MatchLink {
     joined: Mutex<HashMap<String, HashSet<Seat>>>,
     /// Sessions of other nodes in matches here: their node → (session, match) → the match.
     hosted: Mutex<HashMap<String, Guests>>,
-    subscriptions: Mutex<Option<(async_nats::Subscriber, async_nats::Subscriber)>>,
+    subscriptions: Mutex<Option<Subscriptions>>,
+}
+
+struct Subscriptions {
+    joins: async_nats::Subscriber,
+    inbox: async_nats::Subscriber,
+    rooms: async_nats::Subscriber,
 }
 
 impl MatchLink {
@@ -84,12 +129,17 @@ impl MatchLink {
     pub async fn open(bus: Bus) -> anyhow::Result<MatchLink> {
         let joins = bus.subscribe(&join_topic(bus.node())).await?;
         let inbox = bus.subscribe(&in_topic(bus.node())).await?;
+        let rooms = bus.subscribe(&room_topic(bus.node())).await?;
         Ok(MatchLink {
             bus,
             peers: Mutex::new(HashMap::new()),
             joined: Mutex::new(HashMap::new()),
             hosted: Mutex::new(HashMap::new()),
-            subscriptions: Mutex::new(Some((joins, inbox))),
+            subscriptions: Mutex::new(Some(Subscriptions {
+                joins,
+                inbox,
+                rooms,
+            })),
         })
     }
 
@@ -148,6 +198,25 @@ impl MatchLink {
                 .insert((session, id));
         }
         result
+    }
+
+    /// Asks `owner` the rooms API call `ask` about one of its rooms; its answer.
+    pub async fn room(&self, owner: &str, ask: &RoomAsk) -> Result<serde_json::Value, MatchError> {
+        let body = serde_json::to_vec(ask).unwrap_or_default();
+        let answer = self
+            .bus
+            .request(&room_topic(owner), body, ROOM_TIMEOUT)
+            .await
+            .map_err(|_| {
+                MatchError::Rejected("The room's node did not answer in time; try again.".into())
+            })?;
+        match serde_json::from_slice::<RoomAnswer>(&answer) {
+            Ok(RoomAnswer::Ok(value)) => Ok(value),
+            Ok(RoomAnswer::Err { label, message }) => Err(error_of(&label, message)),
+            Err(_) => Err(MatchError::Rejected(
+                "The room's node gave an unreadable answer.".into(),
+            )),
+        }
     }
 
     /// Forwards a member's `match_data_send` to the match's owner.
@@ -224,16 +293,20 @@ fn decode_answer(body: &[u8]) -> Result<Match, MatchError> {
         Some((b'-', rest)) => {
             let text = String::from_utf8_lossy(rest);
             let (label, message) = text.split_once('\n').ok_or_else(unreadable)?;
-            let message = message.to_string();
-            Err(match label {
-                "not_found" => MatchError::NotFound(message),
-                "ended" => MatchError::Ended(message),
-                "forbidden" => MatchError::Forbidden(message),
-                "bad_input" => MatchError::BadInput(message),
-                _ => MatchError::Rejected(message),
-            })
+            Err(error_of(label, message.to_string()))
         }
         _ => Err(unreadable()),
+    }
+}
+
+/// The error of label `label` (see [`MatchError::label`]).
+fn error_of(label: &str, message: String) -> MatchError {
+    match label {
+        "not_found" => MatchError::NotFound(message),
+        "ended" => MatchError::Ended(message),
+        "forbidden" => MatchError::Forbidden(message),
+        "bad_input" => MatchError::BadInput(message),
+        _ => MatchError::Rejected(message),
     }
 }
 
@@ -242,9 +315,44 @@ pub fn serve(matches: Arc<Matches>) {
     let Some(link) = matches.link.as_ref() else {
         return;
     };
-    let Some((mut joins, mut inbox)) = link.subscriptions.lock().take() else {
+    let Some(Subscriptions {
+        mut joins,
+        mut inbox,
+        mut rooms,
+    }) = link.subscriptions.lock().take()
+    else {
         return;
     };
+    let serving = matches.clone();
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                () = serving.shutdown.cancelled() => return,
+                message = rooms.next() => match message {
+                    Some(message) => message,
+                    None => return,
+                },
+            };
+            let Some(reply) = message.reply else { continue };
+            let answer = match serde_json::from_slice::<RoomAsk>(&message.payload) {
+                Ok(ask) => match serving.answer_room(ask) {
+                    Ok(value) => RoomAnswer::Ok(value),
+                    Err(error) => RoomAnswer::Err {
+                        label: error.label().to_string(),
+                        message: error.to_string(),
+                    },
+                },
+                Err(_) => RoomAnswer::Err {
+                    label: "bad_input".into(),
+                    message: "Unreadable rooms call.".into(),
+                },
+            };
+            if let Some(link) = serving.link.as_ref() {
+                let body = serde_json::to_vec(&answer).unwrap_or_default();
+                link.bus.reply(reply, body).await;
+            }
+        }
+    });
     let serving = matches.clone();
     tokio::spawn(async move {
         loop {

@@ -19,10 +19,12 @@ use super::error::MatchError;
 use super::handler::MatchParams;
 use super::id::MatchId;
 use super::registry::MatchRef;
+use super::remote::{MatchLink, RoomAsk};
 use super::Matches;
 
 /// Who is calling the rooms API.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RoomCaller {
     /// A player, by session token.
     Player { user_id: Uuid, username: String },
@@ -150,6 +152,88 @@ impl Matches {
         Ok(RoomInfo::of(&room))
     }
 
+    /// The node room `id` lives on, when it is another node of the cluster.
+    fn room_elsewhere(&self, id: &str) -> Result<Option<(&MatchLink, String)>, MatchError> {
+        let (match_id, _) = MatchId::parse_any(id)?;
+        Ok(self
+            .link
+            .as_deref()
+            .and_then(|link| link.owner_of(match_id).map(|owner| (link, owner))))
+    }
+
+    /// A room's info, from whichever node it lives on.
+    pub async fn room_info_anywhere(&self, id: &str) -> Result<RoomInfo, MatchError> {
+        match self.room_elsewhere(id)? {
+            Some((link, owner)) => {
+                let ask = RoomAsk::Info { id: id.to_string() };
+                from_answer(link.room(&owner, &ask).await?)
+            }
+            None => self.room_info(id),
+        }
+    }
+
+    /// Connection info for a room on whichever node it lives on: the ticket is that node's,
+    /// and so is the address.
+    pub async fn connection_anywhere(
+        &self,
+        caller: &RoomCaller,
+        id: &str,
+        request_host: &str,
+        http_port: u16,
+    ) -> Result<ConnectionInfo, MatchError> {
+        match self.room_elsewhere(id)? {
+            Some((link, owner)) => {
+                let ask = RoomAsk::Connection {
+                    id: id.to_string(),
+                    caller: caller.clone(),
+                    request_host: request_host.to_string(),
+                };
+                from_answer(link.room(&owner, &ask).await?)
+            }
+            None => self.connection(caller, id, request_host, http_port),
+        }
+    }
+
+    /// Destroys a room on whichever node it lives on.
+    pub async fn destroy_room_anywhere(
+        &self,
+        caller: &RoomCaller,
+        id: &str,
+    ) -> Result<(), MatchError> {
+        match self.room_elsewhere(id)? {
+            Some((link, owner)) => {
+                let ask = RoomAsk::Destroy {
+                    id: id.to_string(),
+                    caller: caller.clone(),
+                };
+                link.room(&owner, &ask).await.map(|_| ())
+            }
+            None => self.destroy_room(caller, id),
+        }
+    }
+
+    /// Answers another node's rooms call about a room of this node.
+    pub(crate) fn answer_room(&self, ask: RoomAsk) -> Result<serde_json::Value, MatchError> {
+        let value = match ask {
+            RoomAsk::Info { id } => serde_json::to_value(self.room_info(&id)?),
+            RoomAsk::Connection {
+                id,
+                caller,
+                request_host,
+            } => {
+                // The player reaches this node, not the one it called: this node's HTTP port
+                // (for a WebSocket room), its host as configured or advertised.
+                let port = self.http_port().unwrap_or(80);
+                serde_json::to_value(self.connection(&caller, &id, &request_host, port)?)
+            }
+            RoomAsk::Destroy { id, caller } => {
+                self.destroy_room(&caller, &id)?;
+                Ok(serde_json::Value::Null)
+            }
+        };
+        value.map_err(|e| MatchError::Rejected(format!("Unencodable answer: {e}")))
+    }
+
     /// The live room with this id.
     pub fn room(&self, id: &str) -> Result<Arc<AuthoritativeHandle>, MatchError> {
         let id = MatchId::parse(id, &self.config.node_name)?;
@@ -248,4 +332,9 @@ impl Matches {
             websocket_path: "/ws".into(),
         })
     }
+}
+
+fn from_answer<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, MatchError> {
+    serde_json::from_value(value)
+        .map_err(|_| MatchError::Rejected("The room's node gave an unreadable answer.".into()))
 }

@@ -71,7 +71,7 @@ pub async fn get(
     _: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let room = state.matches.room_info(&id)?;
+    let room = state.matches.room_info_anywhere(&id).await?;
     Ok(Json(room).into_response())
 }
 
@@ -88,7 +88,8 @@ pub async fn connection(
     let (host, port) = split_host(host_header);
     let info = state
         .matches
-        .connection(&room_caller(caller), &id, host, port)?;
+        .connection_anywhere(&room_caller(caller), &id, host, port)
+        .await?;
     Ok(Json(info).into_response())
 }
 
@@ -97,7 +98,10 @@ pub async fn destroy(
     caller: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.matches.destroy_room(&room_caller(caller), &id)?;
+    state
+        .matches
+        .destroy_room_anywhere(&room_caller(caller), &id)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
