@@ -5,12 +5,12 @@
 # every node), RUNS times alternating. Prints JSON: each side's best delivered/s within the limit
 # (median over runs) and the ratio cluster / one node. Same env as bench/chat.sh.
 #
-#   bench/cluster-chat.sh        # RUNS=1 NODES=3 LEVELS="1 2 3 4 5 6"
+#   bench/cluster-chat.sh        # RUNS=1 NODES=3 LEVELS="0.25 0.5 0.75 1 1.5 2 3"
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 RUNS=${RUNS:-1}
 CLUSTER_NODES=${NODES:-3}
-export LEVELS=${LEVELS:-"1 2 3 4 5 6"}
+export LEVELS=${LEVELS:-"0.25 0.5 0.75 1 1.5 2 3"}
 work=$(mktemp -d /tmp/cluster-chat.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 for run in $(seq 1 "$RUNS"); do

@@ -147,6 +147,10 @@ async function createRoom(node, token) {
 }
 
 const nodes = [];
+// Whatever happens, the nodes started here end with this process.
+process.on("exit", () => {
+  for (const n of nodes) n.child?.kill("SIGKILL");
+});
 for (let i = 0; i < NODES; i++) {
   const port = await freePort();
   nodes.push({ name: `k${i}`, port, base: `http://127.0.0.1:${port}`, dir: path.join(WORK, `k${i}`) });
