@@ -22,6 +22,7 @@ pub mod base;
 pub mod chat;
 pub mod cluster;
 pub mod economy;
+pub mod fleet;
 pub mod functions;
 pub mod links;
 pub mod matches;

@@ -41,6 +41,16 @@ enum Command {
         #[command(subcommand)]
         command: AutoscaleCommand,
     },
+    /// Runs one game server of the fleet (Muster's own use; see docs/fleet.md).
+    #[command(hide = true)]
+    FleetExec {
+        /// Muster's process id: the game server dies with it.
+        #[arg(long)]
+        parent: u32,
+        /// The game server's command and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -252,6 +262,11 @@ fn main() -> ExitCode {
         Some(Command::Config) => {
             print!("{EXAMPLE_TOML}");
             return ExitCode::SUCCESS;
+        }
+        Some(Command::FleetExec { parent, command }) => {
+            let why = muster::fleet::exec::become_game_server(*parent, command);
+            eprintln!("muster fleet-exec: {why}");
+            return ExitCode::from(127);
         }
         Some(Command::Autoscale { command }) => {
             let (name, result) = match command {

@@ -52,6 +52,7 @@ use crate::base::config::Config;
 use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
+use crate::fleet::Fleet;
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
 use crate::store::{MatchmakerStore, SecretStore};
@@ -66,11 +67,13 @@ pub struct Matches {
     pub advertised_host: Option<String>,
     pub registry: Arc<MatchRegistry>,
     pub handlers: Handlers,
-    pub tokens: JoinTokens,
+    pub tokens: Arc<JoinTokens>,
     pub metrics: Arc<MatchMetrics>,
     pub matchmaker: Matchmaker,
     /// In a cluster: the matches of the other nodes.
     pub link: Option<Arc<MatchLink>>,
+    /// The studio's game servers run as rooms, when `[fleet.servers]` names any.
+    pub fleet: Option<Arc<Fleet>>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Where the native TCP transport listens, once it does.
@@ -100,14 +103,17 @@ impl Matches {
         shared_tickets: Option<Arc<dyn MatchmakerStore>>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Arc<Matches>> {
-        let metrics = Arc::new(MatchMetrics::register(metrics.registry()));
-        let tokens = JoinTokens::open(
-            &config.matches.join_token_key,
-            config.matches.join_token_expiry_sec,
-            secrets,
-            metrics.clone(),
-        )
-        .await?;
+        let metrics_registry = metrics.registry();
+        let metrics = Arc::new(MatchMetrics::register(metrics_registry));
+        let tokens = Arc::new(
+            JoinTokens::open(
+                &config.matches.join_token_key,
+                config.matches.join_token_expiry_sec,
+                secrets,
+                metrics.clone(),
+            )
+            .await?,
+        );
         let handler = &config.matchmaker.match_handler;
         if !handler.is_empty() && handlers.get(handler).is_none() {
             anyhow::bail!(
@@ -116,6 +122,15 @@ impl Matches {
             );
         }
         let mut matches_config = config.matches.clone();
+        let node = bus.map_or(config.matches.node_name.as_str(), |b| b.node());
+        let fleet = Fleet::new(
+            &config.fleet,
+            node,
+            &config.data_dir,
+            tokens.clone(),
+            metrics_registry,
+            shutdown.clone(),
+        )?;
         let link = match bus {
             Some(bus) => {
                 matches_config.node_name = bus.node().to_string();
@@ -143,6 +158,7 @@ impl Matches {
                 }),
             ),
             link,
+            fleet,
             metrics,
             shutdown,
             tcp_addr: OnceLock::new(),
@@ -155,6 +171,9 @@ impl Matches {
     pub fn start(self: &Arc<Self>) {
         tokio::spawn(matchmaker::run(self.clone()));
         remote::serve(self.clone());
+        if let Some(fleet) = &self.fleet {
+            fleet.start();
+        }
         let matches = self.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(10));

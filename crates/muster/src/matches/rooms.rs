@@ -21,6 +21,7 @@ use super::id::MatchId;
 use super::registry::MatchRef;
 use super::remote::{MatchLink, RoomAsk};
 use super::Matches;
+use crate::fleet::{Fleet, ProcessRoom};
 
 /// Who is calling the rooms API.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,8 +105,26 @@ impl RoomInfo {
     }
 }
 
+impl RoomInfo {
+    /// A room a game server process serves.
+    fn of_process(room: &ProcessRoom) -> RoomInfo {
+        RoomInfo {
+            room_id: room.room.room_id.clone(),
+            handler: room.server.handler.clone(),
+            capacity: room.room.capacity as usize,
+            players: room.server.state().players.len(),
+            tick_rate_hz: 0,
+            label: None,
+            owner: room.room.owner.map(|u| u.to_string()),
+            created_at_ms: room.room.created_at_ms,
+        }
+    }
+}
+
 impl Matches {
-    pub fn create_room(
+    /// A new room: an authoritative match of a built-in handler, or a process of the fleet
+    /// (which may wait for one).
+    pub async fn create_room(
         &self,
         caller: &RoomCaller,
         request: CreateRoom,
@@ -127,15 +146,21 @@ impl Matches {
                 "params: at most 32 entries, keys up to 128 bytes, values up to 1024.".into(),
             ));
         }
+        let owner = match caller {
+            RoomCaller::Player { user_id, .. } => Some(*user_id),
+            RoomCaller::Admin => None,
+        };
+        if let Some(fleet) = self.fleet_serving(&request.handler) {
+            let room = fleet
+                .create_room(&request.handler, request.capacity, owner, request.params)
+                .await?;
+            return Ok(RoomInfo::of_process(&room));
+        }
         if self.metrics.rooms.get() as usize >= limits.max_rooms {
             return Err(MatchError::Rejected(
                 "Too many rooms on this server; try later.".into(),
             ));
         }
-        let owner = match caller {
-            RoomCaller::Player { user_id, .. } => Some(*user_id),
-            RoomCaller::Admin => None,
-        };
         let params = MatchParams {
             capacity: request.capacity as usize,
             params: request.params,
@@ -244,7 +269,23 @@ impl Matches {
     }
 
     pub fn room_info(&self, id: &str) -> Result<RoomInfo, MatchError> {
+        if let Some(room) = self.process_room(id)? {
+            return Ok(RoomInfo::of_process(&room));
+        }
         self.room(id).map(|r| RoomInfo::of(&r))
+    }
+
+    /// The fleet, when it runs game servers called `handler`.
+    fn fleet_serving(&self, handler: &str) -> Option<&Fleet> {
+        self.fleet.as_deref().filter(|f| f.serves(handler))
+    }
+
+    /// The room `id` when a game server process serves it.
+    fn process_room(&self, id: &str) -> Result<Option<ProcessRoom>, MatchError> {
+        match &self.fleet {
+            Some(fleet) => fleet.room(id),
+            None => Ok(None),
+        }
     }
 
     /// Up to `limit` rooms, optionally of one handler. Walks the match map: an admin listing,
@@ -257,6 +298,10 @@ impl Matches {
             .take(limit)
             .map(|m| RoomInfo::of(&m))
             .collect();
+        if let Some(fleet) = &self.fleet {
+            let more = limit.saturating_sub(rooms.len());
+            rooms.extend(fleet.rooms(handler, more).iter().map(RoomInfo::of_process));
+        }
         rooms.sort_by(|a, b| {
             a.created_at_ms
                 .cmp(&b.created_at_ms)
@@ -267,14 +312,19 @@ impl Matches {
 
     /// Ends a room; only its creator or the admin key may.
     pub fn destroy_room(&self, caller: &RoomCaller, id: &str) -> Result<(), MatchError> {
-        let room = self.room(id)?;
-        if let RoomCaller::Player { user_id, .. } = caller {
-            if room.room.as_ref().and_then(|m| m.owner) != Some(*user_id) {
-                return Err(MatchError::Forbidden(
-                    "Only the room's creator may destroy it.".into(),
-                ));
-            }
+        let creator_only = |owner: Option<Uuid>| match caller {
+            RoomCaller::Player { user_id, .. } if owner != Some(*user_id) => Err(
+                MatchError::Forbidden("Only the room's creator may destroy it.".into()),
+            ),
+            _ => Ok(()),
+        };
+        if let Some(process) = self.process_room(id)? {
+            creator_only(process.room.owner)?;
+            process.server.stop("its room was destroyed");
+            return Ok(());
         }
+        let room = self.room(id)?;
+        creator_only(room.room.as_ref().and_then(|m| m.owner))?;
         room.terminate();
         Ok(())
     }
@@ -294,8 +344,6 @@ impl Matches {
                 "A ticket is issued to a player: call with the player's session token.".into(),
             ));
         };
-        let room = self.room(id)?;
-        let (ticket, expires) = self.tokens.issue(room.id, *user_id, username);
         let config = &self.rooms_config;
         // The room lives on this node: its configured public host, else the address it
         // advertises to the cluster, else the host the client called (a single node).
@@ -306,6 +354,23 @@ impl Matches {
         } else {
             request_host.to_owned()
         };
+        if let Some(process) = self.process_room(id)? {
+            // Players connect to the game server itself, on its own port.
+            let (room_id, _) = MatchId::parse_any(&process.room.room_id)?;
+            let (ticket, expires) = self.tokens.issue(room_id, *user_id, username);
+            return Ok(ConnectionInfo {
+                room_id: process.room.room_id,
+                transport: "tcp".into(),
+                host,
+                port: process.server.port,
+                enet: None,
+                ticket,
+                ticket_expires_at: expires,
+                websocket_path: String::new(),
+            });
+        }
+        let room = self.room(id)?;
+        let (ticket, expires) = self.tokens.issue(room.id, *user_id, username);
         let (transport, port) = match self.tcp_addr() {
             Some(addr) => (
                 "tcp",

@@ -4,11 +4,13 @@
 
 pub mod cluster;
 pub mod enet;
+pub mod fleet;
 mod links;
 mod matches;
 
 pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
+pub use fleet::FleetConfig;
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 
@@ -70,6 +72,8 @@ pub struct Config {
     pub links: LinksConfig,
     /// This node's place in a cluster (docs/cluster.md); none without `cluster.nats_url`.
     pub cluster: ClusterConfig,
+    /// The studio's own game servers, run as rooms (docs/fleet.md).
+    pub fleet: FleetConfig,
     /// The GraphQL read gateway at `/graphql` (docs/gateway.md).
     pub gateway: muster_gateway::config::GatewayConfig,
 }
@@ -269,6 +273,7 @@ impl Default for Config {
             economy: EconomyConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
+            fleet: FleetConfig::default(),
             gateway: Default::default(),
         }
     }
@@ -432,6 +437,7 @@ impl Config {
         self.enet.validate()?;
         self.links.validate()?;
         self.cluster.validate()?;
+        self.fleet.validate()?;
         self.gateway.validate()?;
         if self.runtime.http_key.is_empty() {
             return Err("runtime.http_key must not be empty".into());

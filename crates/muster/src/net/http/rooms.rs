@@ -41,7 +41,10 @@ pub async fn create(
     caller: RoomsCaller,
     ApiJson(request): ApiJson<CreateRoom>,
 ) -> Result<Response, ApiError> {
-    let room = state.matches.create_room(&room_caller(caller), request)?;
+    let room = state
+        .matches
+        .create_room(&room_caller(caller), request)
+        .await?;
     Ok((StatusCode::CREATED, Json(room)).into_response())
 }
 
