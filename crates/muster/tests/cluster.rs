@@ -829,3 +829,70 @@ async fn any_node_answers_for_a_room_on_another() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_node_killed_mid_run_loses_nothing_it_acknowledged() {
+    let Some((_dbs, mut a, b)) = two_nodes_on_postgres().await else {
+        return;
+    };
+    let (token, _) = session(&a, "cluster-durable-device").await;
+    let http = reqwest::Client::new();
+    // Writes acknowledged by a: wallet spends and chat messages (history is stored).
+    let mut spent = 0;
+    for amount in [3, 5, 7, 11] {
+        let response = http
+            .post(format!("{}/v2/rpc/wallet_spend", a.base()))
+            .bearer_auth(&token)
+            .json(&serde_json::Value::String(
+                serde_json::json!({ "amount": amount }).to_string(),
+            ))
+            .send()
+            .await
+            .expect("rpc");
+        assert_eq!(response.status(), 200);
+        spent += amount;
+    }
+    let mut player = support::Client::with_token(&format!("127.0.0.1:{}", a.port), &token).await;
+    let channel_id = join_room(&mut player, "durable").await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    for i in 0..5 {
+        say(&mut player, &channel_id, &format!("message {i}")).await;
+    }
+    // a dies the moment after; the player comes back through b and finds every write.
+    a.kill9();
+    drop(player);
+    let (status, account) = support::get_with_token_at(&b.base(), "/v2/account", &token).await;
+    assert_eq!(status, 200, "the session token still holds on b");
+    let wallet: serde_json::Value =
+        serde_json::from_str(account["wallet"].as_str().expect("wallet")).expect("json");
+    let (_, fresh) = session(&b, "cluster-durable-fresh").await;
+    let (_, fresh_account) = support::get_with_token_at(&b.base(), "/v2/account", &fresh).await;
+    let start: serde_json::Value =
+        serde_json::from_str(fresh_account["wallet"].as_str().expect("wallet")).expect("json");
+    assert_eq!(
+        wallet["coins"].as_i64().expect("coins"),
+        start["coins"].as_i64().expect("coins") - spent,
+        "every acknowledged spend"
+    );
+    let mut back = support::Client::with_token(&format!("127.0.0.1:{}", b.port), &token).await;
+    join_room(&mut back, "durable").await;
+    let (status, history) = support::get_with_token_at(
+        &b.base(),
+        &format!("/v2/channel/{channel_id}?limit=100&forward=true"),
+        &token,
+    )
+    .await;
+    assert_eq!(status, 200, "{history}");
+    let texts: Vec<String> = history["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(text_of)
+        .collect();
+    assert_eq!(
+        texts,
+        (0..5).map(|i| format!("message {i}")).collect::<Vec<_>>()
+    );
+}
