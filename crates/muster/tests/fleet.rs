@@ -174,6 +174,29 @@ async fn a_room_runs_the_game_server_from_a_warm_pool_to_its_shutdown() {
     let (_, _, again) = connect(&info_a);
     assert!(again.starts_with("DENIED"), "{again}");
 
+    // A game server elsewhere (no SDK port of Muster's) checks tickets over HTTP with the
+    // rooms admin key, once each; a player may not.
+    let (_, info_c) = get(&node, &alice, &format!("/v2/rooms/{id}/connection")).await;
+    let verify = |key: Option<&str>| {
+        let request = reqwest::Client::new()
+            .post(format!("{}/v2/rooms/{id}/tickets/verify", node.base()))
+            .json(&json!({"ticket": info_c["ticket"]}));
+        match key {
+            Some(key) => request.basic_auth(key, None::<&str>),
+            None => request.bearer_auth(&alice),
+        }
+        .send()
+    };
+    let (status, _) = support::status_and_json(verify(None).await.expect("verify")).await;
+    assert_eq!(status, 403, "a player may not redeem tickets");
+    let (status, who) =
+        support::status_and_json(verify(Some("fleet-admin")).await.expect("verify")).await;
+    assert_eq!(status, 200, "{who}");
+    assert_eq!(who["user_id"], a_id.as_str());
+    let (status, _) =
+        support::status_and_json(verify(Some("fleet-admin")).await.expect("verify")).await;
+    assert_ne!(status, 200, "once");
+
     // The server relays between them, and tracks them (players in the room's info).
     writeln!(a, "hello from a").expect("send");
     assert_eq!(read_line(&mut b_reader), format!("{a_id} hello from a"));

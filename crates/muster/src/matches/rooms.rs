@@ -18,6 +18,7 @@ use super::authoritative::{AuthoritativeHandle, RoomMeta};
 use super::error::MatchError;
 use super::handler::MatchParams;
 use super::id::MatchId;
+use super::join_tokens::JoinClaims;
 use super::registry::MatchRef;
 use super::remote::{MatchLink, RoomAsk};
 use super::Matches;
@@ -235,6 +236,30 @@ impl Matches {
             }
             None => self.destroy_room(caller, id),
         }
+    }
+
+    /// Redeems a player's ticket for room `id`: a game server (calling with `rooms.admin_key`)
+    /// learns who connected to it. Once per ticket, like a join.
+    pub fn redeem_ticket(
+        &self,
+        caller: &RoomCaller,
+        id: &str,
+        ticket: &str,
+    ) -> Result<JoinClaims, MatchError> {
+        if !matches!(caller, RoomCaller::Admin) {
+            return Err(MatchError::Forbidden(
+                "Only a game server (with rooms.admin_key) may redeem tickets.".into(),
+            ));
+        }
+        let (room, _) = MatchId::parse_any(id)?;
+        let claims = self.tokens.verify(ticket)?;
+        if claims.mid != room.uuid {
+            return Err(MatchError::BadInput(
+                "The ticket is for another room.".into(),
+            ));
+        }
+        self.tokens.consume(&claims)?;
+        Ok(claims)
     }
 
     /// Answers another node's rooms call about a room of this node.

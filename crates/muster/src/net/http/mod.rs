@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/rooms", post(rooms::create).get(rooms::list))
         .route("/v2/rooms/{id}", get(rooms::get).delete(rooms::destroy))
         .route("/v2/rooms/{id}/connection", get(rooms::connection))
+        .route("/v2/rooms/{id}/tickets/verify", post(rooms::verify_ticket))
         .route("/v2/channel/{channel_id}", get(channel::list_messages))
         .route("/v2/rpc/{id}", get(rpc::call).post(rpc::call))
         .route("/v2/economy/wallet", get(economy::wallet))

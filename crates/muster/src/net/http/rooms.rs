@@ -96,6 +96,29 @@ pub async fn connection(
     Ok(Json(info).into_response())
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TicketBody {
+    ticket: String,
+}
+
+/// `POST /v2/rooms/{id}/tickets/verify {"ticket"}` (rooms.admin_key): who holds the ticket, once.
+pub async fn verify_ticket(
+    State(state): State<AppState>,
+    caller: RoomsCaller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<TicketBody>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let claims = state
+        .matches
+        .redeem_ticket(&room_caller(caller), &id, &body.ticket)?;
+    Ok(Json(serde_json::json!({
+        "user_id": claims.uid.to_string(),
+        "username": claims.usn,
+        "room_id": id,
+    })))
+}
+
 pub async fn destroy(
     State(state): State<AppState>,
     caller: RoomsCaller,

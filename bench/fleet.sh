@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Process rooms (issue 24, seed 002): Muster (release build) runs clients/fleet-server/relay.py
+# — a Python game server on the Agones SDK's REST API — as rooms, driven by bench/fleet/drive.mjs.
+#   1. warm: creates at WARM_RATE/s for WARM_S s from a warm pool (each room destroyed at once):
+#      allocation latency from the pool;
+#   2. cold: the same with no warm pool (buffer 0): every create starts its process;
+#   3. burst: creates at BURST_RATE/s for BURST_S s (destroyed at once) against a pool of
+#      BUFFER warm processes and at most MAX: queued creates count their wait; "no server" is a
+#      create that failed for want of a process;
+#   4. play: seed 002's flow at PLAY_RATE rooms/s for PLAY_S s — create, two players fetch
+#      their tickets, connect over TCP, redeem them, exchange GAME_LINES lines (each answered),
+#      leave; the server then shuts down.
+# Prints one JSON object with every phase's result.
+#
+#   bench/fleet.sh    # WARM_RATE=5 WARM_S=10 COLD_RATE=2 COLD_S=10 BURST_RATE=200 BURST_S=10
+#                     # PLAY_RATE=30 PLAY_S=60 BUFFER=16 MAX=200 (PLAY_S=600: seed 002's 10 minutes)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/swarm-common.sh"
+WARM_RATE=${WARM_RATE:-5} WARM_S=${WARM_S:-10}
+COLD_RATE=${COLD_RATE:-2} COLD_S=${COLD_S:-10}
+BURST_RATE=${BURST_RATE:-200} BURST_S=${BURST_S:-10}
+PLAY_RATE=${PLAY_RATE:-30} PLAY_S=${PLAY_S:-60}
+BUFFER=${BUFFER:-16} MAX=${MAX:-200}
+build_release
+work=$(mktemp -d /tmp/muster-fleet.XXXXXX)
+trap 'stop_muster; remove_work_dir "$work"' EXIT
+python=$(command -v python3)
+
+# run_phase NAME BUFFER MODE RATE SECONDS: one Muster with that warm pool, one drive.
+run_phase() {
+  local name=$1 buffer=$2 mode=$3 rate=$4 seconds=$5 port
+  mkdir -p "$work/$name"
+  cat >"$work/$name/fleet.toml" <<TOML
+[rooms]
+admin_key = "fleet-admin"
+[fleet]
+port_range = "42000-44999"
+[fleet.servers.relay]
+command = "$python"
+args = ["$root/clients/fleet-server/relay.py", "--port", "{port}"]
+buffer = $buffer
+min = 0
+max = $MAX
+queue_timeout_ms = 30000
+max_queue = 100000
+TOML
+  port=$(free_port)
+  MUSTER_CONFIG="$work/$name/fleet.toml" start_muster_with_config "$port" "$work/$name"
+  # The warm pool first (at most 60 s).
+  for _ in $(seq 1 600); do
+    ready=$(curl -s "http://127.0.0.1:$port/metrics" |
+      awk -F' ' '/^muster_fleet_processes\{server="relay",state="Ready"\}/ {print $2}')
+    [ "${ready:-0}" -ge "$buffer" ] && break
+    sleep 0.1
+  done
+  node "$here/fleet/drive.mjs" "http://127.0.0.1:$port" "$mode" "$rate" "$seconds" >"$work/$name/result.json"
+  stop_muster
+}
+
+start_muster_with_config() {
+  local port=$1 data=$2
+  limits_off
+  env "${LIMITS_OFF[@]}" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
+    MUSTER_LINKS__LISTEN= \
+    "$muster_bin" serve --config "$MUSTER_CONFIG" --listen "127.0.0.1:$port" --data-dir "$data" \
+    --log warn >"$data/muster.log" 2>&1 &
+  MUSTER_PID=$!
+  wait_for_muster "$port" "$data"
+}
+
+run_phase warm "$BUFFER" create "$WARM_RATE" "$WARM_S"
+run_phase cold 0 create "$COLD_RATE" "$COLD_S"
+run_phase burst "$BUFFER" create "$BURST_RATE" "$BURST_S"
+run_phase play "$BUFFER" play "$PLAY_RATE" "$PLAY_S"
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+print(json.dumps({"bench": "fleet", **{p: json.load(open(f"{work}/{p}/result.json")) for p in ["warm", "cold", "burst", "play"]}}, indent=2))
+PY
