@@ -176,7 +176,9 @@ async fn reliable_data_arrives_once_and_in_order_over_a_lossy_reordering_link() 
     let owner = Client::connect(&server, "lossy-owner").await;
     let room = create_room(&server, &owner, 2).await;
     let info = connection(&server, &owner, &room).await;
-    let relay = LossyRelay::start(enet_addr(&info), 20);
+    // 10 % each way: heavy, yet never so many losses in a row that a peer times out while
+    // the other tests of this file flood the same two cores (20 % did, once in a while).
+    let relay = LossyRelay::start(enet_addr(&info), 10);
     let mut player = EnetClient::connect(relay.addr).await;
     player.send(&join_with_token("join", ticket(&info)));
     player.next_kind("match").await;
