@@ -431,3 +431,230 @@ async fn bad_configuration_and_an_exhausted_port_range_are_named() {
     assert_ne!(status, 201);
     assert!(refused.to_string().contains("No free port"), "{refused}");
 }
+
+/// A stand-in for Agones' allocator, generated from the same `allocation.proto`: mutual TLS (a
+/// client certificate signed by its CA is required), records each request, answers `answer`.
+mod allocator {
+    use std::sync::{Arc, Mutex};
+
+    use muster::fleet::agones::proto::allocation_service_server::{
+        AllocationService, AllocationServiceServer,
+    };
+    use muster::fleet::agones::proto::{
+        allocation_response, AllocationRequest, AllocationResponse,
+    };
+    use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+    #[derive(Clone, Default)]
+    pub struct Fake {
+        pub requests: Arc<Mutex<Vec<AllocationRequest>>>,
+        pub exhausted: Arc<Mutex<bool>>,
+    }
+
+    #[tonic::async_trait]
+    impl AllocationService for Fake {
+        async fn allocate(
+            &self,
+            request: tonic::Request<AllocationRequest>,
+        ) -> Result<tonic::Response<AllocationResponse>, tonic::Status> {
+            self.requests
+                .lock()
+                .expect("lock")
+                .push(request.into_inner());
+            if *self.exhausted.lock().expect("lock") {
+                return Err(tonic::Status::resource_exhausted(
+                    "there is no available GameServer to allocate",
+                ));
+            }
+            Ok(tonic::Response::new(AllocationResponse {
+                game_server_name: "stormgate-x7k2p".into(),
+                ports: vec![allocation_response::GameServerStatusPort {
+                    name: "default".into(),
+                    port: 7777,
+                }],
+                address: "10.1.2.3".into(),
+                node_name: "gke-node-1".into(),
+                source: "local".into(),
+            }))
+        }
+    }
+
+    /// Certificates: a CA, the allocator's (for "localhost") and a client's, all PEM.
+    pub struct Pki {
+        pub ca: String,
+        pub server_cert: String,
+        pub server_key: String,
+        pub client_cert: String,
+        pub client_key: String,
+    }
+
+    pub fn pki() -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().expect("key");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).expect("ca");
+        let issuer = Issuer::new(ca_params, &ca_key);
+        let server_key = KeyPair::generate().expect("key");
+        let server = CertificateParams::new(vec!["localhost".to_string()])
+            .expect("params")
+            .signed_by(&server_key, &issuer)
+            .expect("server cert");
+        let client_key = KeyPair::generate().expect("key");
+        let client = CertificateParams::new(vec!["muster".to_string()])
+            .expect("params")
+            .signed_by(&client_key, &issuer)
+            .expect("client cert");
+        Pki {
+            ca: ca.pem(),
+            server_cert: server.pem(),
+            server_key: server_key.serialize_pem(),
+            client_cert: client.pem(),
+            client_key: client_key.serialize_pem(),
+        }
+    }
+
+    /// Serves `fake` on 127.0.0.1 with mutual TLS; its port.
+    pub async fn serve(fake: Fake, pki: &Pki) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let tls = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&pki.server_cert, &pki.server_key))
+            .client_ca_root(Certificate::from_pem(&pki.ca));
+        let server = Server::builder()
+            .tls_config(tls)
+            .expect("tls")
+            .add_service(AllocationServiceServer::new(fake));
+        tokio::spawn(
+            server.serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        port
+    }
+}
+
+#[tokio::test]
+async fn rooms_are_allocated_from_agones_through_its_allocator_over_mutual_tls() {
+    let pki = allocator::pki();
+    let fake = allocator::Fake::default();
+    let port = allocator::serve(fake.clone(), &pki).await;
+    let db = Database::new(Backend::Sqlite).await;
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    let file = |name: &str, text: &str| {
+        let path = db.data_dir().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    };
+    let toml = format!(
+        "[fleet.agones.stormgate]\nallocator = \"https://localhost:{port}\"\nnamespace = \"games\"\n\
+         match_labels = {{ \"agones.dev/fleet\" = \"stormgate\" }}\n\
+         client_cert = \"{}\"\nclient_key = \"{}\"\nca_cert = \"{}\"\n",
+        file("client.pem", &pki.client_cert),
+        file("client.key", &pki.client_key),
+        file("ca.pem", &pki.ca),
+    );
+    let node = muster_with(&db, &toml).await;
+    let owner = player(&node, "fleet-agones-owner").await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/v2/rooms", node.base()))
+        .bearer_auth(&owner)
+        .json(&json!({"handler": "stormgate", "capacity": 8, "params": {"map": "ruins"}}))
+        .send()
+        .await
+        .expect("create");
+    let (status, room) = support::status_and_json(response).await;
+    assert_eq!(status, 201, "{room}");
+    let id = room["room_id"].as_str().expect("id").to_owned();
+    // The allocator was asked for a Ready GameServer of the fleet, with the room as annotations.
+    {
+        let requests = fake.requests.lock().expect("lock");
+        assert_eq!(requests.len(), 1);
+        let request = &requests[0];
+        assert_eq!(request.namespace, "games");
+        assert_eq!(
+            request.game_server_selectors[0]
+                .match_labels
+                .get("agones.dev/fleet")
+                .map(String::as_str),
+            Some("stormgate")
+        );
+        let annotations = &request.metadata.as_ref().expect("metadata").annotations;
+        assert_eq!(annotations.get("muster.dev/room-id"), Some(&id));
+        assert_eq!(
+            annotations.get("muster.dev/capacity").map(String::as_str),
+            Some("8")
+        );
+        assert_eq!(
+            annotations.get("muster.dev/param.map").map(String::as_str),
+            Some("ruins")
+        );
+    }
+    // Players are sent to the allocated address and port, with a ticket the server can verify.
+    let (status, info) = get(&node, &owner, &format!("/v2/rooms/{id}/connection")).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(
+        (info["host"].as_str(), info["port"].as_u64()),
+        (Some("10.1.2.3"), Some(7777))
+    );
+    let verified = reqwest::Client::new()
+        .post(format!("{}/v2/rooms/{id}/tickets/verify", node.base()))
+        .basic_auth("fleet-admin", None::<&str>)
+        .json(&json!({"ticket": info["ticket"]}))
+        .send()
+        .await
+        .expect("verify");
+    assert_eq!(verified.status(), 200);
+    let (_, shown) = get(&node, &owner, &format!("/v2/rooms/{id}")).await;
+    assert_eq!(shown["handler"], "stormgate");
+
+    // No Ready GameServer: a clear refusal, nothing created.
+    *fake.exhausted.lock().expect("lock") = true;
+    let (status, refused) = create_kind(&node, &owner, "stormgate").await;
+    assert_ne!(status, 201);
+    assert!(
+        refused
+            .to_string()
+            .contains("No 'stormgate' game server is ready"),
+        "{refused}"
+    );
+    drop(node);
+
+    // A Muster that does not present the certificate the allocator's CA signed is refused.
+    let other = allocator::pki();
+    let db = Database::new(Backend::Sqlite).await;
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    let file = |name: &str, text: &str| {
+        let path = db.data_dir().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    };
+    let toml = format!(
+        "[fleet.agones.stormgate]\nallocator = \"https://localhost:{port}\"\n\
+         client_cert = \"{}\"\nclient_key = \"{}\"\nca_cert = \"{}\"\n",
+        file("client.pem", &other.client_cert),
+        file("client.key", &other.client_key),
+        file("ca.pem", &pki.ca),
+    );
+    let node = muster_with(&db, &toml).await;
+    let owner = player(&node, "fleet-agones-stranger").await;
+    let before = fake.requests.lock().expect("lock").len();
+    let (status, refused) = create_kind(&node, &owner, "stormgate").await;
+    assert_ne!(status, 201, "{refused}");
+    assert_eq!(
+        fake.requests.lock().expect("lock").len(),
+        before,
+        "never reached the service"
+    );
+}
+
+async fn create_kind(node: &Binary, token: &str, handler: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/v2/rooms", node.base()))
+        .bearer_auth(token)
+        .json(&json!({"handler": handler, "capacity": 2}))
+        .send()
+        .await
+        .expect("create");
+    support::status_and_json(response).await
+}

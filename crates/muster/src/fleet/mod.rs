@@ -7,7 +7,8 @@
 //! - [`sdk`]: the Agones SDK a process talks to (Ready, Health, Allocate, Shutdown, metadata,
 //!   player tracking) and Muster's ticket check;
 //! - [`ports`]: the game ports of `fleet.port_range`;
-//! - [`reaper`] and [`exec`]: no orphan processes, even after a kill -9 of Muster.
+//! - [`reaper`] and [`exec`]: no orphan processes, even after a kill -9 of Muster;
+//! - [`agones`]: rooms past one machine, allocated from Agones fleets (`[fleet.agones.*]`).
 //!
 //! A room create takes a ready process from the pool (a warm allocation); else it starts one
 //! (a cold start) and waits for its Ready; at `max` it waits in a bounded queue until a process
@@ -15,6 +16,7 @@
 //! asks to shut down ends its room; the room's players, connected to it, see their connection
 //! close, and the room's id answers "ended" with the reason for a while.
 
+pub mod agones;
 pub mod exec;
 pub mod ports;
 pub mod process;
@@ -34,6 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use self::agones::{Allocation, Allocator};
 use self::ports::Ports;
 use self::process::{Assignment, GameServer, Phase};
 use self::reaper::Reaper;
@@ -150,14 +153,48 @@ pub struct Fleet {
     rooms: DashMap<Uuid, Arc<GameServer>>,
     /// Ended rooms: uuid → (why, when).
     ended: DashMap<Uuid, (String, Instant)>,
+    /// Agones kinds' allocators, by handler name.
+    allocators: HashMap<String, (Allocator, Duration)>,
+    /// Rooms allocated from Agones: uuid → (kind, room, where, remembered until).
+    allocated: DashMap<Uuid, (String, Assignment, Allocation, Instant)>,
     metrics: Metrics,
     shutdown: CancellationToken,
 }
 
-/// A room a process serves, as the rooms API shows it.
-pub struct ProcessRoom {
-    pub server: Arc<GameServer>,
+/// A room of the fleet, as the rooms API shows it.
+pub struct FleetRoom {
     pub room: Assignment,
+    pub handler: String,
+    pub players: usize,
+    /// Where players connect: the allocated address (Agones); `None`: this machine.
+    pub host: Option<String>,
+    pub port: u16,
+    /// The process serving it, for a room of the local fleet.
+    pub server: Option<Arc<GameServer>>,
+}
+
+impl FleetRoom {
+    fn of_process(server: Arc<GameServer>, room: Assignment) -> FleetRoom {
+        FleetRoom {
+            handler: server.handler.clone(),
+            players: server.state().players.len(),
+            host: None,
+            port: server.port,
+            room,
+            server: Some(server),
+        }
+    }
+
+    fn of_allocation(handler: &str, room: &Assignment, allocation: &Allocation) -> FleetRoom {
+        FleetRoom {
+            room: room.clone(),
+            handler: handler.to_string(),
+            players: 0,
+            host: Some(allocation.address.clone()),
+            port: allocation.port,
+            server: None,
+        }
+    }
 }
 
 impl Fleet {
@@ -171,8 +208,13 @@ impl Fleet {
         registry: &Registry,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Option<Arc<Fleet>>> {
-        if config.servers.is_empty() {
+        if config.servers.is_empty() && config.agones.is_empty() {
             return Ok(None);
+        }
+        let mut allocators = HashMap::new();
+        for (name, agones) in &config.agones {
+            let ttl = Duration::from_secs(agones.room_ttl_s);
+            allocators.insert(name.clone(), (Allocator::new(name, agones)?, ttl));
         }
         let (first, last) = config.ports().map_err(anyhow::Error::msg)?;
         for (name, server) in &config.servers {
@@ -213,6 +255,8 @@ impl Fleet {
             tokens,
             rooms: DashMap::new(),
             ended: DashMap::new(),
+            allocators,
+            allocated: DashMap::new(),
             metrics: Metrics::register(registry),
             shutdown,
         })))
@@ -236,11 +280,7 @@ impl Fleet {
 
     /// Whether rooms of `handler` are game server processes.
     pub fn serves(&self, handler: &str) -> bool {
-        self.pools.contains_key(handler)
-    }
-
-    pub fn server_names(&self) -> Vec<String> {
-        self.pools.keys().cloned().collect()
+        self.pools.contains_key(handler) || self.allocators.contains_key(handler)
     }
 
     /// A process for a new room of `handler`; waits for one (at most the queue timeout) when
@@ -251,12 +291,8 @@ impl Fleet {
         capacity: u32,
         owner: Option<Uuid>,
         params: HashMap<String, String>,
-    ) -> Result<ProcessRoom, MatchError> {
+    ) -> Result<FleetRoom, MatchError> {
         use std::sync::atomic::Ordering;
-        let pool = self
-            .pools
-            .get(handler)
-            .ok_or_else(|| MatchError::BadInput(format!("No game server called '{handler}'.")))?;
         let id = MatchId::new_authoritative(&self.node);
         let room = Assignment {
             room_id: id.display(&self.node),
@@ -265,6 +301,29 @@ impl Fleet {
             params,
             created_at_ms: crate::base::clock::now_ms(),
         };
+        if let Some((allocator, ttl)) = self.allocators.get(handler) {
+            let began = Instant::now();
+            let allocation = allocator
+                .allocate(&room.room_id, capacity, &room.params)
+                .await?;
+            self.metrics
+                .allocations
+                .with_label_values(&[handler, "agones"])
+                .inc();
+            self.metrics
+                .allocation_seconds
+                .with_label_values(&[handler])
+                .observe(began.elapsed().as_secs_f64());
+            let fleet_room = FleetRoom::of_allocation(handler, &room, &allocation);
+            let until = Instant::now() + *ttl;
+            self.allocated
+                .insert(id.uuid, (handler.to_string(), room, allocation, until));
+            return Ok(fleet_room);
+        }
+        let pool = self
+            .pools
+            .get(handler)
+            .ok_or_else(|| MatchError::BadInput(format!("No game server called '{handler}'.")))?;
         let began = Instant::now();
         let deadline = began + Duration::from_millis(pool.config.queue_timeout_ms);
         let mut queued = false;
@@ -324,7 +383,7 @@ impl Fleet {
         self.rooms.insert(id.uuid, server.clone());
         self.refill(handler);
         self.count_phases(pool);
-        Ok(ProcessRoom { server, room })
+        Ok(FleetRoom::of_process(server, room))
     }
 
     fn allocated(&self, pool: &Pool, how: &str, began: Instant) {
@@ -535,7 +594,7 @@ impl Fleet {
     }
 
     /// The room `id` if a process serves it; "ended" (with why) for a while after it ended.
-    pub fn room(&self, id: &str) -> Result<Option<ProcessRoom>, MatchError> {
+    pub fn room(&self, id: &str) -> Result<Option<FleetRoom>, MatchError> {
         let Ok((match_id, _)) = MatchId::parse_any(id) else {
             return Ok(None);
         };
@@ -544,7 +603,27 @@ impl Fleet {
             let Some(room) = server.state().room else {
                 return Ok(None);
             };
-            return Ok(Some(ProcessRoom { server, room }));
+            return Ok(Some(FleetRoom::of_process(server, room)));
+        }
+        let expired = match self.allocated.get(&match_id.uuid) {
+            Some(entry) => {
+                let (handler, room, allocation, until) = entry.value();
+                if Instant::now() < *until {
+                    return Ok(Some(FleetRoom::of_allocation(handler, room, allocation)));
+                }
+                true
+            }
+            None => false,
+        };
+        if expired {
+            self.allocated.remove(&match_id.uuid);
+            self.ended.insert(
+                match_id.uuid,
+                (
+                    "allocated from Agones, remembered for room_ttl_s".into(),
+                    Instant::now(),
+                ),
+            );
         }
         match self.ended.get(&match_id.uuid) {
             Some(ended) => Err(MatchError::Ended(format!("Room ended: {}.", ended.0))),
@@ -553,16 +632,25 @@ impl Fleet {
     }
 
     /// Every room a process serves (up to `limit`), optionally of one server kind.
-    pub fn rooms(&self, handler: Option<&str>, limit: usize) -> Vec<ProcessRoom> {
-        self.rooms
+    pub fn rooms(&self, handler: Option<&str>, limit: usize) -> Vec<FleetRoom> {
+        let now = Instant::now();
+        let processes = self
+            .rooms
             .iter()
             .filter(|r| handler.is_none_or(|h| r.value().handler == h))
             .filter_map(|r| {
                 let server = r.value().clone();
-                server.state().room.map(|room| ProcessRoom { server, room })
-            })
-            .take(limit)
-            .collect()
+                server
+                    .state()
+                    .room
+                    .map(|room| FleetRoom::of_process(server, room))
+            });
+        let allocated = self.allocated.iter().filter_map(|entry| {
+            let (kind, room, allocation, until) = entry.value();
+            (handler.is_none_or(|h| kind == h) && now < *until)
+                .then(|| FleetRoom::of_allocation(kind, room, allocation))
+        });
+        processes.chain(allocated).take(limit).collect()
     }
 
     /// A player's ticket for `server`'s room, used up: who the player is.

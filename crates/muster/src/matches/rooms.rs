@@ -22,7 +22,7 @@ use super::join_tokens::JoinClaims;
 use super::registry::MatchRef;
 use super::remote::{MatchLink, RoomAsk};
 use super::Matches;
-use crate::fleet::{Fleet, ProcessRoom};
+use crate::fleet::{Fleet, FleetRoom};
 
 /// Who is calling the rooms API.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,13 +107,13 @@ impl RoomInfo {
 }
 
 impl RoomInfo {
-    /// A room a game server process serves.
-    fn of_process(room: &ProcessRoom) -> RoomInfo {
+    /// A room of the fleet (a game server process, or one allocated from Agones).
+    fn of_fleet(room: &FleetRoom) -> RoomInfo {
         RoomInfo {
             room_id: room.room.room_id.clone(),
-            handler: room.server.handler.clone(),
+            handler: room.handler.clone(),
             capacity: room.room.capacity as usize,
-            players: room.server.state().players.len(),
+            players: room.players,
             tick_rate_hz: 0,
             label: None,
             owner: room.room.owner.map(|u| u.to_string()),
@@ -155,7 +155,7 @@ impl Matches {
             let room = fleet
                 .create_room(&request.handler, request.capacity, owner, request.params)
                 .await?;
-            return Ok(RoomInfo::of_process(&room));
+            return Ok(RoomInfo::of_fleet(&room));
         }
         if self.metrics.rooms.get() as usize >= limits.max_rooms {
             return Err(MatchError::Rejected(
@@ -294,8 +294,8 @@ impl Matches {
     }
 
     pub fn room_info(&self, id: &str) -> Result<RoomInfo, MatchError> {
-        if let Some(room) = self.process_room(id)? {
-            return Ok(RoomInfo::of_process(&room));
+        if let Some(room) = self.fleet_room(id)? {
+            return Ok(RoomInfo::of_fleet(&room));
         }
         self.room(id).map(|r| RoomInfo::of(&r))
     }
@@ -305,8 +305,8 @@ impl Matches {
         self.fleet.as_deref().filter(|f| f.serves(handler))
     }
 
-    /// The room `id` when a game server process serves it.
-    fn process_room(&self, id: &str) -> Result<Option<ProcessRoom>, MatchError> {
+    /// The room `id` when it is one of the fleet's.
+    fn fleet_room(&self, id: &str) -> Result<Option<FleetRoom>, MatchError> {
         match &self.fleet {
             Some(fleet) => fleet.room(id),
             None => Ok(None),
@@ -325,7 +325,7 @@ impl Matches {
             .collect();
         if let Some(fleet) = &self.fleet {
             let more = limit.saturating_sub(rooms.len());
-            rooms.extend(fleet.rooms(handler, more).iter().map(RoomInfo::of_process));
+            rooms.extend(fleet.rooms(handler, more).iter().map(RoomInfo::of_fleet));
         }
         rooms.sort_by(|a, b| {
             a.created_at_ms
@@ -343,9 +343,14 @@ impl Matches {
             ),
             _ => Ok(()),
         };
-        if let Some(process) = self.process_room(id)? {
-            creator_only(process.room.owner)?;
-            process.server.stop("its room was destroyed");
+        if let Some(room) = self.fleet_room(id)? {
+            creator_only(room.room.owner)?;
+            let Some(server) = room.server else {
+                return Err(MatchError::BadInput(
+                    "An Agones game server ends its room itself (its SDK's Shutdown).".into(),
+                ));
+            };
+            server.stop("its room was destroyed");
             return Ok(());
         }
         let room = self.room(id)?;
@@ -379,15 +384,16 @@ impl Matches {
         } else {
             request_host.to_owned()
         };
-        if let Some(process) = self.process_room(id)? {
-            // Players connect to the game server itself, on its own port.
-            let (room_id, _) = MatchId::parse_any(&process.room.room_id)?;
+        if let Some(room) = self.fleet_room(id)? {
+            // Players connect to the game server itself, on its own port (and, allocated from
+            // Agones, at its own address).
+            let (room_id, _) = MatchId::parse_any(&room.room.room_id)?;
             let (ticket, expires) = self.tokens.issue(room_id, *user_id, username);
             return Ok(ConnectionInfo {
-                room_id: process.room.room_id,
+                room_id: room.room.room_id,
                 transport: "tcp".into(),
-                host,
-                port: process.server.port,
+                host: room.host.unwrap_or(host),
+                port: room.port,
                 enet: None,
                 ticket,
                 ticket_expires_at: expires,

@@ -12,6 +12,50 @@ pub struct FleetConfig {
     pub port_range: String,
     /// The game servers, by the handler name rooms are created with.
     pub servers: BTreeMap<String, ServerConfig>,
+    /// Game servers allocated from Agones fleets, by the handler name rooms are created with.
+    pub agones: BTreeMap<String, AgonesConfig>,
+}
+
+/// One kind of game server allocated from an Agones fleet through Agones' allocator service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgonesConfig {
+    /// The allocator service, `https://host:port` (gRPC over mutual TLS).
+    pub allocator: String,
+    /// The Kubernetes namespace of the fleet.
+    pub namespace: String,
+    /// Labels the allocated GameServer must carry, e.g. `agones.dev/fleet = "my-fleet"`.
+    pub match_labels: BTreeMap<String, String>,
+    /// PEM files: the client certificate and key Muster presents, and the CA the allocator's
+    /// certificate must be signed by.
+    pub client_cert: String,
+    pub client_key: String,
+    pub ca_cert: String,
+    /// The allocator's name in its certificate; empty: the host of `allocator`.
+    pub tls_server_name: String,
+    /// How long a connection and an allocation may take, in ms.
+    pub timeout_ms: u64,
+    /// Which of the GameServer's ports players use, by name; empty: the first.
+    pub port_name: String,
+    /// How long Muster remembers an allocated room (Agones, not Muster, ends it), in s.
+    pub room_ttl_s: u64,
+}
+
+impl Default for AgonesConfig {
+    fn default() -> Self {
+        AgonesConfig {
+            allocator: String::new(),
+            namespace: "default".into(),
+            match_labels: BTreeMap::new(),
+            client_cert: String::new(),
+            client_key: String::new(),
+            ca_cert: String::new(),
+            tls_server_name: String::new(),
+            timeout_ms: 5_000,
+            port_name: String::new(),
+            room_ttl_s: 3_600,
+        }
+    }
 }
 
 /// One kind of game server.
@@ -55,6 +99,7 @@ impl Default for FleetConfig {
         FleetConfig {
             port_range: "7600-7999".into(),
             servers: BTreeMap::new(),
+            agones: BTreeMap::new(),
         }
     }
 }
@@ -102,6 +147,29 @@ impl FleetConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         self.ports()?;
+        for (name, agones) in &self.agones {
+            let at = |what: &str| format!("fleet.agones.{name}: {what}");
+            if !super::is_name(name) {
+                return Err(at("a name may hold only letters, digits, '-' and '_'"));
+            }
+            if self.servers.contains_key(name) {
+                return Err(at("also a fleet.servers name: a handler names one kind"));
+            }
+            if !agones.allocator.starts_with("https://") {
+                return Err(at("allocator must be an https:// URL (mutual TLS)"));
+            }
+            if agones.client_cert.is_empty()
+                || agones.client_key.is_empty()
+                || agones.ca_cert.is_empty()
+            {
+                return Err(at(
+                    "client_cert, client_key and ca_cert are required (mutual TLS)",
+                ));
+            }
+            if agones.timeout_ms == 0 || agones.room_ttl_s == 0 {
+                return Err(at("timeout_ms and room_ttl_s must be > 0"));
+            }
+        }
         for (name, server) in &self.servers {
             let at = |what: &str| format!("fleet.servers.{name}: {what}");
             if !super::is_name(name) {
