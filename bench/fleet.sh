@@ -12,12 +12,12 @@
 #      leave; the server then shuts down.
 # Prints one JSON object with every phase's result.
 #
-#   bench/fleet.sh    # WARM_RATE=5 WARM_S=10 COLD_RATE=2 COLD_S=10 BURST_RATE=200 BURST_S=10
+#   bench/fleet.sh    # WARM_RATE=5 WARM_S=20 COLD_RATE=2 COLD_S=10 BURST_RATE=200 BURST_S=10
 #                     # PLAY_RATE=30 PLAY_S=60 BUFFER=16 MAX=200 (PLAY_S=600: seed 002's 10 minutes)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/swarm-common.sh"
-WARM_RATE=${WARM_RATE:-5} WARM_S=${WARM_S:-10}
+WARM_RATE=${WARM_RATE:-5} WARM_S=${WARM_S:-20}
 COLD_RATE=${COLD_RATE:-2} COLD_S=${COLD_S:-10}
 BURST_RATE=${BURST_RATE:-200} BURST_S=${BURST_S:-10}
 PLAY_RATE=${PLAY_RATE:-30} PLAY_S=${PLAY_S:-60}
@@ -69,6 +69,17 @@ start_muster_with_config() {
   wait_for_muster "$port" "$data"
 }
 
+# The bound: what starting one game server costs here (Python's start with the relay's
+# imports), median of 20; two cores start at most about 2000 / that many per second.
+python3 - "$python" >"$work/python.json" <<'PY'
+import json, statistics, subprocess, sys, time
+runs = []
+for _ in range(20):
+    t = time.perf_counter()
+    subprocess.run([sys.argv[1], "-c", "import argparse, json, socket, threading, urllib.request"], check=True)
+    runs.append((time.perf_counter() - t) * 1000)
+print(json.dumps({"pythonStartMsMedian": round(statistics.median(runs), 1)}))
+PY
 run_phase warm "$BUFFER" create "$WARM_RATE" "$WARM_S"
 run_phase cold 0 create "$COLD_RATE" "$COLD_S"
 run_phase burst "$BUFFER" create "$BURST_RATE" "$BURST_S"
@@ -76,5 +87,5 @@ run_phase play "$BUFFER" play "$PLAY_RATE" "$PLAY_S"
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
-print(json.dumps({"bench": "fleet", **{p: json.load(open(f"{work}/{p}/result.json")) for p in ["warm", "cold", "burst", "play"]}}, indent=2))
+print(json.dumps({"bench": "fleet", **json.load(open(f"{work}/python.json")), **{p: json.load(open(f"{work}/{p}/result.json")) for p in ["warm", "cold", "burst", "play"]}}, indent=2))
 PY

@@ -381,7 +381,7 @@ impl Fleet {
             pool.waiting.fetch_sub(1, Ordering::Relaxed);
         }
         self.rooms.insert(id.uuid, server.clone());
-        self.refill(handler);
+        self.refill_soon(handler);
         self.count_phases(pool);
         Ok(FleetRoom::of_process(server, room))
     }
@@ -542,6 +542,15 @@ impl Fleet {
         if !self.shutdown.is_cancelled() {
             self.refill(&pool_name);
         }
+    }
+
+    /// [`Fleet::refill`] off the caller's path (a room create answers first).
+    fn refill_soon(&self, handler: &str) {
+        let Some(fleet) = self.me.upgrade() else {
+            return;
+        };
+        let handler = handler.to_string();
+        tokio::spawn(async move { fleet.refill(&handler) });
     }
 
     /// Starts processes until the pool has its warm buffer and its minimum (within `max`).
