@@ -10,7 +10,8 @@
 #   4. play: seed 002's flow at PLAY_RATE rooms/s for PLAY_S s — create, two players fetch
 #      their tickets, connect over TCP, redeem them, exchange GAME_LINES lines (each answered),
 #      leave; the server then shuts down.
-# Prints one JSON object with every phase's result.
+# Prints one JSON object with every phase's result (PHASES="warm cold burst play" picks some;
+# queued creates wait at most 20 s, under Muster's 30 s request timeout).
 #
 #   bench/fleet.sh    # WARM_RATE=5 WARM_S=20 COLD_RATE=2 COLD_S=10 BURST_RATE=200 BURST_S=10
 #                     # PLAY_RATE=30 PLAY_S=60 BUFFER=16 MAX=200 (PLAY_S=600: seed 002's 10 minutes)
@@ -22,6 +23,11 @@ COLD_RATE=${COLD_RATE:-2} COLD_S=${COLD_S:-10}
 BURST_RATE=${BURST_RATE:-200} BURST_S=${BURST_S:-10}
 PLAY_RATE=${PLAY_RATE:-30} PLAY_S=${PLAY_S:-60}
 BUFFER=${BUFFER:-16} MAX=${MAX:-200}
+# REUSE=1: a game server calls Ready again after its game (Agones' reuse) instead of exiting.
+REUSE=${REUSE:-0}
+REUSE_ARG=""
+[ "$REUSE" = 1 ] && REUSE_ARG=', "--reuse"'
+
 build_release
 work=$(mktemp -d /tmp/muster-fleet.XXXXXX)
 trap 'stop_muster; remove_work_dir "$work"' EXIT
@@ -38,11 +44,11 @@ admin_key = "fleet-admin"
 port_range = "42000-44999"
 [fleet.servers.relay]
 command = "$python"
-args = ["$root/clients/fleet-server/relay.py", "--port", "{port}"]
+args = ["$root/clients/fleet-server/relay.py", "--port", "{port}"$REUSE_ARG]
 buffer = $buffer
 min = 0
 max = $MAX
-queue_timeout_ms = 30000
+queue_timeout_ms = 20000
 max_queue = 100000
 TOML
   port=$(free_port)
@@ -80,12 +86,18 @@ for _ in range(20):
     runs.append((time.perf_counter() - t) * 1000)
 print(json.dumps({"pythonStartMsMedian": round(statistics.median(runs), 1)}))
 PY
-run_phase warm "$BUFFER" create "$WARM_RATE" "$WARM_S"
-run_phase cold 0 create "$COLD_RATE" "$COLD_S"
-run_phase burst "$BUFFER" create "$BURST_RATE" "$BURST_S"
-run_phase play "$BUFFER" play "$PLAY_RATE" "$PLAY_S"
-python3 - "$work" <<'PY'
+PHASES=${PHASES:-"warm cold burst play"}
+for phase in $PHASES; do
+  case $phase in
+    warm) run_phase warm "$BUFFER" create "$WARM_RATE" "$WARM_S" ;;
+    cold) run_phase cold 0 create "$COLD_RATE" "$COLD_S" ;;
+    burst) run_phase burst "$BUFFER" create "$BURST_RATE" "$BURST_S" ;;
+    play) run_phase play "$BUFFER" play "$PLAY_RATE" "$PLAY_S" ;;
+    *) echo "unknown phase $phase" >&2; exit 2 ;;
+  esac
+done
+python3 - "$work" $PHASES <<'PY'
 import json, sys
-work = sys.argv[1]
-print(json.dumps({"bench": "fleet", **json.load(open(f"{work}/python.json")), **{p: json.load(open(f"{work}/{p}/result.json")) for p in ["warm", "cold", "burst", "play"]}}, indent=2))
+work, phases = sys.argv[1], sys.argv[2:]
+print(json.dumps({"bench": "fleet", **json.load(open(f"{work}/python.json")), **{p: json.load(open(f"{work}/{p}/result.json")) for p in phases}}, indent=2))
 PY

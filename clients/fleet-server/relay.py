@@ -6,7 +6,8 @@ It listens for players on TCP, marks itself Ready, sends health pings, and relay
 lines to the others. A player's first line is `TICKET <ticket>`: the ticket is redeemed through
 the SDK port (`POST /muster/ticket`), the player is tracked (`/alpha/player/connect`) and
 answered `WELCOME <user_id>` (or `DENIED <why>`, then closed). Every later line is sent to every
-other player as `<user_id> <line>`. When the last player leaves it asks to shut down.
+other player as `<user_id> <line>`. When the last player leaves it asks to shut down, or with
+--reuse calls Ready again and waits for another room (Agones' GameServer reuse).
 
 Flags for tests: --no-health (never pings), --crash-after S (exits with 3, S seconds after the
 first player arrives), --ready-delay S, --pid-dir DIR (writes DIR/<pid> while running).
@@ -87,7 +88,11 @@ class Relay:
                 with self.lock:
                     self.players.pop(conn, None)
                     empty = not self.players
-                if empty:
+                if empty and self.args.reuse:
+                    with self.lock:
+                        self.ever = False
+                    sdk("POST", "/ready")
+                elif empty:
                     sdk("POST", "/shutdown")
 
     def crash(self):
@@ -108,6 +113,7 @@ def main():
     parser.add_argument("--crash-after", type=float)
     parser.add_argument("--ready-delay", type=float, default=0.0)
     parser.add_argument("--pid-dir")
+    parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     if args.pid_dir:

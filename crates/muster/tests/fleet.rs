@@ -658,3 +658,45 @@ async fn create_kind(node: &Binary, token: &str, handler: &str) -> (u16, Value) 
         .expect("create");
     support::status_and_json(response).await
 }
+
+#[tokio::test]
+async fn a_game_server_that_calls_ready_again_serves_another_room() {
+    let db = Database::new(Backend::Sqlite).await;
+    let node = muster_with(
+        &db,
+        &fleet_toml("41120-41139", &["--reuse"], "buffer = 1\nmax = 4"),
+    )
+    .await;
+    eventually("warm", || async { ready_processes(&node).await == 1.0 }).await;
+    let owner = player(&node, "fleet-reuse").await;
+    let (_, first) = create(&node, &owner, 2).await;
+    let first_id = first["room_id"].as_str().expect("id").to_owned();
+    let (_, info) = get(&node, &owner, &format!("/v2/rooms/{first_id}/connection")).await;
+    let (stream, reader, welcome) = connect(&info);
+    assert!(welcome.starts_with("WELCOME"), "{welcome}");
+    drop((stream, reader));
+    // The game is over: the process is ready again, its first room ended.
+    eventually("the first room ended", || async {
+        get(&node, &owner, &format!("/v2/rooms/{first_id}")).await.0 != 200
+    })
+    .await;
+    let (_, ended) = get(&node, &owner, &format!("/v2/rooms/{first_id}")).await;
+    assert!(
+        ended.to_string().contains("ready for another room"),
+        "{ended}"
+    );
+    eventually("two ready", || async {
+        ready_processes(&node).await == 2.0
+    })
+    .await;
+    // The next room gets the same process (the one ready longest), on the same game port.
+    let (_, second) = create(&node, &owner, 2).await;
+    let second_id = second["room_id"].as_str().expect("id").to_owned();
+    let (_, again) = get(&node, &owner, &format!("/v2/rooms/{second_id}/connection")).await;
+    assert_eq!(again["port"], info["port"]);
+    let (_, _, welcome) = connect(&again);
+    assert!(
+        welcome.starts_with("WELCOME"),
+        "a ticket of the new room: {welcome}"
+    );
+}

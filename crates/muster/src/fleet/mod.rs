@@ -80,17 +80,27 @@ impl Pool {
             .cloned()
     }
 
-    /// (running, idle: started or ready and not allocated).
-    fn counts(&self) -> (usize, usize) {
+    /// (running, idle: started or ready and not allocated, starting: not ready yet).
+    fn counts(&self) -> (usize, usize, usize) {
         let servers = self.servers.lock();
-        let idle = servers
-            .iter()
-            .filter(|s| {
-                let state = s.state();
-                matches!(state.phase, Phase::Scheduled | Phase::Ready) && state.room.is_none()
-            })
-            .count();
-        (servers.len(), idle)
+        let (mut idle, mut starting) = (0, 0);
+        for server in servers.iter() {
+            let state = server.state();
+            if matches!(state.phase, Phase::Scheduled | Phase::Ready) && state.room.is_none() {
+                idle += 1;
+            }
+            if state.phase == Phase::Scheduled {
+                starting += 1;
+            }
+        }
+        (servers.len(), idle, starting)
+    }
+
+    /// Whether one more process may start now: under `max`, and under `max_starting` at once
+    /// (a burst that starts everything together starves every start of CPU).
+    fn may_start(&self) -> bool {
+        let (running, _, starting) = self.counts();
+        running < self.config.max && starting < self.config.max_starting
     }
 
     /// No warm pool: each process is started for its room.
@@ -343,8 +353,7 @@ impl Fleet {
                     break server;
                 }
             }
-            let (running, _) = pool.counts();
-            if running < pool.config.max {
+            if pool.may_start() {
                 if pool.cold_only() {
                     let server = self.spawn(pool, Some(room.clone()))?;
                     self.until_ready(&server, &pool.config).await?;
@@ -353,7 +362,7 @@ impl Fleet {
                 }
                 self.spawn(pool, None)?;
                 started_one = true;
-            } else if !queued {
+            } else if !queued && pool.counts().0 >= pool.config.max {
                 if pool.waiting.fetch_add(1, Ordering::Relaxed) >= pool.config.max_queue {
                     pool.waiting.fetch_sub(1, Ordering::Relaxed);
                     return Err(MatchError::Rejected(format!(
@@ -558,13 +567,14 @@ impl Fleet {
         let Some(pool) = self.pools.get(handler) else {
             return;
         };
-        let (running, idle) = pool.counts();
+        let (running, idle, starting) = pool.counts();
         let config = &pool.config;
         let wanted = config
             .buffer
             .saturating_sub(idle)
             .max(config.min.saturating_sub(running))
-            .min(config.max.saturating_sub(running));
+            .min(config.max.saturating_sub(running))
+            .min(config.max_starting.saturating_sub(starting));
         for _ in 0..wanted {
             if let Err(error) = self.spawn(pool, None) {
                 tracing::warn!(server = pool.name, %error, "fleet: cannot fill the warm pool");
@@ -574,12 +584,30 @@ impl Fleet {
         self.count_phases(pool);
     }
 
-    /// A process called Ready: a waiting create may take it.
+    /// An allocated process called Ready again (Agones' reuse of a GameServer): its room is
+    /// over, and it is back in the warm pool.
+    pub fn room_released(&self, server: &GameServer, room: &Assignment) {
+        if let Ok((id, _)) = MatchId::parse_any(&room.room_id) {
+            self.rooms.remove(&id.uuid);
+            self.ended.insert(
+                id.uuid,
+                (
+                    "the game server made itself ready for another room".into(),
+                    Instant::now(),
+                ),
+            );
+        }
+        self.server_ready(server);
+    }
+
+    /// A process called Ready (or became ready again): a waiting create may take it, and the
+    /// pool may start another.
     pub fn server_ready(&self, server: &GameServer) {
         if let Some(pool) = self.pools.get(&server.handler) {
             pool.changed.notify_waiters();
             self.count_phases(pool);
         }
+        self.refill_soon(&server.handler);
     }
 
     fn count_phases(&self, pool: &Pool) {

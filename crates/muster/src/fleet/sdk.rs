@@ -61,17 +61,28 @@ fn refused(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "code": 9, "message": message }))).into_response()
 }
 
+/// Ready: a started (or reserved) process may now be allocated; an allocated one that calls it
+/// again is done with its room and goes back to the pool (Agones' GameServer reuse).
 async fn ready(State(sdk): State<Sdk>) -> Response {
-    let changed = sdk.server.update(|s| match s.phase {
+    let (changed, released) = sdk.server.update(|s| match s.phase {
         Phase::Scheduled | Phase::Reserved => {
             s.phase = Phase::Ready;
             s.last_health = Instant::now();
-            true
+            (true, None)
         }
-        _ => false,
+        Phase::Allocated => {
+            s.phase = Phase::Ready;
+            s.last_health = Instant::now();
+            s.players.clear();
+            s.player_capacity = 0;
+            (true, s.room.take())
+        }
+        _ => (false, None),
     });
-    if changed {
-        sdk.fleet.server_ready(&sdk.server);
+    match (changed, released) {
+        (true, Some(room)) => sdk.fleet.room_released(&sdk.server, &room),
+        (true, None) => sdk.fleet.server_ready(&sdk.server),
+        _ => {}
     }
     empty().into_response()
 }

@@ -79,6 +79,9 @@ pub struct ServerConfig {
     pub min: usize,
     /// Most processes running at once; past it a room create waits in the queue.
     pub max: usize,
+    /// Most processes starting (not ready yet) at once: a burst that starts them all together
+    /// starves every one of CPU.
+    pub max_starting: usize,
     /// A process that has not called the SDK's Ready within this is stopped, in ms.
     pub ready_timeout_ms: u64,
     /// A ready process that sends no Health within this is unhealthy: its room ends, in ms;
@@ -114,6 +117,7 @@ impl Default for ServerConfig {
             buffer: 1,
             min: 0,
             max: 16,
+            max_starting: 8,
             ready_timeout_ms: 15_000,
             health_timeout_ms: 15_000,
             queue_timeout_ms: 10_000,
@@ -182,6 +186,9 @@ impl FleetConfig {
             }
             if server.max == 0 || server.min > server.max || server.buffer > server.max {
                 return Err(at("max must be at least 1, and at least min and buffer"));
+            }
+            if server.max_starting == 0 {
+                return Err(at("max_starting must be at least 1"));
             }
             if server.ready_timeout_ms == 0 || server.shutdown_grace_ms == 0 {
                 return Err(at("ready_timeout_ms and shutdown_grace_ms must be > 0"));

@@ -438,6 +438,14 @@ impl Config {
         self.links.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
+        for (name, server) in &self.fleet.servers {
+            if server.queue_timeout_ms >= self.limits.request_timeout_ms {
+                return Err(format!(
+                    "fleet.servers.{name}.queue_timeout_ms must be less than limits.request_timeout_ms ({}): a waiting room create would be cut off",
+                    self.limits.request_timeout_ms
+                ));
+            }
+        }
         self.gateway.validate()?;
         if self.runtime.http_key.is_empty() {
             return Err("runtime.http_key must not be empty".into());
