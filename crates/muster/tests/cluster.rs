@@ -500,6 +500,22 @@ async fn match_presence(client: &mut support::Client, key: &str) -> Vec<String> 
     }
 }
 
+/// `joiner` joins match `id` by id; it sees `host`, the one member, and `host` is told.
+async fn join_across(joiner: &mut support::Client, host: &mut support::Client, id: &str) {
+    let joined = joiner
+        .ok("match_join", serde_json::json!({"match_id": id}), "match")
+        .await;
+    assert_eq!(joined["match_id"], id);
+    assert_eq!(
+        presence_ids(&joined["presences"]),
+        vec![host.user_id.clone()]
+    );
+    assert_eq!(
+        match_presence(host, "joins").await,
+        vec![joiner.user_id.clone()]
+    );
+}
+
 #[tokio::test]
 async fn a_player_on_another_node_joins_plays_and_leaves_an_authoritative_match() {
     use muster_proto::arena;
@@ -517,18 +533,7 @@ async fn a_player_on_another_node_joins_plays_and_leaves_an_authoritative_match(
         .await;
 
     // Bob joins from b: the match, on a, answers him and tells Alice.
-    let joined = bob
-        .ok("match_join", serde_json::json!({"match_id": id}), "match")
-        .await;
-    assert_eq!(joined["match_id"], id.as_str());
-    assert_eq!(
-        presence_ids(&joined["presences"]),
-        vec![alice.user_id.clone()]
-    );
-    assert_eq!(
-        match_presence(&mut alice, "joins").await,
-        vec![bob.user_id.clone()]
-    );
+    join_across(&mut bob, &mut alice, &id).await;
     let welcome = match_data(&mut bob, arena::OP_WELCOME).await;
     let slot = arena::Welcome::decode(&unb64(&welcome["data"]))
         .expect("welcome")
@@ -602,17 +607,7 @@ async fn relayed_matches_span_nodes_until_their_node_dies() {
     assert!(id.ends_with('.'), "a relayed id names no node: {id}");
 
     // A relayed id names no node, yet b finds the match on a.
-    let joined = bob
-        .ok("match_join", serde_json::json!({"match_id": id}), "match")
-        .await;
-    assert_eq!(
-        presence_ids(&joined["presences"]),
-        vec![alice.user_id.clone()]
-    );
-    assert_eq!(
-        match_presence(&mut alice, "joins").await,
-        vec![bob.user_id.clone()]
-    );
+    join_across(&mut bob, &mut alice, &id).await;
     bob.send(serde_json::json!({"match_data_send": {
         "match_id": id, "op_code": 5, "data": b64(b"from b")}}))
         .await;

@@ -72,16 +72,9 @@ async fn player(node: &Binary, device: &str) -> String {
     support::device_session_at(&node.base(), device).await.0
 }
 
-/// `POST /v2/rooms` as `token`'s player: (status, body).
+/// `POST /v2/rooms` of the `relay` kind as `token`'s player: (status, body).
 async fn create(node: &Binary, token: &str, capacity: u32) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v2/rooms", node.base()))
-        .bearer_auth(token)
-        .json(&json!({"handler": "relay", "capacity": capacity}))
-        .send()
-        .await
-        .expect("create");
-    support::status_and_json(response).await
+    create_kind(node, token, "relay", capacity).await
 }
 
 async fn get(node: &Binary, token: &str, path: &str) -> (u16, Value) {
@@ -540,12 +533,7 @@ async fn rooms_are_allocated_from_agones_through_its_allocator_over_mutual_tls()
     let fake = allocator::Fake::default();
     let port = allocator::serve(fake.clone(), &pki).await;
     let db = Database::new(Backend::Sqlite).await;
-    std::fs::create_dir_all(db.data_dir()).expect("dir");
-    let file = |name: &str, text: &str| {
-        let path = db.data_dir().join(name);
-        std::fs::write(&path, text).expect("write");
-        path.to_string_lossy().into_owned()
-    };
+    let file = |name: &str, text: &str| write_file(&db, name, text);
     let toml = format!(
         "[fleet.agones.stormgate]\nallocator = \"https://localhost:{port}\"\nnamespace = \"games\"\n\
          match_labels = {{ \"agones.dev/fleet\" = \"stormgate\" }}\n\
@@ -610,7 +598,7 @@ async fn rooms_are_allocated_from_agones_through_its_allocator_over_mutual_tls()
 
     // No Ready GameServer: a clear refusal, nothing created.
     *fake.exhausted.lock().expect("lock") = true;
-    let (status, refused) = create_kind(&node, &owner, "stormgate").await;
+    let (status, refused) = create_kind(&node, &owner, "stormgate", 2).await;
     assert_ne!(status, 201);
     assert!(
         refused
@@ -623,12 +611,7 @@ async fn rooms_are_allocated_from_agones_through_its_allocator_over_mutual_tls()
     // A Muster that does not present the certificate the allocator's CA signed is refused.
     let other = allocator::pki();
     let db = Database::new(Backend::Sqlite).await;
-    std::fs::create_dir_all(db.data_dir()).expect("dir");
-    let file = |name: &str, text: &str| {
-        let path = db.data_dir().join(name);
-        std::fs::write(&path, text).expect("write");
-        path.to_string_lossy().into_owned()
-    };
+    let file = |name: &str, text: &str| write_file(&db, name, text);
     let toml = format!(
         "[fleet.agones.stormgate]\nallocator = \"https://localhost:{port}\"\n\
          client_cert = \"{}\"\nclient_key = \"{}\"\nca_cert = \"{}\"\n",
@@ -639,7 +622,7 @@ async fn rooms_are_allocated_from_agones_through_its_allocator_over_mutual_tls()
     let node = muster_with(&db, &toml).await;
     let owner = player(&node, "fleet-agones-stranger").await;
     let before = fake.requests.lock().expect("lock").len();
-    let (status, refused) = create_kind(&node, &owner, "stormgate").await;
+    let (status, refused) = create_kind(&node, &owner, "stormgate", 2).await;
     assert_ne!(status, 201, "{refused}");
     assert_eq!(
         fake.requests.lock().expect("lock").len(),
@@ -648,11 +631,19 @@ async fn rooms_are_allocated_from_agones_through_its_allocator_over_mutual_tls()
     );
 }
 
-async fn create_kind(node: &Binary, token: &str, handler: &str) -> (u16, Value) {
+/// Writes `text` to `name` in `db`'s data folder; the file's path.
+fn write_file(db: &Database, name: &str, text: &str) -> String {
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    let path = db.data_dir().join(name);
+    std::fs::write(&path, text).expect("write");
+    path.to_string_lossy().into_owned()
+}
+
+async fn create_kind(node: &Binary, token: &str, handler: &str, capacity: u32) -> (u16, Value) {
     let response = reqwest::Client::new()
         .post(format!("{}/v2/rooms", node.base()))
         .bearer_auth(token)
-        .json(&json!({"handler": handler, "capacity": 2}))
+        .json(&json!({"handler": handler, "capacity": capacity}))
         .send()
         .await
         .expect("create");
