@@ -651,17 +651,6 @@ async fn add_ticket(client: &mut support::Client) -> String {
         .to_owned()
 }
 
-fn matched_users(matched: &serde_json::Value) -> Vec<String> {
-    let mut ids: Vec<String> = matched["users"]
-        .as_array()
-        .expect("users")
-        .iter()
-        .map(|u| u["presence"]["user_id"].as_str().expect("id").to_owned())
-        .collect();
-    ids.sort();
-    ids
-}
-
 async fn lease_epoch(node: &Binary) -> f64 {
     metric(node, "muster_matchmaker_lease_epoch").await
 }
@@ -705,8 +694,8 @@ async fn the_matchmaker_runs_once_for_the_cluster_and_moves_when_its_node_dies()
     assert_eq!(matched_a["ticket"], alice_ticket.as_str());
     let mut pair = vec![alice.user_id.clone(), bob.user_id.clone()];
     pair.sort();
-    assert_eq!(matched_users(&matched_a), pair);
-    assert_eq!(matched_users(&matched_b), pair);
+    assert_eq!(support::matched_user_ids(&matched_a), pair);
+    assert_eq!(support::matched_user_ids(&matched_b), pair);
     let joined_a = alice
         .ok(
             "match_join",
@@ -742,11 +731,11 @@ async fn the_matchmaker_runs_once_for_the_cluster_and_moves_when_its_node_dies()
     let mut pair = vec![dave.user_id.clone(), erin.user_id.clone()];
     pair.sort();
     assert_eq!(
-        matched_users(&matched_d),
+        support::matched_user_ids(&matched_d),
         pair,
         "not with the dead node's player"
     );
-    assert_eq!(matched_users(&matched_e), pair);
+    assert_eq!(support::matched_user_ids(&matched_e), pair);
     let epochs = [
         lease_epoch(&nodes[others[0]]).await,
         lease_epoch(&nodes[others[1]]).await,

@@ -4,9 +4,9 @@
 mod support;
 
 use muster::base::config::Config;
-use serde_json::{json, Value};
+use serde_json::json;
 use support::client::{b64, error_code, unb64, Client};
-use support::{Backend, Database, TestServer};
+use support::{matched_user_ids, Backend, Database, TestServer};
 
 async fn server(tune: impl FnOnce(&mut Config)) -> (TestServer, Database) {
     let db = Database::new(Backend::Sqlite).await;
@@ -27,17 +27,6 @@ async fn add(ws: &mut Client, query: &str, region: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("a ticket: {reply}"))
         .to_owned()
-}
-
-fn users(matched: &Value) -> Vec<String> {
-    let mut ids: Vec<String> = matched["users"]
-        .as_array()
-        .expect("users")
-        .iter()
-        .map(|u| u["presence"]["user_id"].as_str().unwrap_or("").to_owned())
-        .collect();
-    ids.sort();
-    ids
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -63,15 +52,15 @@ async fn pairs_the_right_players_and_their_tokens_join_one_match() {
     let m_us2 = us2.next("matchmaker_matched").await["matchmaker_matched"].clone();
     assert_eq!(m_eu1["ticket"], json!(t_eu1));
     assert_eq!(
-        users(&m_eu1),
+        matched_user_ids(&m_eu1),
         sorted(vec![eu1.user_id.clone(), eu2.user_id.clone()])
     );
-    assert_eq!(users(&m_eu2), users(&m_eu1));
+    assert_eq!(matched_user_ids(&m_eu2), matched_user_ids(&m_eu1));
     assert_eq!(
-        users(&m_us1),
+        matched_user_ids(&m_us1),
         sorted(vec![us1.user_id.clone(), us2.user_id.clone()])
     );
-    assert_eq!(users(&m_us2), users(&m_us1));
+    assert_eq!(matched_user_ids(&m_us2), matched_user_ids(&m_us1));
     assert_eq!(m_eu1["self"]["presence"]["user_id"], json!(eu1.user_id));
     assert_eq!(m_eu1["self"]["string_properties"]["region"], "eu");
     assert_eq!(m_eu1["users"][0]["numeric_properties"]["skill"], 10.0);
@@ -146,8 +135,8 @@ async fn removed_and_disconnected_tickets_never_match() {
     let mx = x.next("matchmaker_matched").await;
     let my = y.next("matchmaker_matched").await;
     let pair = sorted(vec![x.user_id.clone(), y.user_id.clone()]);
-    assert_eq!(users(&mx["matchmaker_matched"]), pair, "{mx}");
-    assert_eq!(users(&my["matchmaker_matched"]), pair);
+    assert_eq!(matched_user_ids(&mx["matchmaker_matched"]), pair, "{mx}");
+    assert_eq!(matched_user_ids(&my["matchmaker_matched"]), pair);
     removed.sync().await;
     assert!(removed.take_pending("matchmaker_matched").is_empty());
 }

@@ -38,7 +38,7 @@ use uuid::Uuid;
 
 use self::agones::{Allocation, Allocator};
 use self::ports::Ports;
-use self::process::{Assignment, GameServer, Phase};
+use self::process::{Assignment, GameServer, Phase, Stop};
 use self::reaper::Reaper;
 use crate::base::config::fleet::{FleetConfig, ServerConfig};
 use crate::matches::error::MatchError;
@@ -282,7 +282,7 @@ impl Fleet {
             fleet.shutdown.cancelled().await;
             for pool in fleet.pools.values() {
                 for server in pool.servers.lock().iter() {
-                    server.stop("Muster is shutting down");
+                    server.stop(Stop::Stopped, "Muster is shutting down");
                 }
             }
         });
@@ -515,24 +515,16 @@ impl Fleet {
             Ok(status) => status.to_string(),
             Err(error) => format!("unknown ({error})"),
         };
-        let asked = server.ending.lock().clone();
-        let (why, label) = match &asked {
-            Some(why) if why.contains("health") => (why.clone(), "unhealthy"),
-            Some(why) if why.contains("Ready") => (why.clone(), "not_ready"),
-            Some(why) if why.contains("asked") => (why.clone(), "shutdown"),
-            Some(why) => (why.clone(), "stopped"),
+        let stopped = server.ending.lock().clone();
+        let (why, label) = match stopped {
+            Some((kind, why)) => (why, kind.label()),
             None => (format!("the game server exited ({exit})"), "exited"),
         };
-        if asked.is_none() && !status.as_ref().is_ok_and(|s| s.success()) {
+        if label == "exited" && !status.as_ref().is_ok_and(|s| s.success()) {
             let output = server.output();
-            let tail: String = output
-                .chars()
-                .rev()
-                .take(1000)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
+            // The last 1,000 characters.
+            let from = output.char_indices().rev().nth(999).map_or(0, |(i, _)| i);
+            let tail = &output[from..];
             tracing::warn!(server = pool_name, pid = server.pid, %exit, output = %tail, "fleet: a game server exited");
         }
         self.metrics
@@ -719,20 +711,26 @@ async fn watchdog(server: Arc<GameServer>, config: ServerConfig) {
         let state = server.state();
         match state.phase {
             Phase::Scheduled if Instant::now() >= ready_by => {
-                server.stop(&format!(
-                    "the game server did not call Ready within {} ms",
-                    config.ready_timeout_ms
-                ));
+                server.stop(
+                    Stop::NotReady,
+                    &format!(
+                        "the game server did not call Ready within {} ms",
+                        config.ready_timeout_ms
+                    ),
+                );
                 return;
             }
             Phase::Ready | Phase::Reserved | Phase::Allocated
                 if !health.is_zero() && state.last_health.elapsed() > health =>
             {
                 server.update(|s| s.phase = Phase::Unhealthy);
-                server.stop(&format!(
-                    "the game server sent no health ping for {} ms",
-                    config.health_timeout_ms
-                ));
+                server.stop(
+                    Stop::Unhealthy,
+                    &format!(
+                        "the game server sent no health ping for {} ms",
+                        config.health_timeout_ms
+                    ),
+                );
                 return;
             }
             Phase::Unhealthy | Phase::Shutdown => return,

@@ -49,6 +49,30 @@ impl Phase {
     }
 }
 
+/// Why Muster stopped a process (the label of `muster_fleet_exits_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The game server called the SDK's Shutdown.
+    Asked,
+    /// It missed its health deadline.
+    Unhealthy,
+    /// It did not call Ready in time.
+    NotReady,
+    /// Its room was destroyed, or Muster is shutting down.
+    Stopped,
+}
+
+impl Stop {
+    pub fn label(self) -> &'static str {
+        match self {
+            Stop::Asked => "shutdown",
+            Stop::Unhealthy => "unhealthy",
+            Stop::NotReady => "not_ready",
+            Stop::Stopped => "stopped",
+        }
+    }
+}
+
 /// The room a process serves.
 #[derive(Debug, Clone)]
 pub struct Assignment {
@@ -85,8 +109,8 @@ pub struct GameServer {
     version: watch::Sender<u64>,
     /// Cancelled once the process has exited.
     pub exited: CancellationToken,
-    /// Why it ended, once it has.
-    pub ending: Mutex<Option<String>>,
+    /// Why Muster stopped it, once it has (the first reason given).
+    pub ending: Mutex<Option<(Stop, String)>>,
     logs: Mutex<VecDeque<u8>>,
     log_bytes: usize,
     grace: Duration,
@@ -228,11 +252,11 @@ impl GameServer {
 
     /// Stops the process: SIGTERM to its group, SIGKILL after the grace. `why` is kept as the
     /// reason its room ended (the first reason given wins).
-    pub fn stop(self: &Arc<Self>, why: &str) {
+    pub fn stop(self: &Arc<Self>, kind: Stop, why: &str) {
         {
             let mut ending = self.ending.lock();
             if ending.is_none() {
-                *ending = Some(why.to_string());
+                *ending = Some((kind, why.to_string()));
             }
         }
         self.update(|s| s.phase = Phase::Shutdown);

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::process::{GameServer, Phase};
+use super::process::{GameServer, Phase, Stop};
 use super::Fleet;
 
 #[derive(Clone)]
@@ -155,7 +155,8 @@ async fn reserve(State(sdk): State<Sdk>, Json(body): Json<Reserve>) -> Response 
 }
 
 async fn shutdown(State(sdk): State<Sdk>) -> Json<Value> {
-    sdk.server.stop("the game server asked to shut down");
+    sdk.server
+        .stop(Stop::Asked, "the game server asked to shut down");
     empty()
 }
 

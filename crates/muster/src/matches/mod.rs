@@ -205,10 +205,9 @@ impl Matches {
 
     /// Records the HTTP port this node listens on (`cluster.advertise`'s port wins when it has one).
     pub fn set_http_port(&self, bound: u16, advertise: &str) {
-        let advertised = advertise
-            .rsplit_once(':')
-            .and_then(|(_, port)| port.parse::<u16>().ok());
-        let _ = self.http_port.set(advertised.unwrap_or(bound));
+        let _ = self
+            .http_port
+            .set(split_advertise(advertise).1.unwrap_or(bound));
     }
 
     /// This node's HTTP port as players reach it, once it listens.
@@ -688,18 +687,22 @@ fn advertised_host(cluster: &crate::base::config::ClusterConfig) -> Option<Strin
     if !cluster.enabled() || cluster.advertise.is_empty() {
         return None;
     }
-    let advertise = cluster.advertise.as_str();
-    let host = match advertise.parse::<std::net::SocketAddr>() {
-        Ok(addr) => addr.ip().to_string(),
-        Err(_) => match advertise.rsplit_once(':') {
-            // host:port, unless it is a bare IPv6 address
-            Some((host, port)) if port.parse::<u16>().is_ok() && !host.contains(':') => {
-                host.to_string()
-            }
-            _ => advertise.to_string(),
+    Some(split_advertise(&cluster.advertise).0)
+}
+
+/// `host`, `host:port`, `ip:port` or `[v6]:port`, a bare IPv6 address included → (host, port).
+fn split_advertise(advertise: &str) -> (String, Option<u16>) {
+    if let Ok(addr) = advertise.parse::<std::net::SocketAddr>() {
+        return (addr.ip().to_string(), Some(addr.port()));
+    }
+    match advertise.rsplit_once(':') {
+        // host:port, unless it is a bare IPv6 address
+        Some((host, port)) if !host.contains(':') => match port.parse::<u16>() {
+            Ok(port) => (host.to_string(), Some(port)),
+            Err(_) => (advertise.to_string(), None),
         },
-    };
-    Some(host)
+        _ => (advertise.to_string(), None),
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,8 @@ struct JoinAsk {
 /// This node's link to the matches of the others.
 pub struct MatchLink {
     bus: Bus,
+    /// This node's tag in match ids.
+    my_tag: [u8; 6],
     /// Live peers by the tag their match ids carry.
     peers: Mutex<HashMap<[u8; 6], String>>,
     /// Sessions here in matches of other nodes: owner → (session, match).
@@ -131,6 +133,7 @@ impl MatchLink {
         let inbox = bus.subscribe(&in_topic(bus.node())).await?;
         let rooms = bus.subscribe(&room_topic(bus.node())).await?;
         Ok(MatchLink {
+            my_tag: node_tag(bus.node()),
             bus,
             peers: Mutex::new(HashMap::new()),
             joined: Mutex::new(HashMap::new()),
@@ -147,7 +150,7 @@ impl MatchLink {
     /// whose node is not (or no longer) in the cluster is looked for here.
     pub fn owner_of(&self, id: MatchId) -> Option<String> {
         let tag = id.tag();
-        if tag == node_tag(self.bus.node()) {
+        if tag == self.my_tag {
             return None;
         }
         self.peers.lock().get(&tag).cloned()

@@ -22,6 +22,7 @@ use super::join_tokens::JoinClaims;
 use super::registry::MatchRef;
 use super::remote::{MatchLink, RoomAsk};
 use super::Matches;
+use crate::fleet::process::Stop;
 use crate::fleet::{Fleet, FleetRoom};
 
 /// Who is calling the rooms API.
@@ -350,7 +351,7 @@ impl Matches {
                     "An Agones game server ends its room itself (its SDK's Shutdown).".into(),
                 ));
             };
-            server.stop("its room was destroyed");
+            server.stop(Stop::Stopped, "its room was destroyed");
             return Ok(());
         }
         let room = self.room(id)?;

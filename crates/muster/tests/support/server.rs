@@ -300,6 +300,15 @@ pub fn presence_ids(list: &Value) -> Vec<String> {
     ids
 }
 
+/// The user ids of a `matchmaker_matched`'s users, sorted.
+pub fn matched_user_ids(matched: &Value) -> Vec<String> {
+    let presences: Vec<Value> = matched["users"]
+        .as_array()
+        .map(|users| users.iter().map(|u| u["presence"].clone()).collect())
+        .unwrap_or_default();
+    presence_ids(&Value::Array(presences))
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
