@@ -157,6 +157,8 @@ pub struct Fleet {
     node: String,
     pools: HashMap<String, Pool>,
     ports: Ports,
+    /// The executable whose `fleet-exec` starts each game server (`fleet.launcher`).
+    launcher: std::path::PathBuf,
     reaper: Reaper,
     tokens: Arc<JoinTokens>,
     /// Rooms by uuid.
@@ -232,6 +234,14 @@ impl Fleet {
                 anyhow::bail!("fleet.servers.{name}.command: {why}");
             }
         }
+        let launcher = if config.launcher.is_empty() {
+            std::env::current_exe()?
+        } else {
+            if let Err(why) = runnable(&config.launcher, "") {
+                anyhow::bail!("fleet.launcher: {why}");
+            }
+            config.launcher.clone().into()
+        };
         std::fs::create_dir_all(data_dir)?;
         let (reaper, reaped) = Reaper::open(&data_dir.join("fleet-processes"));
         if reaped > 0 {
@@ -261,6 +271,7 @@ impl Fleet {
             node: node.to_string(),
             pools,
             ports: Ports::new(first, last),
+            launcher,
             reaper,
             tokens,
             rooms: DashMap::new(),
@@ -461,18 +472,24 @@ impl Fleet {
                 )));
             }
         };
-        let (server, child) =
-            match GameServer::start(&pool.name, &pool.config, port, sdk_port, room) {
-                Ok(started) => started,
-                Err(error) => {
-                    self.ports.give_back(port);
-                    tracing::warn!(server = pool.name, %error, "fleet: cannot start a game server");
-                    return Err(MatchError::Rejected(format!(
-                        "Cannot start a '{}' game server: {error}",
-                        pool.name
-                    )));
-                }
-            };
+        let (server, child) = match GameServer::start(
+            &self.launcher,
+            &pool.name,
+            &pool.config,
+            port,
+            sdk_port,
+            room,
+        ) {
+            Ok(started) => started,
+            Err(error) => {
+                self.ports.give_back(port);
+                tracing::warn!(server = pool.name, %error, "fleet: cannot start a game server");
+                return Err(MatchError::Rejected(format!(
+                    "Cannot start a '{}' game server: {error}",
+                    pool.name
+                )));
+            }
+        };
         self.reaper.started(server.pid);
         pool.servers.lock().push(server.clone());
         let Some(fleet) = self.me.upgrade() else {

@@ -126,9 +126,11 @@ pub fn fill(template: &str, values: &[(String, String)]) -> String {
 }
 
 impl GameServer {
-    /// Starts a process of `config` (named `handler`) on `port`, its SDK answering on
-    /// `sdk_port`; `room` when it is started for one room (no warm pool).
+    /// Starts a process of `config` (named `handler`) on `port` through `launcher`'s
+    /// `fleet-exec`, its SDK answering on `sdk_port`; `room` when it is started for one room
+    /// (no warm pool).
     pub fn start(
+        launcher: &std::path::Path,
         handler: &str,
         config: &ServerConfig,
         port: u16,
@@ -148,8 +150,7 @@ impl GameServer {
                 values.push((format!("{{param.{k}}}"), v.clone()));
             }
         }
-        let exe = std::env::current_exe()?;
-        let mut command = tokio::process::Command::new(exe);
+        let mut command = tokio::process::Command::new(launcher);
         command
             .arg("fleet-exec")
             .arg("--parent")

@@ -43,10 +43,13 @@ pub enum Metric {
     ChatAck,
     /// Chat message: intended send time (carried in the message) → received by a member.
     ChatDelivery,
+    /// A game server's relay (`protocol = "lines"`): a line's intended send time on one of a
+    /// player's connections (carried in the line) → its arrival on another.
+    Relay,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 14] = [
         Metric::Auth,
         Metric::Connect,
         Metric::Ping,
@@ -60,6 +63,7 @@ impl Metric {
         Metric::ChatJoin,
         Metric::ChatAck,
         Metric::ChatDelivery,
+        Metric::Relay,
     ];
 
     pub fn name(self) -> &'static str {
@@ -77,6 +81,7 @@ impl Metric {
             Metric::ChatJoin => "chat_join",
             Metric::ChatAck => "chat_ack",
             Metric::ChatDelivery => "chat_delivery",
+            Metric::Relay => "relay",
         }
     }
 

@@ -58,6 +58,9 @@ pub enum Failure {
     EnetClosed,
     /// A packet from the server that is not an envelope.
     EnetIo,
+    /// A line-based game server refused the join (`DENIED …`) or answered it with something
+    /// else than `WELCOME`.
+    GameDenied,
     /// A server function call failed: `problem` is `error_<code>`, `http_<status>` or `timeout`.
     Rpc { function: String, problem: String },
 }
@@ -89,6 +92,7 @@ impl Failure {
             Failure::EnetConnect => "enet_connect".into(),
             Failure::EnetClosed => "enet_closed".into(),
             Failure::EnetIo => "enet_io".into(),
+            Failure::GameDenied => "game_denied".into(),
             Failure::Rpc { function, problem } => format!("rpc_{function}_{problem}").into(),
         }
     }

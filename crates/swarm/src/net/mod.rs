@@ -3,6 +3,8 @@
 //! - [`transport`]: TCP from the worker's source address and the WebSocket upgrade done by hand
 //!   (so an idle socket keeps no handshake buffer);
 //! - [`native`]: Muster's native TCP transport (length-delimited protobuf frames);
+//! - [`lines`]: a line-based game server's TCP connection (a studio's own server run as a
+//!   process room, e.g. `clients/fleet-server/relay.py`);
 //! - [`enet`]: Muster's ENet transport (reliable UDP), the worker's players sharing a few hosts;
 //! - [`failure`]: why a player failed, the kinds the report counts, and how transport errors
 //!   map onto them.
@@ -11,5 +13,6 @@
 
 pub mod enet;
 pub mod failure;
+pub mod lines;
 pub mod native;
 pub mod transport;

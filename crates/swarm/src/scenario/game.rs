@@ -19,6 +19,20 @@ pub enum Transport {
     Enet,
 }
 
+/// What a room's connections speak (`room_connect`'s `protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// Muster's native transport (protobuf envelopes), joined with a `match_join` by ticket:
+    /// rooms run by Muster's own handlers.
+    Muster,
+    /// Text lines: the first is `TICKET <ticket>`, answered `WELCOME …` (or `DENIED …`); then
+    /// every line is a message that the game server relays to the room's other players. What
+    /// a studio's own server run as a process room speaks at its simplest
+    /// (`clients/fleet-server/relay.py`). Driven by `replay`.
+    Lines,
+}
+
 /// When inputs are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,6 +74,7 @@ pub enum GameStep {
         open: bool,
         /// `tcp` or `enet`: which endpoint of the connection info is used.
         transport: Transport,
+        protocol: Protocol,
         timeout_s: Option<Seconds>,
     },
     Replay {
@@ -86,6 +101,7 @@ pub struct RawGameStep {
     pub tick_rate_hz: Option<u32>,
     pub connections: Option<u32>,
     pub open: Option<bool>,
+    pub protocol: Option<Protocol>,
     pub file: Option<String>,
     pub timeout_s: Option<Seconds>,
 }
@@ -153,10 +169,15 @@ impl RawGameStep {
         if transport == Transport::Websocket {
             return Err("`transport` must be \"tcp\" or \"enet\" here".into());
         }
+        let protocol = self.protocol.unwrap_or(Protocol::Muster);
+        if protocol == Protocol::Lines && transport != Transport::Tcp {
+            return Err("`protocol = \"lines\"` runs over `transport = \"tcp\"` only".into());
+        }
         Ok(GameStep::RoomConnect {
             connections,
             open: self.open.unwrap_or(true),
             transport,
+            protocol,
             timeout_s: self.timeout_s,
         })
     }
@@ -198,6 +219,8 @@ pub struct Progress {
     matched: bool,
     room: bool,
     joined: bool,
+    /// Joined over `protocol = "lines"`: only `replay` drives such connections.
+    lines: bool,
 }
 
 impl Progress {
@@ -218,6 +241,13 @@ impl Progress {
                 if !self.matched {
                     return Err("needs a matchmaker token: add a `matchmake` step before it".into());
                 }
+                if self.lines {
+                    return Err(
+                        "a player's connections speak one protocol: it already joined \
+                                a room with `protocol = \"lines\"`"
+                            .into(),
+                    );
+                }
                 if *transport == Transport::Websocket && !connected {
                     return Err(
                         "needs an open socket (or `transport = \"tcp\"` or `\"enet\"`)".into(),
@@ -231,11 +261,26 @@ impl Progress {
                 }
                 self.room = true;
             }
-            GameStep::RoomConnect { open, .. } => {
+            GameStep::RoomConnect { open, protocol, .. } => {
                 if !self.room {
                     return Err("needs a room: add a `create_room` step before it".into());
                 }
+                if *open && self.joined && self.lines != (*protocol == Protocol::Lines) {
+                    return Err(
+                        "a player's connections speak one protocol: this one differs \
+                                from the match it already joined"
+                            .into(),
+                    );
+                }
                 self.joined |= *open;
+                self.lines |= *open && *protocol == Protocol::Lines;
+            }
+            GameStep::Play { .. } if self.lines => {
+                return Err(
+                    "`play` speaks the arena game of Muster's own rooms; connections \
+                            with `protocol = \"lines\"` are driven by `replay`"
+                        .into(),
+                );
             }
             GameStep::Play { .. } | GameStep::Replay { .. } => {
                 if !self.joined {

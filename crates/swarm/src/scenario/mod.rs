@@ -580,6 +580,15 @@ do = "disconnect"
         )));
         let rooms = load("seed-002-rooms.toml");
         assert_eq!(rooms.phases[0].arrival_rate, Some(30.0));
+        let process_rooms = load("seed-002-process-rooms.toml");
+        assert_eq!(process_rooms.phases[0].arrival_rate, Some(30.0));
+        assert!(process_rooms.steps.iter().any(|s| matches!(
+            s,
+            Step::Game(game::GameStep::RoomConnect {
+                protocol: game::Protocol::Lines,
+                ..
+            })
+        )));
         let matches = load("seed-000-match.toml");
         assert!(matches.steps.iter().any(|s| s.name() == "play"));
         assert_eq!(matches.schedule().phases[0].curve.shape, Shape::Bell);
@@ -620,6 +629,39 @@ do = "disconnect"
         assert_eq!(good().scaled(1e-6).unwrap().schedule().total_players(), 1);
         let rooms = Scenario::load(&dir.join("seed-002-rooms.toml")).unwrap();
         assert!(matches!(rooms.scaled(1e-6), Err(ScaleError::NoPlayers(_))));
+    }
+
+    #[test]
+    fn line_protocol_rooms_are_checked() {
+        let steps = |tail: &str| {
+            format!(
+                "name = \"t\"\n[[phases]]\nduration_s = 1\nplayers = 1\n\
+                 [[steps]]\ndo = \"authenticate\"\n[[steps]]\ndo = \"create_room\"\n{tail}"
+            )
+        };
+        let ok = steps("[[steps]]\ndo = \"room_connect\"\nprotocol = \"lines\"\n");
+        Scenario::parse(&ok, "t.toml").expect("valid");
+        let (_, message) = error_of(&steps(
+            "[[steps]]\ndo = \"room_connect\"\nprotocol = \"lines\"\ntransport = \"enet\"\n",
+        ));
+        assert!(
+            message.contains("over `transport = \"tcp\"` only"),
+            "{message}"
+        );
+        let (_, message) = error_of(&steps(
+            "[[steps]]\ndo = \"room_connect\"\nprotocol = \"lines\"\n\
+             [[steps]]\ndo = \"play\"\nduration_s = 1\n",
+        ));
+        assert!(message.contains("driven by `replay`"), "{message}");
+        let (_, message) = error_of(&steps(
+            "[[steps]]\ndo = \"room_connect\"\nprotocol = \"lines\"\n\
+             [[steps]]\ndo = \"room_connect\"\n",
+        ));
+        assert!(message.contains("one protocol"), "{message}");
+        let (_, message) = error_of(&steps(
+            "[[steps]]\ndo = \"room_connect\"\nprotocol = \"udp\"\n",
+        ));
+        assert!(message.contains("protocol"), "{message}");
     }
 
     #[test]

@@ -135,6 +135,8 @@ struct RawStep {
     tick_rate_hz: Option<Spanned<u32>>,
     connections: Option<Spanned<u32>>,
     open: Option<Spanned<bool>>,
+    /// `room_connect`: `muster` or `lines`.
+    protocol: Option<Spanned<game::Protocol>>,
     file: Option<Spanned<String>>,
     channels: Option<Spanned<u64>>,
     group_size: Option<Spanned<u64>>,
@@ -218,7 +220,7 @@ impl RawStep {
                 "timeout_s",
             ],
             StepKind::CreateRoom => &["handler", "capacity", "tick_rate_hz", "timeout_s"],
-            StepKind::RoomConnect => &["connections", "open", "transport", "timeout_s"],
+            StepKind::RoomConnect => &["connections", "open", "transport", "protocol", "timeout_s"],
             StepKind::Replay => &["file", "timeout_s"],
             StepKind::ChatJoin => &[
                 "channels",
@@ -266,6 +268,7 @@ impl RawStep {
             ("tick_rate_hz", self.tick_rate_hz.as_ref().map(|v| v.span())),
             ("connections", self.connections.as_ref().map(|v| v.span())),
             ("open", self.open.as_ref().map(|v| v.span())),
+            ("protocol", self.protocol.as_ref().map(|v| v.span())),
             ("file", self.file.as_ref().map(|v| v.span())),
             ("channels", self.channels.as_ref().map(|v| v.span())),
             ("group_size", self.group_size.as_ref().map(|v| v.span())),
@@ -382,6 +385,7 @@ impl RawStep {
                     tick_rate_hz: self.tick_rate_hz.map(Spanned::into_inner),
                     connections: self.connections.map(Spanned::into_inner),
                     open: self.open.map(Spanned::into_inner),
+                    protocol: self.protocol.map(Spanned::into_inner),
                     file: self.file.map(|f| relative_to(base, f.into_inner())),
                     timeout_s: inner(self.timeout_s),
                 };

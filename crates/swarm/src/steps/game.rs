@@ -35,12 +35,14 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::measure::stats::Metric;
 use crate::net::enet::EnetConn;
 use crate::net::failure::{http_failure, ws_failure, Failure};
+use crate::net::lines::Lines;
 use crate::net::native::Native;
 use crate::net::transport::Ws;
-use crate::scenario::game::{Align, GameStep, Transport};
+use crate::scenario::game::{Align, GameStep, Protocol, Transport};
 use crate::scenario::replay::{Record, Replay};
 use crate::scenario::Seconds;
 use crate::steps::ctx::Ctx;
+use crate::steps::lines::{join_lines, replay_lines};
 use crate::steps::player::unsolicited;
 use crate::steps::tick_clock::TickClock;
 
@@ -55,6 +57,8 @@ pub struct Game {
     on_websocket: bool,
     /// Native connections (joined), one per simulated player of a room.
     conns: Vec<Conn>,
+    /// Connections to a line-based game server (`protocol = "lines"`), joined.
+    lines: Vec<Lines>,
 }
 
 /// The parts of a player a game step uses.
@@ -179,6 +183,7 @@ impl Game {
                 connections,
                 open,
                 transport,
+                protocol,
                 timeout_s,
             } => {
                 let token = io.token.ok_or(Failure::BadResponse)?;
@@ -206,9 +211,18 @@ impl Game {
                         .parse::<std::net::SocketAddr>()
                         .unwrap_or_else(|_| std::net::SocketAddr::new(ctx.addr.ip(), port as u16));
                     let deadline = looked_up + limit(timeout_s);
-                    let (conn, id) = join_native(ctx, *transport, addr, ticket, deadline).await?;
-                    self.conns.push(conn);
-                    self.match_id = Some(id);
+                    match protocol {
+                        Protocol::Muster => {
+                            let (conn, id) =
+                                join_native(ctx, *transport, addr, ticket, deadline).await?;
+                            self.conns.push(conn);
+                            self.match_id = Some(id);
+                        }
+                        Protocol::Lines => {
+                            let conn = join_lines(ctx, addr, ticket, deadline).await?;
+                            self.lines.push(conn);
+                        }
+                    }
                     let done = Instant::now();
                     ctx.rec.borrow_mut().latency(Metric::Join, done - looked_up);
                     *io.next = done;
@@ -244,6 +258,11 @@ impl Game {
                     }
                 }
                 *io.next = until;
+            }
+            GameStep::Replay { file, timeout_s } if !self.lines.is_empty() => {
+                let replay = load_replay(file)?;
+                replay_lines(ctx, &mut self.lines, &replay, limit(timeout_s)).await?;
+                *io.next = Instant::now();
             }
             GameStep::Replay { file, timeout_s } => {
                 let replay = load_replay(file)?;
@@ -317,6 +336,10 @@ impl Game {
             conn.close().await;
             crate::steps::player::socket_gone(ctx);
         }
+        for conn in self.lines.drain(..) {
+            conn.close().await;
+            crate::steps::player::socket_gone(ctx);
+        }
     }
 }
 
@@ -343,11 +366,11 @@ fn load_replay(path: &PathBuf) -> Result<std::rc::Rc<Replay>, Failure> {
     })
 }
 
-fn count_send(ctx: &Ctx) {
+pub(super) fn count_send(ctx: &Ctx) {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
 }
 
-fn count_receive(ctx: &Ctx) {
+pub(super) fn count_receive(ctx: &Ctx) {
     ctx.rec.borrow_mut().count(|c| c.receives += 1);
 }
 

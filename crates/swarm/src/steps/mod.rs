@@ -7,6 +7,8 @@
 //!   steps (authenticate, connect, heartbeat, wait, disconnect);
 //! - [`chat`]: `chat_join` and `chat` (room membership, message delivery latency);
 //! - [`game`]: match and room steps (matchmake, join, play, replay over WebSocket or native TCP);
+//! - [`lines`]: rooms run by a line-based game server (`protocol = "lines"`): the ticket join
+//!   and `replay` with relay latency;
 //! - [`rpc`]: server function calls at random intervals;
 //! - [`tick_clock`]: where the server's ticks fall, so `play` sends inputs just ahead of them.
 //!
@@ -16,6 +18,7 @@
 pub mod chat;
 pub mod ctx;
 pub mod game;
+pub mod lines;
 pub mod player;
 pub mod rpc;
 pub mod tick_clock;

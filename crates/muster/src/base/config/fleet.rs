@@ -14,6 +14,10 @@ pub struct FleetConfig {
     pub servers: BTreeMap<String, ServerConfig>,
     /// Game servers allocated from Agones fleets, by the handler name rooms are created with.
     pub agones: BTreeMap<String, AgonesConfig>,
+    /// The `muster` executable whose hidden `fleet-exec` command starts every game server (the
+    /// wrapper that ties it to Muster's life); empty: this process's own executable. Set it
+    /// only when Muster runs embedded in another program.
+    pub launcher: String,
 }
 
 /// One kind of game server allocated from an Agones fleet through Agones' allocator service.
@@ -103,6 +107,7 @@ impl Default for FleetConfig {
             port_range: "7600-7999".into(),
             servers: BTreeMap::new(),
             agones: BTreeMap::new(),
+            launcher: String::new(),
         }
     }
 }
