@@ -86,9 +86,9 @@ for run in $(seq 1 "$RUNS"); do
     --out "$dir/report" >"$dir/swarm.out" 2>&1 || true
   {
     echo "{\"warmS\": $warmed, \"warmReady\": ${ready%.*},"
-    echo " \"warmAllocations\": $(metric 'muster_fleet_allocations_total{server="relay",how="warm"}' "$port"),"
-    echo " \"coldAllocations\": $(metric 'muster_fleet_allocations_total{server="relay",how="cold"}' "$port"),"
-    echo " \"queuedAllocations\": $(metric 'muster_fleet_allocations_total{server="relay",how="queued"}' "$port")}"
+    echo " \"warmAllocations\": $(metric 'muster_fleet_allocations_total{how="warm",server="relay"}' "$port"),"
+    echo " \"coldAllocations\": $(metric 'muster_fleet_allocations_total{how="cold",server="relay"}' "$port"),"
+    echo " \"queuedAllocations\": $(metric 'muster_fleet_allocations_total{how="queued",server="relay"}' "$port")}"
   } >"$dir/fleet.json"
   stop_muster
 done

