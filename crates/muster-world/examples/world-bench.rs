@@ -142,17 +142,31 @@ fn main() {
     let mut write = Vec::new();
     let mut bytes = 0u64;
     let mut read = Vec::new();
-    let mut restore = Vec::new();
+    let mut restore: Vec<f64> = Vec::new();
+    let mut snapshots: Vec<Snapshot> = world.iter().map(|_| Snapshot::default()).collect();
     for _ in 0..checkpoints {
         let mut round_bytes = 0;
         let started_all = Instant::now();
-        let mut paused = 0.0;
-        let mut snapshots = Vec::new();
-        for shard in &world {
-            let started = Instant::now();
-            snapshots.push(shard.snapshot());
-            paused = f64::max(paused, ms(started));
-        }
+        // Each shard copies itself into the snapshot it keeps (warm memory after the first
+        // checkpoint), on its own thread as each shard's task would in the server.
+        let pauses: Vec<f64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = world
+                .iter()
+                .zip(snapshots.iter_mut())
+                .map(|(shard, snap)| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        shard.snapshot_into(snap);
+                        ms(started)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("copy"))
+                .collect()
+        });
+        let paused = pauses.iter().copied().fold(0.0, f64::max);
         let copy_ms = ms(started_all);
         let started = Instant::now();
         std::thread::scope(|scope| {
@@ -170,22 +184,36 @@ fn main() {
         write.push(ms(started) + copy_ms);
         pause.push(paused);
         bytes = round_bytes;
-        drop(snapshots);
         if drop_caches {
             let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
         }
+        // Each shard read and rebuilt on its own thread.
         let started = Instant::now();
-        let snaps: Vec<Snapshot> = world
-            .iter()
-            .map(|s| Snapshot::read(&tmp.join(format!("shard-{}.world", s.id))).expect("read"))
-            .collect();
-        read.push(ms(started));
-        let started = Instant::now();
-        let restored: Vec<Shard> = snaps
-            .into_iter()
-            .map(|snap| Shard::restore(snap, map.clone(), rules.clone()).expect("restore"))
-            .collect();
-        restore.push(ms(started) + read.last().copied().unwrap_or(0.0));
+        let timed: Vec<(f64, Shard)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = world
+                .iter()
+                .map(|s| {
+                    let (path, map, rules) = (
+                        tmp.join(format!("shard-{}.world", s.id)),
+                        map.clone(),
+                        rules.clone(),
+                    );
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let snap = Snapshot::read(&path).expect("read");
+                        let read_ms = ms(started);
+                        (read_ms, Shard::restore(snap, map, rules).expect("restore"))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("restore"))
+                .collect()
+        });
+        restore.push(ms(started));
+        read.push(timed.iter().map(|t| t.0).fold(0.0, f64::max));
+        let restored: Vec<Shard> = timed.into_iter().map(|t| t.1).collect();
         assert_eq!(restored.len(), world.len());
         assert!(restored
             .iter()

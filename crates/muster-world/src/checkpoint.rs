@@ -32,7 +32,7 @@ const VERSION: u32 = 1;
 compile_error!("checkpoints are written little-endian as in memory: a big-endian host needs a byte-swapping writer");
 
 /// A shard's persisted state, copied out of it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     pub shard_id: u32,
     /// The tiles' offsets, flattened `x, y`.
@@ -55,27 +55,33 @@ pub struct Snapshot {
 impl Shard {
     /// Copies the persisted state (the shard's only pause for a checkpoint).
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            shard_id: self.id,
-            tiles: self.tiles.iter().flat_map(|p| [p.x, p.y]).collect(),
-            tick_no: self.tick_no,
-            now_ms: self.now_ms,
-            route_starts: self.routes.starts.clone(),
-            route_points: self.routes.points.clone(),
-            route_ends: self
-                .routes
-                .ends()
-                .into_iter()
-                .flat_map(|(a, b)| [a, b])
-                .collect(),
-            towers: self.towers.clone(),
-            creep_owner: self.creeps.owner.clone(),
-            creep_route: self.creeps.route.clone(),
-            creep_start: self.creeps.start_ms.clone(),
-            creep_speed: self.creeps.speed.clone(),
-            creep_hp: self.creeps.hp.clone(),
-            creep_generation: self.creeps.generation.clone(),
-        }
+        let mut snapshot = Snapshot::default();
+        self.snapshot_into(&mut snapshot);
+        snapshot
+    }
+
+    /// Copies the persisted state into `into`, reusing its memory: a shard that keeps one
+    /// snapshot for its checkpoints pays a plain memory copy each time, not fresh pages (whose
+    /// zeroing by the kernel would cost more than the copy).
+    pub fn snapshot_into(&self, into: &mut Snapshot) {
+        into.shard_id = self.id;
+        into.tick_no = self.tick_no;
+        into.now_ms = self.now_ms;
+        into.tiles.clear();
+        into.tiles
+            .extend(self.tiles.iter().flat_map(|p| [p.x, p.y]));
+        into.route_starts.clone_from(&self.routes.starts);
+        into.route_points.clone_from(&self.routes.points);
+        into.route_ends.clear();
+        into.route_ends
+            .extend(self.routes.ends().into_iter().flat_map(|(a, b)| [a, b]));
+        into.towers.clone_from(&self.towers);
+        into.creep_owner.clone_from(&self.creeps.owner);
+        into.creep_route.clone_from(&self.creeps.route);
+        into.creep_start.clone_from(&self.creeps.start_ms);
+        into.creep_speed.clone_from(&self.creeps.speed);
+        into.creep_hp.clone_from(&self.creeps.hp);
+        into.creep_generation.clone_from(&self.creeps.generation);
     }
 
     /// The shard a snapshot holds, on `map` with `rules`, its derived state rebuilt.

@@ -120,8 +120,18 @@ impl RouteStore {
         }
         let mut seg = first + *cursor as usize;
         if seg >= last || at(seg).2 > driven {
-            // A cursor from elsewhere (a restored creep): search from the start.
-            seg = first;
+            // No usable cursor (a restored or respawned creep): binary search for the last
+            // point at or before `driven`.
+            let (mut lo, mut hi) = (first, last);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if at(mid).2 <= driven {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            seg = lo;
         }
         while seg + 1 < last && at(seg + 1).2 <= driven {
             seg += 1;

@@ -103,8 +103,12 @@ pub fn seed(
     for _ in 0..plan.connections {
         let from = rng.random_range(0..shard.towers.len() as u32);
         near.clear();
+        let tile = shard.tile_of_tower(from);
         shard.towers_within(shard.towers.pos(from), plan.link_m, |t| {
-            if t != from && near.len() < 64 {
+            if near.len() < 64
+                && shard.tile_of_tower(t) == tile
+                && shard.route_ends(from, t).is_ok()
+            {
                 near.push(t);
             }
         });
@@ -122,9 +126,13 @@ pub fn seed(
     if routes.is_empty() {
         return report;
     }
-    // Creeps, already somewhere along their routes.
-    for _ in 0..plan.creeps {
-        let (route, owner) = routes[rng.random_range(0..routes.len())];
+    // Creeps, already somewhere along their routes; numbered route by route, so that a tick
+    // reads each route's points while they are in cache.
+    let mut picks: Vec<(u32, u32)> = (0..plan.creeps)
+        .map(|_| routes[rng.random_range(0..routes.len())])
+        .collect();
+    picks.sort_unstable();
+    for (route, owner) in picks {
         let speed = rng.random_range(plan.speed.0..=plan.speed.1);
         let trip_ms = (shard.routes.length(route) / speed * 1000.0) as u64;
         let start = now_ms.saturating_sub(rng.random_range(0..trip_ms.max(1)));

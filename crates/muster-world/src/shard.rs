@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actors::{Creeps, Towers, NPC_OWNERS};
 use crate::geo::{Point, Rect};
-use crate::index::grid::Grid;
+use crate::index::grid::{Entry, Grid};
 use crate::index::towers::TowerIndex;
 use crate::map::RoadMap;
 use crate::routes::RouteStore;
@@ -197,6 +197,12 @@ impl Shard {
         })
     }
 
+    /// The tile tower `t` stands in.
+    pub fn tile_of_tower(&self, t: u32) -> Option<usize> {
+        let b = *self.towers.building.get(t as usize)?;
+        Some(b as usize / self.map.buildings.len().max(1))
+    }
+
     /// The tower on building `b`, if any.
     pub fn tower_on(&self, b: u32) -> Option<u32> {
         self.building_tower
@@ -344,8 +350,8 @@ impl Shard {
     }
 
     fn place(&mut self, id: u32, pos: Point) {
-        let cell = self.grid.cell_of(pos);
-        let slot = self.grid.insert(cell, id);
+        let owner = self.creeps.owner[id as usize];
+        let (cell, slot) = self.grid.insert(Entry { id, owner, pos });
         self.creeps.cell[id as usize] = cell;
         self.creeps.slot[id as usize] = slot;
     }
@@ -396,7 +402,9 @@ impl Shard {
             {
                 Some(pos) => {
                     let cell = self.grid.cell_of(pos);
-                    if cell != self.creeps.cell[id] {
+                    if cell == self.creeps.cell[id] {
+                        self.grid.update(cell, self.creeps.slot[id], pos);
+                    } else {
                         report.crossed += 1;
                         self.unplace(id as u32);
                         self.place(id as u32, pos);
@@ -461,29 +469,22 @@ impl Shard {
             Point::new(pos.x - range, pos.y - range),
             Point::new(pos.x + range, pos.y + range),
         );
+        let r2 = range * range;
         let mut best: Option<(f32, u32)> = None;
-        self.grid.candidates(&rect, |id| {
-            let i = id as usize;
-            if self.creeps.owner[i] == owner {
+        self.grid.candidates(&rect, |e| {
+            if e.owner == owner {
                 return;
             }
-            let mut cursor = self.creeps.cursor[i];
-            let Some(p) = self.routes.position(
-                self.creeps.route[i],
-                self.driven(i, self.now_ms),
-                &mut cursor,
-            ) else {
-                return;
-            };
-            let d2 = p.distance2(pos);
-            if d2 <= range * range && best.is_none_or(|(bd, bid)| (d2, id) < (bd, bid)) {
-                best = Some((d2, id));
+            let d2 = e.pos.distance2(pos);
+            if d2 <= r2 && best.is_none_or(|b| (d2, e.id) < b) {
+                best = Some((d2, e.id));
             }
         });
         best.map(|(_, id)| id)
     }
 
-    /// Everything inside `rect`: towers (ids) and live creeps (ids, with their positions).
+    /// Everything inside `rect`: towers (ids) and live creeps (ids, with their positions as of
+    /// the last tick).
     pub fn query(
         &self,
         rect: &Rect,
@@ -491,11 +492,9 @@ impl Shard {
         mut creep: impl FnMut(u32, Point),
     ) {
         self.tower_index.in_rect(rect, &mut tower);
-        self.grid.candidates(rect, |id| {
-            if let Some(p) = self.creep_pos(id) {
-                if rect.contains(p) {
-                    creep(id, p);
-                }
+        self.grid.candidates(rect, |e| {
+            if rect.contains(e.pos) {
+                creep(e.id, e.pos);
             }
         });
     }
@@ -509,7 +508,8 @@ impl Shard {
     /// list, the building → tower map and the tower index (after a restore).
     pub(crate) fn rebuild(&mut self) {
         self.creeps.rebuild_derived();
-        self.grid = Grid::new(self.area(), self.rules.cell_m);
+        // Where every live creep is now, then each cell sized exactly before it is filled.
+        let mut placed: Vec<(u32, Point)> = Vec::with_capacity(self.creeps.alive());
         for id in 0..self.creeps.slots() as u32 {
             if !self.creeps.is_alive(id) {
                 continue;
@@ -520,6 +520,11 @@ impl Shard {
                 .routes
                 .position(self.creeps.route[i], driven, &mut self.creeps.cursor[i])
                 .unwrap_or_else(|| self.routes.start_of(self.creeps.route[i]));
+            placed.push((id, pos));
+        }
+        self.grid = Grid::new(self.area(), self.rules.cell_m);
+        self.grid.reserve(placed.iter().map(|(_, p)| *p));
+        for (id, pos) in placed {
             self.place(id, pos);
         }
         self.building_tower = vec![NO_TOWER; self.building_count() as usize];

@@ -2,7 +2,7 @@
 //! find exactly what a scan of every point finds.
 
 use muster_world::geo::{Point, Rect};
-use muster_world::index::grid::Grid;
+use muster_world::index::grid::{Entry, Grid};
 use muster_world::index::towers::TowerIndex;
 use proptest::prelude::*;
 
@@ -26,12 +26,13 @@ proptest! {
         let area = Rect::from_corners(Point::new(0.0, 0.0), Point::new(1000.0, 1000.0));
         let mut grid = Grid::new(area, cell);
         for (i, p) in points.iter().enumerate() {
-            grid.insert(grid.cell_of(*p), i as u32);
+            grid.insert(Entry { id: i as u32, owner: 0, pos: *p });
         }
         let mut found = Vec::new();
-        grid.candidates(&query, |id| {
-            if query.contains(points[id as usize]) {
-                found.push(id);
+        grid.candidates(&query, |e| {
+            assert_eq!(e.pos, points[e.id as usize]);
+            if query.contains(e.pos) {
+                found.push(e.id);
             }
         });
         found.sort_unstable();
@@ -50,32 +51,37 @@ proptest! {
         let mut cell: Vec<u32> = Vec::new();
         let mut slot: Vec<u32> = Vec::new();
         for (i, p) in start.iter().enumerate() {
-            cell.push(grid.cell_of(*p));
-            slot.push(grid.insert(cell[i], i as u32));
+            let (c, s) = grid.insert(Entry { id: i as u32, owner: 0, pos: *p });
+            cell.push(c);
+            slot.push(s);
         }
         for (who, to) in moves {
             let i = who % start.len();
             let c = grid.cell_of(to);
-            if c != cell[i] {
+            if c == cell[i] {
+                grid.update(c, slot[i], to);
+            } else {
                 if let Some(moved) = grid.remove(cell[i], slot[i]) {
                     slot[moved as usize] = slot[i];
                 }
-                cell[i] = c;
-                slot[i] = grid.insert(c, i as u32);
+                (cell[i], slot[i]) = grid.insert(Entry { id: i as u32, owner: 0, pos: to });
             }
             pos[i] = to;
         }
         prop_assert_eq!(grid.len(), start.len());
         let everything = Rect::from_corners(Point::new(-100.0, -100.0), Point::new(1100.0, 1100.0));
         let mut seen = Vec::new();
-        grid.candidates(&everything, |id| seen.push(id));
+        grid.candidates(&everything, |e| {
+            assert_eq!(e.pos, pos[e.id as usize]);
+            seen.push(e.id);
+        });
         seen.sort_unstable();
         prop_assert_eq!(seen, (0..start.len() as u32).collect::<Vec<_>>());
         // And each is found in the cell of where it is now.
         for (i, p) in pos.iter().enumerate() {
             let at = Rect::from_corners(*p, *p);
             let mut here = false;
-            grid.candidates(&at, |id| here |= id == i as u32);
+            grid.candidates(&at, |e| here |= e.id == i as u32);
             prop_assert!(here);
         }
     }

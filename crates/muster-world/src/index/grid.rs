@@ -1,10 +1,21 @@
-//! A uniform grid of square cells over a shard's area, each cell the list of the creeps in it.
+//! A uniform grid of square cells over a shard's area, each cell the list of the creeps in it
+//! with their owner and position as of the last tick, so that a range query reads one
+//! contiguous list per cell and nothing else (no lookup of the creep's own columns).
 //!
 //! A creep knows its cell and its slot in that cell's list, so leaving a cell is a
 //! `swap_remove` (the creep moved into the hole learns its new slot) and entering one a push:
-//! both O(1). Points outside the area are clamped to the border cells.
+//! both O(1); moving within a cell rewrites its position in place. Points outside the area are
+//! clamped to the border cells.
 
 use crate::geo::{Point, Rect};
+
+/// A creep as the grid holds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Entry {
+    pub id: u32,
+    pub owner: u32,
+    pub pos: Point,
+}
 
 #[derive(Debug, Clone)]
 pub struct Grid {
@@ -12,7 +23,7 @@ pub struct Grid {
     cell_m: f32,
     cols: u32,
     rows: u32,
-    cells: Vec<Vec<u32>>,
+    cells: Vec<Vec<Entry>>,
 }
 
 impl Grid {
@@ -49,11 +60,28 @@ impl Grid {
         r * self.cols + c
     }
 
-    /// Puts `id` in `cell`; returns its slot there.
-    pub fn insert(&mut self, cell: u32, id: u32) -> u32 {
+    /// Puts `entry` in the cell of its position; returns the cell and its slot there.
+    pub fn insert(&mut self, entry: Entry) -> (u32, u32) {
+        let cell = self.cell_of(entry.pos);
         let list = &mut self.cells[cell as usize];
-        list.push(id);
-        list.len() as u32 - 1
+        list.push(entry);
+        (cell, list.len() as u32 - 1)
+    }
+
+    /// Makes room in each cell for the entries about to be inserted at `positions`.
+    pub fn reserve(&mut self, positions: impl Iterator<Item = Point>) {
+        let mut counts = vec![0u32; self.cells.len()];
+        for p in positions {
+            counts[self.cell_of(p) as usize] += 1;
+        }
+        for (cell, n) in self.cells.iter_mut().zip(counts) {
+            cell.reserve_exact(n as usize);
+        }
+    }
+
+    /// Moves the entry at `slot` of `cell` to `pos` in place (its cell must hold `pos`).
+    pub fn update(&mut self, cell: u32, slot: u32, pos: Point) {
+        self.cells[cell as usize][slot as usize].pos = pos;
     }
 
     /// Takes the entry at `slot` out of `cell`; returns the id now at `slot` (moved from the
@@ -61,17 +89,17 @@ impl Grid {
     pub fn remove(&mut self, cell: u32, slot: u32) -> Option<u32> {
         let list = &mut self.cells[cell as usize];
         list.swap_remove(slot as usize);
-        list.get(slot as usize).copied()
+        list.get(slot as usize).map(|e| e.id)
     }
 
-    /// The ids in every cell that `rect` touches (a superset of those inside it).
-    pub fn candidates(&self, rect: &Rect, mut f: impl FnMut(u32)) {
+    /// The entries in every cell that `rect` touches (a superset of those inside it).
+    pub fn candidates(&self, rect: &Rect, mut f: impl FnMut(&Entry)) {
         let (c0, r0) = self.col_row(rect.min);
         let (c1, r1) = self.col_row(rect.max);
         for r in r0..=r1 {
             for c in c0..=c1 {
-                for &id in &self.cells[(r * self.cols + c) as usize] {
-                    f(id);
+                for entry in &self.cells[(r * self.cols + c) as usize] {
+                    f(entry);
                 }
             }
         }
@@ -89,6 +117,10 @@ impl Grid {
     /// Bytes held by the cells' lists.
     pub fn heap_bytes(&self) -> usize {
         self.cells.capacity() * std::mem::size_of::<Vec<u32>>()
-            + self.cells.iter().map(|c| c.capacity() * 4).sum::<usize>()
+            + self
+                .cells
+                .iter()
+                .map(|c| c.capacity() * std::mem::size_of::<Entry>())
+                .sum::<usize>()
     }
 }
