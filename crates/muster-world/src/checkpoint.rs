@@ -325,6 +325,16 @@ impl Snapshot {
         Ok(snapshot)
     }
 
+    /// Tiles, towers, live creeps and routes it holds.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        (
+            self.tiles.len() / 2,
+            self.towers.len(),
+            self.creep_hp.iter().filter(|&&hp| hp > 0).count(),
+            self.route_starts.len().saturating_sub(1),
+        )
+    }
+
     /// Bytes the snapshot's arrays hold.
     pub fn bytes(&self) -> usize {
         self.route_starts.len() * 4

@@ -121,6 +121,12 @@ async fn build(
         shutdown.child_token(),
     )
     .await?;
+    let world = crate::world::World::start(
+        &config.world,
+        &config.data_dir,
+        metrics.registry(),
+        shutdown.child_token(),
+    )?;
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(sessions_end);
@@ -160,6 +166,7 @@ async fn build(
         tokens,
         accounts,
         metrics,
+        world,
         shutdown,
         sockets: TaskTracker::new(),
     });
@@ -376,6 +383,15 @@ pub async fn run_on(
         );
     }
     housekeeping.abort();
+    // Every world shard writes its last checkpoint.
+    if let Some(world) = state.world.clone() {
+        if tokio::task::spawn_blocking(move || world.stop())
+            .await
+            .is_err()
+        {
+            tracing::error!("a world shard stopped abnormally");
+        }
+    }
     // The last click counts, before the store closes.
     stop_clicks.cancel();
     if clicks.await.is_err() {

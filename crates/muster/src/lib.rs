@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | app | [`app`] | wiring: build the services, bind listeners, run until shutdown |
 //! | net | [`net`] | transports and edges: HTTP routes, WebSocket, native TCP, connection lifecycle, dispatch |
-//! | domains | [`accounts`], [`chat`], [`matches`](mod@matches), [`economy`], [`functions`], [`links`] | the rules; no HTTP, no wire errors |
+//! | domains | [`accounts`], [`chat`], [`matches`](mod@matches), [`economy`], [`functions`], [`links`], [`fleet`], [`world`] | the rules; no HTTP, no wire errors |
 //! | cluster | [`cluster`] | the router: deliver to sessions, users, channel members wherever they live |
 //! | session | [`session`] | registry, bounded outboxes, encode-once fanout |
 //! | store | [`store`] | persistence behind traits, SQLite and PostgreSQL |
@@ -29,3 +29,4 @@ pub mod matches;
 pub mod net;
 pub mod session;
 pub mod store;
+pub mod world;

@@ -41,6 +41,11 @@ enum Command {
         #[command(subcommand)]
         command: AutoscaleCommand,
     },
+    /// The persistent world (docs/world.md).
+    World {
+        #[command(subcommand)]
+        command: WorldCommand,
+    },
     /// Runs one game server of the fleet (Muster's own use; see docs/fleet.md).
     #[command(hide = true)]
     FleetExec {
@@ -51,6 +56,19 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum WorldCommand {
+    /// Seed every shard (NPC towers and creeps per `world.seed_towers_per_shard`) and write
+    /// their checkpoints, without serving; prints what was seeded as JSON.
+    Seed {
+        /// Replace checkpoints that exist.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print what each shard's checkpoint holds, as JSON (read and checked, not restored).
+    Stats,
 }
 
 #[derive(Subcommand)]
@@ -290,6 +308,24 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::World { command }) = &cli.command {
+        let result = match command {
+            WorldCommand::Seed { force } => {
+                muster::world::seed_offline(&config.world, &config.data_dir, *force)
+            }
+            WorldCommand::Stats => muster::world::stats_offline(&config.world, &config.data_dir),
+        };
+        return match result {
+            Ok(json) => {
+                println!("{json:#}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("muster world: {error:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     muster::app::init_logging(&config.log);
     // Every socket is a file: take the whole allowance the system grants (soft up to hard).
     match rlimit::increase_nofile_limit(u64::MAX) {

@@ -71,6 +71,8 @@ pub struct Shared {
     pub connect_limit: Arc<IpLimit>,
     /// Redirects, QR codes and pages of the links service, per client IP.
     pub links_limit: Arc<IpLimit>,
+    /// The persistent world, when `world.map` is set.
+    pub world: Option<Arc<crate::world::World>>,
     /// Cancelled when the server begins shutting down; every socket task watches it.
     pub shutdown: CancellationToken,
     /// Tracks socket tasks, so shutdown knows when every socket has closed.

@@ -7,12 +7,14 @@ pub mod enet;
 pub mod fleet;
 mod links;
 mod matches;
+pub mod world;
 
 pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
+pub use world::WorldConfig;
 
 /// The built-in server functions, by id: what `runtime.builtin_functions` may name and
 /// `crate::functions::builtins` registers.
@@ -76,6 +78,8 @@ pub struct Config {
     pub fleet: FleetConfig,
     /// The GraphQL read gateway at `/graphql` (docs/gateway.md).
     pub gateway: muster_gateway::config::GatewayConfig,
+    /// The persistent spatial world (docs/world.md); off unless `world.map` is set.
+    pub world: WorldConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -274,6 +278,7 @@ impl Default for Config {
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
             fleet: FleetConfig::default(),
+            world: WorldConfig::default(),
             gateway: Default::default(),
         }
     }
@@ -438,6 +443,7 @@ impl Config {
         self.links.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
+        self.world.validate()?;
         for (name, server) in &self.fleet.servers {
             if server.queue_timeout_ms >= self.limits.request_timeout_ms {
                 return Err(format!(
@@ -491,7 +497,19 @@ mod tests {
                         EXAMPLE_TOML.contains(&format!("[{key}]")),
                         "section [{key}] undocumented"
                     );
-                    for sub in section.keys() {
+                    for (sub, value) in section {
+                        // A nested table is documented as its own section, key by key.
+                        if let toml::Value::Table(nested) = value {
+                            if EXAMPLE_TOML.contains(&format!("[{key}.{sub}]")) {
+                                for leaf in nested.keys() {
+                                    assert!(
+                                        EXAMPLE_TOML.contains(&format!("\n{leaf} =")),
+                                        "{key}.{sub}.{leaf} undocumented"
+                                    );
+                                }
+                                continue;
+                            }
+                        }
                         assert!(
                             EXAMPLE_TOML.contains(&format!("\n{sub} =")),
                             "{key}.{sub} undocumented"

@@ -1,0 +1,61 @@
+//! `[world]`: the persistent spatial world (docs/world.md), off unless `map` names an extract.
+
+use serde::{Deserialize, Serialize};
+
+pub use muster_world::shard::Rules;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorldConfig {
+    /// The OpenStreetMap extract (`.osm.pbf`) the world is played on; empty: no world.
+    pub map: String,
+    /// Shards, each ticking on its own thread.
+    pub shards: usize,
+    /// Copies of the map side by side in each shard (a small extract tiled to a large world).
+    pub tiles_per_shard: usize,
+    /// Where checkpoints are written (`shard-N.world`); empty: `<data_dir>/world`.
+    pub checkpoint_dir: String,
+    /// Seconds between two checkpoints of a shard; the last is written at shutdown.
+    pub checkpoint_interval_s: u64,
+    /// A shard with no checkpoint is seeded with this many NPC towers and twice as many creeps.
+    pub seed_towers_per_shard: usize,
+    /// How the world plays.
+    pub rules: Rules,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        WorldConfig {
+            map: String::new(),
+            shards: 1,
+            tiles_per_shard: 1,
+            checkpoint_dir: String::new(),
+            checkpoint_interval_s: 30,
+            seed_towers_per_shard: 0,
+            rules: Rules::default(),
+        }
+    }
+}
+
+impl WorldConfig {
+    pub fn enabled(&self) -> bool {
+        !self.map.is_empty()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        if !(1..=1024).contains(&self.shards) || !(1..=100_000).contains(&self.tiles_per_shard) {
+            return Err(
+                "world.shards must be 1 to 1024 and world.tiles_per_shard 1 to 100000".into(),
+            );
+        }
+        if self.checkpoint_interval_s == 0 {
+            return Err("world.checkpoint_interval_s must be at least 1".into());
+        }
+        self.rules
+            .validate()
+            .map_err(|e| format!("world.rules: {e}"))
+    }
+}

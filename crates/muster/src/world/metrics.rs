@@ -1,0 +1,86 @@
+//! The world's metrics: actors per shard, ticks, checkpoints.
+
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+pub struct WorldMetrics {
+    pub shards: IntGauge,
+    pub restored: IntGauge,
+    pub towers: IntGaugeVec,
+    pub creeps: IntGaugeVec,
+    pub tick_seconds: Histogram,
+    pub late_ticks: IntCounter,
+    pub arrivals: IntCounter,
+    pub kills: IntCounter,
+    pub checkpoint_pause_seconds: Histogram,
+    pub checkpoint_seconds: Histogram,
+    pub checkpoint_bytes: IntGauge,
+    pub checkpoints: IntCounterVec,
+}
+
+impl WorldMetrics {
+    pub fn register(registry: &Registry) -> WorldMetrics {
+        macro_rules! register {
+            ($metric:expr) => {
+                crate::base::metrics::register(registry, $metric)
+            };
+        }
+        let ms_buckets = vec![
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+        ];
+        WorldMetrics {
+            shards: register!(IntGauge::new("world_shards", "World shards running.")),
+            restored: register!(IntGauge::new(
+                "world_shards_restored",
+                "Shards restored from a checkpoint at start (the others were new)."
+            )),
+            towers: register!(IntGaugeVec::new(
+                Opts::new("world_towers", "Towers, by shard."),
+                &["shard"]
+            )),
+            creeps: register!(IntGaugeVec::new(
+                Opts::new("world_creeps", "Creeps alive, by shard."),
+                &["shard"]
+            )),
+            tick_seconds: register!(Histogram::with_opts(
+                HistogramOpts::new("world_tick_seconds", "How long a shard's tick took.")
+                    .buckets(ms_buckets.clone())
+            )),
+            late_ticks: register!(IntCounter::new(
+                "world_late_ticks_total",
+                "Ticks that took longer than the tick period."
+            )),
+            arrivals: register!(IntCounter::new(
+                "world_arrivals_total",
+                "Creeps that reached their target."
+            )),
+            kills: register!(IntCounter::new(
+                "world_kills_total",
+                "Creeps killed by towers."
+            )),
+            checkpoint_pause_seconds: register!(Histogram::with_opts(
+                HistogramOpts::new(
+                    "world_checkpoint_pause_seconds",
+                    "How long a shard stopped to copy itself for a checkpoint."
+                )
+                .buckets(ms_buckets.clone())
+            )),
+            checkpoint_seconds: register!(Histogram::with_opts(
+                HistogramOpts::new(
+                    "world_checkpoint_seconds",
+                    "How long writing a checkpoint took (while the shard kept ticking)."
+                )
+                .buckets(ms_buckets)
+            )),
+            checkpoint_bytes: register!(IntGauge::new(
+                "world_checkpoint_bytes",
+                "Size of the last checkpoint written."
+            )),
+            checkpoints: register!(IntCounterVec::new(
+                Opts::new("world_checkpoints_total", "Checkpoints written, by result."),
+                &["result"]
+            )),
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! The persistent world's domain (docs/world.md): shards of `muster_world` run on threads of
+//! their own, ticking at the configured rate, checkpointed on an interval and at shutdown, and
+//! restored (or seeded) at start.
+//!
+//! A shard's thread owns its state: nothing else touches it, so there is no lock on the hot
+//! path. A checkpoint copies the shard into the snapshot it keeps (the only pause) and hands it
+//! to the shard's writer thread, which writes it atomically and hands it back.
+//!
+//! The world's clock runs only while Muster runs: a restored shard resumes at its checkpoint's
+//! time, so creeps do not jump ahead by the time the server was down.
+
+pub mod metrics;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use muster_world::checkpoint::Snapshot;
+use muster_world::map::RoadMap;
+use muster_world::routing::Router;
+use muster_world::seed::{seed, SeedPlan};
+use muster_world::shard::Shard;
+use prometheus::Registry;
+use rand::SeedableRng;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::base::config::WorldConfig;
+use metrics::WorldMetrics;
+
+/// One shard as the rest of Muster sees it: its counts, refreshed every tick.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStats {
+    pub shard: u32,
+    pub tiles: usize,
+    pub towers: usize,
+    pub creeps: usize,
+    pub routes: usize,
+    pub tick_no: u64,
+    pub now_ms: u64,
+}
+
+impl ShardStats {
+    fn of(shard: &Shard) -> ShardStats {
+        ShardStats {
+            shard: shard.id,
+            tiles: shard.tiles.len(),
+            towers: shard.towers.len(),
+            creeps: shard.creeps.alive(),
+            routes: shard.routes.len(),
+            tick_no: shard.tick_no,
+            now_ms: shard.now_ms,
+        }
+    }
+}
+
+/// The running world.
+pub struct World {
+    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    stats: Arc<parking_lot::Mutex<Vec<ShardStats>>>,
+}
+
+/// The map and its prepared router, shared by every shard.
+pub struct Ground {
+    pub map: Arc<RoadMap>,
+    pub router: Router,
+}
+
+impl Ground {
+    /// Imports `config.map` and prepares its router.
+    pub fn prepare(config: &WorldConfig) -> anyhow::Result<Ground> {
+        let map = muster_world::map::osm::import(Path::new(&config.map))
+            .map_err(|e| anyhow::anyhow!("world.map: {e}"))?;
+        let router = Router::prepare(&map);
+        Ok(Ground {
+            map: Arc::new(map),
+            router,
+        })
+    }
+}
+
+/// Where checkpoints go.
+pub fn checkpoint_dir(config: &WorldConfig, data_dir: &Path) -> PathBuf {
+    if config.checkpoint_dir.is_empty() {
+        data_dir.join("world")
+    } else {
+        PathBuf::from(&config.checkpoint_dir)
+    }
+}
+
+/// Shard `i`'s checkpoint file.
+pub fn checkpoint_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("shard-{i}.world"))
+}
+
+/// Shard `i`: restored from its checkpoint when there is one, else new (seeded when the
+/// configuration says so). Returns the shard and whether it was restored.
+pub fn load_or_seed(
+    config: &WorldConfig,
+    ground: &Ground,
+    dir: &Path,
+    i: usize,
+    now_ms: u64,
+) -> anyhow::Result<(Shard, bool)> {
+    let path = checkpoint_path(dir, i);
+    if path.exists() {
+        let snapshot = Snapshot::read(&path)?;
+        let shard = Shard::restore(snapshot, ground.map.clone(), config.rules.clone())?;
+        return Ok((shard, true));
+    }
+    Ok((seeded(config, ground, i, now_ms), false))
+}
+
+/// Shard `i`, new, seeded with NPCs when the configuration says so.
+pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize, now_ms: u64) -> Shard {
+    let tiles = Shard::tile_layout(&ground.map, config.tiles_per_shard);
+    let mut shard = Shard::new(i as u32, ground.map.clone(), tiles, config.rules.clone());
+    shard.now_ms = now_ms;
+    if config.seed_towers_per_shard > 0 {
+        let cities = muster_world::map::cities::bundled();
+        let city = &cities[i % cities.len()];
+        let mut plan = SeedPlan::for_city(&shard, city, 1.0);
+        plan.towers = config.seed_towers_per_shard;
+        plan.connections = plan.towers.div_ceil(8);
+        plan.creeps = plan.towers * 2;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
+        seed(&mut shard, &ground.router, &plan, now_ms, &mut rng);
+    }
+    shard
+}
+
+impl World {
+    /// Loads or seeds every shard and starts their threads; `None` when no map is configured.
+    pub fn start(
+        config: &WorldConfig,
+        data_dir: &Path,
+        registry: &Registry,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Option<Arc<World>>> {
+        if !config.enabled() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let ground = Ground::prepare(config)?;
+        let dir = checkpoint_dir(config, data_dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("world checkpoints in {}: {e}", dir.display()))?;
+        let metrics = Arc::new(WorldMetrics::register(registry));
+        let stats = Arc::new(parking_lot::Mutex::new(vec![
+            ShardStats::default();
+            config.shards
+        ]));
+        let mut threads = Vec::new();
+        for i in 0..config.shards {
+            let (shard, restored) = load_or_seed(config, &ground, &dir, i, 0)?;
+            if restored {
+                metrics.restored.inc();
+            }
+            tracing::info!(
+                shard = i,
+                restored,
+                towers = shard.towers.len(),
+                creeps = shard.creeps.alive(),
+                "world: shard ready"
+            );
+            let counts = ShardStats::of(&shard);
+            let label = i.to_string();
+            metrics.towers.with_label_values(&[&label]).set(counts.towers as i64);
+            metrics.creeps.with_label_values(&[&label]).set(counts.creeps as i64);
+            stats.lock()[i] = counts;
+            let run = ShardRun {
+                shard,
+                path: checkpoint_path(&dir, i),
+                interval: Duration::from_secs(config.checkpoint_interval_s),
+                metrics: metrics.clone(),
+                stats: stats.clone(),
+                shutdown: shutdown.clone(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("world-shard-{i}"))
+                .spawn(move || run.run())?;
+            threads.push(thread);
+        }
+        metrics.shards.set(config.shards as i64);
+        tracing::info!(
+            shards = config.shards,
+            ms = started.elapsed().as_millis() as u64,
+            "world: started"
+        );
+        Ok(Some(Arc::new(World {
+            threads: parking_lot::Mutex::new(threads),
+            stats,
+        })))
+    }
+
+    /// Every shard's counts as of its last tick.
+    pub fn stats(&self) -> Vec<ShardStats> {
+        self.stats.lock().clone()
+    }
+
+    /// Waits for every shard to write its last checkpoint and stop, once the shutdown token
+    /// has fired. Blocking: call it from a blocking context.
+    pub fn stop(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// `muster world seed`: seeds every shard per the configuration and writes its checkpoint,
+/// without serving; refuses to replace existing checkpoints unless `force`.
+pub fn seed_offline(
+    config: &WorldConfig,
+    data_dir: &Path,
+    force: bool,
+) -> anyhow::Result<serde_json::Value> {
+    anyhow::ensure!(
+        config.enabled(),
+        "world.map is not set: there is no world to seed"
+    );
+    let started = Instant::now();
+    let ground = Ground::prepare(config)?;
+    let dir = checkpoint_dir(config, data_dir);
+    std::fs::create_dir_all(&dir)?;
+    let mut shards = Vec::new();
+    for i in 0..config.shards {
+        let path = checkpoint_path(&dir, i);
+        anyhow::ensure!(
+            force || !path.exists(),
+            "{} exists: the world is already seeded (--force replaces it)",
+            path.display()
+        );
+        // Written over any previous checkpoint in one atomic rename.
+        let shard = seeded(config, &ground, i, 0);
+        let bytes = shard.snapshot().write(&path)?;
+        let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
+        stats["checkpointBytes"] = bytes.into();
+        shards.push(stats);
+    }
+    Ok(serde_json::json!({
+        "checkpointDir": dir,
+        "roadNodes": ground.map.nodes.len(),
+        "buildingsPerTile": ground.map.buildings.len(),
+        "shards": shards,
+        "ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
+/// `muster world stats`: what each shard's checkpoint holds (read and checked, not restored).
+pub fn stats_offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<serde_json::Value> {
+    let dir = checkpoint_dir(config, data_dir);
+    let mut shards = Vec::new();
+    for i in 0..config.shards {
+        let path = checkpoint_path(&dir, i);
+        if !path.exists() {
+            shards.push(serde_json::json!({"shard": i, "checkpoint": null}));
+            continue;
+        }
+        let bytes = std::fs::metadata(&path)?.len();
+        let snapshot = Snapshot::read(&path)?;
+        let (tiles, towers, creeps, routes) = snapshot.counts();
+        shards.push(serde_json::json!({
+            "shard": i, "checkpoint": path, "checkpointBytes": bytes, "tiles": tiles,
+            "towers": towers, "creeps": creeps, "routes": routes,
+            "tickNo": snapshot.tick_no, "nowMs": snapshot.now_ms,
+        }));
+    }
+    Ok(serde_json::json!({ "checkpointDir": dir, "shards": shards }))
+}
+
+/// What a shard's thread owns.
+struct ShardRun {
+    shard: Shard,
+    path: PathBuf,
+    interval: Duration,
+    metrics: Arc<WorldMetrics>,
+    stats: Arc<parking_lot::Mutex<Vec<ShardStats>>>,
+    shutdown: CancellationToken,
+}
+
+impl ShardRun {
+    fn run(mut self) {
+        let period = Duration::from_secs_f64(1.0 / f64::from(self.shard.rules.tick_hz));
+        // The shard's clock resumes where its checkpoint left it.
+        let base_ms = self.shard.now_ms;
+        let began = Instant::now();
+        let writer = Writer::start(self.path.clone(), self.shard.id, self.metrics.clone());
+        // The snapshot this shard checkpoints into; `None` while its write is in flight.
+        let mut spare = Some(Snapshot::default());
+        let mut next_checkpoint = Instant::now() + self.interval;
+        let mut next_tick = Instant::now() + period;
+        let label = self.shard.id.to_string();
+        while !self.shutdown.is_cancelled() {
+            let now = Instant::now();
+            if now < next_tick {
+                std::thread::sleep((next_tick - now).min(Duration::from_millis(50)));
+                continue;
+            }
+            let started = Instant::now();
+            let world_ms = base_ms + began.elapsed().as_millis() as u64;
+            let report = self.shard.tick(world_ms);
+            let took = started.elapsed();
+            self.metrics.tick_seconds.observe(took.as_secs_f64());
+            if took > period {
+                self.metrics.late_ticks.inc();
+            }
+            self.metrics.arrivals.inc_by(report.arrivals.len() as u64);
+            self.metrics.kills.inc_by(report.kills);
+            self.publish(&label);
+            next_tick += period;
+            if next_tick < Instant::now() {
+                // Too far behind: skip the ticks missed rather than run them back to back.
+                next_tick = Instant::now() + period;
+            }
+            if spare.is_none() {
+                spare = writer.poll();
+            }
+            if Instant::now() >= next_checkpoint {
+                next_checkpoint = Instant::now() + self.interval;
+                // A write still in flight keeps the snapshot: this checkpoint waits for the next.
+                if let Some(mut snapshot) = spare.take() {
+                    let copy = Instant::now();
+                    self.shard.snapshot_into(&mut snapshot);
+                    self.metrics
+                        .checkpoint_pause_seconds
+                        .observe(copy.elapsed().as_secs_f64());
+                    writer.write(snapshot);
+                }
+            }
+        }
+        // The last checkpoint, written before the thread ends.
+        let mut snapshot = spare.or_else(|| writer.wait()).unwrap_or_default();
+        self.shard.snapshot_into(&mut snapshot);
+        writer.write(snapshot);
+        writer.wait();
+        writer.finish();
+        tracing::info!(
+            shard = self.shard.id,
+            "world: shard stopped after its last checkpoint"
+        );
+    }
+
+    fn publish(&self, label: &str) {
+        let stats = ShardStats::of(&self.shard);
+        self.metrics
+            .towers
+            .with_label_values(&[label])
+            .set(stats.towers as i64);
+        self.metrics
+            .creeps
+            .with_label_values(&[label])
+            .set(stats.creeps as i64);
+        if let Some(slot) = self.stats.lock().get_mut(self.shard.id as usize) {
+            *slot = stats;
+        }
+    }
+}
+
+/// A shard's checkpoint writer: a thread that writes the snapshot it is given and gives it
+/// back for reuse (one write in flight at a time: the shard has one snapshot).
+struct Writer {
+    to_write: Option<mpsc::Sender<Snapshot>>,
+    written: mpsc::Receiver<(Snapshot, Result<u64, String>, Duration)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    metrics: Arc<WorldMetrics>,
+}
+
+impl Writer {
+    fn start(path: PathBuf, shard: u32, metrics: Arc<WorldMetrics>) -> Writer {
+        let (to_write, inbox) = mpsc::channel::<Snapshot>();
+        let (done, written) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("world-writer-{shard}"))
+            .spawn(move || {
+                for snapshot in inbox {
+                    let started = Instant::now();
+                    let result = snapshot.write(&path).map_err(|e| e.to_string());
+                    if done.send((snapshot, result, started.elapsed())).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn a world checkpoint writer");
+        Writer {
+            to_write: Some(to_write),
+            written,
+            thread: Some(thread),
+            metrics,
+        }
+    }
+
+    fn write(&self, snapshot: Snapshot) {
+        if let Some(tx) = &self.to_write {
+            let _ = tx.send(snapshot);
+        }
+    }
+
+    /// The snapshot back if its write has finished (without waiting).
+    fn poll(&self) -> Option<Snapshot> {
+        self.written.try_recv().ok().map(|r| self.record(r))
+    }
+
+    /// Waits for the write in flight and gives its snapshot back.
+    fn wait(&self) -> Option<Snapshot> {
+        self.written.recv().ok().map(|r| self.record(r))
+    }
+
+    fn record(
+        &self,
+        (snapshot, result, took): (Snapshot, Result<u64, String>, Duration),
+    ) -> Snapshot {
+        match result {
+            Ok(bytes) => {
+                self.metrics.checkpoint_bytes.set(bytes as i64);
+                self.metrics.checkpoint_seconds.observe(took.as_secs_f64());
+                self.metrics.checkpoints.with_label_values(&["ok"]).inc();
+            }
+            Err(why) => {
+                tracing::error!(%why, "world: checkpoint failed; the previous one is intact");
+                self.metrics
+                    .checkpoints
+                    .with_label_values(&["failed"])
+                    .inc();
+            }
+        }
+        snapshot
+    }
+
+    /// Stops the thread once what was sent is written.
+    fn finish(mut self) {
+        self.to_write.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
