@@ -167,8 +167,14 @@ impl World {
             );
             let counts = ShardStats::of(&shard);
             let label = i.to_string();
-            metrics.towers.with_label_values(&[&label]).set(counts.towers as i64);
-            metrics.creeps.with_label_values(&[&label]).set(counts.creeps as i64);
+            metrics
+                .towers
+                .with_label_values(&[&label])
+                .set(counts.towers as i64);
+            metrics
+                .creeps
+                .with_label_values(&[&label])
+                .set(counts.creeps as i64);
             stats.lock()[i] = counts;
             let run = ShardRun {
                 shard,
