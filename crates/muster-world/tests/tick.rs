@@ -25,9 +25,9 @@ fn rules() -> Rules {
     }
 }
 
-#[test]
-fn a_creep_drives_its_route_and_pays_its_owner_on_arrival() {
-    // 11 nodes 100 m apart: a 1 km road.
+/// A shard on a 1 km straight road (11 nodes 100 m apart) where Alice has claimed the
+/// buildings at both ends and connected them; returns it, its router and the route.
+fn alices_road() -> (Shard, Router, u32) {
     let map = straight_road(11, 100.0, 10_000);
     let router = Router::prepare(&map);
     let mut calc = router.calculator();
@@ -37,6 +37,12 @@ fn a_creep_drives_its_route_and_pays_its_owner_on_arrival() {
     let route = shard
         .connect(&router, &mut calc, home, shop)
         .expect("route");
+    (shard, router, route)
+}
+
+#[test]
+fn a_creep_drives_its_route_and_pays_its_owner_on_arrival() {
+    let (mut shard, _router, route) = alices_road();
     assert_eq!(shard.routes.length(route), 1000.0);
     let creep = shard.spawn(ALICE, route, 0, 10.0).expect("spawn");
     // After 25 s at 10 m/s: 250 m along the road, in the third cell.
@@ -64,17 +70,9 @@ fn a_creep_drives_its_route_and_pays_its_owner_on_arrival() {
 
 #[test]
 fn towers_shoot_enemy_creeps_in_range_until_they_die() {
-    let map = straight_road(11, 100.0, 10_000);
-    let router = Router::prepare(&map);
-    let mut calc = router.calculator();
-    let mut shard = Shard::new(0, map, vec![Default::default()], rules());
-    let home = shard.claim(0, ALICE).expect("claim");
-    let shop = shard.claim(1, ALICE).expect("claim");
+    let (mut shard, _router, route) = alices_road();
     // Bob's tower stands 30 m off the middle of the road (building 2 at x = 500, y = 30).
     let guard = shard.claim(2, BOB).expect("claim");
-    let route = shard
-        .connect(&router, &mut calc, home, shop)
-        .expect("route");
     // Bob's creep set off 6 s ago: 60 m down the road, past Alice's tower at home.
     shard.tick(6_000);
     let friend = shard.spawn(BOB, route, 0, 10.0).expect("spawn");

@@ -34,6 +34,33 @@ fn relay_py() -> String {
         .to_string()
 }
 
+/// Muster whose fleet runs one game server kind `name`: `python3 args`, a pool of `buffer`, at
+/// most 20, on ports from `ports`; `health_timeout_ms` when not the default.
+fn muster_running(
+    name: &str,
+    args: Vec<String>,
+    ports: &str,
+    buffer: usize,
+    health_timeout_ms: Option<u64>,
+) -> Muster {
+    Muster::start_with(|config| {
+        config.fleet.launcher = muster_binary().display().to_string();
+        config.fleet.port_range = ports.into();
+        let defaults = ServerConfig::default();
+        config.fleet.servers.insert(
+            name.into(),
+            ServerConfig {
+                command: "python3".into(),
+                args,
+                buffer,
+                max: 20,
+                health_timeout_ms: health_timeout_ms.unwrap_or(defaults.health_timeout_ms),
+                ..defaults
+            },
+        );
+    })
+}
+
 /// A recorded two-player game: `per_conn` messages each, 50 ms apart, interleaved.
 fn write_replay(path: &Path, per_conn: u32) -> usize {
     let records: Vec<Record> = (0..per_conn * 2)
@@ -54,20 +81,8 @@ fn write_replay(path: &Path, per_conn: u32) -> usize {
 
 #[test]
 fn rooms_of_a_line_based_game_server_replay_through_its_relay() {
-    let muster = Muster::start_with(|config| {
-        config.fleet.launcher = muster_binary().display().to_string();
-        config.fleet.port_range = "46000-46999".into();
-        config.fleet.servers.insert(
-            "relay".into(),
-            ServerConfig {
-                command: "python3".into(),
-                args: vec![relay_py(), "--port".into(), "{port}".into()],
-                buffer: 2,
-                max: 20,
-                ..Default::default()
-            },
-        );
-    });
+    let relay = vec![relay_py(), "--port".into(), "{port}".into()];
+    let muster = muster_running("relay", relay, "46000-46999", 2, None);
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("game.jsonl");
     let lines = write_replay(&file, 10);
@@ -127,21 +142,9 @@ fn a_refused_join_is_counted_as_game_denied() {
     let dir = tempfile::tempdir().expect("temp dir");
     let script = dir.path().join("refuse.py");
     std::fs::write(&script, REFUSING_SERVER).expect("write script");
-    let muster = Muster::start_with(|config| {
-        config.fleet.launcher = muster_binary().display().to_string();
-        config.fleet.port_range = "47000-47999".into();
-        config.fleet.servers.insert(
-            "refuse".into(),
-            ServerConfig {
-                command: "python3".into(),
-                args: vec![script.display().to_string(), "{port}".into()],
-                buffer: 1,
-                max: 5,
-                health_timeout_ms: 0,
-                ..Default::default()
-            },
-        );
-    });
+    // It never sends health pings: health is not checked (0).
+    let args = vec![script.display().to_string(), "{port}".into()];
+    let muster = muster_running("refuse", args, "47000-47999", 1, Some(0));
     let scenario = r#"name = "denied"
 [[phases]]
 duration_s = 1

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use super::failure::Failure;
-use super::transport::socket_from;
+use super::transport::connect_game;
 
 /// Longest line accepted from the server (a longer one is a protocol error, not a buffer that
 /// grows without bound).
@@ -26,13 +26,8 @@ pub struct Lines {
 impl Lines {
     /// Connects to `addr`, binding to `source` first when given.
     pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Lines, Failure> {
-        let stream = socket_from(addr, source)?
-            .connect(addr)
-            .await
-            .map_err(|_| Failure::TcpConnect)?;
-        let _ = stream.set_nodelay(true);
         Ok(Lines {
-            stream,
+            stream: connect_game(addr, source).await?,
             buf: Vec::new(),
         })
     }

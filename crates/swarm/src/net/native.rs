@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use super::failure::Failure;
-use super::transport::socket_from;
+use super::transport::connect_game;
 
 /// Largest frame accepted from the server.
 const MAX_FRAME: usize = 64 * 1024;
@@ -24,13 +24,8 @@ pub struct Native {
 impl Native {
     /// Connects to `addr`, binding to `source` first when given.
     pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> Result<Native, Failure> {
-        let stream = socket_from(addr, source)?
-            .connect(addr)
-            .await
-            .map_err(|_| Failure::TcpConnect)?;
-        let _ = stream.set_nodelay(true);
         Ok(Native {
-            stream,
+            stream: connect_game(addr, source).await?,
             buf: Vec::new(),
         })
     }

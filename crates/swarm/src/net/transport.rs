@@ -37,6 +37,17 @@ pub fn ws_config_with(read_buffer: usize) -> WebSocketConfig {
         .max_frame_size(Some(1 << 20))
 }
 
+/// A game connection (Muster's native transport, or a studio's own server): TCP to `addr` from
+/// `source` when given, with Nagle off (inputs are small and late ones are useless).
+pub async fn connect_game(addr: SocketAddr, source: Option<IpAddr>) -> Result<TcpStream, Failure> {
+    let stream = socket_from(addr, source)?
+        .connect(addr)
+        .await
+        .map_err(|_| Failure::TcpConnect)?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
 /// A TCP socket for `addr`, bound to `source` first when given: each worker connects from its
 /// own loopback address, so that each has its own ephemeral ports.
 pub fn socket_from(addr: SocketAddr, source: Option<IpAddr>) -> Result<TcpSocket, Failure> {
