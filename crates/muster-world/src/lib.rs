@@ -10,12 +10,14 @@
 //! - [`index`]: the creep grid and the tower R-tree;
 //! - [`shard`]: a region's state and its tick;
 //! - [`seed`]: NPC towers and creeps per city, in proportion to population;
+//! - [`aoi`]: areas of interest: a client's box, its snapshot and deltas, with hysteresis;
 //! - [`checkpoint`]: snapshots written atomically while the shard keeps ticking, and restore.
 //!
 //! Usable alone: nothing here knows about sockets or databases; Muster's `world` domain drives
 //! shards, persists actions and serves areas of interest.
 
 pub mod actors;
+pub mod aoi;
 pub mod checkpoint;
 pub mod geo;
 pub mod index;
@@ -50,4 +52,6 @@ pub enum WorldError {
     SameRoad,
     #[error("a creep's speed must be above 0 and at most 100 m/s")]
     BadSpeed,
+    #[error("bad area of interest: {0}")]
+    BadBox(String),
 }
