@@ -131,6 +131,9 @@ async fn build(
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(sessions_end);
     registry.on_session_closed(matches.clone());
+    if let Some(world) = &world {
+        registry.on_session_closed(world.clone());
+    }
     let state = AppState::new(Shared {
         matches,
         chat,

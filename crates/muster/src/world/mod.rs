@@ -8,13 +8,32 @@
 //!
 //! The world's clock runs only while Muster runs: a restored shard resumes at its checkpoint's
 //! time, so creeps do not jump ahead by the time the server was down.
+//!
+//! Areas of interest: a socket subscribes to a box of a shard; the shard's thread answers with
+//! a snapshot and then, `aoi_hz` times a second, queues the changes on the socket's outbox —
+//! only when the previous update has been taken (an outbox still holding something means a
+//! slow client: the update is skipped, and the next one, computed against what the client was
+//! last sent, carries the newest state). Subscriptions are this node's: the shard threads hold
+//! the subscribed sessions, which are local.
 
 pub mod metrics;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use muster_proto::realtime::{
+    Envelope, Message, WorldCreep, WorldState, WorldSubscribe, WorldTower,
+};
+use muster_world::aoi::{Update, View};
+use muster_world::geo::{Point, Rect};
+use uuid::Uuid;
+
+use crate::session::fanout::Encoded;
+use crate::session::registry::SessionObserver;
+use crate::session::Session;
 
 use muster_world::checkpoint::Snapshot;
 use muster_world::map::RoadMap;
@@ -60,6 +79,30 @@ impl ShardStats {
 pub struct World {
     threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
     stats: Arc<parking_lot::Mutex<Vec<ShardStats>>>,
+    /// Each shard thread's inbox.
+    inboxes: Vec<mpsc::SyncSender<Command>>,
+}
+
+/// What a shard's thread is asked between ticks.
+enum Command {
+    /// Subscribe `session` to `rect` (or move its box); answered with the snapshot.
+    Subscribe {
+        session: Arc<Session>,
+        rect: Rect,
+        reply: tokio::sync::oneshot::Sender<Result<WorldState, String>>,
+    },
+    Unsubscribe {
+        session_id: Uuid,
+    },
+}
+
+/// Commands a shard's inbox holds before a request is refused as busy.
+const INBOX: usize = 4096;
+
+/// One subscribed socket, on its shard's thread.
+struct Subscriber {
+    session: Arc<Session>,
+    view: View,
 }
 
 /// The map and its prepared router, shared by every shard.
@@ -153,6 +196,7 @@ impl World {
             config.shards
         ]));
         let mut threads = Vec::new();
+        let mut inboxes = Vec::new();
         for i in 0..config.shards {
             let (shard, restored) = load_or_seed(config, &ground, &dir, i, 0)?;
             if restored {
@@ -176,7 +220,16 @@ impl World {
                 .with_label_values(&[&label])
                 .set(counts.creeps as i64);
             stats.lock()[i] = counts;
+            let (inbox, commands) = mpsc::sync_channel(INBOX);
+            inboxes.push(inbox);
             let run = ShardRun {
+                aoi: Aoi {
+                    every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
+                    max_side: config.aoi_max_side_m,
+                    margin: config.aoi_margin_m,
+                },
+                commands,
+                subscribers: HashMap::new(),
                 shard,
                 path: checkpoint_path(&dir, i),
                 interval: Duration::from_secs(config.checkpoint_interval_s),
@@ -198,12 +251,61 @@ impl World {
         Ok(Some(Arc::new(World {
             threads: parking_lot::Mutex::new(threads),
             stats,
+            inboxes,
         })))
     }
 
     /// Every shard's counts as of its last tick.
     pub fn stats(&self) -> Vec<ShardStats> {
         self.stats.lock().clone()
+    }
+
+    /// Subscribes `session` to a box of a shard (or moves its box there); the answer is the
+    /// box's snapshot, and changes follow on the session's outbox.
+    pub async fn subscribe(
+        &self,
+        session: &Arc<Session>,
+        request: &WorldSubscribe,
+    ) -> Result<WorldState, String> {
+        let inbox = self.inboxes.get(request.shard as usize).ok_or_else(|| {
+            format!(
+                "no shard {}: this world has {} (0 to {})",
+                request.shard,
+                self.inboxes.len(),
+                self.inboxes.len() - 1
+            )
+        })?;
+        let rect = Rect {
+            min: Point::new(request.min_x, request.min_y),
+            max: Point::new(request.max_x, request.max_y),
+        };
+        // A session watches one box: leaving any other shard it watched.
+        for (i, other) in self.inboxes.iter().enumerate() {
+            if i != request.shard as usize {
+                let _ = other.try_send(Command::Unsubscribe {
+                    session_id: session.session_id,
+                });
+            }
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        inbox
+            .try_send(Command::Subscribe {
+                session: session.clone(),
+                rect,
+                reply,
+            })
+            .map_err(|_| "the world is busy; try again shortly".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the world is shutting down".to_string())?
+    }
+
+    /// Ends `session_id`'s subscription, wherever it is.
+    pub fn unsubscribe(&self, session_id: Uuid) {
+        for inbox in &self.inboxes {
+            // A full inbox drops this; the shard also drops a subscriber whose socket closed.
+            let _ = inbox.try_send(Command::Unsubscribe { session_id });
+        }
     }
 
     /// Waits for every shard to write its last checkpoint and stop, once the shutdown token
@@ -277,8 +379,58 @@ pub fn stats_offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<se
     Ok(serde_json::json!({ "checkpointDir": dir, "shards": shards }))
 }
 
+impl SessionObserver for World {
+    fn session_closed(&self, session: &Arc<Session>) {
+        self.unsubscribe(session.session_id);
+    }
+}
+
+/// How a shard serves areas of interest.
+struct Aoi {
+    /// Ticks between two updates.
+    every: u64,
+    max_side: f32,
+    margin: f32,
+}
+
+/// A view's update as the wire carries it.
+fn to_state(shard: u32, update: Update) -> WorldState {
+    WorldState {
+        shard,
+        tick: update.tick_no,
+        time_ms: update.now_ms,
+        snapshot: update.snapshot,
+        towers: update
+            .towers
+            .into_iter()
+            .map(|t| WorldTower {
+                id: t.id,
+                x: t.pos.x,
+                y: t.pos.y,
+                owner: t.owner,
+                level: u32::from(t.level),
+            })
+            .collect(),
+        creeps: update
+            .creeps
+            .into_iter()
+            .map(|c| WorldCreep {
+                id: c.id,
+                x: c.pos.x,
+                y: c.pos.y,
+                owner: c.owner,
+            })
+            .collect(),
+        gone_creeps: update.gone_creeps,
+        gone_towers: update.gone_towers,
+    }
+}
+
 /// What a shard's thread owns.
 struct ShardRun {
+    aoi: Aoi,
+    commands: mpsc::Receiver<Command>,
+    subscribers: HashMap<Uuid, Subscriber>,
     shard: Shard,
     path: PathBuf,
     interval: Duration,
@@ -302,7 +454,12 @@ impl ShardRun {
         while !self.shutdown.is_cancelled() {
             let now = Instant::now();
             if now < next_tick {
-                std::thread::sleep((next_tick - now).min(Duration::from_millis(50)));
+                // Wait for the tick, serving requests meanwhile (at most 50 ms at a time, so
+                // that shutdown is noticed).
+                let wait = (next_tick - now).min(Duration::from_millis(50));
+                if let Ok(command) = self.commands.recv_timeout(wait) {
+                    self.obey(command);
+                }
                 continue;
             }
             let started = Instant::now();
@@ -316,6 +473,9 @@ impl ShardRun {
             self.metrics.arrivals.inc_by(report.arrivals.len() as u64);
             self.metrics.kills.inc_by(report.kills);
             self.publish(&label);
+            if self.shard.tick_no.is_multiple_of(self.aoi.every) {
+                self.send_updates();
+            }
             next_tick += period;
             if next_tick < Instant::now() {
                 // Too far behind: skip the ticks missed rather than run them back to back.
@@ -347,6 +507,61 @@ impl ShardRun {
             shard = self.shard.id,
             "world: shard stopped after its last checkpoint"
         );
+    }
+
+    fn obey(&mut self, command: Command) {
+        match command {
+            Command::Subscribe {
+                session,
+                rect,
+                reply,
+            } => {
+                let id = session.session_id;
+                let answer = match self.subscribers.get_mut(&id) {
+                    Some(known) => known
+                        .view
+                        .move_to(rect, self.aoi.max_side)
+                        .map(|()| to_state(self.shard.id, known.view.update(&self.shard))),
+                    None => View::new(rect, self.aoi.margin, self.aoi.max_side).map(|mut view| {
+                        let state = to_state(self.shard.id, view.update(&self.shard));
+                        self.subscribers.insert(id, Subscriber { session, view });
+                        self.metrics.subscribers.inc();
+                        state
+                    }),
+                };
+                let _ = reply.send(answer.map_err(|e| e.to_string()));
+            }
+            Command::Unsubscribe { session_id } => {
+                if self.subscribers.remove(&session_id).is_some() {
+                    self.metrics.subscribers.dec();
+                }
+            }
+        }
+    }
+
+    /// Queues each subscriber's changes, skipping those who have not taken the last ones.
+    fn send_updates(&mut self) {
+        while let Ok(command) = self.commands.try_recv() {
+            self.obey(command);
+        }
+        let mut closed = Vec::new();
+        for (id, subscriber) in &mut self.subscribers {
+            if !subscriber.session.outbox.is_empty() {
+                self.metrics.states_skipped.inc();
+                continue;
+            }
+            let state = to_state(self.shard.id, subscriber.view.update(&self.shard));
+            let envelope = Envelope::new("", Message::WorldState(state));
+            if Encoded::new(envelope).deliver(&subscriber.session) {
+                self.metrics.states_sent.inc();
+            } else {
+                closed.push(*id);
+            }
+        }
+        for id in closed {
+            self.subscribers.remove(&id);
+            self.metrics.subscribers.dec();
+        }
     }
 
     fn publish(&self, label: &str) {

@@ -19,6 +19,12 @@ pub struct WorldConfig {
     pub checkpoint_interval_s: u64,
     /// A shard with no checkpoint is seeded with this many NPC towers and twice as many creeps.
     pub seed_towers_per_shard: usize,
+    /// Area-of-interest updates sent to each subscriber per second (at most `rules.tick_hz`).
+    pub aoi_hz: f32,
+    /// Longest side of a subscribed box, metres.
+    pub aoi_max_side_m: f32,
+    /// Hysteresis at a box's edge: what is in view leaves it only this many metres outside.
+    pub aoi_margin_m: f32,
     /// How the world plays.
     pub rules: Rules,
 }
@@ -32,6 +38,9 @@ impl Default for WorldConfig {
             checkpoint_dir: String::new(),
             checkpoint_interval_s: 30,
             seed_towers_per_shard: 0,
+            aoi_hz: 5.0,
+            aoi_max_side_m: 2_000.0,
+            aoi_margin_m: 50.0,
             rules: Rules::default(),
         }
     }
