@@ -2,8 +2,8 @@
 //! over plain vectors, not an object with pointers, and a checkpoint writes each column as one
 //! block.
 //!
-//! Owners are opaque `u32`s given by the world's user: [`NPC_OWNERS`] are the seeded non-player
-//! factions; 0 is nobody.
+//! Owners are `u32`s: [`NPC_OWNERS`] are the seeded non-player factions, [`PLAYER_OWNERS`]
+//! players (numbered per shard); 0 is nobody.
 
 use std::ops::Range;
 
@@ -11,6 +11,9 @@ use crate::geo::Point;
 
 /// Owner ids of the seeded NPC factions (they fight each other and everyone).
 pub const NPC_OWNERS: Range<u32> = 1..17;
+
+/// Owner ids of players, in the order they first acted in a shard (see `Shard::owner_of`).
+pub const PLAYER_OWNERS: Range<u32> = 1_000..u32::MAX;
 
 /// Towers: claimed buildings. A tower is never removed; its id is its index.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -7,7 +7,8 @@
 //! leaves either the previous checkpoint or the new one, whole. A CRC-32 over the content
 //! catches a torn or damaged file on restore.
 //!
-//! Layout (little-endian): `MUSTERWD`, version `u32`, then fixed fields and arrays, each array
+//! Layout (little-endian): `MUSTERWD`, version `u32` (2: with the players and the last action
+//! applied), then fixed fields and arrays, each array
 //! a `u64` element count followed by its elements' bytes, then the CRC-32 of everything before
 //! it. Derived state (grid, cursors, tower index) is not written; restore rebuilds it.
 
@@ -26,7 +27,7 @@ use crate::shard::{Rules, Shard};
 use crate::WorldError;
 
 const MAGIC: &[u8; 8] = b"MUSTERWD";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("checkpoints are written little-endian as in memory: a big-endian host needs a byte-swapping writer");
@@ -39,6 +40,9 @@ pub struct Snapshot {
     tiles: Vec<f32>,
     pub tick_no: u64,
     pub now_ms: u64,
+    /// The last player action applied.
+    pub applied: u64,
+    players: Vec<u128>,
     route_starts: Vec<u32>,
     route_points: Vec<f32>,
     /// Each route's end nodes, flattened.
@@ -67,6 +71,8 @@ impl Shard {
         into.shard_id = self.id;
         into.tick_no = self.tick_no;
         into.now_ms = self.now_ms;
+        into.applied = self.applied;
+        into.players.clone_from(&self.players);
         into.tiles.clear();
         into.tiles
             .extend(self.tiles.iter().flat_map(|p| [p.x, p.y]));
@@ -122,6 +128,8 @@ impl Shard {
         let mut shard = Shard::new(s.shard_id, map, tiles, rules);
         shard.tick_no = s.tick_no;
         shard.now_ms = s.now_ms;
+        shard.applied = s.applied;
+        shard.players = s.players;
         shard.routes = RouteStore::from_parts(s.route_starts, s.route_points, &ends);
         shard.towers = s.towers;
         shard.creeps = Creeps {
@@ -219,6 +227,8 @@ impl Snapshot {
         w.put(&self.shard_id.to_le_bytes()).map_err(io)?;
         w.put(&self.tick_no.to_le_bytes()).map_err(io)?;
         w.put(&self.now_ms.to_le_bytes()).map_err(io)?;
+        w.put(&self.applied.to_le_bytes()).map_err(io)?;
+        w.array(&self.players).map_err(io)?;
         w.array(&self.tiles).map_err(io)?;
         w.array(&self.route_starts).map_err(io)?;
         w.array(&self.route_points).map_err(io)?;
@@ -272,10 +282,14 @@ impl Snapshot {
         let shard_id = r.u32().map_err(io)?;
         let tick_no = r.u64().map_err(io)?;
         let now_ms = r.u64().map_err(io)?;
+        let applied = r.u64().map_err(io)?;
+        let players = r.array(size).map_err(io)?;
         let snapshot = Snapshot {
             shard_id,
             tick_no,
             now_ms,
+            applied,
+            players,
             tiles: r.array(size).map_err(io)?,
             route_starts: r.array(size).map_err(io)?,
             route_points: r.array(size).map_err(io)?,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use fast_paths::PathCalculator;
 use serde::{Deserialize, Serialize};
 
-use crate::actors::{Creeps, Towers, NPC_OWNERS};
+use crate::actors::{Creeps, Towers, NPC_OWNERS, PLAYER_OWNERS};
 use crate::geo::{Point, Rect};
 use crate::index::grid::{Entry, Grid};
 use crate::index::towers::TowerIndex;
@@ -129,9 +129,32 @@ pub struct Shard {
     tower_index: TowerIndex,
     pub tick_no: u64,
     pub now_ms: u64,
+    /// The players who own something here, by owner id (`PLAYER_OWNERS.start + index`); ids
+    /// are the world user's (Muster's user ids).
+    pub players: Vec<u128>,
+    player_owner: std::collections::HashMap<u128, u32>,
+    /// The last player action applied (its sequence number in the world user's action log).
+    pub applied: u64,
 }
 
 impl Shard {
+    /// The owner id of player `id`, given one on first use.
+    pub fn owner_of(&mut self, id: u128) -> u32 {
+        if let Some(&owner) = self.player_owner.get(&id) {
+            return owner;
+        }
+        let owner = PLAYER_OWNERS.start + self.players.len() as u32;
+        self.players.push(id);
+        self.player_owner.insert(id, owner);
+        owner
+    }
+
+    /// The player an owner id stands for (`None`: an NPC or nobody).
+    pub fn player_of(&self, owner: u32) -> Option<u128> {
+        let i = owner.checked_sub(PLAYER_OWNERS.start)?;
+        self.players.get(i as usize).copied()
+    }
+
     /// An empty shard of `map` copied at each of `tiles` (at least one).
     pub fn new(id: u32, map: Arc<RoadMap>, tiles: Vec<Point>, rules: Rules) -> Shard {
         let tiles = if tiles.is_empty() {
@@ -153,6 +176,9 @@ impl Shard {
             tower_index: TowerIndex::default(),
             tick_no: 0,
             now_ms: 0,
+            players: Vec::new(),
+            player_owner: std::collections::HashMap::new(),
+            applied: 0,
         }
     }
 
@@ -527,6 +553,12 @@ impl Shard {
         for (id, pos) in placed {
             self.place(id, pos);
         }
+        self.player_owner = self
+            .players
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, PLAYER_OWNERS.start + i as u32))
+            .collect();
         self.building_tower = vec![NO_TOWER; self.building_count() as usize];
         for (t, &b) in self.towers.building.iter().enumerate() {
             if let Some(slot) = self.building_tower.get_mut(b as usize) {
