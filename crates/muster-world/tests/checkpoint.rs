@@ -57,6 +57,17 @@ fn everything(shard: &Shard) -> (Vec<u32>, Vec<(u32, i64, i64)>) {
 #[test]
 fn a_restored_shard_equals_the_live_one_and_plays_on_the_same() {
     let (mut live, _router) = seeded(3_000);
+    // Two players and the last action applied travel with the checkpoint.
+    let (alice, bob) = (0xA11CE_u128 << 64, 0xB0B_u128);
+    assert_eq!(
+        (
+            live.owner_of(alice),
+            live.owner_of(bob),
+            live.owner_of(alice)
+        ),
+        (1000, 1001, 1000)
+    );
+    live.applied = 7;
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("shard-7.world");
     let written = live.snapshot().write(&path).expect("write");
@@ -69,6 +80,8 @@ fn a_restored_shard_equals_the_live_one_and_plays_on_the_same() {
         (restored.tick_no, restored.now_ms),
         (live.tick_no, live.now_ms)
     );
+    assert_eq!((restored.applied, restored.player_of(1001)), (7, Some(bob)));
+    assert_eq!(restored.owner_of(alice), 1000);
     assert_eq!(restored.towers, live.towers);
     assert_eq!(restored.creeps, live.creeps);
     assert_eq!(restored.routes.len(), live.routes.len());
