@@ -52,6 +52,8 @@ pub enum WorldError {
     SameRoad,
     #[error("a creep's speed must be above 0 and at most 100 m/s")]
     BadSpeed,
+    #[error("count must be 1 to {0}")]
+    BadCount(u32),
     #[error("bad area of interest: {0}")]
     BadBox(String),
 }

@@ -8,7 +8,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
-use fast_paths::{FastGraph, InputGraph, PathCalculator};
+pub use fast_paths::PathCalculator;
+use fast_paths::{FastGraph, InputGraph};
 
 use crate::map::RoadMap;
 

@@ -103,6 +103,17 @@ async fn build(
         None => (local.clone(), local),
     };
     let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone(), router.clone()).await?);
+    let shutdown = CancellationToken::new();
+    // The world's shards start before the functions are fixed: its actions are functions.
+    let world = crate::world::World::start(
+        &config.world,
+        &config.data_dir,
+        metrics.registry(),
+        shutdown.child_token(),
+    )?;
+    if let Some(world) = &world {
+        crate::world::actions::register(&mut functions, world);
+    }
     builtins::register(&mut functions, &config.runtime.builtin_functions);
     let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
     let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
@@ -110,7 +121,6 @@ async fn build(
     let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));
     warn_default_secrets(&config);
     let limits = &config.limits;
-    let shutdown = CancellationToken::new();
     let matches = Matches::build(
         &config,
         store.as_ref(),
@@ -121,12 +131,6 @@ async fn build(
         shutdown.child_token(),
     )
     .await?;
-    let world = crate::world::World::start(
-        &config.world,
-        &config.data_dir,
-        metrics.registry(),
-        shutdown.child_token(),
-    )?;
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(sessions_end);

@@ -143,6 +143,15 @@ async fn shards_tick_checkpoint_and_come_back_after_a_kill_9() {
         "muster did not stop"
     );
     let after_stop = stats(&db, &config);
+    // Checkpoints let the action log's covered segments go: a few files, not one per second.
+    let segments = std::fs::read_dir(db.data_dir().join("world"))
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("shard-0.log."))
+        })
+        .count();
+    assert!((1..=2).contains(&segments), "{segments} log segments");
     for (before, after) in shards
         .iter()
         .zip(after_stop["shards"].as_array().expect("shards"))
@@ -347,4 +356,147 @@ async fn without_a_world_subscriptions_are_refused() {
         .await;
     assert_eq!(code, 3);
     assert!(message.contains("not enabled"), "{message}");
+}
+
+/// `POST /v2/rpc/{id}` with a session token and a JSON payload: the status and the answer
+/// (the function's JSON on success, the error body otherwise).
+async fn rpc(base: &str, token: &str, id: &str, payload: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v2/rpc/{id}"))
+        .bearer_auth(token)
+        .json(&Value::String(payload.to_string()))
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("JSON");
+    if status == 200 {
+        let payload = body["payload"].as_str().expect("payload").to_owned();
+        return (status, serde_json::from_str(&payload).expect("JSON answer"));
+    }
+    (status, body)
+}
+
+#[tokio::test]
+async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
+    let db = Database::new(Backend::Sqlite).await;
+    let config = db.data_dir().join("world.toml");
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    // No checkpoint for an hour: after the kill, everything comes back from the action log.
+    std::fs::write(
+        &config,
+        format!(
+            "[world]\nmap = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\n",
+            helsinki_pbf().display().to_string()
+        ),
+    )
+    .expect("config");
+    let start = || {
+        let mut command = muster_command(&db);
+        command.arg("--config").arg(&config);
+        Binary::run(command, free_port())
+    };
+    let mut node = start().await;
+    let base = node.base();
+    let (alice, _) = support::device_session_at(&base, "device-world-alice").await;
+    let (bob, _) = support::device_session_at(&base, "device-world-bob").await;
+    // Alice claims buildings until two of hers are joined by a road.
+    let mut mine = Vec::new();
+    let mut route = None;
+    for building in 0..433 {
+        let (status, answer) =
+            rpc(&base, &alice, "world_claim", json!({"building": building})).await;
+        if status == 409 {
+            continue; // an NPC's
+        }
+        assert_eq!(status, 200, "{answer}");
+        let tower = answer["tower"].as_u64().expect("tower");
+        for &other in &mine {
+            let (status, answer) = rpc(
+                &base,
+                &alice,
+                "world_connect",
+                json!({"from": other, "to": tower}),
+            )
+            .await;
+            if status == 200 {
+                route = Some((other, tower, answer["route"].as_u64().expect("route")));
+                break;
+            }
+        }
+        mine.push(tower);
+        if route.is_some() {
+            break;
+        }
+    }
+    let (home, _, route) = route.expect("two of Alice's towers joined by a road");
+    let (status, answer) = rpc(&base, &alice, "world_upgrade", json!({"tower": home})).await;
+    assert_eq!(
+        (status, answer["level"].as_u64()),
+        (200, Some(2)),
+        "{answer}"
+    );
+    let (status, answer) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 3}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["creeps"].as_array().map(Vec::len), Some(3));
+    // Refusals change nothing and say why.
+    let (status, body) = rpc(&base, &bob, "world_upgrade", json!({"tower": home})).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("not yours"),
+        "{body}"
+    );
+    let (status, _) = rpc(&base, &bob, "world_claim", json!({"building": 99_999})).await;
+    assert_eq!(status, 404);
+    let (status, _) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 1000}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, _) = rpc(
+        &base,
+        &alice,
+        "world_claim",
+        json!({"building": 1, "colour": "red"}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let towers = 50.0 + mine.len() as f64;
+    eventually("Alice's towers counted", || async {
+        metric(&node, "muster_world_towers{shard=\"0\"}").await == towers
+    })
+    .await;
+    // kill -9, then back: the seeded world again, and Alice's actions replayed from the log.
+    node.kill9();
+    let node = start().await;
+    let base = node.base();
+    assert_eq!(
+        metric(&node, "muster_world_towers{shard=\"0\"}").await,
+        towers
+    );
+    let (status, answer) = rpc(&base, &alice, "world_upgrade", json!({"tower": home})).await;
+    assert_eq!(
+        (status, answer["level"].as_u64()),
+        (200, Some(3)),
+        "{answer}"
+    );
+    let (status, body) = rpc(&base, &bob, "world_upgrade", json!({"tower": home})).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, answer) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 1}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
 }

@@ -20,6 +20,7 @@ pub struct WorldMetrics {
     pub subscribers: IntGauge,
     pub states_sent: IntCounter,
     pub states_skipped: IntCounter,
+    pub actions: IntCounter,
 }
 
 impl WorldMetrics {
@@ -91,6 +92,10 @@ impl WorldMetrics {
             states_sent: register!(IntCounter::new(
                 "world_states_sent_total",
                 "world_state updates queued to subscribers."
+            )),
+            actions: register!(IntCounter::new(
+                "world_actions_total",
+                "Player actions applied and written to the action log."
             )),
             states_skipped: register!(IntCounter::new(
                 "world_states_skipped_total",

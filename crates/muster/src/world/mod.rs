@@ -16,6 +16,8 @@
 //! last sent, carries the newest state). Subscriptions are this node's: the shard threads hold
 //! the subscribed sessions, which are local.
 
+pub mod actions;
+pub mod log;
 pub mod metrics;
 
 use std::collections::HashMap;
@@ -46,6 +48,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::base::config::WorldConfig;
+use crate::functions::{RpcCode, RpcError};
+use actions::Action;
+use log::{ActionLog, Record};
 use metrics::WorldMetrics;
 
 /// One shard as the rest of Muster sees it: its counts, refreshed every tick.
@@ -94,6 +99,12 @@ enum Command {
     Unsubscribe {
         session_id: Uuid,
     },
+    /// A player's action; answered once it is applied and on disk (or refused).
+    Act {
+        user: Uuid,
+        action: Action,
+        reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    },
 }
 
 /// Commands a shard's inbox holds before a request is refused as busy.
@@ -139,21 +150,43 @@ pub fn checkpoint_path(dir: &Path, i: usize) -> PathBuf {
 }
 
 /// Shard `i`: restored from its checkpoint when there is one, else new (seeded when the
-/// configuration says so). Returns the shard and whether it was restored.
+/// configuration says so), then brought up to date with the actions logged after it. Returns
+/// the shard, whether it was restored, and its action log.
 pub fn load_or_seed(
     config: &WorldConfig,
     ground: &Ground,
     dir: &Path,
     i: usize,
     now_ms: u64,
-) -> anyhow::Result<(Shard, bool)> {
+) -> anyhow::Result<(Shard, bool, ActionLog)> {
     let path = checkpoint_path(dir, i);
-    if path.exists() {
+    let (mut shard, restored) = if path.exists() {
         let snapshot = Snapshot::read(&path)?;
         let shard = Shard::restore(snapshot, ground.map.clone(), config.rules.clone())?;
-        return Ok((shard, true));
+        (shard, true)
+    } else {
+        (seeded(config, ground, i, now_ms), false)
+    };
+    let (log, records) = ActionLog::open(dir, i, shard.applied)
+        .map_err(|e| anyhow::anyhow!("world action log in {}: {e}", dir.display()))?;
+    let mut calc = ground.router.calculator();
+    let replayed = records.len();
+    for record in records {
+        // Each action again at the time it was first applied (a spawn's creeps set off then).
+        shard.now_ms = shard.now_ms.max(record.t);
+        let _ = record
+            .action
+            .apply(&mut shard, &ground.router, &mut calc, record.user.as_u128());
+        shard.applied = record.seq;
     }
-    Ok((seeded(config, ground, i, now_ms), false))
+    if replayed > 0 {
+        tracing::info!(
+            shard = i,
+            replayed,
+            "world: actions after the checkpoint replayed"
+        );
+    }
+    Ok((shard, restored, log))
 }
 
 /// Shard `i`, new, seeded with NPCs when the configuration says so.
@@ -186,7 +219,7 @@ impl World {
             return Ok(None);
         }
         let started = Instant::now();
-        let ground = Ground::prepare(config)?;
+        let ground = Arc::new(Ground::prepare(config)?);
         let dir = checkpoint_dir(config, data_dir);
         std::fs::create_dir_all(&dir)
             .map_err(|e| anyhow::anyhow!("world checkpoints in {}: {e}", dir.display()))?;
@@ -198,7 +231,7 @@ impl World {
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
         for i in 0..config.shards {
-            let (shard, restored) = load_or_seed(config, &ground, &dir, i, 0)?;
+            let (shard, restored, log) = load_or_seed(config, &ground, &dir, i, 0)?;
             if restored {
                 metrics.restored.inc();
             }
@@ -230,6 +263,11 @@ impl World {
                 },
                 commands,
                 subscribers: HashMap::new(),
+                calc: ground.router.calculator(),
+                ground: ground.clone(),
+                log,
+                unlogged: Vec::new(),
+                covered: None,
                 shard,
                 path: checkpoint_path(&dir, i),
                 interval: Duration::from_secs(config.checkpoint_interval_s),
@@ -298,6 +336,37 @@ impl World {
         answer
             .await
             .map_err(|_| "the world is shutting down".to_string())?
+    }
+
+    /// Applies `action` of player `user` on shard `shard`; the answer once it is on disk.
+    pub async fn act(
+        &self,
+        shard: u32,
+        user: Uuid,
+        action: Action,
+    ) -> Result<serde_json::Value, RpcError> {
+        let inbox = self.inboxes.get(shard as usize).ok_or_else(|| {
+            RpcError::new(
+                RpcCode::NotFound,
+                format!("No shard {shard}: this world has {}.", self.inboxes.len()),
+            )
+        })?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        inbox
+            .try_send(Command::Act {
+                user,
+                action,
+                reply,
+            })
+            .map_err(|_| {
+                RpcError::new(
+                    RpcCode::Unavailable,
+                    "The world is busy; try again shortly.",
+                )
+            })?;
+        answer
+            .await
+            .map_err(|_| RpcError::new(RpcCode::Unavailable, "The world is shutting down."))?
     }
 
     /// Ends `session_id`'s subscription, wherever it is.
@@ -426,9 +495,24 @@ fn to_state(shard: u32, update: Update) -> WorldState {
     }
 }
 
+/// An action applied and waiting for the log's sync before it is acknowledged.
+type Unlogged = (
+    Record,
+    serde_json::Value,
+    tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+);
+
 /// What a shard's thread owns.
 struct ShardRun {
     aoi: Aoi,
+    ground: Arc<Ground>,
+    calc: muster_world::routing::PathCalculator,
+    log: ActionLog,
+    /// Actions applied since the last sync of the log.
+    unlogged: Vec<Unlogged>,
+    /// The log's first sequence number after the checkpoint being written: once it is on disk,
+    /// the segments before are deleted.
+    covered: Option<u64>,
     commands: mpsc::Receiver<Command>,
     subscribers: HashMap<Uuid, Subscriber>,
     shard: Shard,
@@ -458,7 +542,7 @@ impl ShardRun {
                 // that shutdown is noticed).
                 let wait = (next_tick - now).min(Duration::from_millis(50));
                 if let Ok(command) = self.commands.recv_timeout(wait) {
-                    self.obey(command);
+                    self.serve(command);
                 }
                 continue;
             }
@@ -482,26 +566,27 @@ impl ShardRun {
                 next_tick = Instant::now() + period;
             }
             if spare.is_none() {
-                spare = writer.poll();
+                spare = self.returned(writer.poll());
             }
             if Instant::now() >= next_checkpoint {
                 next_checkpoint = Instant::now() + self.interval;
                 // A write still in flight keeps the snapshot: this checkpoint waits for the next.
-                if let Some(mut snapshot) = spare.take() {
-                    let copy = Instant::now();
-                    self.shard.snapshot_into(&mut snapshot);
-                    self.metrics
-                        .checkpoint_pause_seconds
-                        .observe(copy.elapsed().as_secs_f64());
-                    writer.write(snapshot);
+                if let Some(snapshot) = spare.take() {
+                    self.checkpoint(&writer, snapshot);
                 }
             }
         }
-        // The last checkpoint, written before the thread ends.
-        let mut snapshot = spare.or_else(|| writer.wait()).unwrap_or_default();
-        self.shard.snapshot_into(&mut snapshot);
-        writer.write(snapshot);
-        writer.wait();
+        // The last checkpoint, written before the thread ends (actions still queued first).
+        while let Ok(command) = self.commands.try_recv() {
+            self.obey(command);
+        }
+        self.flush_actions();
+        let spare = match spare {
+            Some(snapshot) => Some(snapshot),
+            None => self.returned(writer.wait()),
+        };
+        self.checkpoint(&writer, spare.unwrap_or_default());
+        let _ = self.returned(writer.wait());
         writer.finish();
         tracing::info!(
             shard = self.shard.id,
@@ -509,8 +594,103 @@ impl ShardRun {
         );
     }
 
+    /// Copies the shard into `snapshot` (the pause) and hands it to the writer; the log starts
+    /// a new segment, so that the ones this checkpoint covers can go once it is on disk.
+    fn checkpoint(&mut self, writer: &Writer, mut snapshot: Snapshot) {
+        self.flush_actions();
+        let copy = Instant::now();
+        self.shard.snapshot_into(&mut snapshot);
+        self.metrics
+            .checkpoint_pause_seconds
+            .observe(copy.elapsed().as_secs_f64());
+        self.covered = match self.log.rotate() {
+            Ok(boundary) => Some(boundary),
+            Err(error) => {
+                tracing::warn!(%error, "world: cannot start a new log segment; the old ones stay");
+                None
+            }
+        };
+        writer.write(snapshot);
+    }
+
+    /// A snapshot back from the writer: when its write succeeded, the log segments it covers
+    /// are deleted.
+    fn returned(&mut self, written: Option<(Snapshot, bool)>) -> Option<Snapshot> {
+        let (snapshot, ok) = written?;
+        if let (true, Some(boundary)) = (ok, self.covered.take()) {
+            self.log.forget_before(boundary);
+        }
+        Some(snapshot)
+    }
+
+    /// Handles `first` and every command already waiting, then syncs the actions they applied
+    /// to the log (one sync for the batch) and acknowledges them.
+    fn serve(&mut self, first: Command) {
+        self.obey(first);
+        while let Ok(command) = self.commands.try_recv() {
+            self.obey(command);
+        }
+        self.flush_actions();
+    }
+
+    fn flush_actions(&mut self) {
+        if self.unlogged.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.unlogged);
+        let records: Vec<Record> = batch.iter().map(|(r, _, _)| r.clone()).collect();
+        match self.log.append(&records) {
+            Ok(()) => {
+                self.metrics.actions.inc_by(batch.len() as u64);
+                for (_, answer, reply) in batch {
+                    let _ = reply.send(Ok(answer));
+                }
+            }
+            Err(error) => {
+                // Applied but not on disk: not acknowledged. (The shard keeps it; a restart
+                // would not have it.)
+                tracing::error!(%error, shard = self.shard.id, "world: the action log cannot be written");
+                for (_, _, reply) in batch {
+                    let _ = reply.send(Err(RpcError::new(
+                        RpcCode::Unavailable,
+                        "The action could not be recorded; try again.",
+                    )));
+                }
+            }
+        }
+    }
+
     fn obey(&mut self, command: Command) {
         match command {
+            Command::Act {
+                user,
+                action,
+                reply,
+            } => {
+                let applied = action.apply(
+                    &mut self.shard,
+                    &self.ground.router,
+                    &mut self.calc,
+                    user.as_u128(),
+                );
+                match applied {
+                    Ok(answer) => {
+                        let seq = self.log.next_seq();
+                        self.shard.applied = seq;
+                        let record = Record {
+                            seq,
+                            t: self.shard.now_ms,
+                            user,
+                            action,
+                        };
+                        self.unlogged.push((record, answer, reply));
+                    }
+                    Err(error) => {
+                        let code = actions::code_of(&error);
+                        let _ = reply.send(Err(RpcError::new(code, format!("{error}."))));
+                    }
+                }
+            }
             Command::Subscribe {
                 session,
                 rect,
@@ -544,6 +724,7 @@ impl ShardRun {
         while let Ok(command) = self.commands.try_recv() {
             self.obey(command);
         }
+        self.flush_actions();
         let mut closed = Vec::new();
         for (id, subscriber) in &mut self.subscribers {
             if !subscriber.session.outbox.is_empty() {
@@ -619,25 +800,26 @@ impl Writer {
         }
     }
 
-    /// The snapshot back if its write has finished (without waiting).
-    fn poll(&self) -> Option<Snapshot> {
+    /// The snapshot back, and whether it was written, if its write has finished (no waiting).
+    fn poll(&self) -> Option<(Snapshot, bool)> {
         self.written.try_recv().ok().map(|r| self.record(r))
     }
 
-    /// Waits for the write in flight and gives its snapshot back.
-    fn wait(&self) -> Option<Snapshot> {
+    /// Waits for the write in flight and gives its snapshot back, and whether it was written.
+    fn wait(&self) -> Option<(Snapshot, bool)> {
         self.written.recv().ok().map(|r| self.record(r))
     }
 
     fn record(
         &self,
         (snapshot, result, took): (Snapshot, Result<u64, String>, Duration),
-    ) -> Snapshot {
-        match result {
+    ) -> (Snapshot, bool) {
+        let ok = match result {
             Ok(bytes) => {
                 self.metrics.checkpoint_bytes.set(bytes as i64);
                 self.metrics.checkpoint_seconds.observe(took.as_secs_f64());
                 self.metrics.checkpoints.with_label_values(&["ok"]).inc();
+                true
             }
             Err(why) => {
                 tracing::error!(%why, "world: checkpoint failed; the previous one is intact");
@@ -645,9 +827,10 @@ impl Writer {
                     .checkpoints
                     .with_label_values(&["failed"])
                     .inc();
+                false
             }
-        }
-        snapshot
+        };
+        (snapshot, ok)
     }
 
     /// Stops the thread once what was sent is written.

@@ -1,0 +1,184 @@
+//! Player actions — claim a building, upgrade a tower, connect two towers, spawn creeps — as
+//! server functions (`world_claim`, `world_upgrade`, `world_connect`, `world_spawn`). Each is
+//! applied on its shard's thread and logged to disk before it is acknowledged (see
+//! [`super::log`]); a refused action changes nothing and logs nothing.
+
+use std::sync::Arc;
+
+use muster_world::routing::{PathCalculator, Router};
+use muster_world::shard::Shard;
+use muster_world::WorldError;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::World;
+use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
+
+/// Most creeps one `world_spawn` sends.
+pub const MAX_SPAWN: u32 = 100;
+
+/// An action as logged (and replayed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Action {
+    Claim { building: u32 },
+    Upgrade { tower: u32 },
+    Connect { from: u32, to: u32 },
+    Spawn { route: u32, count: u32, speed: f32 },
+}
+
+impl Action {
+    /// Applies the action for player `user` at the shard's current time; the answer for the
+    /// caller, or why it was refused (the shard unchanged).
+    pub fn apply(
+        &self,
+        shard: &mut Shard,
+        router: &Router,
+        calc: &mut PathCalculator,
+        user: u128,
+    ) -> Result<Value, WorldError> {
+        match *self {
+            Action::Claim { building } => {
+                if shard.building_pos(building).is_none() {
+                    return Err(WorldError::UnknownBuilding(building));
+                }
+                let owner = shard.owner_of(user);
+                let tower = shard.claim(building, owner)?;
+                let p = shard.towers.pos(tower);
+                Ok(json!({"tower": tower, "x": p.x, "y": p.y}))
+            }
+            Action::Upgrade { tower } => {
+                let owner = shard.owner_of(user);
+                Ok(json!({"tower": tower, "level": shard.upgrade(tower, owner)?}))
+            }
+            Action::Connect { from, to } => {
+                let owner = shard.owner_of(user);
+                let mine = |t: u32| shard.towers.owner.get(t as usize).copied();
+                match mine(from) {
+                    None => return Err(WorldError::UnknownTower(from)),
+                    Some(o) if o != owner => return Err(WorldError::NotYours(from)),
+                    _ => {}
+                }
+                let route = shard.connect(router, calc, from, to)?;
+                Ok(json!({"route": route, "length_m": shard.routes.length(route)}))
+            }
+            Action::Spawn {
+                route,
+                count,
+                speed,
+            } => {
+                if !(1..=MAX_SPAWN).contains(&count) {
+                    return Err(WorldError::BadCount(MAX_SPAWN));
+                }
+                if route as usize >= shard.routes.len() {
+                    return Err(WorldError::UnknownRoute(route));
+                }
+                if !(speed.is_finite() && speed > 0.0 && speed <= 100.0) {
+                    return Err(WorldError::BadSpeed);
+                }
+                let owner = shard.owner_of(user);
+                let now = shard.now_ms;
+                let mut creeps = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    let id = shard.spawn(owner, route, now, speed)?;
+                    creeps.push(shard.creeps.public_id(id));
+                }
+                Ok(json!({"creeps": creeps}))
+            }
+        }
+    }
+}
+
+/// The code a refusal is answered with.
+pub fn code_of(error: &WorldError) -> RpcCode {
+    match error {
+        WorldError::UnknownBuilding(_)
+        | WorldError::UnknownTower(_)
+        | WorldError::UnknownRoute(_) => RpcCode::NotFound,
+        WorldError::AlreadyClaimed { .. } => RpcCode::AlreadyExists,
+        WorldError::NotYours(_) => RpcCode::PermissionDenied,
+        WorldError::BadSpeed | WorldError::BadCount(_) | WorldError::BadBox(_) => {
+            RpcCode::InvalidArgument
+        }
+        _ => RpcCode::FailedPrecondition,
+    }
+}
+
+/// Registers the world's functions (a game's own function of the same id wins).
+pub fn register(functions: &mut Functions, world: &Arc<World>) {
+    for (id, kind) in [
+        ("world_claim", Kind::Claim),
+        ("world_upgrade", Kind::Upgrade),
+        ("world_connect", Kind::Connect),
+        ("world_spawn", Kind::Spawn),
+    ] {
+        if !functions.contains(id) {
+            let _ = functions.register(
+                id,
+                WorldFunction {
+                    world: world.clone(),
+                    kind,
+                },
+            );
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Claim,
+    Upgrade,
+    Connect,
+    Spawn,
+}
+
+struct WorldFunction {
+    world: Arc<World>,
+    kind: Kind,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Payload {
+    #[serde(default)]
+    shard: u32,
+    building: Option<u32>,
+    tower: Option<u32>,
+    from: Option<u32>,
+    to: Option<u32>,
+    route: Option<u32>,
+    count: Option<u32>,
+    speed: Option<f32>,
+}
+
+#[async_trait::async_trait]
+impl ServerFunction for WorldFunction {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let caller = call.caller.ok_or_else(|| {
+            RpcError::invalid("world actions are a player's own: call with a session token.")
+        })?;
+        let p: Payload = call.json()?;
+        let need = |v: Option<u32>, key: &str| {
+            v.ok_or_else(|| RpcError::invalid(format!("The payload needs \"{key}\".")))
+        };
+        let action = match self.kind {
+            Kind::Claim => Action::Claim {
+                building: need(p.building, "building")?,
+            },
+            Kind::Upgrade => Action::Upgrade {
+                tower: need(p.tower, "tower")?,
+            },
+            Kind::Connect => Action::Connect {
+                from: need(p.from, "from")?,
+                to: need(p.to, "to")?,
+            },
+            Kind::Spawn => Action::Spawn {
+                route: need(p.route, "route")?,
+                count: p.count.unwrap_or(1),
+                speed: p.speed.unwrap_or(12.0),
+            },
+        };
+        let answer = self.world.act(p.shard, caller.user_id, action).await?;
+        Ok(answer.to_string())
+    }
+}
