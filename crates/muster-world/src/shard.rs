@@ -109,8 +109,19 @@ pub struct TickReport {
     pub queries: u64,
     pub shots: u64,
     pub kills: u64,
-    /// Creeps that reached their target: `(owner, reward)`.
-    pub arrivals: Vec<(u32, u32)>,
+    /// Creeps that reached their target.
+    pub arrivals: Vec<Arrival>,
+}
+
+/// A creep that reached its target, and what it earns its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    pub owner: u32,
+    pub reward: u32,
+    /// The creep's public id and when it set off: together, this arrival's identity (a payment
+    /// keyed on it is made once, even if a restore replays the drive).
+    pub creep: u64,
+    pub start_ms: u64,
 }
 
 /// One region of the world.
@@ -439,7 +450,12 @@ impl Shard {
                 None => {
                     let km = self.routes.length(route) / 1000.0;
                     let reward = ((km * self.rules.reward_per_km as f32) as u32).max(1);
-                    report.arrivals.push((self.creeps.owner[id], reward));
+                    report.arrivals.push(Arrival {
+                        owner: self.creeps.owner[id],
+                        reward,
+                        creep: self.creeps.public_id(id as u32),
+                        start_ms: self.creeps.start_ms[id],
+                    });
                     self.retire(id as u32);
                 }
             }

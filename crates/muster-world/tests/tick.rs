@@ -58,7 +58,7 @@ fn a_creep_drives_its_route_and_pays_its_owner_on_arrival() {
     for t in 251..=1_010 {
         let r = shard.tick(t * 100);
         crossed += r.crossed;
-        paid.extend(r.arrivals);
+        paid.extend(r.arrivals.iter().map(|a| (a.owner, a.reward)));
     }
     assert_eq!(paid, vec![(ALICE, 10)]);
     assert_eq!(shard.creep_pos(creep), None);

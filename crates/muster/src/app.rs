@@ -105,17 +105,18 @@ async fn build(
     let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone(), router.clone()).await?);
     let shutdown = CancellationToken::new();
     // The world's shards start before the functions are fixed: its actions are functions.
+    let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
     let world = crate::world::World::start(
         &config.world,
         &config.data_dir,
         metrics.registry(),
+        economy.clone(),
         shutdown.child_token(),
     )?;
     if let Some(world) = &world {
         crate::world::actions::register(&mut functions, world);
     }
     builtins::register(&mut functions, &config.runtime.builtin_functions);
-    let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
     let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
     let link_store: Arc<dyn LinkStore> = store.clone();
     let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));

@@ -377,6 +377,98 @@ async fn rpc(base: &str, token: &str, id: &str, payload: Value) -> (u16, Value) 
     (status, body)
 }
 
+/// The player of `token` claims buildings until two of theirs are joined by a road; returns
+/// the first tower of the pair, the route, and how many towers they claimed.
+async fn claim_a_road(base: &str, token: &str) -> (u64, u64, usize) {
+    let mut mine: Vec<u64> = Vec::new();
+    for building in 0..433 {
+        let (status, answer) = rpc(base, token, "world_claim", json!({"building": building})).await;
+        if status == 409 {
+            continue; // an NPC's
+        }
+        assert_eq!(status, 200, "{answer}");
+        let tower = answer["tower"].as_u64().expect("tower");
+        for &other in &mine {
+            let (status, answer) = rpc(
+                base,
+                token,
+                "world_connect",
+                json!({"from": other, "to": tower}),
+            )
+            .await;
+            if status == 200 {
+                return (
+                    other,
+                    answer["route"].as_u64().expect("route"),
+                    mine.len() + 1,
+                );
+            }
+        }
+        mine.push(tower);
+    }
+    panic!("no two claimable buildings joined by a road");
+}
+
+async fn coins(base: &str, token: &str) -> i64 {
+    let wallet: Value = reqwest::Client::new()
+        .get(format!("{base}/v2/economy/wallet"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("wallet")
+        .json()
+        .await
+        .expect("JSON");
+    wallet["wallet"]["coins"]
+        .as_i64()
+        .or_else(|| wallet["coins"].as_i64())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_players_creeps_that_arrive_pay_into_the_wallet() {
+    let db = Database::new(Backend::Sqlite).await;
+    let config = world_toml(&db);
+    let mut command = muster_command(&db);
+    command.arg("--config").arg(&config);
+    let node = Binary::run(command, free_port()).await;
+    let base = node.base();
+    let (alice, _) = support::device_session_at(&base, "device-world-payee").await;
+    let before = coins(&base, &alice).await;
+    let (_, route, _) = claim_a_road(&base, &alice).await;
+    let (status, answer) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 5, "speed": 100.0}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    // At 100 m/s a route across central Helsinki takes seconds.
+    let mut paid = 0.0;
+    for _ in 0..300 {
+        paid = metric(&node, "muster_world_payouts_total{result=\"paid\"}").await;
+        if paid >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(paid >= 1.0, "no arrival paid in 30 s");
+    let after = coins(&base, &alice).await;
+    assert!(after > before, "wallet {before} → {after}");
+    // Each payment is a ledger row of its own.
+    let ledger: Value = reqwest::Client::new()
+        .get(format!("{base}/v2/economy/ledger?limit=100"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("ledger")
+        .json()
+        .await
+        .expect("JSON");
+    assert!(ledger.to_string().contains("world_arrival"), "{ledger}");
+}
+
 #[tokio::test]
 async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     let db = Database::new(Backend::Sqlite).await;
@@ -400,36 +492,7 @@ async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-alice").await;
     let (bob, _) = support::device_session_at(&base, "device-world-bob").await;
-    // Alice claims buildings until two of hers are joined by a road.
-    let mut mine = Vec::new();
-    let mut route = None;
-    for building in 0..433 {
-        let (status, answer) =
-            rpc(&base, &alice, "world_claim", json!({"building": building})).await;
-        if status == 409 {
-            continue; // an NPC's
-        }
-        assert_eq!(status, 200, "{answer}");
-        let tower = answer["tower"].as_u64().expect("tower");
-        for &other in &mine {
-            let (status, answer) = rpc(
-                &base,
-                &alice,
-                "world_connect",
-                json!({"from": other, "to": tower}),
-            )
-            .await;
-            if status == 200 {
-                route = Some((other, tower, answer["route"].as_u64().expect("route")));
-                break;
-            }
-        }
-        mine.push(tower);
-        if route.is_some() {
-            break;
-        }
-    }
-    let (home, _, route) = route.expect("two of Alice's towers joined by a road");
+    let (home, route, claimed) = claim_a_road(&base, &alice).await;
     let (status, answer) = rpc(&base, &alice, "world_upgrade", json!({"tower": home})).await;
     assert_eq!(
         (status, answer["level"].as_u64()),
@@ -470,7 +533,7 @@ async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     )
     .await;
     assert_eq!(status, 400);
-    let towers = 50.0 + mine.len() as f64;
+    let towers = 50.0 + claimed as f64;
     eventually("Alice's towers counted", || async {
         metric(&node, "muster_world_towers{shard=\"0\"}").await == towers
     })

@@ -21,6 +21,7 @@ pub struct WorldMetrics {
     pub states_sent: IntCounter,
     pub states_skipped: IntCounter,
     pub actions: IntCounter,
+    pub payouts: IntCounterVec,
 }
 
 impl WorldMetrics {
@@ -92,6 +93,13 @@ impl WorldMetrics {
             states_sent: register!(IntCounter::new(
                 "world_states_sent_total",
                 "world_state updates queued to subscribers."
+            )),
+            payouts: register!(IntCounterVec::new(
+                Opts::new(
+                    "world_payouts_total",
+                    "Arrivals of players' creeps paid into their owner's wallet, by result."
+                ),
+                &["result"]
             )),
             actions: register!(IntCounter::new(
                 "world_actions_total",

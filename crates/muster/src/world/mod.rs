@@ -19,6 +19,7 @@
 pub mod actions;
 pub mod log;
 pub mod metrics;
+pub mod payouts;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -213,6 +214,7 @@ impl World {
         config: &WorldConfig,
         data_dir: &Path,
         registry: &Registry,
+        economy: Arc<crate::economy::Economy>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Option<Arc<World>>> {
         if !config.enabled() {
@@ -224,6 +226,7 @@ impl World {
         std::fs::create_dir_all(&dir)
             .map_err(|e| anyhow::anyhow!("world checkpoints in {}: {e}", dir.display()))?;
         let metrics = Arc::new(WorldMetrics::register(registry));
+        let payouts = payouts::start(economy, config.reward_currency.clone(), metrics.clone());
         let stats = Arc::new(parking_lot::Mutex::new(vec![
             ShardStats::default();
             config.shards
@@ -264,6 +267,7 @@ impl World {
                 commands,
                 subscribers: HashMap::new(),
                 calc: ground.router.calculator(),
+                payouts: payouts.clone(),
                 ground: ground.clone(),
                 log,
                 unlogged: Vec::new(),
@@ -505,6 +509,8 @@ type Unlogged = (
 /// What a shard's thread owns.
 struct ShardRun {
     aoi: Aoi,
+    /// Where players' arrivals go to be paid.
+    payouts: payouts::Payouts,
     ground: Arc<Ground>,
     calc: muster_world::routing::PathCalculator,
     log: ActionLog,
@@ -555,6 +561,12 @@ impl ShardRun {
                 self.metrics.late_ticks.inc();
             }
             self.metrics.arrivals.inc_by(report.arrivals.len() as u64);
+            for arrival in &report.arrivals {
+                if let Some(player) = self.shard.player_of(arrival.owner) {
+                    self.payouts
+                        .pay(self.shard.id, Uuid::from_u128(player), arrival);
+                }
+            }
             self.metrics.kills.inc_by(report.kills);
             self.publish(&label);
             if self.shard.tick_no.is_multiple_of(self.aoi.every) {

@@ -25,6 +25,9 @@ pub struct WorldConfig {
     pub aoi_max_side_m: f32,
     /// Hysteresis at a box's edge: what is in view leaves it only this many metres outside.
     pub aoi_margin_m: f32,
+    /// The currency a player's creep that arrives pays into its owner's wallet
+    /// (`rules.reward_per_km` per kilometre driven).
+    pub reward_currency: String,
     /// How the world plays.
     pub rules: Rules,
 }
@@ -41,6 +44,7 @@ impl Default for WorldConfig {
             aoi_hz: 5.0,
             aoi_max_side_m: 2_000.0,
             aoi_margin_m: 50.0,
+            reward_currency: "coins".into(),
             rules: Rules::default(),
         }
     }
