@@ -82,4 +82,8 @@ pub struct WorldState {
     #[prost(uint32, repeated, tag = "8")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gone_towers: Vec<u32>,
+    /// When the tick this state is of began, Unix ms on the server's clock (a client's update
+    /// latency is its receipt time less this).
+    #[prost(uint64, tag = "9")]
+    pub tick_unix_ms: u64,
 }

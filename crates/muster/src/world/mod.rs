@@ -272,6 +272,7 @@ impl World {
                 log,
                 unlogged: Vec::new(),
                 covered: None,
+                tick_unix_ms: 0,
                 shard,
                 path: checkpoint_path(&dir, i),
                 interval: Duration::from_secs(config.checkpoint_interval_s),
@@ -466,10 +467,11 @@ struct Aoi {
     margin: f32,
 }
 
-/// A view's update as the wire carries it.
-fn to_state(shard: u32, update: Update) -> WorldState {
+/// A view's update as the wire carries it; `tick_unix_ms` when its tick began.
+fn to_state(shard: u32, update: Update, tick_unix_ms: u64) -> WorldState {
     WorldState {
         shard,
+        tick_unix_ms,
         tick: update.tick_no,
         time_ms: update.now_ms,
         snapshot: update.snapshot,
@@ -509,6 +511,8 @@ type Unlogged = (
 /// What a shard's thread owns.
 struct ShardRun {
     aoi: Aoi,
+    /// When the last tick began, Unix ms (carried in world states).
+    tick_unix_ms: u64,
     /// Where players' arrivals go to be paid.
     payouts: payouts::Payouts,
     ground: Arc<Ground>,
@@ -553,6 +557,7 @@ impl ShardRun {
                 continue;
             }
             let started = Instant::now();
+            self.tick_unix_ms = crate::base::clock::now_ms().max(0) as u64;
             let world_ms = base_ms + began.elapsed().as_millis() as u64;
             let report = self.shard.tick(world_ms);
             let took = started.elapsed();
@@ -710,12 +715,16 @@ impl ShardRun {
             } => {
                 let id = session.session_id;
                 let answer = match self.subscribers.get_mut(&id) {
-                    Some(known) => known
-                        .view
-                        .move_to(rect, self.aoi.max_side)
-                        .map(|()| to_state(self.shard.id, known.view.update(&self.shard))),
+                    Some(known) => known.view.move_to(rect, self.aoi.max_side).map(|()| {
+                        to_state(
+                            self.shard.id,
+                            known.view.update(&self.shard),
+                            self.tick_unix_ms,
+                        )
+                    }),
                     None => View::new(rect, self.aoi.margin, self.aoi.max_side).map(|mut view| {
-                        let state = to_state(self.shard.id, view.update(&self.shard));
+                        let state =
+                            to_state(self.shard.id, view.update(&self.shard), self.tick_unix_ms);
                         self.subscribers.insert(id, Subscriber { session, view });
                         self.metrics.subscribers.inc();
                         state
@@ -743,7 +752,11 @@ impl ShardRun {
                 self.metrics.states_skipped.inc();
                 continue;
             }
-            let state = to_state(self.shard.id, subscriber.view.update(&self.shard));
+            let state = to_state(
+                self.shard.id,
+                subscriber.view.update(&self.shard),
+                self.tick_unix_ms,
+            );
             let envelope = Envelope::new("", Message::WorldState(state));
             if Encoded::new(envelope).deliver(&subscriber.session) {
                 self.metrics.states_sent.inc();

@@ -43,13 +43,17 @@ pub enum Metric {
     ChatAck,
     /// Chat message: intended send time (carried in the message) → received by a member.
     ChatDelivery,
+    /// `world_subscribe` (and each pan): intended → the box's snapshot received.
+    WorldSubscribe,
+    /// A world update: the server's tick time (carried in the state) → received.
+    WorldUpdate,
     /// A game server's relay (`protocol = "lines"`): a line's intended send time on one of a
     /// player's connections (carried in the line) → its arrival on another.
     Relay,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 16] = [
         Metric::Auth,
         Metric::Connect,
         Metric::Ping,
@@ -63,6 +67,8 @@ impl Metric {
         Metric::ChatJoin,
         Metric::ChatAck,
         Metric::ChatDelivery,
+        Metric::WorldSubscribe,
+        Metric::WorldUpdate,
         Metric::Relay,
     ];
 
@@ -81,6 +87,8 @@ impl Metric {
             Metric::ChatJoin => "chat_join",
             Metric::ChatAck => "chat_ack",
             Metric::ChatDelivery => "chat_delivery",
+            Metric::WorldSubscribe => "world_subscribe",
+            Metric::WorldUpdate => "world_update",
             Metric::Relay => "relay",
         }
     }
@@ -102,6 +110,9 @@ pub struct Counters {
     pub receives: u64,
     /// Realtime sockets opened.
     pub connects: u64,
+    /// World updates received, and their bytes (the frames as received).
+    pub world_states: u64,
+    pub world_bytes: u64,
     /// Realtime sockets closed, for any reason.
     pub disconnects: u64,
     /// Failures of any kind (see the `errors` map for the kinds).
@@ -129,6 +140,8 @@ impl Counters {
         self.chat_sent += o.chat_sent;
         self.chat_acked += o.chat_acked;
         self.chat_delivered += o.chat_delivered;
+        self.world_states += o.world_states;
+        self.world_bytes += o.world_bytes;
     }
 }
 

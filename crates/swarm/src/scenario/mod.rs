@@ -44,6 +44,7 @@ pub mod game;
 pub mod ramp;
 pub mod replay;
 pub mod rpc;
+pub mod world;
 
 mod parse;
 mod validate;
@@ -169,6 +170,9 @@ pub enum Step {
     ChatJoin(JoinStep),
     /// Send chat messages to the room joined last and measure their delivery (see [`ChatStep`]).
     Chat(ChatStep),
+    /// Pan a viewport over Muster's persistent world, claiming buildings, receiving its
+    /// updates (see [`world::WorldStep`]).
+    World(world::WorldStep),
     /// Call server functions at random intervals (see [`rpc`]).
     Rpc {
         /// The functions, one chosen per call in proportion to its weight.
@@ -195,6 +199,7 @@ impl Step {
             Step::Game(g) => g.name(),
             Step::ChatJoin(_) => "chat_join",
             Step::Chat(_) => "chat",
+            Step::World(_) => "world",
             Step::Rpc {
                 transport: Transport::Graphql,
                 ..

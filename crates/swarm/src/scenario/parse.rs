@@ -91,6 +91,7 @@ enum StepKind {
     Chat,
     Rpc,
     Graphql,
+    World,
 }
 
 /// `transport = "…"` as written. One key serves three steps: `join_match` takes `websocket`,
@@ -148,6 +149,15 @@ struct RawStep {
     functions: Option<Spanned<Vec<RawFunction>>>,
     /// `graphql`: its query templates.
     queries: Option<Spanned<Vec<RawQuery>>>,
+    // The `world` step (see `world`).
+    shard: Option<Spanned<u32>>,
+    center: Option<Spanned<Vec<f64>>>,
+    spread_m: Option<Spanned<f64>>,
+    box_m: Option<Spanned<f64>>,
+    pan_every_s: Option<Spanned<Seconds>>,
+    pan_m: Option<Spanned<f64>>,
+    claim_every_s: Option<Spanned<Seconds>>,
+    buildings: Option<Spanned<u32>>,
 }
 
 /// `JoinMatch` → `join_match`, as written in `do = "…"`.
@@ -244,6 +254,18 @@ impl RawStep {
                 "transport",
             ],
             StepKind::Graphql => &["queries", "interval_s", "duration_s", "timeout_s"],
+            StepKind::World => &[
+                "shard",
+                "center",
+                "spread_m",
+                "box_m",
+                "pan_every_s",
+                "pan_m",
+                "claim_every_s",
+                "buildings",
+                "duration_s",
+                "timeout_s",
+            ],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -285,6 +307,17 @@ impl RawStep {
             ),
             ("functions", self.functions.as_ref().map(|v| v.span())),
             ("queries", self.queries.as_ref().map(|v| v.span())),
+            ("shard", self.shard.as_ref().map(|v| v.span())),
+            ("center", self.center.as_ref().map(|v| v.span())),
+            ("spread_m", self.spread_m.as_ref().map(|v| v.span())),
+            ("box_m", self.box_m.as_ref().map(|v| v.span())),
+            ("pan_every_s", self.pan_every_s.as_ref().map(|v| v.span())),
+            ("pan_m", self.pan_m.as_ref().map(|v| v.span())),
+            (
+                "claim_every_s",
+                self.claim_every_s.as_ref().map(|v| v.span()),
+            ),
+            ("buildings", self.buildings.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -490,6 +523,25 @@ impl RawStep {
                     },
                 }
             }
+            StepKind::World => Step::World(
+                super::world::RawWorldStep {
+                    shard: self.shard.map(Spanned::into_inner),
+                    center: self.center.map(Spanned::into_inner),
+                    spread_m: self.spread_m.map(Spanned::into_inner),
+                    box_m: self.box_m.map(Spanned::into_inner),
+                    pan_every_s: self.pan_every_s.map(Spanned::into_inner),
+                    pan_m: self.pan_m.map(Spanned::into_inner),
+                    claim_every_s: self.claim_every_s.map(Spanned::into_inner),
+                    buildings: self.buildings.map(Spanned::into_inner),
+                    duration_s: inner(self.duration_s),
+                    timeout_s: inner(self.timeout_s),
+                }
+                .build()
+                .map_err(|message| Misplaced {
+                    span: span.clone(),
+                    message: format!("do = \"{name}\": {message}"),
+                })?,
+            ),
         })
     }
 }

