@@ -232,7 +232,7 @@ fn main() {
     let json = format!(
         concat!(
             "{{\"bench\":\"world\",\"shards\":{},\"tilesPerShard\":{},\"buildingsPerTile\":{},",
-            "\"roadNodes\":{},\"towers\":{},\"creeps\":{},\"routes\":{},\"unroutable\":{},",
+            "\"mapWidthM\":{:.0},\"mapHeightM\":{:.0},\"roadNodes\":{},\"towers\":{},\"creeps\":{},\"routes\":{},\"unroutable\":{},",
             "\"importMs\":{},\"preparedMs\":{},\"seedMs\":{},",
             "\"rssStartKb\":{},\"rssMapKb\":{},\"rssWorldKb\":{},\"worldRssMb\":{:.1},\"worldHeapMb\":{:.1},",
             "\"tickHz\":{},\"attackHz\":{},\"ticks\":{},\"tickMs\":{{\"p50\":{},\"p99\":{},\"max\":{}}},\"lateTicks\":{},",
@@ -243,6 +243,8 @@ fn main() {
         shards,
         tiles,
         map.buildings.len(),
+        map.bounds.width(),
+        map.bounds.height(),
         map.nodes.len(),
         world.iter().map(|s| s.towers.len()).sum::<usize>(),
         world.iter().map(|s| s.creeps.alive()).sum::<usize>(),

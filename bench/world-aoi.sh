@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Areas of interest at scale (issue 17): SUBSCRIBERS swarm players on this machine subscribe to
+# a shard of Muster's world of Helsinki (tiled TILES times, seeded with TOWERS NPC towers and
+# twice as many creeps, ticking at 10 Hz), each panning a BOX_M viewport every PAN_S seconds and
+# claiming a building every CLAIM_S seconds, for HOLD_S seconds after a RAMP_S ramp; Muster sends
+# each subscriber AOI_HZ updates a second.
+# Prints JSON: update latency from the server's tick (p50/p99/max), subscribe latency, bytes/s
+# per client, updates skipped for slow clients, late ticks, Muster's CPU and RSS, failures.
+#
+#   bench/world-aoi.sh   # SUBSCRIBERS=10000 RAMP_S=30 HOLD_S=60 TILES=100 TOWERS=20000 BOX_M=600
+#                        # PAN_S=5 CLAIM_S=30 AOI_HZ=5 RUNS=1
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/swarm-common.sh"
+SUBSCRIBERS=${SUBSCRIBERS:-10000} RAMP_S=${RAMP_S:-30} HOLD_S=${HOLD_S:-60}
+TILES=${TILES:-100} TOWERS=${TOWERS:-20000} BOX_M=${BOX_M:-600} PAN_S=${PAN_S:-5}
+CLAIM_S=${CLAIM_S:-30} AOI_HZ=${AOI_HZ:-5} RUNS=${RUNS:-1}
+
+build_release
+work=$(mktemp -d /tmp/muster-world-aoi.XXXXXX)
+trap 'stop_muster; remove_work_dir "$work"' EXIT
+pbf="${CARGO_TARGET_DIR:-$root/target}/world-data/Helsinki.osm.pbf"
+"$root/scripts/fetch-helsinki.sh" "$pbf"
+
+# The shard's area: the tiles laid out as Muster lays them (rows of ceil(sqrt(TILES)), each the
+# map's extent plus 1 km apart), the map's extent read by the engine's bench.
+(cd "$root" && cargo build --release -p muster-world --example world-bench --quiet) >&2
+extent=$("${CARGO_TARGET_DIR:-$root/target}/release/examples/world-bench" "$pbf" towers=10 creeps=10 \
+  ticks=1 checkpoints=1 dir="$work/extent")
+read -r cx cy spread <<<"$(python3 - "$TILES" "$extent" <<'PY'
+import json, math, sys
+tiles, extent = int(sys.argv[1]), json.loads(sys.argv[2])
+cols = math.ceil(math.sqrt(tiles)); rows = math.ceil(tiles / cols)
+w, h = extent["mapWidthM"] + 1000, extent["mapHeightM"] + 1000
+print((cols - 1) * w / 2, (rows - 1) * h / 2, min(cols * w, rows * h) / 2)
+PY
+)"
+
+cat >"$work/world.toml" <<TOML
+[world]
+map = "$pbf"
+tiles_per_shard = $TILES
+seed_towers_per_shard = $TOWERS
+aoi_hz = $AOI_HZ
+checkpoint_interval_s = 60
+TOML
+cat >"$work/scenario.toml" <<TOML
+name = "world-aoi"
+timeout_s = 20
+grace_s = 10
+[[phases]]
+name = "ramp"
+duration_s = $RAMP_S
+players = $SUBSCRIBERS
+[[phases]]
+name = "hold"
+duration_s = $HOLD_S
+[[steps]]
+do = "authenticate"
+[[steps]]
+do = "connect"
+[[steps]]
+do = "world"
+duration_s = $(( HOLD_S + RAMP_S / 2 ))
+center = [$cx, $cy]
+spread_m = $spread
+box_m = $BOX_M
+pan_every_s = $PAN_S
+claim_every_s = $CLAIM_S
+buildings = $(( TILES * 433 ))
+TOML
+
+for run in $(seq 1 "$RUNS"); do
+  dir="$work/run-$run"; mkdir -p "$dir"
+  port=$(free_port)
+  limits_off
+  env "${LIMITS_OFF[@]}" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
+    MUSTER_LINKS__LISTEN= \
+    "$muster_bin" serve --config "$work/world.toml" --listen "127.0.0.1:$port" --data-dir "$dir" \
+    --log warn >"$dir/muster.log" 2>&1 &
+  MUSTER_PID=$!
+  for _ in $(seq 1 600); do curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck" && break; sleep 0.1; done
+  cpu0=$(awk '{print $14+$15}' "/proc/$MUSTER_PID/stat")
+  "$swarm_bin" run "$work/scenario.toml" --target "http://127.0.0.1:$port" --progress never \
+    --out "$dir/report" >"$dir/swarm.out" 2>&1 || true
+  cpu1=$(awk '{print $14+$15}' "/proc/$MUSTER_PID/stat")
+  curl -s "http://127.0.0.1:$port/metrics" >"$dir/metrics.txt"
+  echo "{\"musterCpuS\": $(( (cpu1 - cpu0) / $(getconf CLK_TCK) )), \"musterRssKb\": $(rss_kb "$MUSTER_PID")}" >"$dir/muster.json"
+  stop_muster
+done
+
+python3 - "$work" "$RUNS" "$SUBSCRIBERS" "$HOLD_S" "$RAMP_S" "$AOI_HZ" "$BOX_M" <<'PY'
+import json, statistics, sys
+work, runs, subs, hold, ramp, hz, box = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7]
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+out = []
+for i in range(1, runs + 1):
+    r = json.load(open(f"{work}/run-{i}/report/report.json"))
+    m = open(f"{work}/run-{i}/metrics.txt").read()
+    mu = json.load(open(f"{work}/run-{i}/muster.json"))
+    wu, ws = r["metrics"].get("world_update", {}), r["metrics"].get("world_subscribe", {})
+    c = r["counters"]
+    seconds = hold + ramp / 2
+    out.append({
+        "players": r["players"], "failed": r["failed"], "errors": r.get("errors", {}),
+        "updateMs": {k: wu.get(s) for k, s in (("count", "count"), ("p50", "percentile50"), ("p99", "percentile99"), ("max", "max"))},
+        "subscribeMs": {k: ws.get(s) for k, s in (("count", "count"), ("p50", "percentile50"), ("p99", "percentile99"))},
+        "worldStates": c.get("worldStates"), "worldBytes": c.get("worldBytes"),
+        "bytesPerClientPerS": round(c.get("worldBytes", 0) / max(1, r["players"]) / seconds, 1),
+        "statesSkipped": metric(m, "muster_world_states_skipped_total"),
+        "statesSent": metric(m, "muster_world_states_sent_total"),
+        "lateTicks": metric(m, "muster_world_late_ticks_total"),
+        "claimsApplied": metric(m, "muster_world_actions_total"),
+        **mu,
+    })
+print(json.dumps({"bench": "world-aoi", "subscribers": subs, "aoiHz": float(hz), "boxM": float(box), "runs": out,
+                  "median": {"updateP99Ms": statistics.median(x["updateMs"]["p99"] or 0 for x in out),
+                             "updateP50Ms": statistics.median(x["updateMs"]["p50"] or 0 for x in out)}}, indent=2))
+PY
