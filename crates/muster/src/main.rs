@@ -69,6 +69,9 @@ enum WorldCommand {
     },
     /// Print what each shard's checkpoint holds, as JSON (read and checked, not restored).
     Stats,
+    /// With the server stopped: fold each shard's action log into a new checkpoint (restore,
+    /// replay the actions, write) and delete the log segments it covers; prints JSON.
+    Checkpoint,
 }
 
 #[derive(Subcommand)]
@@ -314,6 +317,9 @@ fn main() -> ExitCode {
                 muster::world::seed_offline(&config.world, &config.data_dir, *force)
             }
             WorldCommand::Stats => muster::world::stats_offline(&config.world, &config.data_dir),
+            WorldCommand::Checkpoint => {
+                muster::world::checkpoint_offline(&config.world, &config.data_dir)
+            }
         };
         return match result {
             Ok(json) => {

@@ -562,4 +562,26 @@ async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     )
     .await;
     assert_eq!(status, 200, "{answer}");
+    // Stopped, `muster world checkpoint` folds the log into a checkpoint...
+    let mut node = node;
+    node.kill9();
+    let (code, out, err) = world_command(&db, &config, &["world", "checkpoint"]);
+    assert_eq!(code, 0, "{err}");
+    let folded: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(folded["shards"][0]["restored"], false, "{folded}");
+    assert!(
+        folded["shards"][0]["actionsReplayed"].as_u64() >= Some(6),
+        "{folded}"
+    );
+    assert_eq!(
+        folded["shards"][0]["towers"].as_f64(),
+        Some(towers),
+        "{folded}"
+    );
+    // ...which the next start restores, with nothing left to replay.
+    let (code, out, err) = world_command(&db, &config, &["world", "checkpoint"]);
+    assert_eq!(code, 0, "{err}");
+    let again: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(again["shards"][0]["restored"], true, "{again}");
+    assert_eq!(again["shards"][0]["actionsReplayed"], 0, "{again}");
 }

@@ -115,6 +115,8 @@ const INBOX: usize = 4096;
 struct Subscriber {
     session: Arc<Session>,
     view: View,
+    /// Which of the ticks of an update period serves it (subscribers are spread over them).
+    slot: u64,
 }
 
 /// The map and its prepared router, shared by every shard.
@@ -152,14 +154,14 @@ pub fn checkpoint_path(dir: &Path, i: usize) -> PathBuf {
 
 /// Shard `i`: restored from its checkpoint when there is one, else new (seeded when the
 /// configuration says so), then brought up to date with the actions logged after it. Returns
-/// the shard, whether it was restored, and its action log.
+/// the shard, whether it was restored, its action log, and how many actions were replayed.
 pub fn load_or_seed(
     config: &WorldConfig,
     ground: &Ground,
     dir: &Path,
     i: usize,
     now_ms: u64,
-) -> anyhow::Result<(Shard, bool, ActionLog)> {
+) -> anyhow::Result<(Shard, bool, ActionLog, usize)> {
     let path = checkpoint_path(dir, i);
     let (mut shard, restored) = if path.exists() {
         let snapshot = Snapshot::read(&path)?;
@@ -187,7 +189,7 @@ pub fn load_or_seed(
             "world: actions after the checkpoint replayed"
         );
     }
-    Ok((shard, restored, log))
+    Ok((shard, restored, log, replayed))
 }
 
 /// Shard `i`, new, seeded with NPCs when the configuration says so.
@@ -234,7 +236,7 @@ impl World {
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
         for i in 0..config.shards {
-            let (shard, restored, log) = load_or_seed(config, &ground, &dir, i, 0)?;
+            let (shard, restored, log, _) = load_or_seed(config, &ground, &dir, i, 0)?;
             if restored {
                 metrics.restored.inc();
             }
@@ -266,6 +268,7 @@ impl World {
                 },
                 commands,
                 subscribers: HashMap::new(),
+                next_slot: 0,
                 calc: ground.router.calculator(),
                 payouts: payouts.clone(),
                 ground: ground.clone(),
@@ -431,6 +434,36 @@ pub fn seed_offline(
     }))
 }
 
+/// `muster world checkpoint`: with the server stopped, folds each shard's action log into a
+/// new checkpoint (restore, replay, write) and deletes the log segments it covers.
+pub fn checkpoint_offline(
+    config: &WorldConfig,
+    data_dir: &Path,
+) -> anyhow::Result<serde_json::Value> {
+    anyhow::ensure!(config.enabled(), "world.map is not set: there is no world");
+    let started = Instant::now();
+    let ground = Ground::prepare(config)?;
+    let dir = checkpoint_dir(config, data_dir);
+    std::fs::create_dir_all(&dir)?;
+    let mut shards = Vec::new();
+    for i in 0..config.shards {
+        let (shard, restored, mut log, replayed) = load_or_seed(config, &ground, &dir, i, 0)?;
+        let bytes = shard.snapshot().write(&checkpoint_path(&dir, i))?;
+        let boundary = log.rotate()?;
+        log.forget_before(boundary);
+        let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
+        stats["restored"] = restored.into();
+        stats["actionsReplayed"] = replayed.into();
+        stats["checkpointBytes"] = bytes.into();
+        shards.push(stats);
+    }
+    Ok(serde_json::json!({
+        "checkpointDir": dir,
+        "shards": shards,
+        "ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
 /// `muster world stats`: what each shard's checkpoint holds (read and checked, not restored).
 pub fn stats_offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<serde_json::Value> {
     let dir = checkpoint_dir(config, data_dir);
@@ -525,6 +558,8 @@ struct ShardRun {
     covered: Option<u64>,
     commands: mpsc::Receiver<Command>,
     subscribers: HashMap<Uuid, Subscriber>,
+    /// The last slot given to a subscriber.
+    next_slot: u64,
     shard: Shard,
     path: PathBuf,
     interval: Duration,
@@ -574,9 +609,8 @@ impl ShardRun {
             }
             self.metrics.kills.inc_by(report.kills);
             self.publish(&label);
-            if self.shard.tick_no.is_multiple_of(self.aoi.every) {
-                self.send_updates();
-            }
+            // Each tick serves its share of the subscribers (each is served once a period).
+            self.send_updates(self.shard.tick_no % self.aoi.every);
             next_tick += period;
             if next_tick < Instant::now() {
                 // Too far behind: skip the ticks missed rather than run them back to back.
@@ -725,7 +759,16 @@ impl ShardRun {
                     None => View::new(rect, self.aoi.margin, self.aoi.max_side).map(|mut view| {
                         let state =
                             to_state(self.shard.id, view.update(&self.shard), self.tick_unix_ms);
-                        self.subscribers.insert(id, Subscriber { session, view });
+                        self.next_slot += 1;
+                        let slot = self.next_slot;
+                        self.subscribers.insert(
+                            id,
+                            Subscriber {
+                                session,
+                                view,
+                                slot,
+                            },
+                        );
                         self.metrics.subscribers.inc();
                         state
                     }),
@@ -740,30 +783,57 @@ impl ShardRun {
         }
     }
 
-    /// Queues each subscriber's changes, skipping those who have not taken the last ones.
-    fn send_updates(&mut self) {
+    /// Queues the changes of the subscribers this tick serves (`slot % every == group`),
+    /// skipping those who have not taken their last ones. The views are computed on up to as
+    /// many threads as there are cores: they only read the shard.
+    fn send_updates(&mut self, group: u64) {
         while let Ok(command) = self.commands.try_recv() {
             self.obey(command);
         }
         self.flush_actions();
-        let mut closed = Vec::new();
-        for (id, subscriber) in &mut self.subscribers {
-            if !subscriber.session.outbox.is_empty() {
-                self.metrics.states_skipped.inc();
-                continue;
-            }
-            let state = to_state(
-                self.shard.id,
-                subscriber.view.update(&self.shard),
-                self.tick_unix_ms,
-            );
-            let envelope = Envelope::new("", Message::WorldState(state));
-            if Encoded::new(envelope).deliver(&subscriber.session) {
-                self.metrics.states_sent.inc();
-            } else {
-                closed.push(*id);
-            }
+        let every = self.aoi.every;
+        let mut due: Vec<(&Uuid, &mut Subscriber)> = self
+            .subscribers
+            .iter_mut()
+            .filter(|(_, s)| s.slot % every == group)
+            .collect();
+        if due.is_empty() {
+            return;
         }
+        let (shard, metrics, tick_unix_ms) = (&self.shard, &self.metrics, self.tick_unix_ms);
+        let serve = |part: &mut [(&Uuid, &mut Subscriber)]| -> Vec<Uuid> {
+            let mut closed = Vec::new();
+            for (id, subscriber) in part.iter_mut() {
+                if !subscriber.session.outbox.is_empty() {
+                    metrics.states_skipped.inc();
+                    continue;
+                }
+                let state = to_state(shard.id, subscriber.view.update(shard), tick_unix_ms);
+                let envelope = Envelope::new("", Message::WorldState(state));
+                if Encoded::new(envelope).deliver(&subscriber.session) {
+                    metrics.states_sent.inc();
+                } else {
+                    closed.push(**id);
+                }
+            }
+            closed
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let closed: Vec<Uuid> = if threads < 2 || due.len() < 64 {
+            serve(&mut due)
+        } else {
+            let chunk = due.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = due
+                    .chunks_mut(chunk)
+                    .map(|part| scope.spawn(|| serve(part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_default())
+                    .collect()
+            })
+        };
         for id in closed {
             self.subscribers.remove(&id);
             self.metrics.subscribers.dec();
