@@ -11,6 +11,7 @@
 //! - [`shard`]: a region's state and its tick;
 //! - [`seed`]: NPC towers and creeps per city, in proportion to population;
 //! - [`aoi`]: areas of interest: a client's box, its snapshot and deltas, with hysteresis;
+//! - [`testdata`]: the real map the tests and benches play on;
 //! - [`checkpoint`]: snapshots written atomically while the shard keeps ticking, and restore.
 //!
 //! Usable alone: nothing here knows about sockets or databases; Muster's `world` domain drives
@@ -26,6 +27,7 @@ pub mod routes;
 pub mod routing;
 pub mod seed;
 pub mod shard;
+pub mod testdata;
 
 /// What can go wrong, each with a message fit for a player or an operator.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

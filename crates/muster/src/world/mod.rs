@@ -395,21 +395,25 @@ impl World {
     }
 }
 
+/// What the offline commands start from: the prepared map and the checkpoint directory.
+fn offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<(Ground, PathBuf)> {
+    anyhow::ensure!(config.enabled(), "world.map is not set: there is no world");
+    let ground = Ground::prepare(config)?;
+    let dir = checkpoint_dir(config, data_dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok((ground, dir))
+}
+
 /// `muster world seed`: seeds every shard per the configuration and writes its checkpoint,
-/// without serving; refuses to replace existing checkpoints unless `force`.
+/// without serving; refuses to replace existing checkpoints unless `force` (which also deletes
+/// the replaced world's action log: its actions belong to the old world).
 pub fn seed_offline(
     config: &WorldConfig,
     data_dir: &Path,
     force: bool,
 ) -> anyhow::Result<serde_json::Value> {
-    anyhow::ensure!(
-        config.enabled(),
-        "world.map is not set: there is no world to seed"
-    );
     let started = Instant::now();
-    let ground = Ground::prepare(config)?;
-    let dir = checkpoint_dir(config, data_dir);
-    std::fs::create_dir_all(&dir)?;
+    let (ground, dir) = offline(config, data_dir)?;
     let mut shards = Vec::new();
     for i in 0..config.shards {
         let path = checkpoint_path(&dir, i);
@@ -421,6 +425,7 @@ pub fn seed_offline(
         // Written over any previous checkpoint in one atomic rename.
         let shard = seeded(config, &ground, i, 0);
         let bytes = shard.snapshot().write(&path)?;
+        log::remove_all(&dir, i)?;
         let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
         stats["checkpointBytes"] = bytes.into();
         shards.push(stats);
@@ -440,11 +445,8 @@ pub fn checkpoint_offline(
     config: &WorldConfig,
     data_dir: &Path,
 ) -> anyhow::Result<serde_json::Value> {
-    anyhow::ensure!(config.enabled(), "world.map is not set: there is no world");
     let started = Instant::now();
-    let ground = Ground::prepare(config)?;
-    let dir = checkpoint_dir(config, data_dir);
-    std::fs::create_dir_all(&dir)?;
+    let (ground, dir) = offline(config, data_dir)?;
     let mut shards = Vec::new();
     for i in 0..config.shards {
         let (shard, restored, mut log, replayed) = load_or_seed(config, &ground, &dir, i, 0)?;
