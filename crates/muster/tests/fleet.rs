@@ -410,11 +410,17 @@ async fn bad_configuration_and_an_exhausted_port_range_are_named() {
         "{stderr}"
     );
 
-    // One port for two rooms: the second create is refused, naming the range.
+    // One port for two rooms: the second create is refused, naming the range. (The port is
+    // one found free now: a fixed one may be some connection's ephemeral port meanwhile.)
     let db = Database::new(Backend::Sqlite).await;
+    let port = free_port();
     let node = muster_with(
         &db,
-        &fleet_toml("41100-41100", &[], "buffer = 0\nmin = 0\nmax = 2"),
+        &fleet_toml(
+            &format!("{port}-{port}"),
+            &[],
+            "buffer = 0\nmin = 0\nmax = 2",
+        ),
     )
     .await;
     let owner = player(&node, "fleet-ports").await;
