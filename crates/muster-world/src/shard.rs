@@ -160,6 +160,11 @@ impl Shard {
         owner
     }
 
+    /// Player `id`'s owner id, if they have one yet (nothing is given).
+    pub fn known_owner(&self, id: u128) -> Option<u32> {
+        self.player_owner.get(&id).copied()
+    }
+
     /// The player an owner id stands for (`None`: an NPC or nobody).
     pub fn player_of(&self, owner: u32) -> Option<u128> {
         let i = owner.checked_sub(PLAYER_OWNERS.start)?;
@@ -340,6 +345,31 @@ impl Shard {
             return Err(WorldError::NoRoute);
         }
         Ok(self.routes.add(&self.map, nodes, self.tiles[tile], ends))
+    }
+
+    /// What a route between towers `from` and `to` needs: `None` when it is stored, else the
+    /// map's road nodes to route between (for a router elsewhere, e.g. a routing queue).
+    pub fn route_needed(&self, from: u32, to: u32) -> Result<Option<(u32, u32)>, WorldError> {
+        let ends = self.route_ends(from, to)?;
+        if self.routes.find(ends.0, ends.1).is_some() {
+            return Ok(None);
+        }
+        let (_, a, b) = self.local_ends(ends);
+        Ok(Some((a, b)))
+    }
+
+    /// Stores the route `nodes` (the map's numbering) computed for towers `from` and `to`.
+    pub fn add_route_between(
+        &mut self,
+        from: u32,
+        to: u32,
+        nodes: &[u32],
+    ) -> Result<u32, WorldError> {
+        let ends = self.route_ends(from, to)?;
+        if let Some(r) = self.routes.find(ends.0, ends.1) {
+            return Ok(r);
+        }
+        self.add_route(ends, nodes)
     }
 
     /// The route between towers `from` and `to`, computed now with `router` if not stored.

@@ -48,17 +48,12 @@ impl Action {
                 Ok(json!({"tower": tower, "x": p.x, "y": p.y}))
             }
             Action::Upgrade { tower } => {
-                let owner = shard.owner_of(user);
+                // A player who owns nothing yet is not numbered by a refusal.
+                let owner = shard.known_owner(user).unwrap_or(0);
                 Ok(json!({"tower": tower, "level": shard.upgrade(tower, owner)?}))
             }
             Action::Connect { from, to } => {
-                let owner = shard.owner_of(user);
-                let mine = |t: u32| shard.towers.owner.get(t as usize).copied();
-                match mine(from) {
-                    None => return Err(WorldError::UnknownTower(from)),
-                    Some(o) if o != owner => return Err(WorldError::NotYours(from)),
-                    _ => {}
-                }
+                check_connect(shard, user, from)?;
                 let route = shard.connect(router, calc, from, to)?;
                 Ok(json!({"route": route, "length_m": shard.routes.length(route)}))
             }
@@ -87,6 +82,30 @@ impl Action {
             }
         }
     }
+}
+
+/// Whether player `user` may connect from tower `from` (theirs).
+pub fn check_connect(shard: &Shard, user: u128, from: u32) -> Result<(), WorldError> {
+    let owner = shard.known_owner(user);
+    match shard.towers.owner.get(from as usize).copied() {
+        None => Err(WorldError::UnknownTower(from)),
+        Some(o) if Some(o) != owner => Err(WorldError::NotYours(from)),
+        _ => Ok(()),
+    }
+}
+
+/// A `Connect` whose route a routing worker computed (`nodes`; `None`: no road).
+pub fn connect_routed(
+    shard: &mut Shard,
+    user: u128,
+    from: u32,
+    to: u32,
+    nodes: Option<Vec<u32>>,
+) -> Result<Value, WorldError> {
+    check_connect(shard, user, from)?;
+    let nodes = nodes.ok_or(WorldError::NoRoute)?;
+    let route = shard.add_route_between(from, to, &nodes)?;
+    Ok(json!({"route": route, "length_m": shard.routes.length(route)}))
 }
 
 /// The code a refusal is answered with.

@@ -21,6 +21,7 @@ pub struct WorldMetrics {
     pub states_sent: IntCounter,
     pub states_skipped: IntCounter,
     pub actions: IntCounter,
+    pub route_queue: IntGauge,
     pub payouts: IntCounterVec,
 }
 
@@ -100,6 +101,10 @@ impl WorldMetrics {
                     "Arrivals of players' creeps paid into their owner's wallet, by result."
                 ),
                 &["result"]
+            )),
+            route_queue: register!(IntGauge::new(
+                "world_route_queue",
+                "Route requests of players' connects waiting or being computed (a counter)."
             )),
             actions: register!(IntCounter::new(
                 "world_actions_total",

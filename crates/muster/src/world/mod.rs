@@ -100,6 +100,14 @@ enum Command {
     Unsubscribe {
         session_id: Uuid,
     },
+    /// A route the routing queue computed for a player's `world_connect`.
+    Routed {
+        user: Uuid,
+        from: u32,
+        to: u32,
+        nodes: Option<Vec<u32>>,
+        reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    },
     /// A player's action; answered once it is applied and on disk (or refused).
     Act {
         user: Uuid,
@@ -122,7 +130,7 @@ struct Subscriber {
 /// The map and its prepared router, shared by every shard.
 pub struct Ground {
     pub map: Arc<RoadMap>,
-    pub router: Router,
+    pub router: Arc<Router>,
 }
 
 impl Ground {
@@ -130,7 +138,7 @@ impl Ground {
     pub fn prepare(config: &WorldConfig) -> anyhow::Result<Ground> {
         let map = muster_world::map::osm::import(Path::new(&config.map))
             .map_err(|e| anyhow::anyhow!("world.map: {e}"))?;
-        let router = Router::prepare(&map);
+        let router = Arc::new(Router::prepare(&map));
         Ok(Ground {
             map: Arc::new(map),
             router,
@@ -229,6 +237,12 @@ impl World {
             .map_err(|e| anyhow::anyhow!("world checkpoints in {}: {e}", dir.display()))?;
         let metrics = Arc::new(WorldMetrics::register(registry));
         let payouts = payouts::start(economy, config.reward_currency.clone(), metrics.clone());
+        // Players' new routes are computed off the shard threads, behind a bounded queue.
+        let routes = Arc::new(muster_world::routing::RouteQueue::start(
+            ground.router.clone(),
+            2,
+            config.route_queue,
+        ));
         let stats = Arc::new(parking_lot::Mutex::new(vec![
             ShardStats::default();
             config.shards
@@ -259,7 +273,7 @@ impl World {
                 .set(counts.creeps as i64);
             stats.lock()[i] = counts;
             let (inbox, commands) = mpsc::sync_channel(INBOX);
-            inboxes.push(inbox);
+            inboxes.push(inbox.clone());
             let run = ShardRun {
                 aoi: Aoi {
                     every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
@@ -270,6 +284,8 @@ impl World {
                 subscribers: HashMap::new(),
                 next_slot: 0,
                 calc: ground.router.calculator(),
+                routes: routes.clone(),
+                own_inbox: inbox,
                 payouts: payouts.clone(),
                 ground: ground.clone(),
                 log,
@@ -543,6 +559,17 @@ type Unlogged = (
     tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
 );
 
+/// Answers a refused action with its reason.
+fn refuse(
+    reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    error: &muster_world::WorldError,
+) {
+    let _ = reply.send(Err(RpcError::new(
+        actions::code_of(error),
+        format!("{error}."),
+    )));
+}
+
 /// What a shard's thread owns.
 struct ShardRun {
     aoi: Aoi,
@@ -550,6 +577,9 @@ struct ShardRun {
     tick_unix_ms: u64,
     /// Where players' arrivals go to be paid.
     payouts: payouts::Payouts,
+    /// The routing queue, and this shard's own inbox, where its routed connects come back.
+    routes: Arc<muster_world::routing::RouteQueue>,
+    own_inbox: mpsc::SyncSender<Command>,
     ground: Arc<Ground>,
     calc: muster_world::routing::PathCalculator,
     log: ActionLog,
@@ -720,29 +750,33 @@ impl ShardRun {
                 action,
                 reply,
             } => {
+                if let Action::Connect { from, to } = action {
+                    let needed = actions::check_connect(&self.shard, user.as_u128(), from)
+                        .and_then(|()| self.shard.route_needed(from, to));
+                    match needed {
+                        Err(error) => return refuse(reply, &error),
+                        Ok(Some((a, b))) => return self.route(user, from, to, (a, b), reply),
+                        Ok(None) => {}
+                    }
+                }
                 let applied = action.apply(
                     &mut self.shard,
                     &self.ground.router,
                     &mut self.calc,
                     user.as_u128(),
                 );
-                match applied {
-                    Ok(answer) => {
-                        let seq = self.log.next_seq();
-                        self.shard.applied = seq;
-                        let record = Record {
-                            seq,
-                            t: self.shard.now_ms,
-                            user,
-                            action,
-                        };
-                        self.unlogged.push((record, answer, reply));
-                    }
-                    Err(error) => {
-                        let code = actions::code_of(&error);
-                        let _ = reply.send(Err(RpcError::new(code, format!("{error}."))));
-                    }
-                }
+                self.applied(user, action, applied, reply);
+            }
+            Command::Routed {
+                user,
+                from,
+                to,
+                nodes,
+                reply,
+            } => {
+                let applied =
+                    actions::connect_routed(&mut self.shard, user.as_u128(), from, to, nodes);
+                self.applied(user, Action::Connect { from, to }, applied, reply);
             }
             Command::Subscribe {
                 session,
@@ -781,6 +815,68 @@ impl ShardRun {
                 if self.subscribers.remove(&session_id).is_some() {
                     self.metrics.subscribers.dec();
                 }
+            }
+        }
+    }
+
+    /// An action's outcome: applied ones wait for the log's sync, refusals are answered now.
+    fn applied(
+        &mut self,
+        user: Uuid,
+        action: Action,
+        applied: Result<serde_json::Value, muster_world::WorldError>,
+        reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    ) {
+        match applied {
+            Ok(answer) => {
+                let seq = self.log.next_seq();
+                self.shard.applied = seq;
+                let record = Record {
+                    seq,
+                    t: self.shard.now_ms,
+                    user,
+                    action,
+                };
+                self.unlogged.push((record, answer, reply));
+            }
+            Err(error) => refuse(reply, &error),
+        }
+    }
+
+    /// Hands a connect's route to the routing queue; the route comes back to this shard's
+    /// inbox. A full queue refuses the connect at once.
+    fn route(
+        &mut self,
+        user: Uuid,
+        from: u32,
+        to: u32,
+        (a, b): (u32, u32),
+        reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    ) {
+        let slot = Arc::new(parking_lot::Mutex::new(Some(reply)));
+        let (inbox, waiting) = (self.own_inbox.clone(), slot.clone());
+        let submitted = self.routes.submit(
+            a,
+            b,
+            Box::new(move |nodes| {
+                if let Some(reply) = waiting.lock().take() {
+                    // Blocks the routing worker, not the shard, when the inbox is full.
+                    let _ = inbox.send(Command::Routed {
+                        user,
+                        from,
+                        to,
+                        nodes,
+                        reply,
+                    });
+                }
+            }),
+        );
+        if let Err(error) = submitted {
+            if let Some(reply) = slot.lock().take() {
+                let _ = reply.send(Err(RpcError::new(
+                    RpcCode::Unavailable,
+                    format!("{error}."),
+                )));
             }
         }
     }
@@ -843,6 +939,7 @@ impl ShardRun {
     }
 
     fn publish(&self, label: &str) {
+        self.metrics.route_queue.set(self.routes.len() as i64);
         let stats = ShardStats::of(&self.shard);
         self.metrics
             .towers

@@ -25,6 +25,8 @@ pub struct WorldConfig {
     pub aoi_max_side_m: f32,
     /// Hysteresis at a box's edge: what is in view leaves it only this many metres outside.
     pub aoi_margin_m: f32,
+    /// Players' new routes waiting to be computed at most; past it a connect is refused (busy).
+    pub route_queue: usize,
     /// The currency a player's creep that arrives pays into its owner's wallet
     /// (`rules.reward_per_km` per kilometre driven).
     pub reward_currency: String,
@@ -44,6 +46,7 @@ impl Default for WorldConfig {
             aoi_hz: 5.0,
             aoi_max_side_m: 2_000.0,
             aoi_margin_m: 50.0,
+            route_queue: 1024,
             reward_currency: "coins".into(),
             rules: Rules::default(),
         }
@@ -63,6 +66,9 @@ impl WorldConfig {
             return Err(
                 "world.shards must be 1 to 1024 and world.tiles_per_shard 1 to 100000".into(),
             );
+        }
+        if self.route_queue == 0 {
+            return Err("world.route_queue must be at least 1".into());
         }
         if self.checkpoint_interval_s == 0 {
             return Err("world.checkpoint_interval_s must be at least 1".into());
