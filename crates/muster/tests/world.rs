@@ -165,6 +165,23 @@ async fn world_seed_writes_checkpoints_and_refuses_to_overwrite() {
     let (code, _, err) = world_command(&db, &config, &["world", "seed", "--force"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(stats(&db, &config)["shards"][0]["towers"], 1000);
+    // Seeded by population instead: shard N seeds the Nth bundled city (Tokyo, 13,960,000
+    // inhabitants, then Delhi, 11,030,000) at 20 towers per million.
+    std::fs::write(
+        &config,
+        format!(
+            "[world]\nmap = {:?}\nshards = 2\ntiles_per_shard = 10\nseed_towers_per_million = 20.0\n",
+            helsinki_pbf().display().to_string()
+        ),
+    )
+    .expect("config");
+    let (code, out, err) = world_command(&db, &config, &["world", "seed", "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let by_city: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(by_city["shards"][0]["city"], "Tokyo", "{by_city}");
+    assert_eq!(by_city["shards"][0]["towers"], 279, "{by_city}");
+    assert_eq!(by_city["shards"][1]["towers"], 221, "{by_city}");
+    assert_eq!(by_city["shards"][1]["creeps"], 442, "{by_city}");
     // A damaged checkpoint is refused with the reason, by `stats` and at start.
     let file = db.data_dir().join("world/shard-0.world");
     let mut bytes = std::fs::read(&file).expect("read");

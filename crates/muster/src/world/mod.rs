@@ -205,13 +205,15 @@ pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize, now_ms: u64) -> S
     let tiles = Shard::tile_layout(&ground.map, config.tiles_per_shard);
     let mut shard = Shard::new(i as u32, ground.map.clone(), tiles, config.rules.clone());
     shard.now_ms = now_ms;
-    if config.seed_towers_per_shard > 0 {
+    if config.seed_towers_per_shard > 0 || config.seed_towers_per_million > 0.0 {
         let cities = muster_world::map::cities::bundled();
         let city = &cities[i % cities.len()];
-        let mut plan = SeedPlan::for_city(&shard, city, 1.0);
-        plan.towers = config.seed_towers_per_shard;
-        plan.connections = plan.towers.div_ceil(8);
-        plan.creeps = plan.towers * 2;
+        let mut plan = SeedPlan::for_city(&shard, city, config.seed_towers_per_million);
+        if config.seed_towers_per_million <= 0.0 {
+            plan.towers = config.seed_towers_per_shard;
+            plan.connections = plan.towers.div_ceil(8);
+            plan.creeps = plan.towers * 2;
+        }
         let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
         seed(&mut shard, &ground.router, &plan, now_ms, &mut rng);
     }
@@ -444,6 +446,8 @@ pub fn seed_offline(
         log::remove_all(&dir, i)?;
         let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
         stats["checkpointBytes"] = bytes.into();
+        let cities = muster_world::map::cities::bundled();
+        stats["city"] = cities[i % cities.len()].name.clone().into();
         shards.push(stats);
     }
     Ok(serde_json::json!({

@@ -19,6 +19,9 @@ pub struct WorldConfig {
     pub checkpoint_interval_s: u64,
     /// A shard with no checkpoint is seeded with this many NPC towers and twice as many creeps.
     pub seed_towers_per_shard: usize,
+    /// Instead, when above 0: NPC towers per million inhabitants of the shard's city (shard N
+    /// seeds the Nth city of the bundled list, in proportion to its population).
+    pub seed_towers_per_million: f64,
     /// Area-of-interest updates sent to each subscriber per second (at most `rules.tick_hz`).
     pub aoi_hz: f32,
     /// Longest side of a subscribed box, metres.
@@ -43,6 +46,7 @@ impl Default for WorldConfig {
             checkpoint_dir: String::new(),
             checkpoint_interval_s: 30,
             seed_towers_per_shard: 0,
+            seed_towers_per_million: 0.0,
             aoi_hz: 5.0,
             aoi_max_side_m: 2_000.0,
             aoi_margin_m: 50.0,
@@ -66,6 +70,9 @@ impl WorldConfig {
             return Err(
                 "world.shards must be 1 to 1024 and world.tiles_per_shard 1 to 100000".into(),
             );
+        }
+        if !(self.seed_towers_per_million.is_finite() && self.seed_towers_per_million >= 0.0) {
+            return Err("world.seed_towers_per_million must be 0 or more".into());
         }
         if self.route_queue == 0 {
             return Err("world.route_queue must be at least 1".into());
