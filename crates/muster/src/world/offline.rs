@@ -1,0 +1,105 @@
+//! The world's commands that run with the server stopped: `muster world seed`, `checkpoint`
+//! and `stats`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use muster_world::checkpoint::Snapshot;
+
+use super::{checkpoint_dir, checkpoint_path, load_or_seed, log, seeded, Ground, ShardStats};
+use crate::base::config::WorldConfig;
+
+/// What the commands start from: the prepared map and the checkpoint directory.
+fn offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<(Ground, PathBuf)> {
+    anyhow::ensure!(config.enabled(), "world.map is not set: there is no world");
+    let ground = Ground::prepare(config)?;
+    let dir = checkpoint_dir(config, data_dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok((ground, dir))
+}
+
+/// `muster world seed`: seeds every shard per the configuration and writes its checkpoint,
+/// without serving; refuses to replace existing checkpoints unless `force` (which also deletes
+/// the replaced world's action log: its actions belong to the old world).
+pub fn seed_offline(
+    config: &WorldConfig,
+    data_dir: &Path,
+    force: bool,
+) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    let (ground, dir) = offline(config, data_dir)?;
+    let mut shards = Vec::new();
+    for i in 0..config.shards {
+        let path = checkpoint_path(&dir, i);
+        anyhow::ensure!(
+            force || !path.exists(),
+            "{} exists: the world is already seeded (--force replaces it)",
+            path.display()
+        );
+        // Written over any previous checkpoint in one atomic rename.
+        let shard = seeded(config, &ground, i, 0);
+        let bytes = shard.snapshot().write(&path)?;
+        log::remove_all(&dir, i)?;
+        let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
+        stats["checkpointBytes"] = bytes.into();
+        let cities = muster_world::map::cities::bundled();
+        stats["city"] = cities[i % cities.len()].name.clone().into();
+        shards.push(stats);
+    }
+    Ok(serde_json::json!({
+        "checkpointDir": dir,
+        "roadNodes": ground.map.nodes.len(),
+        "buildingsPerTile": ground.map.buildings.len(),
+        "shards": shards,
+        "ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
+/// `muster world checkpoint`: with the server stopped, folds each shard's action log into a
+/// new checkpoint (restore, replay, write) and deletes the log segments it covers.
+pub fn checkpoint_offline(
+    config: &WorldConfig,
+    data_dir: &Path,
+) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    let (ground, dir) = offline(config, data_dir)?;
+    let mut shards = Vec::new();
+    for i in 0..config.shards {
+        let (shard, restored, mut log, replayed) = load_or_seed(config, &ground, &dir, i, 0)?;
+        let bytes = shard.snapshot().write(&checkpoint_path(&dir, i))?;
+        let boundary = log.rotate()?;
+        log.forget_before(boundary);
+        let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
+        stats["restored"] = restored.into();
+        stats["actionsReplayed"] = replayed.into();
+        stats["checkpointBytes"] = bytes.into();
+        shards.push(stats);
+    }
+    Ok(serde_json::json!({
+        "checkpointDir": dir,
+        "shards": shards,
+        "ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
+/// `muster world stats`: what each shard's checkpoint holds (read and checked, not restored).
+pub fn stats_offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<serde_json::Value> {
+    let dir = checkpoint_dir(config, data_dir);
+    let mut shards = Vec::new();
+    for i in 0..config.shards {
+        let path = checkpoint_path(&dir, i);
+        if !path.exists() {
+            shards.push(serde_json::json!({"shard": i, "checkpoint": null}));
+            continue;
+        }
+        let bytes = std::fs::metadata(&path)?.len();
+        let snapshot = Snapshot::read(&path)?;
+        let (tiles, towers, creeps, routes) = snapshot.counts();
+        shards.push(serde_json::json!({
+            "shard": i, "checkpoint": path, "checkpointBytes": bytes, "tiles": tiles,
+            "towers": towers, "creeps": creeps, "routes": routes,
+            "tickNo": snapshot.tick_no, "nowMs": snapshot.now_ms,
+        }));
+    }
+    Ok(serde_json::json!({ "checkpointDir": dir, "shards": shards }))
+}

@@ -1,0 +1,477 @@
+//! A shard's thread: it owns the shard, ticks it, serves the commands of its inbox (players'
+//! actions, subscriptions), sends the subscribers their updates, and checkpoints.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use muster_proto::realtime::{Envelope, Message, WorldCreep, WorldState, WorldTower};
+use muster_world::aoi::{Update, View};
+use muster_world::checkpoint::Snapshot;
+use muster_world::shard::Shard;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::actions::{self, Action};
+use super::log::{ActionLog, Record};
+use super::metrics::WorldMetrics;
+use super::payouts;
+use super::writer::Writer;
+use super::{Command, Ground, ShardStats};
+use crate::functions::{RpcCode, RpcError};
+use crate::session::fanout::Encoded;
+use crate::session::Session;
+
+/// One subscribed socket, on its shard's thread.
+pub(super) struct Subscriber {
+    pub(super) session: Arc<Session>,
+    pub(super) view: View,
+    /// Which of the ticks of an update period serves it (subscribers are spread over them).
+    pub(super) slot: u64,
+}
+
+/// How a shard serves areas of interest.
+pub(super) struct Aoi {
+    /// Ticks between two updates.
+    pub(super) every: u64,
+    pub(super) max_side: f32,
+    pub(super) margin: f32,
+}
+
+/// A view's update as the wire carries it; `tick_unix_ms` when its tick began.
+pub(super) fn to_state(shard: u32, update: Update, tick_unix_ms: u64) -> WorldState {
+    WorldState {
+        shard,
+        tick_unix_ms,
+        tick: update.tick_no,
+        time_ms: update.now_ms,
+        snapshot: update.snapshot,
+        towers: update
+            .towers
+            .into_iter()
+            .map(|t| WorldTower {
+                id: t.id,
+                x: t.pos.x,
+                y: t.pos.y,
+                owner: t.owner,
+                level: u32::from(t.level),
+            })
+            .collect(),
+        creeps: update
+            .creeps
+            .into_iter()
+            .map(|c| WorldCreep {
+                id: c.id,
+                x: c.pos.x,
+                y: c.pos.y,
+                owner: c.owner,
+            })
+            .collect(),
+        gone_creeps: update.gone_creeps,
+        gone_towers: update.gone_towers,
+    }
+}
+
+/// An action applied and waiting for the log's sync before it is acknowledged.
+type Unlogged = (
+    Record,
+    serde_json::Value,
+    tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+);
+
+/// Answers a refused action with its reason.
+fn refuse(
+    reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    error: &muster_world::WorldError,
+) {
+    let _ = reply.send(Err(RpcError::new(
+        actions::code_of(error),
+        format!("{error}."),
+    )));
+}
+
+/// What a shard's thread owns.
+pub(super) struct ShardRun {
+    pub(super) aoi: Aoi,
+    /// When the last tick began, Unix ms (carried in world states).
+    pub(super) tick_unix_ms: u64,
+    /// Where players' arrivals go to be paid.
+    pub(super) payouts: payouts::Payouts,
+    /// The routing queue, and this shard's own inbox, where its routed connects come back.
+    pub(super) routes: Arc<muster_world::routing::RouteQueue>,
+    pub(super) own_inbox: mpsc::SyncSender<Command>,
+    pub(super) ground: Arc<Ground>,
+    pub(super) calc: muster_world::routing::PathCalculator,
+    pub(super) log: ActionLog,
+    /// Actions applied since the last sync of the log.
+    pub(super) unlogged: Vec<Unlogged>,
+    /// The log's first sequence number after the checkpoint being written: once it is on disk,
+    /// the segments before are deleted.
+    pub(super) covered: Option<u64>,
+    pub(super) commands: mpsc::Receiver<Command>,
+    pub(super) subscribers: HashMap<Uuid, Subscriber>,
+    /// The last slot given to a subscriber.
+    pub(super) next_slot: u64,
+    pub(super) shard: Shard,
+    pub(super) path: PathBuf,
+    pub(super) interval: Duration,
+    pub(super) metrics: Arc<WorldMetrics>,
+    pub(super) stats: Arc<parking_lot::Mutex<Vec<ShardStats>>>,
+    pub(super) shutdown: CancellationToken,
+}
+
+impl ShardRun {
+    pub(super) fn run(mut self) {
+        let period = Duration::from_secs_f64(1.0 / f64::from(self.shard.rules.tick_hz));
+        // The shard's clock resumes where its checkpoint left it.
+        let base_ms = self.shard.now_ms;
+        let began = Instant::now();
+        let writer = Writer::start(self.path.clone(), self.shard.id, self.metrics.clone());
+        // The snapshot this shard checkpoints into; `None` while its write is in flight.
+        let mut spare = Some(Snapshot::default());
+        let mut next_checkpoint = Instant::now() + self.interval;
+        let mut next_tick = Instant::now() + period;
+        let label = self.shard.id.to_string();
+        while !self.shutdown.is_cancelled() {
+            let now = Instant::now();
+            if now < next_tick {
+                // Wait for the tick, serving requests meanwhile (at most 50 ms at a time, so
+                // that shutdown is noticed).
+                let wait = (next_tick - now).min(Duration::from_millis(50));
+                if let Ok(command) = self.commands.recv_timeout(wait) {
+                    self.serve(command);
+                }
+                continue;
+            }
+            let started = Instant::now();
+            self.tick_unix_ms = crate::base::clock::now_ms().max(0) as u64;
+            let world_ms = base_ms + began.elapsed().as_millis() as u64;
+            let report = self.shard.tick(world_ms);
+            let took = started.elapsed();
+            self.metrics.tick_seconds.observe(took.as_secs_f64());
+            if took > period {
+                self.metrics.late_ticks.inc();
+            }
+            self.metrics.arrivals.inc_by(report.arrivals.len() as u64);
+            for arrival in &report.arrivals {
+                if let Some(player) = self.shard.player_of(arrival.owner) {
+                    self.payouts
+                        .pay(self.shard.id, Uuid::from_u128(player), arrival);
+                }
+            }
+            self.metrics.kills.inc_by(report.kills);
+            self.publish(&label);
+            // Each tick serves its share of the subscribers (each is served once a period).
+            self.send_updates(self.shard.tick_no % self.aoi.every);
+            next_tick += period;
+            if next_tick < Instant::now() {
+                // Too far behind: skip the ticks missed rather than run them back to back.
+                next_tick = Instant::now() + period;
+            }
+            if spare.is_none() {
+                spare = self.returned(writer.poll());
+            }
+            if Instant::now() >= next_checkpoint {
+                next_checkpoint = Instant::now() + self.interval;
+                // A write still in flight keeps the snapshot: this checkpoint waits for the next.
+                if let Some(snapshot) = spare.take() {
+                    self.checkpoint(&writer, snapshot);
+                }
+            }
+        }
+        // The last checkpoint, written before the thread ends (actions still queued first).
+        while let Ok(command) = self.commands.try_recv() {
+            self.obey(command);
+        }
+        self.flush_actions();
+        let spare = match spare {
+            Some(snapshot) => Some(snapshot),
+            None => self.returned(writer.wait()),
+        };
+        self.checkpoint(&writer, spare.unwrap_or_default());
+        let _ = self.returned(writer.wait());
+        writer.finish();
+        tracing::info!(
+            shard = self.shard.id,
+            "world: shard stopped after its last checkpoint"
+        );
+    }
+
+    /// Copies the shard into `snapshot` (the pause) and hands it to the writer; the log starts
+    /// a new segment, so that the ones this checkpoint covers can go once it is on disk.
+    fn checkpoint(&mut self, writer: &Writer, mut snapshot: Snapshot) {
+        self.flush_actions();
+        let copy = Instant::now();
+        self.shard.snapshot_into(&mut snapshot);
+        self.metrics
+            .checkpoint_pause_seconds
+            .observe(copy.elapsed().as_secs_f64());
+        self.covered = match self.log.rotate() {
+            Ok(boundary) => Some(boundary),
+            Err(error) => {
+                tracing::warn!(%error, "world: cannot start a new log segment; the old ones stay");
+                None
+            }
+        };
+        writer.write(snapshot);
+    }
+
+    /// A snapshot back from the writer: when its write succeeded, the log segments it covers
+    /// are deleted.
+    fn returned(&mut self, written: Option<(Snapshot, bool)>) -> Option<Snapshot> {
+        let (snapshot, ok) = written?;
+        if let (true, Some(boundary)) = (ok, self.covered.take()) {
+            self.log.forget_before(boundary);
+        }
+        Some(snapshot)
+    }
+
+    /// Handles `first` and every command already waiting, then syncs the actions they applied
+    /// to the log (one sync for the batch) and acknowledges them.
+    fn serve(&mut self, first: Command) {
+        self.obey(first);
+        while let Ok(command) = self.commands.try_recv() {
+            self.obey(command);
+        }
+        self.flush_actions();
+    }
+
+    fn flush_actions(&mut self) {
+        if self.unlogged.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.unlogged);
+        let records: Vec<Record> = batch.iter().map(|(r, _, _)| r.clone()).collect();
+        match self.log.append(&records) {
+            Ok(()) => {
+                self.metrics.actions.inc_by(batch.len() as u64);
+                for (_, answer, reply) in batch {
+                    let _ = reply.send(Ok(answer));
+                }
+            }
+            Err(error) => {
+                // Applied but not on disk: not acknowledged. (The shard keeps it; a restart
+                // would not have it.)
+                tracing::error!(%error, shard = self.shard.id, "world: the action log cannot be written");
+                for (_, _, reply) in batch {
+                    let _ = reply.send(Err(RpcError::new(
+                        RpcCode::Unavailable,
+                        "The action could not be recorded; try again.",
+                    )));
+                }
+            }
+        }
+    }
+
+    fn obey(&mut self, command: Command) {
+        match command {
+            Command::Act {
+                user,
+                action,
+                reply,
+            } => {
+                if let Action::Connect { from, to } = action {
+                    let needed = actions::check_connect(&self.shard, user.as_u128(), from)
+                        .and_then(|()| self.shard.route_needed(from, to));
+                    match needed {
+                        Err(error) => return refuse(reply, &error),
+                        Ok(Some((a, b))) => return self.route(user, from, to, (a, b), reply),
+                        Ok(None) => {}
+                    }
+                }
+                let applied = action.apply(
+                    &mut self.shard,
+                    &self.ground.router,
+                    &mut self.calc,
+                    user.as_u128(),
+                );
+                self.applied(user, action, applied, reply);
+            }
+            Command::Routed {
+                user,
+                from,
+                to,
+                nodes,
+                reply,
+            } => {
+                let applied =
+                    actions::connect_routed(&mut self.shard, user.as_u128(), from, to, nodes);
+                self.applied(user, Action::Connect { from, to }, applied, reply);
+            }
+            Command::Subscribe {
+                session,
+                rect,
+                reply,
+            } => {
+                let id = session.session_id;
+                let answer = match self.subscribers.get_mut(&id) {
+                    Some(known) => known.view.move_to(rect, self.aoi.max_side).map(|()| {
+                        to_state(
+                            self.shard.id,
+                            known.view.update(&self.shard),
+                            self.tick_unix_ms,
+                        )
+                    }),
+                    None => View::new(rect, self.aoi.margin, self.aoi.max_side).map(|mut view| {
+                        let state =
+                            to_state(self.shard.id, view.update(&self.shard), self.tick_unix_ms);
+                        self.next_slot += 1;
+                        let slot = self.next_slot;
+                        self.subscribers.insert(
+                            id,
+                            Subscriber {
+                                session,
+                                view,
+                                slot,
+                            },
+                        );
+                        self.metrics.subscribers.inc();
+                        state
+                    }),
+                };
+                let _ = reply.send(answer.map_err(|e| e.to_string()));
+            }
+            Command::Unsubscribe { session_id } => {
+                if self.subscribers.remove(&session_id).is_some() {
+                    self.metrics.subscribers.dec();
+                }
+            }
+        }
+    }
+
+    /// An action's outcome: applied ones wait for the log's sync, refusals are answered now.
+    fn applied(
+        &mut self,
+        user: Uuid,
+        action: Action,
+        applied: Result<serde_json::Value, muster_world::WorldError>,
+        reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    ) {
+        match applied {
+            Ok(answer) => {
+                let seq = self.log.next_seq();
+                self.shard.applied = seq;
+                let record = Record {
+                    seq,
+                    t: self.shard.now_ms,
+                    user,
+                    action,
+                };
+                self.unlogged.push((record, answer, reply));
+            }
+            Err(error) => refuse(reply, &error),
+        }
+    }
+
+    /// Hands a connect's route to the routing queue; the route comes back to this shard's
+    /// inbox. A full queue refuses the connect at once.
+    fn route(
+        &mut self,
+        user: Uuid,
+        from: u32,
+        to: u32,
+        (a, b): (u32, u32),
+        reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    ) {
+        let slot = Arc::new(parking_lot::Mutex::new(Some(reply)));
+        let (inbox, waiting) = (self.own_inbox.clone(), slot.clone());
+        let submitted = self.routes.submit(
+            a,
+            b,
+            Box::new(move |nodes| {
+                if let Some(reply) = waiting.lock().take() {
+                    // Blocks the routing worker, not the shard, when the inbox is full.
+                    let _ = inbox.send(Command::Routed {
+                        user,
+                        from,
+                        to,
+                        nodes,
+                        reply,
+                    });
+                }
+            }),
+        );
+        if let Err(error) = submitted {
+            if let Some(reply) = slot.lock().take() {
+                let _ = reply.send(Err(RpcError::new(
+                    RpcCode::Unavailable,
+                    format!("{error}."),
+                )));
+            }
+        }
+    }
+
+    /// Queues the changes of the subscribers this tick serves (`slot % every == group`),
+    /// skipping those who have not taken their last ones. The views are computed on up to as
+    /// many threads as there are cores: they only read the shard.
+    fn send_updates(&mut self, group: u64) {
+        while let Ok(command) = self.commands.try_recv() {
+            self.obey(command);
+        }
+        self.flush_actions();
+        let every = self.aoi.every;
+        let mut due: Vec<(&Uuid, &mut Subscriber)> = self
+            .subscribers
+            .iter_mut()
+            .filter(|(_, s)| s.slot % every == group)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let (shard, metrics, tick_unix_ms) = (&self.shard, &self.metrics, self.tick_unix_ms);
+        let serve = |part: &mut [(&Uuid, &mut Subscriber)]| -> Vec<Uuid> {
+            let mut closed = Vec::new();
+            for (id, subscriber) in part.iter_mut() {
+                if !subscriber.session.outbox.is_empty() {
+                    metrics.states_skipped.inc();
+                    continue;
+                }
+                let state = to_state(shard.id, subscriber.view.update(shard), tick_unix_ms);
+                let envelope = Envelope::new("", Message::WorldState(state));
+                if Encoded::new(envelope).deliver(&subscriber.session) {
+                    metrics.states_sent.inc();
+                } else {
+                    closed.push(**id);
+                }
+            }
+            closed
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let closed: Vec<Uuid> = if threads < 2 || due.len() < 64 {
+            serve(&mut due)
+        } else {
+            let chunk = due.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = due
+                    .chunks_mut(chunk)
+                    .map(|part| scope.spawn(|| serve(part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_default())
+                    .collect()
+            })
+        };
+        for id in closed {
+            self.subscribers.remove(&id);
+            self.metrics.subscribers.dec();
+        }
+    }
+
+    fn publish(&self, label: &str) {
+        self.metrics.route_queue.set(self.routes.len() as i64);
+        let stats = ShardStats::of(&self.shard);
+        self.metrics
+            .towers
+            .with_label_values(&[label])
+            .set(stats.towers as i64);
+        self.metrics
+            .creeps
+            .with_label_values(&[label])
+            .set(stats.creeps as i64);
+        if let Some(slot) = self.stats.lock().get_mut(self.shard.id as usize) {
+            *slot = stats;
+        }
+    }
+}

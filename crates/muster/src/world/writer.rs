@@ -1,0 +1,90 @@
+//! A shard's checkpoint writer.
+
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use muster_world::checkpoint::Snapshot;
+
+use super::metrics::WorldMetrics;
+
+/// A shard's checkpoint writer: a thread that writes the snapshot it is given and gives it
+/// back for reuse (one write in flight at a time: the shard has one snapshot).
+pub(super) struct Writer {
+    to_write: Option<mpsc::Sender<Snapshot>>,
+    written: mpsc::Receiver<(Snapshot, Result<u64, String>, Duration)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    metrics: Arc<WorldMetrics>,
+}
+
+impl Writer {
+    pub(super) fn start(path: PathBuf, shard: u32, metrics: Arc<WorldMetrics>) -> Writer {
+        let (to_write, inbox) = mpsc::channel::<Snapshot>();
+        let (done, written) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("world-writer-{shard}"))
+            .spawn(move || {
+                for snapshot in inbox {
+                    let started = Instant::now();
+                    let result = snapshot.write(&path).map_err(|e| e.to_string());
+                    if done.send((snapshot, result, started.elapsed())).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn a world checkpoint writer");
+        Writer {
+            to_write: Some(to_write),
+            written,
+            thread: Some(thread),
+            metrics,
+        }
+    }
+
+    pub(super) fn write(&self, snapshot: Snapshot) {
+        if let Some(tx) = &self.to_write {
+            let _ = tx.send(snapshot);
+        }
+    }
+
+    /// The snapshot back, and whether it was written, if its write has finished (no waiting).
+    pub(super) fn poll(&self) -> Option<(Snapshot, bool)> {
+        self.written.try_recv().ok().map(|r| self.record(r))
+    }
+
+    /// Waits for the write in flight and gives its snapshot back, and whether it was written.
+    pub(super) fn wait(&self) -> Option<(Snapshot, bool)> {
+        self.written.recv().ok().map(|r| self.record(r))
+    }
+
+    fn record(
+        &self,
+        (snapshot, result, took): (Snapshot, Result<u64, String>, Duration),
+    ) -> (Snapshot, bool) {
+        let ok = match result {
+            Ok(bytes) => {
+                self.metrics.checkpoint_bytes.set(bytes as i64);
+                self.metrics.checkpoint_seconds.observe(took.as_secs_f64());
+                self.metrics.checkpoints.with_label_values(&["ok"]).inc();
+                true
+            }
+            Err(why) => {
+                tracing::error!(%why, "world: checkpoint failed; the previous one is intact");
+                self.metrics
+                    .checkpoints
+                    .with_label_values(&["failed"])
+                    .inc();
+                false
+            }
+        };
+        (snapshot, ok)
+    }
+
+    /// Stops the thread once what was sent is written.
+    pub(super) fn finish(mut self) {
+        self.to_write.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
