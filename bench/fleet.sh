@@ -52,7 +52,7 @@ queue_timeout_ms = 20000
 max_queue = 100000
 TOML
   port=$(free_port)
-  MUSTER_CONFIG="$work/$name/fleet.toml" start_muster_with_config "$port" "$work/$name"
+  start_muster_with_config "$work/$name/fleet.toml" "$port" "$work/$name"
   # The warm pool first (at most 60 s).
   for _ in $(seq 1 600); do
     ready=$(curl -s "http://127.0.0.1:$port/metrics" |
@@ -62,17 +62,6 @@ TOML
   done
   node "$here/fleet/drive.mjs" "http://127.0.0.1:$port" "$mode" "$rate" "$seconds" >"$work/$name/result.json"
   stop_muster
-}
-
-start_muster_with_config() {
-  local port=$1 data=$2
-  limits_off
-  env "${LIMITS_OFF[@]}" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
-    MUSTER_LINKS__LISTEN= \
-    "$muster_bin" serve --config "$MUSTER_CONFIG" --listen "127.0.0.1:$port" --data-dir "$data" \
-    --log warn >"$data/muster.log" 2>&1 &
-  MUSTER_PID=$!
-  wait_for_muster "$port" "$data"
 }
 
 # The bound: what starting one game server costs here (Python's start with the relay's

@@ -50,10 +50,26 @@ start_muster() {
   wait_for_muster "$port" "$data"
 }
 
-# wait_for_muster PORT DATA_DIR: waits (at most 10 s) until the Muster just started answers.
+# start_muster_with_config CONFIG PORT DATA_DIR [WAIT_S]: one muster process with the settings
+# file CONFIG (per-IP limits off, the native TCP, ENet and links listeners off or on free ports),
+# logs to DATA_DIR/muster.log; waits at most WAIT_S (10) seconds for it to answer.
+start_muster_with_config() {
+  local config=$1 port=$2 data=$3 wait_s=${4:-10}
+  mkdir -p "$data"
+  limits_off
+  env "${LIMITS_OFF[@]}" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
+    MUSTER_LINKS__LISTEN= \
+    "$muster_bin" serve --config "$config" --listen "127.0.0.1:$port" --data-dir "$data" \
+    --log warn >"$data/muster.log" 2>&1 &
+  MUSTER_PID=$!
+  wait_for_muster "$port" "$data" "$wait_s"
+}
+
+# wait_for_muster PORT DATA_DIR [WAIT_S]: waits (at most WAIT_S, 10, seconds) until the Muster
+# just started answers.
 wait_for_muster() {
-  local port=$1 data=$2 i
-  for i in $(seq 1 100); do
+  local port=$1 data=$2 wait_s=${3:-10} i
+  for i in $(seq 1 $(( wait_s * 10 ))); do
     if curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck"; then return 0; fi
     if ! kill -0 "$MUSTER_PID" 2>/dev/null; then break; fi
     sleep 0.1

@@ -66,13 +66,7 @@ for run in $(seq 1 "$RUNS"); do
   dir="$work/run-$run"
   mkdir -p "$dir"
   port=$(free_port)
-  limits_off
-  env "${LIMITS_OFF[@]}" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
-    MUSTER_LINKS__LISTEN= \
-    "$muster_bin" serve --config "$work/fleet.toml" --listen "127.0.0.1:$port" --data-dir "$dir" \
-    --log warn >"$dir/muster.log" 2>&1 &
-  MUSTER_PID=$!
-  wait_for_muster "$port" "$dir"
+  start_muster_with_config "$work/fleet.toml" "$port" "$dir"
   # The warm pool (and MIN) first: at most 5 minutes.
   want=$(( BUFFER > MIN ? BUFFER : MIN ))
   started=$(date +%s.%N)

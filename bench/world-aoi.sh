@@ -73,13 +73,8 @@ TOML
 for run in $(seq 1 "$RUNS"); do
   dir="$work/run-$run"; mkdir -p "$dir"
   port=$(free_port)
-  limits_off
-  env "${LIMITS_OFF[@]}" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
-    MUSTER_LINKS__LISTEN= \
-    "$muster_bin" serve --config "$work/world.toml" --listen "127.0.0.1:$port" --data-dir "$dir" \
-    --log warn >"$dir/muster.log" 2>&1 &
-  MUSTER_PID=$!
-  for _ in $(seq 1 600); do curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck" && break; sleep 0.1; done
+  # Importing the map and seeding come first: up to a minute.
+  start_muster_with_config "$work/world.toml" "$port" "$dir" 60
   cpu0=$(awk '{print $14+$15}' "/proc/$MUSTER_PID/stat")
   "$swarm_bin" run "$work/scenario.toml" --target "http://127.0.0.1:$port" --progress never \
     --out "$dir/report" >"$dir/swarm.out" 2>&1 || true

@@ -348,17 +348,6 @@ impl Snapshot {
             self.route_starts.len().saturating_sub(1),
         )
     }
-
-    /// Bytes the snapshot's arrays hold.
-    pub fn bytes(&self) -> usize {
-        self.route_starts.len() * 4
-            + self.route_points.len() * 4
-            + self.route_ends.len() * 4
-            + self.towers.heap_bytes()
-            + (self.creep_owner.len() + self.creep_route.len() + self.creep_speed.len()) * 4
-            + self.creep_start.len() * 8
-            + (self.creep_hp.len() + self.creep_generation.len()) * 2
-    }
 }
 
 /// Where a checkpoint is written before it replaces `path`.

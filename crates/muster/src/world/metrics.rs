@@ -26,6 +26,17 @@ pub struct WorldMetrics {
 }
 
 impl WorldMetrics {
+    /// Sets `shard`'s towers and live creeps.
+    pub fn count_actors(&self, shard: &muster_world::shard::Shard) {
+        let label = shard.id.to_string();
+        self.towers
+            .with_label_values(&[&label])
+            .set(shard.towers.len() as i64);
+        self.creeps
+            .with_label_values(&[&label])
+            .set(shard.creeps.alive() as i64);
+    }
+
     pub fn register(registry: &Registry) -> WorldMetrics {
         macro_rules! register {
             ($metric:expr) => {

@@ -86,7 +86,6 @@ impl ShardStats {
 /// The running world.
 pub struct World {
     threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
-    stats: Arc<parking_lot::Mutex<Vec<ShardStats>>>,
     /// Each shard thread's inbox.
     inboxes: Vec<mpsc::SyncSender<Command>>,
 }
@@ -162,7 +161,6 @@ pub fn load_or_seed(
     ground: &Ground,
     dir: &Path,
     i: usize,
-    now_ms: u64,
 ) -> anyhow::Result<(Shard, bool, ActionLog, usize)> {
     let path = checkpoint_path(dir, i);
     let (mut shard, restored) = if path.exists() {
@@ -170,7 +168,7 @@ pub fn load_or_seed(
         let shard = Shard::restore(snapshot, ground.map.clone(), config.rules.clone())?;
         (shard, true)
     } else {
-        (seeded(config, ground, i, now_ms), false)
+        (seeded(config, ground, i), false)
     };
     let (log, records) = ActionLog::open(dir, i, shard.applied)
         .map_err(|e| anyhow::anyhow!("world action log in {}: {e}", dir.display()))?;
@@ -194,11 +192,10 @@ pub fn load_or_seed(
     Ok((shard, restored, log, replayed))
 }
 
-/// Shard `i`, new, seeded with NPCs when the configuration says so.
-pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize, now_ms: u64) -> Shard {
+/// Shard `i`, new (its clock at 0), seeded with NPCs when the configuration says so.
+pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize) -> Shard {
     let tiles = Shard::tile_layout(&ground.map, config.tiles_per_shard);
     let mut shard = Shard::new(i as u32, ground.map.clone(), tiles, config.rules.clone());
-    shard.now_ms = now_ms;
     if config.seed_towers_per_shard > 0 || config.seed_towers_per_million > 0.0 {
         let cities = muster_world::map::cities::bundled();
         let city = &cities[i % cities.len()];
@@ -209,7 +206,7 @@ pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize, now_ms: u64) -> S
             plan.creeps = plan.towers * 2;
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
-        seed(&mut shard, &ground.router, &plan, now_ms, &mut rng);
+        seed(&mut shard, &ground.router, &plan, 0, &mut rng);
     }
     shard
 }
@@ -239,14 +236,10 @@ impl World {
             2,
             config.route_queue,
         ));
-        let stats = Arc::new(parking_lot::Mutex::new(vec![
-            ShardStats::default();
-            config.shards
-        ]));
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
         for i in 0..config.shards {
-            let (shard, restored, log, _) = load_or_seed(config, &ground, &dir, i, 0)?;
+            let (shard, restored, log, _) = load_or_seed(config, &ground, &dir, i)?;
             if restored {
                 metrics.restored.inc();
             }
@@ -257,17 +250,7 @@ impl World {
                 creeps = shard.creeps.alive(),
                 "world: shard ready"
             );
-            let counts = ShardStats::of(&shard);
-            let label = i.to_string();
-            metrics
-                .towers
-                .with_label_values(&[&label])
-                .set(counts.towers as i64);
-            metrics
-                .creeps
-                .with_label_values(&[&label])
-                .set(counts.creeps as i64);
-            stats.lock()[i] = counts;
+            metrics.count_actors(&shard);
             let (inbox, commands) = mpsc::sync_channel(INBOX);
             inboxes.push(inbox.clone());
             let run = ShardRun {
@@ -292,7 +275,6 @@ impl World {
                 path: checkpoint_path(&dir, i),
                 interval: Duration::from_secs(config.checkpoint_interval_s),
                 metrics: metrics.clone(),
-                stats: stats.clone(),
                 shutdown: shutdown.clone(),
             };
             let thread = std::thread::Builder::new()
@@ -308,14 +290,8 @@ impl World {
         );
         Ok(Some(Arc::new(World {
             threads: parking_lot::Mutex::new(threads),
-            stats,
             inboxes,
         })))
-    }
-
-    /// Every shard's counts as of its last tick.
-    pub fn stats(&self) -> Vec<ShardStats> {
-        self.stats.lock().clone()
     }
 
     /// Subscribes `session` to a box of a shard (or moves its box there); the answer is the

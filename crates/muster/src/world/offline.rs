@@ -37,7 +37,7 @@ pub fn seed_offline(
             path.display()
         );
         // Written over any previous checkpoint in one atomic rename.
-        let shard = seeded(config, &ground, i, 0);
+        let shard = seeded(config, &ground, i);
         let bytes = shard.snapshot().write(&path)?;
         log::remove_all(&dir, i)?;
         let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
@@ -65,7 +65,7 @@ pub fn checkpoint_offline(
     let (ground, dir) = offline(config, data_dir)?;
     let mut shards = Vec::new();
     for i in 0..config.shards {
-        let (shard, restored, mut log, replayed) = load_or_seed(config, &ground, &dir, i, 0)?;
+        let (shard, restored, mut log, replayed) = load_or_seed(config, &ground, &dir, i)?;
         let bytes = shard.snapshot().write(&checkpoint_path(&dir, i))?;
         let boundary = log.rotate()?;
         log.forget_before(boundary);

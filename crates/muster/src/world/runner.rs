@@ -18,7 +18,7 @@ use super::log::{ActionLog, Record};
 use super::metrics::WorldMetrics;
 use super::payouts;
 use super::writer::Writer;
-use super::{Command, Ground, ShardStats};
+use super::{Command, Ground};
 use crate::functions::{RpcCode, RpcError};
 use crate::session::fanout::Encoded;
 use crate::session::Session;
@@ -117,7 +117,6 @@ pub(super) struct ShardRun {
     pub(super) path: PathBuf,
     pub(super) interval: Duration,
     pub(super) metrics: Arc<WorldMetrics>,
-    pub(super) stats: Arc<parking_lot::Mutex<Vec<ShardStats>>>,
     pub(super) shutdown: CancellationToken,
 }
 
@@ -132,7 +131,6 @@ impl ShardRun {
         let mut spare = Some(Snapshot::default());
         let mut next_checkpoint = Instant::now() + self.interval;
         let mut next_tick = Instant::now() + period;
-        let label = self.shard.id.to_string();
         while !self.shutdown.is_cancelled() {
             let now = Instant::now();
             if now < next_tick {
@@ -161,7 +159,7 @@ impl ShardRun {
                 }
             }
             self.metrics.kills.inc_by(report.kills);
-            self.publish(&label);
+            self.publish();
             // Each tick serves its share of the subscribers (each is served once a period).
             self.send_updates(self.shard.tick_no % self.aoi.every);
             next_tick += period;
@@ -459,19 +457,8 @@ impl ShardRun {
         }
     }
 
-    fn publish(&self, label: &str) {
+    fn publish(&self) {
         self.metrics.route_queue.set(self.routes.len() as i64);
-        let stats = ShardStats::of(&self.shard);
-        self.metrics
-            .towers
-            .with_label_values(&[label])
-            .set(stats.towers as i64);
-        self.metrics
-            .creeps
-            .with_label_values(&[label])
-            .set(stats.creeps as i64);
-        if let Some(slot) = self.stats.lock().get_mut(self.shard.id as usize) {
-            *slot = stats;
-        }
+        self.metrics.count_actors(&self.shard);
     }
 }

@@ -116,6 +116,16 @@ pub(crate) fn ws_failure(e: WsError) -> Failure {
     }
 }
 
+/// The failure an I/O error on a game's TCP connection (native or lines) stands for.
+pub(crate) fn tcp_failure(e: std::io::Error) -> Failure {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::BrokenPipe
+        | std::io::ErrorKind::UnexpectedEof => Failure::TcpClosed,
+        _ => Failure::TcpIo,
+    }
+}
+
 /// The failure an HTTP client error stands for.
 pub(crate) fn http_failure(e: &reqwest::Error) -> Failure {
     if e.is_timeout() {

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use super::failure::Failure;
+use super::failure::{tcp_failure, Failure};
 use super::transport::connect_game;
 
 /// Longest line accepted from the server (a longer one is a protocol error, not a buffer that
@@ -37,7 +37,7 @@ impl Lines {
         let mut out = Vec::with_capacity(line.len() + 1);
         out.extend_from_slice(line.as_bytes());
         out.push(b'\n');
-        self.stream.write_all(&out).await.map_err(io_failure)
+        self.stream.write_all(&out).await.map_err(tcp_failure)
     }
 
     /// The next line, without its `\n` (or `\r\n`). Cancel-safe: bytes read before a
@@ -59,7 +59,7 @@ impl Lines {
                 return Err(Failure::TcpIo);
             }
             let mut chunk = [0u8; 1024];
-            let n = self.stream.read(&mut chunk).await.map_err(io_failure)?;
+            let n = self.stream.read(&mut chunk).await.map_err(tcp_failure)?;
             if n == 0 {
                 return Err(Failure::TcpClosed);
             }
@@ -70,15 +70,6 @@ impl Lines {
     /// Closes the connection.
     pub async fn close(mut self) {
         let _ = self.stream.shutdown().await;
-    }
-}
-
-fn io_failure(e: std::io::Error) -> Failure {
-    match e.kind() {
-        std::io::ErrorKind::ConnectionReset
-        | std::io::ErrorKind::BrokenPipe
-        | std::io::ErrorKind::UnexpectedEof => Failure::TcpClosed,
-        _ => Failure::TcpIo,
     }
 }
 

@@ -10,7 +10,7 @@ use muster_proto::realtime::{self, Envelope};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use super::failure::Failure;
+use super::failure::{tcp_failure, Failure};
 use super::transport::connect_game;
 
 /// Largest frame accepted from the server.
@@ -33,7 +33,7 @@ impl Native {
     pub async fn send(&mut self, envelope: &Envelope) -> Result<(), Failure> {
         let mut out = Vec::with_capacity(64);
         frame::encode_frame(envelope, &mut out);
-        self.stream.write_all(&out).await.map_err(io_failure)
+        self.stream.write_all(&out).await.map_err(tcp_failure)
     }
 
     /// The next envelope. Cancel-safe: bytes read before a cancellation stay in the buffer.
@@ -53,7 +53,7 @@ impl Native {
                 Err(_) => return Err(Failure::TcpIo),
             }
             let mut chunk = [0u8; 512];
-            let n = self.stream.read(&mut chunk).await.map_err(io_failure)?;
+            let n = self.stream.read(&mut chunk).await.map_err(tcp_failure)?;
             if n == 0 {
                 return Err(Failure::TcpClosed);
             }
@@ -64,13 +64,5 @@ impl Native {
     /// Closes the connection.
     pub async fn close(mut self) {
         let _ = self.stream.shutdown().await;
-    }
-}
-
-fn io_failure(e: std::io::Error) -> Failure {
-    match e.kind() {
-        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => Failure::TcpClosed,
-        std::io::ErrorKind::UnexpectedEof => Failure::TcpClosed,
-        _ => Failure::TcpIo,
     }
 }
