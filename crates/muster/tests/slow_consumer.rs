@@ -77,6 +77,10 @@ async fn a_member_that_stops_reading_is_cut_off_and_memory_stays_bounded() {
             .expect("connect");
     reader.send(Message::text(join("1"))).await.expect("join");
     assert!(answer(&mut reader, "1").await.get("channel").is_some());
+    // The reader reports its count so the sender can wait for it: under load (CI's box) a reader
+    // left behind by a whole queue would itself be cut off as a slow consumer, which is the policy
+    // working, not what this test is about.
+    let (progress, mut reader_progress) = tokio::sync::watch::channel(0usize);
     let counting = tokio::spawn(async move {
         let mut received = 0;
         while received < MESSAGES {
@@ -88,6 +92,7 @@ async fn a_member_that_stops_reading_is_cut_off_and_memory_stays_bounded() {
             if let Message::Text(text) = frame {
                 if text.starts_with("{\"channel_message\":") {
                     received += 1;
+                    progress.send_replace(received);
                 }
             }
         }
@@ -114,6 +119,13 @@ async fn a_member_that_stops_reading_is_cut_off_and_memory_stays_bounded() {
             .expect("send");
         let reply = answer(&mut sender, &cid).await;
         assert!(reply.get("channel_message_ack").is_some(), "{reply}");
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            reader_progress.wait_for(|&received| received > i),
+        )
+        .await
+        .expect("the reader keeps up")
+        .expect("the reader is still counting");
     }
     let after_kb = rss_kb();
 
