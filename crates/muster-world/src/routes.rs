@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use crate::geo::Point;
 use crate::map::RoadMap;
 
+/// A creep's cursor before its segment is known: [`RouteStore::position`] searches the route.
+pub const NO_CURSOR: u32 = u32::MAX;
+
 /// Every route of a shard.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RouteStore {
@@ -107,7 +110,8 @@ impl RouteStore {
     }
 
     /// Where a creep is after `driven` metres along `route`, moving `cursor` (its segment index
-    /// within the route, only ever forward) to the segment it is on; `None` past the end.
+    /// within the route, only ever forward; [`NO_CURSOR`] when unknown) to the segment it is
+    /// on; `None` past the end.
     pub fn position(&self, route: u32, driven: f32, cursor: &mut u32) -> Option<Point> {
         let first = self.starts[route as usize] as usize;
         let last = self.starts[route as usize + 1] as usize - 1;
@@ -118,24 +122,21 @@ impl RouteStore {
         if driven >= at(last).2 {
             return None;
         }
-        let mut seg = first + *cursor as usize;
-        if seg >= last || at(seg).2 > driven {
-            // No usable cursor (a restored or respawned creep): binary search for the last
-            // point at or before `driven`.
-            let (mut lo, mut hi) = (first, last);
-            while hi - lo > 1 {
-                let mid = (lo + hi) / 2;
-                if at(mid).2 <= driven {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
+        // The segment holding `driven`: galloping forward from the cursor (where the creep was
+        // last time: a comparison or two), or, with no usable cursor (restored, seeded under
+        // way), a search of the whole route by halves.
+        let from = first.saturating_add(*cursor as usize);
+        let seg = if from < last && at(from).2 <= driven {
+            let (mut lo, mut hi, mut step) = (from, from + 1, 1);
+            while hi < last && at(hi).2 <= driven {
+                lo = hi;
+                step *= 2;
+                hi = lo + step;
             }
-            seg = lo;
-        }
-        while seg + 1 < last && at(seg + 1).2 <= driven {
-            seg += 1;
-        }
+            self.last_at_or_before(lo, hi.min(last), driven)
+        } else {
+            self.last_at_or_before(first, last, driven)
+        };
         *cursor = (seg - first) as u32;
         let (x0, y0, d0) = at(seg);
         let (x1, y1, d1) = at(seg + 1);
@@ -147,8 +148,68 @@ impl RouteStore {
         Some(Point::new(x0 + (x1 - x0) * t, y0 + (y1 - y0) * t))
     }
 
+    /// The last point of `lo..hi` at or before `driven` metres, given that `lo` is: a search
+    /// by halves whose step is a conditional move, not a branch the CPU would mispredict at
+    /// every step (a restore places millions of creeps this way).
+    fn last_at_or_before(&self, mut lo: usize, hi: usize, driven: f32) -> usize {
+        let mut len = hi - lo;
+        while len > 1 {
+            let half = len / 2;
+            let past = self.points[3 * (lo + half) + 2] <= driven;
+            lo = std::hint::select_unpredictable(past, lo + half, lo);
+            len -= half;
+        }
+        lo
+    }
+
     /// Bytes held by the packed arrays.
     pub fn heap_bytes(&self) -> usize {
         self.starts.capacity() * 4 + self.points.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One route whose segments are `steps` metres long (zero-length ones included, as a
+    /// repeated node gives).
+    fn route(steps: &[f32]) -> RouteStore {
+        let mut points = vec![0.0, 0.0, 0.0];
+        let mut along = 0.0;
+        for (i, &step) in steps.iter().enumerate() {
+            along += step;
+            points.extend_from_slice(&[along, i as f32 + 1.0, along]);
+        }
+        RouteStore::from_parts(vec![0, steps.len() as u32 + 1], points, &[(0, 1)])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Whatever the cursor (behind, ahead, past the end, unknown), the segment found is
+        /// the one a walk from the start finds: the last point at or before `driven`.
+        #[test]
+        fn any_cursor_finds_the_segment_a_walk_finds(
+            steps in prop::collection::vec(prop_oneof![Just(0.0f32), 0.5f32..50.0], 1..200),
+            fraction in 0.0f32..1.1,
+            cursor in prop_oneof![Just(NO_CURSOR), 0u32..250],
+        ) {
+            let store = route(&steps);
+            let d = |i: usize| store.points[3 * i + 2];
+            let last = steps.len();
+            let driven = store.length(0) * fraction;
+            let mut found = cursor;
+            let at = store.position(0, driven, &mut found);
+            if driven >= d(last) {
+                prop_assert_eq!(at, None);
+            } else {
+                let walked = (0..last).filter(|&i| d(i) <= driven).max().unwrap();
+                prop_assert_eq!(found as usize, walked);
+                let at = at.unwrap();
+                prop_assert!(at.x >= d(walked) - 1e-3 && at.x <= d(walked + 1) + 1e-3);
+            }
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::geo::{Point, Rect};
 use crate::index::grid::{Entry, Grid};
 use crate::index::towers::TowerIndex;
 use crate::map::RoadMap;
-use crate::routes::RouteStore;
+use crate::routes::{RouteStore, NO_CURSOR};
 use crate::routing::Router;
 use crate::WorldError;
 
@@ -580,24 +580,27 @@ impl Shard {
     /// list, the building → tower map and the tower index (after a restore).
     pub(crate) fn rebuild(&mut self) {
         self.creeps.rebuild_derived();
-        // Where every live creep is now, then each cell sized exactly before it is filled.
-        let mut placed: Vec<(u32, Point)> = Vec::with_capacity(self.creeps.alive());
-        for id in 0..self.creeps.slots() as u32 {
-            if !self.creeps.is_alive(id) {
-                continue;
-            }
-            let i = id as usize;
-            let driven = self.driven(i, self.now_ms);
-            let pos = self
-                .routes
-                .position(self.creeps.route[i], driven, &mut self.creeps.cursor[i])
-                .unwrap_or_else(|| self.routes.start_of(self.creeps.route[i]));
-            placed.push((id, pos));
-        }
+        let pos = self.positions_now();
+        // Then the grid, filled in id order (the order a live shard's inserts leave), each
+        // creep's cell computed once and every cell sized before it is filled.
         self.grid = Grid::new(self.area(), self.rules.cell_m);
-        self.grid.reserve(placed.iter().map(|(_, p)| *p));
-        for (id, pos) in placed {
-            self.place(id, pos);
+        let live: Vec<u32> = (0..self.creeps.slots() as u32)
+            .filter(|&id| self.creeps.is_alive(id))
+            .collect();
+        let cells: Vec<u32> = live
+            .iter()
+            .map(|&id| self.grid.cell_of(pos[id as usize]))
+            .collect();
+        self.grid.reserve(cells.iter().copied());
+        for (&id, &cell) in live.iter().zip(&cells) {
+            let i = id as usize;
+            let entry = Entry {
+                id,
+                owner: self.creeps.owner[i],
+                pos: pos[i],
+            };
+            self.creeps.slot[i] = self.grid.insert_into(cell, entry);
+            self.creeps.cell[i] = cell;
         }
         self.player_owner = self
             .players
@@ -612,6 +615,44 @@ impl Shard {
             }
         }
         self.reindex_towers();
+    }
+
+    /// Where every live creep is at the shard's time (dead slots: the origin), setting each
+    /// one's cursor. A position is a search over its route's points; visiting the creeps route
+    /// by route keeps those points in cache, where id order would miss it at every step of
+    /// every search (most of a restore's time at 10 M creeps). So the creeps are first sorted
+    /// by route (a counting sort, carrying the distance each has driven, so the creeps'
+    /// columns are read once, in order), then each route's creeps are placed together.
+    fn positions_now(&mut self) -> Vec<Point> {
+        let slots = self.creeps.slots();
+        let live = |id: usize| self.creeps.is_alive(id as u32);
+        let mut bounds = vec![0u32; self.routes.len() + 1];
+        for id in (0..slots).filter(|&id| live(id)) {
+            bounds[self.creeps.route[id] as usize + 1] += 1;
+        }
+        for r in 1..bounds.len() {
+            bounds[r] += bounds[r - 1];
+        }
+        let mut next = bounds.clone();
+        let mut by_route = vec![(0u32, 0f32); self.creeps.alive()];
+        for id in (0..slots).filter(|&id| live(id)) {
+            let at = &mut next[self.creeps.route[id] as usize];
+            by_route[*at as usize] = (id as u32, self.driven(id, self.now_ms));
+            *at += 1;
+        }
+        let mut pos = vec![Point::new(0.0, 0.0); slots];
+        for (route, span) in bounds.windows(2).enumerate() {
+            let route = route as u32;
+            for &(id, driven) in &by_route[span[0] as usize..span[1] as usize] {
+                let mut cursor = NO_CURSOR;
+                pos[id as usize] = self
+                    .routes
+                    .position(route, driven, &mut cursor)
+                    .unwrap_or_else(|| self.routes.start_of(route));
+                self.creeps.cursor[id as usize] = cursor;
+            }
+        }
+        pos
     }
 
     /// Bytes the shard's own state holds (not the shared map).

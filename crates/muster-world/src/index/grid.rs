@@ -63,16 +63,21 @@ impl Grid {
     /// Puts `entry` in the cell of its position; returns the cell and its slot there.
     pub fn insert(&mut self, entry: Entry) -> (u32, u32) {
         let cell = self.cell_of(entry.pos);
-        let list = &mut self.cells[cell as usize];
-        list.push(entry);
-        (cell, list.len() as u32 - 1)
+        (cell, self.insert_into(cell, entry))
     }
 
-    /// Makes room in each cell for the entries about to be inserted at `positions`.
-    pub fn reserve(&mut self, positions: impl Iterator<Item = Point>) {
+    /// Puts `entry` in `cell` (which must be the cell of its position); returns its slot.
+    pub fn insert_into(&mut self, cell: u32, entry: Entry) -> u32 {
+        let list = &mut self.cells[cell as usize];
+        list.push(entry);
+        list.len() as u32 - 1
+    }
+
+    /// Makes room for entries about to be inserted into `cells` (one item per entry).
+    pub fn reserve(&mut self, cells: impl Iterator<Item = u32>) {
         let mut counts = vec![0u32; self.cells.len()];
-        for p in positions {
-            counts[self.cell_of(p) as usize] += 1;
+        for cell in cells {
+            counts[cell as usize] += 1;
         }
         for (cell, n) in self.cells.iter_mut().zip(counts) {
             cell.reserve_exact(n as usize);
