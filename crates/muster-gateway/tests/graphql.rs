@@ -94,14 +94,13 @@ async fn a_thousand_concurrent_queries_make_one_origin_call() {
         assert_eq!(data["items"][0]["id"], "shields-1");
     }
     assert_eq!(origin.stats.calls_to("/items/shields"), 1);
-    assert_eq!(
-        gateway
-            .cache
-            .stats()
-            .coalesced
-            .load(std::sync::atomic::Ordering::Relaxed),
-        999
-    );
+    // One miss; every other query joined the one fetch (coalesced) or, on a box loaded enough
+    // that the answer came back before it was first polled, found it cached (a hit).
+    let stats = gateway.cache.stats();
+    let count = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(count(&stats.misses), 1);
+    assert_eq!(count(&stats.coalesced) + count(&stats.hits), 999);
+    assert!(count(&stats.coalesced) > 0, "no query joined the fetch");
 }
 
 #[tokio::test]
