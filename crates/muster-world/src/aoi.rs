@@ -90,36 +90,12 @@ impl View {
     pub fn update(&mut self, shard: &Shard) -> Update {
         let snapshot = std::mem::take(&mut self.snapshot_due);
         let outer = self.rect.grown(self.margin);
-        let mut update = Update {
-            snapshot,
-            tick_no: shard.tick_no,
-            now_ms: shard.now_ms,
-            ..Update::default()
-        };
-        // Creeps: in the box, or known and still within the margin.
+        // One walk of both indexes over the box grown by the margin. Creeps: in the box, or
+        // known and still within the margin. Towers: those entering (in the box) or changed
+        // since sent; the others known are kept while within the margin.
         let mut seen = HashSet::with_capacity(self.creeps.len());
-        shard.query(
-            &outer,
-            |_| {},
-            |id, pos| {
-                let public = shard.creeps.public_id(id);
-                if self.rect.contains(pos) || self.creeps.contains(&public) {
-                    seen.insert(public);
-                    update.creeps.push(CreepView {
-                        id: public,
-                        pos,
-                        owner: shard.creeps.owner[id as usize],
-                    });
-                }
-            },
-        );
-        update.gone_creeps = self.creeps.difference(&seen).copied().collect();
-        update.gone_creeps.sort_unstable();
-        update.creeps.sort_unstable_by_key(|c| c.id);
-        self.creeps = seen;
-        // Towers: those entering (in the box) or changed since sent; the others known are kept
-        // while within the margin.
         let mut towers = HashMap::with_capacity(self.towers.len());
+        let (mut creep_views, mut tower_views) = (Vec::new(), Vec::new());
         shard.query(
             &outer,
             |t| {
@@ -133,7 +109,7 @@ impl View {
                     return;
                 }
                 if snapshot || known != Some(&state) {
-                    update.towers.push(TowerView {
+                    tower_views.push(TowerView {
                         id: t,
                         pos,
                         owner: state.0,
@@ -142,18 +118,40 @@ impl View {
                 }
                 towers.insert(t, state);
             },
-            |_, _| {},
+            |id, pos| {
+                let public = shard.creeps.public_id(id);
+                if self.rect.contains(pos) || self.creeps.contains(&public) {
+                    seen.insert(public);
+                    creep_views.push(CreepView {
+                        id: public,
+                        pos,
+                        owner: shard.creeps.owner[id as usize],
+                    });
+                }
+            },
         );
-        update.gone_towers = self
+        let mut gone_creeps: Vec<u64> = self.creeps.difference(&seen).copied().collect();
+        let mut gone_towers: Vec<u32> = self
             .towers
             .keys()
             .filter(|t| !towers.contains_key(t))
             .copied()
             .collect();
-        update.gone_towers.sort_unstable();
-        update.towers.sort_unstable_by_key(|t| t.id);
+        gone_creeps.sort_unstable();
+        gone_towers.sort_unstable();
+        creep_views.sort_unstable_by_key(|c| c.id);
+        tower_views.sort_unstable_by_key(|t| t.id);
+        self.creeps = seen;
         self.towers = towers;
-        update
+        Update {
+            snapshot,
+            tick_no: shard.tick_no,
+            now_ms: shard.now_ms,
+            towers: tower_views,
+            creeps: creep_views,
+            gone_creeps,
+            gone_towers,
+        }
     }
 }
 

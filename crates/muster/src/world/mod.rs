@@ -40,13 +40,13 @@ use crate::session::registry::SessionObserver;
 use crate::session::Session;
 
 use muster_world::checkpoint::Snapshot;
+use muster_world::map::cities::City;
 use muster_world::map::RoadMap;
 use muster_world::routing::Router;
 use muster_world::seed::{seed, SeedPlan};
 use muster_world::shard::Shard;
 use prometheus::Registry;
 use rand::SeedableRng;
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::base::config::WorldConfig;
@@ -55,33 +55,6 @@ use actions::Action;
 use log::ActionLog;
 use metrics::WorldMetrics;
 use runner::{Aoi, ShardRun};
-
-/// One shard as the rest of Muster sees it: its counts, refreshed every tick.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ShardStats {
-    pub shard: u32,
-    pub tiles: usize,
-    pub towers: usize,
-    pub creeps: usize,
-    pub routes: usize,
-    pub tick_no: u64,
-    pub now_ms: u64,
-}
-
-impl ShardStats {
-    fn of(shard: &Shard) -> ShardStats {
-        ShardStats {
-            shard: shard.id,
-            tiles: shard.tiles.len(),
-            towers: shard.towers.len(),
-            creeps: shard.creeps.alive(),
-            routes: shard.routes.len(),
-            tick_no: shard.tick_no,
-            now_ms: shard.now_ms,
-        }
-    }
-}
 
 /// The running world.
 pub struct World {
@@ -192,14 +165,19 @@ pub fn load_or_seed(
     Ok((shard, restored, log, replayed))
 }
 
+/// The bundled city shard `i` is seeded around: the `i`th, round the list again past its end.
+pub fn seed_city(i: usize) -> City {
+    let mut cities = muster_world::map::cities::bundled();
+    let n = cities.len();
+    cities.swap_remove(i % n)
+}
+
 /// Shard `i`, new (its clock at 0), seeded with NPCs when the configuration says so.
 pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize) -> Shard {
     let tiles = Shard::tile_layout(&ground.map, config.tiles_per_shard);
     let mut shard = Shard::new(i as u32, ground.map.clone(), tiles, config.rules.clone());
     if config.seed_towers_per_shard > 0 || config.seed_towers_per_million > 0.0 {
-        let cities = muster_world::map::cities::bundled();
-        let city = &cities[i % cities.len()];
-        let mut plan = SeedPlan::for_city(&shard, city, config.seed_towers_per_million);
+        let mut plan = SeedPlan::for_city(&shard, &seed_city(i), config.seed_towers_per_million);
         if config.seed_towers_per_million <= 0.0 {
             plan.towers = config.seed_towers_per_shard;
             plan.connections = plan.towers.div_ceil(8);
@@ -236,7 +214,8 @@ impl World {
             2,
             config.route_queue,
         ));
-        let mut threads = Vec::new();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut handles = Vec::new();
         let mut inboxes = Vec::new();
         for i in 0..config.shards {
             let (shard, restored, log, _) = load_or_seed(config, &ground, &dir, i)?;
@@ -258,6 +237,7 @@ impl World {
                     every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
                     max_side: config.aoi_max_side_m,
                     margin: config.aoi_margin_m,
+                    threads,
                 },
                 commands,
                 subscribers: HashMap::new(),
@@ -280,7 +260,7 @@ impl World {
             let thread = std::thread::Builder::new()
                 .name(format!("world-shard-{i}"))
                 .spawn(move || run.run())?;
-            threads.push(thread);
+            handles.push(thread);
         }
         metrics.shards.set(config.shards as i64);
         tracing::info!(
@@ -289,7 +269,7 @@ impl World {
             "world: started"
         );
         Ok(Some(Arc::new(World {
-            threads: parking_lot::Mutex::new(threads),
+            threads: parking_lot::Mutex::new(handles),
             inboxes,
         })))
     }
@@ -314,13 +294,7 @@ impl World {
             max: Point::new(request.max_x, request.max_y),
         };
         // A session watches one box: leaving any other shard it watched.
-        for (i, other) in self.inboxes.iter().enumerate() {
-            if i != request.shard as usize {
-                let _ = other.try_send(Command::Unsubscribe {
-                    session_id: session.session_id,
-                });
-            }
-        }
+        self.leave(session.session_id, Some(request.shard as usize));
         let (reply, answer) = tokio::sync::oneshot::channel();
         inbox
             .try_send(Command::Subscribe {
@@ -367,9 +341,17 @@ impl World {
 
     /// Ends `session_id`'s subscription, wherever it is.
     pub fn unsubscribe(&self, session_id: Uuid) {
-        for inbox in &self.inboxes {
-            // A full inbox drops this; the shard also drops a subscriber whose socket closed.
-            let _ = inbox.try_send(Command::Unsubscribe { session_id });
+        self.leave(session_id, None);
+    }
+
+    /// Unsubscribes `session_id` from every shard but `except`.
+    fn leave(&self, session_id: Uuid, except: Option<usize>) {
+        for (i, inbox) in self.inboxes.iter().enumerate() {
+            if Some(i) != except {
+                // A full inbox drops this; the shard also drops a subscriber whose socket
+                // closed.
+                let _ = inbox.try_send(Command::Unsubscribe { session_id });
+            }
         }
     }
 

@@ -5,9 +5,38 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use muster_world::checkpoint::Snapshot;
+use muster_world::shard::Shard;
+use serde::Serialize;
 
-use super::{checkpoint_dir, checkpoint_path, load_or_seed, log, seeded, Ground, ShardStats};
+use super::{checkpoint_dir, checkpoint_path, load_or_seed, log, seed_city, seeded, Ground};
 use crate::base::config::WorldConfig;
+
+/// What the commands report of a shard: its counts.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShardStats {
+    shard: u32,
+    tiles: usize,
+    towers: usize,
+    creeps: usize,
+    routes: usize,
+    tick_no: u64,
+    now_ms: u64,
+}
+
+impl ShardStats {
+    fn of(shard: &Shard) -> ShardStats {
+        ShardStats {
+            shard: shard.id,
+            tiles: shard.tiles.len(),
+            towers: shard.towers.len(),
+            creeps: shard.creeps.alive(),
+            routes: shard.routes.len(),
+            tick_no: shard.tick_no,
+            now_ms: shard.now_ms,
+        }
+    }
+}
 
 /// What the commands start from: the prepared map and the checkpoint directory.
 fn offline(config: &WorldConfig, data_dir: &Path) -> anyhow::Result<(Ground, PathBuf)> {
@@ -42,8 +71,7 @@ pub fn seed_offline(
         log::remove_all(&dir, i)?;
         let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
         stats["checkpointBytes"] = bytes.into();
-        let cities = muster_world::map::cities::bundled();
-        stats["city"] = cities[i % cities.len()].name.clone().into();
+        stats["city"] = seed_city(i).name.into();
         shards.push(stats);
     }
     Ok(serde_json::json!({

@@ -37,12 +37,16 @@ pub(super) struct Aoi {
     pub(super) every: u64,
     pub(super) max_side: f32,
     pub(super) margin: f32,
+    /// Threads that compute the views of a tick's subscribers: the cores (read once: on Linux
+    /// asking means reading cgroup files).
+    pub(super) threads: usize,
 }
 
-/// A view's update as the wire carries it; `tick_unix_ms` when its tick began.
-pub(super) fn to_state(shard: u32, update: Update, tick_unix_ms: u64) -> WorldState {
+/// `view`'s next update as the wire carries it; `tick_unix_ms`: when its tick began.
+fn next_state(shard: &Shard, view: &mut View, tick_unix_ms: u64) -> WorldState {
+    let update: Update = view.update(shard);
     WorldState {
-        shard,
+        shard: shard.id,
         tick_unix_ms,
         tick: update.tick_no,
         time_ms: update.now_ms,
@@ -179,10 +183,7 @@ impl ShardRun {
             }
         }
         // The last checkpoint, written before the thread ends (actions still queued first).
-        while let Ok(command) = self.commands.try_recv() {
-            self.obey(command);
-        }
-        self.flush_actions();
+        self.drain();
         let spare = match spare {
             Some(snapshot) => Some(snapshot),
             None => self.returned(writer.wait()),
@@ -229,6 +230,11 @@ impl ShardRun {
     /// to the log (one sync for the batch) and acknowledges them.
     fn serve(&mut self, first: Command) {
         self.obey(first);
+        self.drain();
+    }
+
+    /// Handles every command waiting, then syncs and acknowledges the actions they applied.
+    fn drain(&mut self) {
         while let Ok(command) = self.commands.try_recv() {
             self.obey(command);
         }
@@ -304,16 +310,12 @@ impl ShardRun {
             } => {
                 let id = session.session_id;
                 let answer = match self.subscribers.get_mut(&id) {
-                    Some(known) => known.view.move_to(rect, self.aoi.max_side).map(|()| {
-                        to_state(
-                            self.shard.id,
-                            known.view.update(&self.shard),
-                            self.tick_unix_ms,
-                        )
-                    }),
+                    Some(known) => known
+                        .view
+                        .move_to(rect, self.aoi.max_side)
+                        .map(|()| next_state(&self.shard, &mut known.view, self.tick_unix_ms)),
                     None => View::new(rect, self.aoi.margin, self.aoi.max_side).map(|mut view| {
-                        let state =
-                            to_state(self.shard.id, view.update(&self.shard), self.tick_unix_ms);
+                        let state = next_state(&self.shard, &mut view, self.tick_unix_ms);
                         self.next_slot += 1;
                         let slot = self.next_slot;
                         self.subscribers.insert(
@@ -404,10 +406,7 @@ impl ShardRun {
     /// skipping those who have not taken their last ones. The views are computed on up to as
     /// many threads as there are cores: they only read the shard.
     fn send_updates(&mut self, group: u64) {
-        while let Ok(command) = self.commands.try_recv() {
-            self.obey(command);
-        }
-        self.flush_actions();
+        self.drain();
         let every = self.aoi.every;
         let mut due: Vec<(&Uuid, &mut Subscriber)> = self
             .subscribers
@@ -425,7 +424,7 @@ impl ShardRun {
                     metrics.states_skipped.inc();
                     continue;
                 }
-                let state = to_state(shard.id, subscriber.view.update(shard), tick_unix_ms);
+                let state = next_state(shard, &mut subscriber.view, tick_unix_ms);
                 let envelope = Envelope::new("", Message::WorldState(state));
                 if Encoded::new(envelope).deliver(&subscriber.session) {
                     metrics.states_sent.inc();
@@ -435,7 +434,7 @@ impl ShardRun {
             }
             closed
         };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = self.aoi.threads;
         let closed: Vec<Uuid> = if threads < 2 || due.len() < 64 {
             serve(&mut due)
         } else {
