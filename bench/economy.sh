@@ -74,6 +74,10 @@ functions = [
 TOML
 }
 
+# The scenario's players call the built-in value functions themselves, which Muster allows only
+# when the studio opts in.
+export MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS="[wallet_spend, inventory_grant]"
+
 from_s=$((RAMP_S + 2))
 to_s=$((RAMP_S + HOLD_S - 1))
 [ "$ENGINES" != "${ENGINES/postgres/}" ] && start_postgres

@@ -6,7 +6,7 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { startServer, clientFor, uniq, sleep, Inbox } from "./helpers.mjs";
+import { startServer, clientFor, uniq, sleep, Inbox, PLAYERS_MAY_CALL_BUILTINS } from "./helpers.mjs";
 
 const NATS = process.env.TEST_NATS_URL;
 if (!NATS && process.env.TEST_REQUIRE_NATS === "1") {
@@ -127,6 +127,7 @@ test("players on three nodes of one database matchmake into one match, play and 
       MUSTER_CLUSTER__HEARTBEAT_MS: "100",
       MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
       MUSTER_MATCHMAKER__INTERVAL_MS: "200",
+      ...PLAYERS_MAY_CALL_BUILTINS,
     });
     nodes.push(n);
     cluster.push(n);

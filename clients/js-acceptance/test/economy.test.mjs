@@ -2,18 +2,39 @@
 // and the wallet as getAccount shows it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, clientFor, uniq, expectHttpError, GRPC } from "./helpers.mjs";
+import { startServer, clientFor, uniq, expectHttpError, GRPC, PLAYERS_MAY_CALL_BUILTINS } from "./helpers.mjs";
 
+// These tests call the built-in functions as players, which the studio must opt in to.
 let server;
 let client;
 const sockets = [];
 before(async () => {
-  server = await startServer();
+  server = await startServer(PLAYERS_MAY_CALL_BUILTINS);
   client = clientFor(server);
 });
 after(async () => {
   for (const s of sockets) s.disconnect(false);
   await server?.stop();
+});
+
+test("by default a player cannot call the built-in value functions: 403 (code 7), nothing changes; rpcHttpKey still can", async () => {
+  const closed = await startServer();
+  try {
+    const c = clientFor(closed);
+    const session = await c.authenticateDevice(uniq("device"), true);
+    const mint = await expectHttpError(c.rpc(session, "inventory_grant", { item: "legendary", count: 1000000000 }), 403);
+    assert.equal(mint.body.code, GRPC.PERMISSION_DENIED);
+    await expectHttpError(c.rpc(session, "wallet_spend", { amount: 1 }), 403);
+    const socket = c.createSocket(false, false);
+    await socket.connect(session, false);
+    await assert.rejects(socket.rpc("inventory_grant", JSON.stringify({ item: "legendary" })), (e) => e.code === 7);
+    socket.disconnect(false);
+    assert.deepEqual(JSON.parse((await c.getAccount(session)).wallet), { coins: 1000000 });
+    const granted = await c.rpcHttpKey("defaulthttpkey", "inventory_grant", { item: "gift", user_id: session.user_id });
+    assert.deepEqual(granted.payload.items, { gift: 1 });
+  } finally {
+    await closed.stop();
+  }
 });
 
 const walletOf = async (session) => JSON.parse((await client.getAccount(session)).wallet);

@@ -182,7 +182,12 @@ export async function expectHttpError(promise, status) {
 }
 
 // gRPC codes Nakama puts in error bodies.
-export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, ALREADY_EXISTS: 6, UNAUTHENTICATED: 16 };
+export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, UNAUTHENTICATED: 16 };
+
+/** The setting that lets players call the built-in value functions (off by default). */
+export const PLAYERS_MAY_CALL_BUILTINS = {
+  MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS: "[wallet_spend, inventory_grant, inventory_consume]",
+};
 
 /** Events a socket received, and a way to wait for the next matching one. */
 export class Inbox {

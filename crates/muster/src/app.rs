@@ -116,7 +116,11 @@ async fn build(
     if let Some(world) = &world {
         crate::world::actions::register(&mut functions, world);
     }
-    builtins::register(&mut functions, &config.runtime.builtin_functions);
+    builtins::register(
+        &mut functions,
+        &config.runtime.builtin_functions,
+        &config.runtime.player_builtin_functions,
+    );
     let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
     let link_store: Arc<dyn LinkStore> = store.clone();
     let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));

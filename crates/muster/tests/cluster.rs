@@ -822,13 +822,17 @@ async fn a_node_killed_mid_run_loses_nothing_it_acknowledged() {
     let (token, _) = session(&a, "cluster-durable-device").await;
     let http = reqwest::Client::new();
     // Writes acknowledged by a: wallet spends and chat messages (history is stored).
+    // (Spends are the server's to make: the HTTP key, naming the player.)
+    let user_id = support::claims(&token)["uid"].clone();
     let mut spent = 0;
     for amount in [3, 5, 7, 11] {
         let response = http
-            .post(format!("{}/v2/rpc/wallet_spend", a.base()))
-            .bearer_auth(&token)
+            .post(format!(
+                "{}/v2/rpc/wallet_spend?http_key=defaulthttpkey",
+                a.base()
+            ))
             .json(&serde_json::Value::String(
-                serde_json::json!({ "amount": amount }).to_string(),
+                serde_json::json!({ "amount": amount, "user_id": user_id }).to_string(),
             ))
             .send()
             .await

@@ -25,13 +25,35 @@ on_both_backends!(
     socket_rpc_answers_and_errors,
     custom_function_changes_several_things_atomically,
     a_failing_write_does_not_fail_the_others,
+    players_cannot_call_value_functions_unless_opted_in,
+    the_inventory_is_paged,
 );
 
-/// A test configuration with a small wallet, so overdraws are easy to reach.
+/// A test configuration with a small wallet, so overdraws are easy to reach, and the built-in
+/// functions opted in for players (these tests call them with session tokens).
 fn config(db: &Database) -> muster::base::config::Config {
     let mut config = db.config();
     config.economy.starting_wallet = BTreeMap::from([("coins".into(), 1000), ("gems".into(), 50)]);
+    config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
     config
+}
+
+/// `POST /v2/rpc/{id}?http_key=` for the account `user_id`: the status and the parsed result.
+async fn rpc_as_server(
+    server: &TestServer,
+    id: &str,
+    mut payload: Value,
+    user_id: &str,
+) -> (u16, Value) {
+    payload["user_id"] = user_id.into();
+    let response = server
+        .http
+        .post(server.url(&format!("/v2/rpc/{id}?http_key=defaulthttpkey")))
+        .json(&Value::String(payload.to_string()))
+        .send()
+        .await
+        .expect("request");
+    support::status_and_json(response).await
 }
 
 /// `POST /v2/rpc/{id}` as nakama-js sends it (the payload as a JSON string); answers the status
@@ -763,4 +785,151 @@ async fn a_failing_write_does_not_fail_the_others(backend: Backend) {
     assert_eq!(applied, 40);
     assert_eq!(wallet(&server, &token).await["coins"], 960);
     assert_eq!(ledger(&server, &token, 100).await.len(), 41);
+}
+
+async fn players_cannot_call_value_functions_unless_opted_in(backend: Backend) {
+    let db = Database::new(backend).await;
+    // The defaults: every built-in registered, none of them open to players.
+    let server = TestServer::start(db.config()).await;
+    let (token, _) = server.device_session("device-mint-0001").await;
+    let user_id = support::claims(&token)["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let before_wallet = wallet(&server, &token).await;
+    let before_items = items(&server, &token).await;
+    for (id, payload) in [
+        (
+            "inventory_grant",
+            json!({"item": "legendary", "count": 1_000_000_000}),
+        ),
+        ("wallet_spend", json!({"amount": 1})),
+        ("inventory_consume", json!({"item": "item", "count": 1})),
+    ] {
+        let message = assert_error(&rpc(&server, &token, id, payload.clone()).await, 403, 7);
+        assert!(message.contains("only by the server"), "{message}");
+        // Over the socket too: the function's failure with its gRPC code.
+        let mut client = connect(&server, &token).await;
+        let answer = socket_rpc(&mut client, id, &payload.to_string()).await;
+        assert_eq!(answer["error"]["code"], 7, "{answer}");
+        assert_eq!(answer["error"]["context"]["grpc_code"], "7", "{answer}");
+    }
+    assert_eq!(wallet(&server, &token).await, before_wallet);
+    assert_eq!(items(&server, &token).await, before_items);
+    assert_eq!(
+        ledger(&server, &token, 10).await.len(),
+        1,
+        "only the starting grant"
+    );
+    // The server (HTTP key) still may.
+    let (status, body) = rpc_as_server(
+        &server,
+        "inventory_grant",
+        json!({"item": "gift"}),
+        &user_id,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(items(&server, &token).await["gift"], 1);
+    server.stop().await.expect("stop");
+
+    // A studio opts one function in for players; the others stay closed.
+    let mut config = db.config();
+    config.runtime.player_builtin_functions = vec!["wallet_spend".into()];
+    let server = TestServer::start(config).await;
+    let (token, _) = server.device_session("device-mint-0001").await;
+    let (status, body) = rpc(&server, &token, "wallet_spend", json!({"amount": 1})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_error(
+        &rpc(
+            &server,
+            &token,
+            "inventory_grant",
+            json!({"item": "legendary"}),
+        )
+        .await,
+        403,
+        7,
+    );
+    // A player-callable function must also be registered.
+    let mut bad = db.config();
+    bad.runtime.builtin_functions = vec!["wallet_spend".into()];
+    bad.runtime.player_builtin_functions = vec!["inventory_grant".into()];
+    let error = bad.validate().expect_err("refused");
+    assert!(error.contains("player_builtin_functions"), "{error}");
+}
+
+async fn the_inventory_is_paged(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, _) = server.device_session("device-pages-0001").await;
+    let (other, _) = server.device_session("device-pages-0002").await;
+    let user_id = support::claims(&token)["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    // Twelve stacks (with the starting "item"), in an order that is not their sort order.
+    for i in [7, 3, 10, 0, 9, 1, 4, 8, 2, 6, 5] {
+        let item = format!("gem{i:02}");
+        let (status, body) =
+            rpc_as_server(&server, "inventory_grant", json!({"item": item}), &user_id).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let (status, body) = server
+            .get_with_token(
+                &format!("/v2/economy/inventory?limit=5&cursor={cursor}"),
+                &token,
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let page = body["items"].as_array().expect("items");
+        assert!(page.len() <= 5, "{body}");
+        seen.extend(
+            page.iter()
+                .map(|i| i["id"].as_str().expect("id").to_owned()),
+        );
+        pages += 1;
+        match body["cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = (0..11).map(|i| format!("gem{i:02}")).collect();
+    expected.push("item".into());
+    assert_eq!(seen, expected);
+    assert_eq!(pages, 3);
+    // The default page holds everything here; the largest page is 100.
+    let (_, all) = server.get_with_token("/v2/economy/inventory", &token).await;
+    assert_eq!(all["items"].as_array().expect("items").len(), 12);
+    assert!(all.get("cursor").is_none(), "{all}");
+    for query in [
+        "limit=0",
+        "limit=101",
+        "cursor=%25%25not-base64",
+        "limit=abc",
+    ] {
+        let (status, body) = server
+            .get_with_token(&format!("/v2/economy/inventory?{query}"), &token)
+            .await;
+        assert_eq!(status, 400, "{query}: {body}");
+    }
+    // Another player's cursor reads only their own stacks.
+    let (status, body) = server
+        .get_with_token(
+            &format!("/v2/economy/inventory?limit=5&cursor={cursor}"),
+            &other,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let ids: Vec<&str> = body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["id"].as_str().expect("id"))
+        .collect();
+    assert!(ids.iter().all(|id| *id == "item"), "{body}");
 }

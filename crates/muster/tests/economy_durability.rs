@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{Backend, Binary, Database};
+use support::{free_port, muster_command, Backend, Binary, Database};
 
 on_both_backends!(acknowledged_economy_writes_survive_kill_9);
 
@@ -93,9 +93,20 @@ async fn ledger(http: &reqwest::Client, base: &str, token: &str) -> Vec<Value> {
     }
 }
 
+/// The binary on `db`, the built-in functions opted in for players (the load calls them with
+/// session tokens).
+async fn start(db: &Database) -> Binary {
+    let mut command = muster_command(db);
+    command.env(
+        "MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS",
+        "[wallet_spend, inventory_grant, inventory_consume]",
+    );
+    Binary::run(command, free_port()).await
+}
+
 async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
     let db = Database::new(backend).await;
-    let running = Binary::start(&db).await;
+    let running = start(&db).await;
     let http = reqwest::Client::new();
     let mut tokens = Vec::new();
     for u in 0..USERS {
@@ -149,7 +160,7 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
         acknowledged.len()
     );
 
-    let running = Binary::start(&db).await;
+    let running = start(&db).await;
     for (user, token) in tokens.iter().enumerate() {
         let rows = ledger(&http, &running.base(), token).await;
         // Every acknowledged call is in the ledger, under the ledger id it was answered with.

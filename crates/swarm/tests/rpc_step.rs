@@ -73,7 +73,9 @@ functions = [
 
 #[test]
 fn rpc_step_over_socket_and_http_is_counted_exactly() {
-    let muster = Muster::start();
+    let muster = Muster::start_with(|config| {
+        config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
+    });
     for transport in ["socket", "http"] {
         let dir = tempfile::tempdir().expect("temp dir");
         let before = (
@@ -111,7 +113,9 @@ fn rpc_step_over_socket_and_http_is_counted_exactly() {
 
 #[test]
 fn refused_calls_fail_players_by_kind() {
-    let muster = Muster::start();
+    let muster = Muster::start_with(|config| {
+        config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
+    });
     let dir = tempfile::tempdir().expect("temp dir");
     let scenario = SCENARIO
         .replace("TRANSPORT", "socket")

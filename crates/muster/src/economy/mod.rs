@@ -21,6 +21,7 @@ pub mod grant;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use base64::Engine;
 use uuid::Uuid;
 
 pub use change::Change;
@@ -32,6 +33,9 @@ use crate::store::{
 
 /// Most ledger rows one page may hold.
 pub const MAX_LEDGER_PAGE: usize = 100;
+
+/// Most item stacks on one page of `GET /v2/economy/inventory`.
+pub const MAX_INVENTORY_PAGE: usize = 100;
 
 /// Why a change or a read did not happen. Messages are shown to the client.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,6 +100,13 @@ pub struct Receipt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerPage {
     pub entries: Vec<LedgerEntry>,
+    pub cursor: Option<String>,
+}
+
+/// One page of a user's item stacks, by item id; `cursor` fetches the next page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryPage {
+    pub items: Vec<InventoryItem>,
     pub cursor: Option<String>,
 }
 
@@ -175,9 +186,42 @@ impl Economy {
         Ok(self.store.wallet(user_id).await?.into_iter().collect())
     }
 
-    /// The account's item stacks (count above zero), by item id.
-    pub async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, EconomyError> {
-        Ok(self.store.inventory(user_id).await?)
+    /// A page of the account's item stacks (count above zero), by item id. `limit` is 1 to
+    /// [`MAX_INVENTORY_PAGE`] (default 100); `cursor` is the previous page's.
+    pub async fn inventory(
+        &self,
+        user_id: Uuid,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<InventoryPage, EconomyError> {
+        let limit = limit.unwrap_or(MAX_INVENTORY_PAGE);
+        if limit == 0 || limit > MAX_INVENTORY_PAGE {
+            return Err(EconomyError::Invalid(format!(
+                "Limit must be 1-{MAX_INVENTORY_PAGE}."
+            )));
+        }
+        // The cursor is the last item id of the previous page. Forging one cannot read more
+        // than the caller's own stacks; it is encoded only so that clients treat it as opaque.
+        let after = match cursor.filter(|c| !c.is_empty()) {
+            None => None,
+            Some(text) => Some(
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(text)
+                    .ok()
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                    .ok_or_else(|| EconomyError::Invalid("Cursor is invalid.".into()))?,
+            ),
+        };
+        let mut items = self.store.inventory(user_id, after, limit + 1).await?;
+        let cursor = if items.len() > limit {
+            items.truncate(limit);
+            items
+                .last()
+                .map(|i| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&i.item_id))
+        } else {
+            None
+        };
+        Ok(InventoryPage { items, cursor })
     }
 
     /// A page of the account's ledger, newest first. `limit` is 1 to [`MAX_LEDGER_PAGE`]

@@ -1,6 +1,10 @@
 //! The built-in server functions, for seed 001's scenario 3 ("spend some coins", "grant an item")
 //! and their counterpart. Each is registered when listed in `runtime.builtin_functions`.
 //!
+//! They spend and grant value, so players may not call them unless the studio opts in
+//! (`runtime.player_builtin_functions`): by default only server code and HTTP-key calls may, and
+//! a player's call is refused with `PERMISSION_DENIED` before its payload is read.
+//!
 //! | id | payload | answer |
 //! |---|---|---|
 //! | `wallet_spend` | `{"amount": 10, "currency": "coins"}` (currency defaults to `coins`), or `{"amounts": {"coins": 10, "gems": 1}}` to spend several currencies at once | `{"ledger_id": "42", "wallet": {"coins": 999990}}` |
@@ -15,31 +19,63 @@
 //!
 //! `inventory_grant` trusts its caller, as the seed's scenario does; a real game would rather
 //! register its own function deciding what to grant, and drop `inventory_grant` from the list.
+//! Load tests that replay the seed's scenario opt players in to it.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{Call, Functions, RpcError, ServerFunction};
+use super::{Call, Functions, RpcCode, RpcError, ServerFunction};
 use crate::economy::{Change, Receipt};
 
 /// Every built-in function id.
 pub use crate::base::config::BUILTIN_FUNCTIONS as NAMES;
 
 /// Registers the built-ins named in `names` that `functions` does not already have (a game's
-/// own function of the same id wins).
-pub fn register(functions: &mut Functions, names: &[String]) {
+/// own function of the same id wins). Those named in `for_players` players may call too.
+pub fn register(functions: &mut Functions, names: &[String], for_players: &[String]) {
     for name in names {
         if functions.contains(name) {
             continue;
         }
+        let players = for_players.contains(name);
         // The ids are constants known to be valid.
         let _ = match name.as_str() {
-            "wallet_spend" => functions.register(name, WalletSpend),
-            "inventory_grant" => functions.register(name, InventoryGrant),
-            "inventory_consume" => functions.register(name, InventoryConsume),
+            "wallet_spend" => functions.register(name, Guarded::new(WalletSpend, players)),
+            "inventory_grant" => functions.register(name, Guarded::new(InventoryGrant, players)),
+            "inventory_consume" => {
+                functions.register(name, Guarded::new(InventoryConsume, players))
+            }
             _ => continue,
         };
+    }
+}
+
+/// A built-in that refuses players' calls unless they were opted in.
+struct Guarded<F> {
+    function: F,
+    players: bool,
+}
+
+impl<F> Guarded<F> {
+    fn new(function: F, players: bool) -> Guarded<F> {
+        Guarded { function, players }
+    }
+}
+
+#[async_trait::async_trait]
+impl<F: ServerFunction> ServerFunction for Guarded<F> {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        if call.caller.is_some() && !self.players {
+            return Err(RpcError::new(
+                RpcCode::PermissionDenied,
+                format!(
+                    "{} may be called only by the server (runtime.http_key or server code).",
+                    call.id
+                ),
+            ));
+        }
+        self.function.call(call).await
     }
 }
 

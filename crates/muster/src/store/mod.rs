@@ -243,8 +243,14 @@ pub trait EconomyStore: Send + Sync {
     /// The account's balances, sorted by currency.
     async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError>;
 
-    /// The account's item stacks with a count above zero, sorted by item id.
-    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError>;
+    /// Up to `limit` of the account's item stacks with a count above zero, sorted by item id,
+    /// after item `after` if given.
+    async fn inventory(
+        &self,
+        user_id: Uuid,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<InventoryItem>, StoreError>;
 
     /// Up to `limit` of the account's ledger rows, newest first, older than `before` if given.
     async fn ledger(

@@ -204,6 +204,9 @@ pub struct RuntimeConfig {
     pub http_key: String,
     /// Built-in server functions to register (see `crate::functions::builtins`); empty for none.
     pub builtin_functions: Vec<String>,
+    /// Built-in functions players may call with their session token. They spend and grant
+    /// currency and items, so by default only server code and the HTTP key may call them.
+    pub player_builtin_functions: Vec<String>,
 }
 
 /// One stack of the starting inventory.
@@ -236,6 +239,7 @@ impl Default for RuntimeConfig {
                 .iter()
                 .map(|name| name.to_string())
                 .collect(),
+            player_builtin_functions: Vec::new(),
         }
     }
 }
@@ -461,6 +465,13 @@ impl Config {
                 return Err(format!(
                     "runtime.builtin_functions: unknown function {name:?} (known: {})",
                     BUILTIN_FUNCTIONS.join(", ")
+                ));
+            }
+        }
+        for name in &self.runtime.player_builtin_functions {
+            if !self.runtime.builtin_functions.contains(name) {
+                return Err(format!(
+                    "runtime.player_builtin_functions: {name:?} is not in runtime.builtin_functions"
                 ));
             }
         }

@@ -1,7 +1,9 @@
 //! Our own read API for the economy (Nakama has none for clients), for the caller's account:
 //!
 //! - `GET /v2/economy/wallet` → `{"wallet": {"coins": 1000000}}`
-//! - `GET /v2/economy/inventory` → `{"items": [{"id", "kind", "count", "properties": {...}, "update_time"}]}`
+//! - `GET /v2/economy/inventory?limit=100&cursor=` → `{"items": [{"id", "kind", "count",
+//!   "properties": {...}, "update_time"}], "cursor"}`, by item id; pass `cursor` back for the
+//!   next page; no `cursor` means the last page.
 //! - `GET /v2/economy/ledger?limit=100&cursor=` → `{"entries": [{"id", "changes", "balances",
 //!   "reason", "metadata", "idempotency_key", "create_time"}], "cursor"}`, newest first; pass
 //!   `cursor` back for the next (older) page; no `cursor` means the last page.
@@ -34,9 +36,15 @@ pub async fn wallet(
 pub async fn inventory(
     Player(caller): Player,
     State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let items = state.rpc.economy().inventory(caller.uid).await?;
-    let items: Vec<Value> = items
+    let page = state
+        .rpc
+        .economy()
+        .inventory(caller.uid, query.limit, query.cursor.as_deref())
+        .await?;
+    let items: Vec<Value> = page
+        .items
         .into_iter()
         .map(|item| {
             json!({
@@ -48,11 +56,16 @@ pub async fn inventory(
             })
         })
         .collect();
-    Ok(Json(json!({ "items": items })))
+    let mut body = json!({ "items": items });
+    if let Some(cursor) = page.cursor {
+        body["cursor"] = cursor.into();
+    }
+    Ok(Json(body))
 }
 
+/// `?limit=&cursor=` of a paged listing.
 #[derive(Deserialize)]
-pub struct LedgerQuery {
+pub struct PageQuery {
     limit: Option<usize>,
     cursor: Option<String>,
 }
@@ -60,7 +73,7 @@ pub struct LedgerQuery {
 pub async fn ledger(
     Player(caller): Player,
     State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<LedgerQuery>,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let page = state
         .rpc

@@ -466,16 +466,25 @@ pub async fn wallet(
 pub async fn inventory(
     client: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
+    after: Option<&str>,
+    limit: usize,
 ) -> Result<Vec<InventoryItem>, StoreError> {
+    // `COLLATE "C"`: byte order, the order SQLite sorts and pages in, whatever the
+    // database's collation.
     let rows = client
         .query(
             &prepared(
                 client,
                 "SELECT item_id, kind, count, properties, update_time_ms FROM inventory
-             WHERE user_id = $1 AND count > 0 ORDER BY item_id",
+             WHERE user_id = $1 AND count > 0 AND item_id COLLATE \"C\" > $2
+             ORDER BY item_id COLLATE \"C\" LIMIT $3",
             )
             .await?,
-            &[&user_id],
+            &[
+                &user_id,
+                &after.unwrap_or(""),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
         )
         .await
         .map_err(db_error)?;

@@ -198,10 +198,15 @@ impl EconomyStore for PostgresStore {
         result
     }
 
-    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError> {
+    async fn inventory(
+        &self,
+        user_id: Uuid,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<InventoryItem>, StoreError> {
         let started = Instant::now();
         let client = self.client().await?;
-        let result = postgres_economy::inventory(&client, user_id).await;
+        let result = postgres_economy::inventory(&client, user_id, after.as_deref(), limit).await;
         self.metrics.observe_db("inventory", started.elapsed());
         result
     }

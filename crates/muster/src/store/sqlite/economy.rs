@@ -265,14 +265,25 @@ pub fn wallet(conn: &Connection, user_id: Uuid) -> Result<Vec<(String, i64)>, St
     .map_err(db_error)
 }
 
-pub fn inventory(conn: &Connection, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError> {
+pub fn inventory(
+    conn: &Connection,
+    user_id: Uuid,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<InventoryItem>, StoreError> {
     conn.prepare_cached(
         "SELECT item_id, kind, count, properties, update_time_ms FROM inventory
          WHERE account = (SELECT key FROM economy_accounts WHERE user_id = ?1) AND count > 0
-         ORDER BY item_id",
+           AND item_id > ?2
+         ORDER BY item_id LIMIT ?3",
     )
     .and_then(|mut s| {
-        s.query_map([user_id.to_string()], |r| {
+        let args = params![
+            user_id.to_string(),
+            after.unwrap_or(""),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ];
+        s.query_map(args, |r| {
             Ok(InventoryItem {
                 item_id: r.get(0)?,
                 kind: r.get(1)?,
@@ -422,7 +433,7 @@ mod tests {
             wallet(&conn, bob).expect("wallet"),
             [("coins".to_owned(), 7)]
         );
-        let items = inventory(&conn, alice).expect("inventory");
+        let items = inventory(&conn, alice, None, 100).expect("inventory");
         assert_eq!((items[0].item_id.as_str(), items[0].count), ("sword", 2));
         assert_eq!(items[0].properties, r#"{"edge":1}"#);
         for (user, &id) in [alice, bob].into_iter().zip(&ledger_ids) {

@@ -735,9 +735,14 @@ impl EconomyStore for SqliteStore {
             .await
     }
 
-    async fn inventory(&self, user_id: Uuid) -> Result<Vec<InventoryItem>, StoreError> {
+    async fn inventory(
+        &self,
+        user_id: Uuid,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<InventoryItem>, StoreError> {
         self.read("inventory", move |conn| {
-            sqlite_economy::inventory(conn, user_id)
+            sqlite_economy::inventory(conn, user_id, after.as_deref(), limit)
         })
         .await
     }
