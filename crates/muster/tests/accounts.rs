@@ -16,6 +16,8 @@ on_both_backends!(
     bad_requests_get_clear_errors,
     expired_token_is_refused,
     concurrent_creation_of_one_device_makes_one_account,
+    a_refresh_token_works_once_under_concurrency,
+    revocations_reach_other_nodes_and_expire,
 );
 
 async fn device_authentication(backend: Backend) {
@@ -545,4 +547,111 @@ async fn camel_case_and_snake_case_bodies_give_the_same_account() {
         (json!("Ann"), json!("https://a/b.png"), json!("fi"))
     );
     assert_eq!(seen[0], seen[1]);
+}
+
+async fn a_refresh_token_works_once_under_concurrency(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = std::sync::Arc::new(TestServer::start(db.config()).await);
+    for round in 0..3 {
+        let (_, refresh_token) = server
+            .device_session(&format!("device-refresh-race-{round}"))
+            .await;
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (server, refresh_token) = (server.clone(), refresh_token.clone());
+                tokio::spawn(async move { refresh(&server, &refresh_token, json!({})).await })
+            })
+            .collect();
+        let mut renewed = Vec::new();
+        for task in tasks {
+            let (status, body) = task.await.expect("task");
+            match status {
+                200 => renewed.push(body),
+                _ => assert!(assert_error(&(status, body), 401, 16).contains("revoked")),
+            }
+        }
+        assert_eq!(
+            renewed.len(),
+            1,
+            "round {round}: {} refreshes succeeded",
+            renewed.len()
+        );
+        // The one pair it gave works.
+        let token = renewed[0]["token"].as_str().expect("token");
+        assert_eq!(server.get_with_token("/v2/account", token).await.0, 200);
+    }
+}
+
+/// Two token services on one database stand for two nodes whose bus message was lost: the
+/// second learns of the first's revocations by reading what was stored since its last look,
+/// forgets them from memory once their session token is dead (the refresh token stays refused,
+/// by the store), and expired rows are pruned from the store.
+async fn revocations_reach_other_nodes_and_expire(backend: Backend) {
+    use muster::accounts::tokens::TokenService;
+    use muster::base::clock::Clock;
+    use std::time::Duration;
+
+    let db = Database::new(backend).await;
+    let config = db.config();
+    let metrics = std::sync::Arc::new(muster::base::metrics::Metrics::new());
+    let store = muster::store::open(&config, metrics).await.expect("store");
+    let clock = Clock::manual();
+    let node = || async {
+        TokenService::new(
+            &config.session,
+            store.as_ref(),
+            store.clone(),
+            clock.clone(),
+        )
+        .await
+        .expect("token service")
+    };
+    let (a, b) = (node().await, node().await);
+    let user = uuid::Uuid::new_v4();
+    let pair = a.issue(user, "alice", Default::default());
+    let session = b.verify_session(&pair.token).expect("valid on both nodes");
+    let refresh_claims = b.verify_refresh(&pair.refresh_token).expect("valid");
+
+    a.revoke(&[(session.tid, session.iat)])
+        .await
+        .expect("revoke");
+    assert!(
+        a.verify_session(&pair.token).is_err(),
+        "refused where revoked"
+    );
+    assert!(
+        b.verify_session(&pair.token).is_ok(),
+        "b has not looked yet"
+    );
+    b.reload_revocations().await.expect("reload");
+    assert!(
+        b.verify_session(&pair.token).is_err(),
+        "b read it from the store"
+    );
+    assert!(!b.consume_refresh(&refresh_claims).await.expect("consume"));
+
+    // Past the session token's life the revocation leaves memory; the refresh token is still
+    // refused, by the store.
+    // (The store's clock does not move with this test's: past the reload's overlap too.)
+    let overlap = muster::accounts::tokens::RELOAD_OVERLAP_MS as u64 / 1000;
+    clock.advance(Duration::from_secs(
+        config.session.token_expiry_sec + overlap + 1,
+    ));
+    b.reload_revocations().await.expect("reload");
+    assert_eq!(b.revocations_in_memory(), 0);
+    assert!(!b.consume_refresh(&refresh_claims).await.expect("consume"));
+    let (stored, _) = store
+        .revocations_since(i64::MIN, i64::MIN)
+        .await
+        .expect("read");
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].0.token_id, session.tid);
+    // Past the refresh token's life the row is pruned.
+    clock.advance(Duration::from_secs(config.session.refresh_token_expiry_sec));
+    b.reload_revocations().await.expect("reload");
+    let (stored, _) = store
+        .revocations_since(i64::MIN, i64::MIN)
+        .await
+        .expect("read");
+    assert!(stored.is_empty(), "{stored:?}");
 }

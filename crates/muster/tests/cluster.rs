@@ -305,6 +305,39 @@ async fn a_logout_on_one_node_is_refused_by_the_others_at_once() {
     assert_eq!(refreshed.status().as_u16(), 401, "the refresh token too");
 }
 
+#[tokio::test]
+async fn a_refresh_token_works_once_across_nodes() {
+    let Some((_dbs, a, b)) = two_nodes_on_postgres().await else {
+        return;
+    };
+    for round in 0..3 {
+        let (_, refresh) = session(&a, &format!("cluster-refresh-race-{round}")).await;
+        // Twenty refreshes of one token at once, half through each node.
+        let attempts = (0..20).map(|i| {
+            let base = if i % 2 == 0 { a.base() } else { b.base() };
+            let refresh = refresh.clone();
+            async move {
+                reqwest::Client::new()
+                    .post(format!("{base}/v2/account/session/refresh"))
+                    .basic_auth("defaultkey", Some(""))
+                    .json(&serde_json::json!({ "token": refresh }))
+                    .send()
+                    .await
+                    .expect("refresh")
+                    .status()
+                    .as_u16()
+            }
+        });
+        let statuses = futures_util::future::join_all(attempts).await;
+        let ok = statuses.iter().filter(|s| **s == 200).count();
+        assert_eq!(ok, 1, "round {round}: {statuses:?}");
+        assert!(
+            statuses.iter().all(|s| *s == 200 || *s == 401),
+            "{statuses:?}"
+        );
+    }
+}
+
 async fn join_room(client: &mut support::Client, room: &str) -> serde_json::Value {
     client
         .ok(

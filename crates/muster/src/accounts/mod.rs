@@ -252,8 +252,8 @@ impl Accounts {
         }
     }
 
-    /// A new token pair for a valid refresh token; the old pair is revoked (rotation), so a
-    /// stolen refresh token works at most once.
+    /// A new token pair for a valid refresh token; the old pair is revoked (rotation). A refresh
+    /// token works once: of concurrent refreshes with it, on any nodes, one succeeds.
     pub async fn refresh(
         &self,
         refresh_token: &str,
@@ -273,7 +273,11 @@ impl Accounts {
         if account.disable_time_ms.is_some() {
             return Err(AccountError::Banned);
         }
-        self.tokens.revoke(&[(claims.tid, claims.iat)]).await?;
+        if !self.tokens.consume_refresh(&claims).await? {
+            return Err(AccountError::Unauthenticated(
+                "Refresh token revoked".into(),
+            ));
+        }
         let vars = if vars.is_empty() { claims.vrs } else { vars };
         let pair = self.tokens.issue(claims.uid, &account.username, vars);
         Ok(Session {

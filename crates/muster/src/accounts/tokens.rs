@@ -3,8 +3,17 @@
 //! pair's id, by which a logout or a refresh revokes both tokens of a pair.
 //!
 //! Session and refresh tokens are signed with different keys, so one can never pass for the other.
-//! Revoked pair ids are kept in memory (checked on every request, no database read) and in the
-//! store (so a restart forgets nothing); each is forgotten once its tokens would have expired.
+//!
+//! Revocations live in the store until both tokens of their pair would have expired (a restart
+//! forgets nothing, every node sees them). Each node also keeps in memory the revocations whose
+//! *session* token may still be alive (at most `session.token_expiry_sec` after it learned of
+//! them), so a session check is a map look-up, never a database read. A refresh token is not
+//! trusted to that map: a refresh is decided by one conditional write in the store (see
+//! [`TokenService::consume_refresh`]), so it works once, on one node or many.
+//!
+//! Nodes learn of other nodes' revocations over the cluster's bus at once and, as a backstop,
+//! by reading what was stored since their last look ([`TokenService::reload_revocations`]),
+//! never the whole table; expired rows are pruned.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +25,10 @@ use uuid::Uuid;
 
 use crate::base::clock::Clock;
 use crate::store::{Revocation, SecretStore, StoreError, TokenStore};
+
+/// How far before the previous look's clock each reload of revocations starts: longer than a
+/// write takes from its statement to its commit.
+pub const RELOAD_OVERLAP_MS: i64 = 30_000;
 
 /// The claims of both token kinds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -68,7 +81,10 @@ pub struct TokenService {
     validation: Validation,
     /// Issue and expiry times come from here (a test moves it instead of sleeping).
     clock: Clock,
+    /// Revoked pair ids whose session token may still be alive, with when to forget them.
     revoked: DashMap<Uuid, i64>,
+    /// Where the next [`TokenService::reload_revocations`] reads from (the store's clock, ms).
+    reload_from_ms: std::sync::atomic::AtomicI64,
     store: Arc<dyn TokenStore>,
     /// Told of revocations made here (the cluster passes them to the other nodes).
     observer: std::sync::OnceLock<Arc<dyn RevocationObserver>>,
@@ -112,8 +128,12 @@ impl TokenService {
             token_ttl: config.token_expiry_sec as i64,
             refresh_ttl: config.refresh_token_expiry_sec as i64,
             validation,
-            clock,
+            clock: clock.clone(),
             revoked: DashMap::new(),
+            // At start: every revocation whose session token may still be alive.
+            reload_from_ms: std::sync::atomic::AtomicI64::new(
+                (clock.now_secs() - config.token_expiry_sec as i64) * 1000 - RELOAD_OVERLAP_MS,
+            ),
             store,
             observer: std::sync::OnceLock::new(),
         };
@@ -171,22 +191,54 @@ impl TokenService {
 
     /// Revokes token pairs: refused from now on, here and after a restart.
     pub async fn revoke(&self, pairs: &[(Uuid, i64)]) -> Result<(), StoreError> {
+        let revocations = self.revocations(pairs);
+        self.store.revoke(revocations.clone()).await?;
+        self.remember(&revocations);
+        Ok(())
+    }
+
+    /// Uses up the refresh token of pair `claims` (revoking the pair): true for the one call
+    /// that recorded the revocation, false when the pair was already revoked — by an earlier
+    /// refresh or logout, or by a concurrent refresh of the same token on any node. The store's
+    /// conditional write decides, so a refresh token works once.
+    pub async fn consume_refresh(&self, claims: &Claims) -> Result<bool, StoreError> {
+        let revocations = self.revocations(&[(claims.tid, claims.iat)]);
+        let recorded = self.store.revoke(revocations.clone()).await?;
+        self.remember(&revocations);
+        Ok(recorded == 1)
+    }
+
+    fn revocations(&self, pairs: &[(Uuid, i64)]) -> Vec<Revocation> {
         // The refresh token outlives the session token: keep the revocation as long as either.
-        let revocations: Vec<Revocation> = pairs
+        pairs
             .iter()
             .map(|&(token_id, issued_at)| Revocation {
                 token_id,
                 expires_at: issued_at + self.token_ttl.max(self.refresh_ttl),
             })
-            .collect();
-        self.store.revoke(revocations.clone()).await?;
-        for r in &revocations {
-            self.revoked.insert(r.token_id, r.expires_at);
-        }
+            .collect()
+    }
+
+    /// Adds stored revocations to the map and tells the observer (the cluster's relay).
+    fn remember(&self, revocations: &[Revocation]) {
+        let now = self.clock.now_secs();
+        self.insert(revocations.iter().map(|r| (r, now)));
         if let Some(observer) = self.observer.get() {
-            observer.revoked(&revocations);
+            observer.revoked(revocations);
         }
-        Ok(())
+    }
+
+    /// Keeps each revocation in memory for as long as its session token may be alive: its pair
+    /// was issued before the revocation was recorded (`recorded_at`, Unix seconds), so the
+    /// session token is dead `token_ttl` after that at the latest.
+    fn insert<'a>(&self, revocations: impl IntoIterator<Item = (&'a Revocation, i64)>) {
+        let now = self.clock.now_secs();
+        for (r, recorded_at) in revocations {
+            let forget_at = r.expires_at.min(recorded_at + self.token_ttl);
+            if forget_at > now {
+                self.revoked.insert(r.token_id, forget_at);
+            }
+        }
     }
 
     /// Sets who is told of this node's revocations (once; later calls are ignored).
@@ -198,20 +250,34 @@ impl TokenService {
     /// for the periodic reload from the store.
     pub fn revoked_elsewhere(&self, revocations: &[Revocation]) {
         let now = self.clock.now_secs();
-        for r in revocations.iter().filter(|r| r.expires_at > now) {
-            self.revoked.insert(r.token_id, r.expires_at);
-        }
+        self.insert(revocations.iter().map(|r| (r, now)));
     }
 
-    /// Forgets expired revocations, here and in the store; run periodically.
+    /// Forgets what has expired, in memory and in the store, and reads the revocations stored
+    /// since the last look (other nodes' whose message this node missed); run periodically.
+    /// Each look starts [`RELOAD_OVERLAP_MS`] before the previous one's clock, so a revocation
+    /// stored just before that look but committed after it is still found.
     pub async fn reload_revocations(&self) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
         let now = self.clock.now_secs();
-        let active = self.store.active_revocations(now).await?;
-        self.revoked.retain(|_, expires_at| *expires_at > now);
-        for r in active {
-            self.revoked.insert(r.token_id, r.expires_at);
-        }
+        self.revoked.retain(|_, forget_at| *forget_at > now);
+        self.store.prune_revocations(now).await?;
+        let since = self.reload_from_ms.load(Ordering::Relaxed);
+        let (recent, clock_ms) = self.store.revocations_since(since, now).await?;
+        // The store's clock may differ a little from this node's: the overlap covers that.
+        self.insert(
+            recent
+                .iter()
+                .map(|(r, recorded_ms)| (r, (recorded_ms + RELOAD_OVERLAP_MS) / 1000)),
+        );
+        self.reload_from_ms
+            .store(clock_ms - RELOAD_OVERLAP_MS, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Revocations held in memory now (a gauge for tests and metrics).
+    pub fn revocations_in_memory(&self) -> usize {
+        self.revoked.len()
     }
 
     /// Signs arbitrary claims with the session key; tests use it to make expired tokens.

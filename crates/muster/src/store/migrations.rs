@@ -40,6 +40,11 @@ pub const SQLITE: &[Migration] = &[
         name: "cluster_matchmaker",
         sql: include_str!("migrations/sqlite/0006_cluster_matchmaker.sql"),
     },
+    Migration {
+        version: 7,
+        name: "revocation_changes",
+        sql: include_str!("migrations/sqlite/0007_revocation_changes.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -72,6 +77,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 6,
         name: "cluster_matchmaker",
         sql: include_str!("migrations/postgres/0006_cluster_matchmaker.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "revocation_changes",
+        sql: include_str!("migrations/postgres/0007_revocation_changes.sql"),
     },
 ];
 

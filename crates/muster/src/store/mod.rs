@@ -184,10 +184,22 @@ pub trait AccountStore: Send + Sync {
 /// Each write is durable when its future resolves.
 #[async_trait]
 pub trait TokenStore: Send + Sync {
-    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError>;
+    /// Records `revocations`; one already recorded is left as it is. Answers how many this call
+    /// recorded: one conditional write decides, so of two calls revoking the same token (on any
+    /// nodes, at once) exactly one counts it. That is what makes a refresh token single use.
+    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<usize, StoreError>;
 
-    /// Revocations still in force at `now` (unix seconds); older ones are deleted.
-    async fn active_revocations(&self, now: i64) -> Result<Vec<Revocation>, StoreError>;
+    /// The revocations recorded at or after `since_ms` (the store's clock, Unix ms) that are
+    /// still in force at `now` (Unix seconds), each with when it was recorded, and the store's
+    /// clock at the time of reading.
+    async fn revocations_since(
+        &self,
+        since_ms: i64,
+        now: i64,
+    ) -> Result<(Vec<(Revocation, i64)>, i64), StoreError>;
+
+    /// Deletes the revocations whose tokens have expired by `now` (Unix seconds).
+    async fn prune_revocations(&self, now: i64) -> Result<(), StoreError>;
 }
 
 /// Server secrets generated once and shared by every node on the database.

@@ -179,26 +179,28 @@ impl Write for FindOrCreate {
     }
 }
 
-/// Revocations, inserted together; one already there is left as it is.
+/// Revocations, inserted together; one already there is left as it is, and the rows returned
+/// are the ones this write recorded (the unique key decides between concurrent writers).
 struct Revoke {
     token_ids: Vec<Uuid>,
     expires_at: Vec<i64>,
 }
 
 impl Write for Revoke {
-    type Output = ();
+    type Output = usize;
     const PATH: &'static str = "revoke";
-    const SQL: &'static str = "INSERT INTO revoked_tokens (token_id, expires_at)
-        SELECT * FROM unnest($1::uuid[], $2::int8[]) ORDER BY 1
-        ON CONFLICT DO NOTHING";
+    const SQL: &'static str = "INSERT INTO revoked_tokens (token_id, expires_at, created_ms)
+        SELECT t, e, (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+        FROM unnest($1::uuid[], $2::int8[]) AS r(t, e) ORDER BY 1
+        ON CONFLICT DO NOTHING RETURNING token_id";
     const TYPES: &'static [Type] = &[Type::UUID_ARRAY, Type::INT8_ARRAY];
 
     fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
         vec![&self.token_ids, &self.expires_at]
     }
 
-    fn outcome(&self, _rows: Vec<Row>) -> Result<(), StoreError> {
-        Ok(())
+    fn outcome(&self, rows: Vec<Row>) -> Result<usize, StoreError> {
+        Ok(rows.len())
     }
 }
 
@@ -365,9 +367,9 @@ impl Write for UpdateAccount {
 
 #[async_trait]
 impl TokenStore for PostgresStore {
-    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError> {
+    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<usize, StoreError> {
         let Some(first) = revocations.first() else {
-            return Ok(());
+            return Ok(0);
         };
         let key = key_of(first.token_id);
         let write = Revoke {
@@ -377,23 +379,50 @@ impl TokenStore for PostgresStore {
         self.writers.write(key, write).await
     }
 
-    async fn active_revocations(&self, now: i64) -> Result<Vec<Revocation>, StoreError> {
+    async fn revocations_since(
+        &self,
+        since_ms: i64,
+        now: i64,
+    ) -> Result<(Vec<(Revocation, i64)>, i64), StoreError> {
+        let client = self.client().await?;
+        // The clock is read before the rows: a row committed after this read is found by the
+        // next look, which starts before this clock (see TokenService::reload_revocations).
+        let clock: i64 = client
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                &[],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        let rows = client
+            .query(
+                "SELECT token_id, expires_at, created_ms FROM revoked_tokens
+                 WHERE created_ms >= $1 AND expires_at > $2",
+                &[&since_ms, &now],
+            )
+            .await
+            .map_err(db_error)?;
+        let revocations = rows
+            .iter()
+            .map(|r| {
+                let revocation = Revocation {
+                    token_id: r.get(0),
+                    expires_at: r.get(1),
+                };
+                (revocation, r.get(2))
+            })
+            .collect();
+        Ok((revocations, clock))
+    }
+
+    async fn prune_revocations(&self, now: i64) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .execute("DELETE FROM revoked_tokens WHERE expires_at <= $1", &[&now])
             .await
             .map_err(db_error)?;
-        let rows = client
-            .query("SELECT token_id, expires_at FROM revoked_tokens", &[])
-            .await
-            .map_err(db_error)?;
-        Ok(rows
-            .iter()
-            .map(|r| Revocation {
-                token_id: r.get(0),
-                expires_at: r.get(1),
-            })
-            .collect())
+        Ok(())
     }
 }
 

@@ -517,42 +517,77 @@ impl AccountStore for SqliteStore {
 
 #[async_trait]
 impl TokenStore for SqliteStore {
-    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<(), StoreError> {
+    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<usize, StoreError> {
         self.write("revoke", move |conn| {
             let mut insert = conn
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO revoked_tokens (token_id, expires_at) VALUES (?1, ?2)",
+                    "INSERT OR IGNORE INTO revoked_tokens (token_id, expires_at, created_ms)
+                     VALUES (?1, ?2, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
                 )
                 .map_err(db_error)?;
+            let mut recorded = 0;
             for r in &revocations {
-                insert
+                recorded += insert
                     .execute(params![r.token_id.to_string(), r.expires_at])
                     .map_err(db_error)?;
             }
-            Ok(())
+            Ok(recorded)
         })
         .await
     }
 
-    async fn active_revocations(&self, now: i64) -> Result<Vec<Revocation>, StoreError> {
-        self.write("active_revocations", move |conn| {
-            conn.execute("DELETE FROM revoked_tokens WHERE expires_at <= ?1", [now])
+    async fn revocations_since(
+        &self,
+        since_ms: i64,
+        now: i64,
+    ) -> Result<(Vec<(Revocation, i64)>, i64), StoreError> {
+        self.read("revocations_since", move |conn| {
+            let clock: i64 = conn
+                .query_row(
+                    "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+                    [],
+                    |r| r.get(0),
+                )
                 .map_err(db_error)?;
             let mut select = conn
-                .prepare_cached("SELECT token_id, expires_at FROM revoked_tokens")
+                .prepare_cached(
+                    "SELECT token_id, expires_at, created_ms FROM revoked_tokens
+                     WHERE created_ms >= ?1 AND expires_at > ?2",
+                )
                 .map_err(db_error)?;
             let rows = select
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .query_map([since_ms, now], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
+                })
                 .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
                 .map_err(db_error)?;
-            rows.into_iter()
-                .map(|(id, expires_at)| {
-                    Ok(Revocation {
-                        token_id: parse_uuid(&id)?,
-                        expires_at,
-                    })
+            let revocations = rows
+                .into_iter()
+                .map(|(id, expires_at, created_ms)| {
+                    let token_id = parse_uuid(&id)?;
+                    Ok((
+                        Revocation {
+                            token_id,
+                            expires_at,
+                        },
+                        created_ms,
+                    ))
                 })
-                .collect()
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok((revocations, clock))
+        })
+        .await
+    }
+
+    async fn prune_revocations(&self, now: i64) -> Result<(), StoreError> {
+        self.write("prune_revocations", move |conn| {
+            conn.execute("DELETE FROM revoked_tokens WHERE expires_at <= ?1", [now])
+                .map_err(db_error)?;
+            Ok(())
         })
         .await
     }
