@@ -23,6 +23,8 @@ pub struct WorldMetrics {
     pub actions: IntCounter,
     pub route_queue: IntGauge,
     pub payouts: IntCounterVec,
+    pub log_failures: IntCounter,
+    pub log_damage: IntCounterVec,
 }
 
 impl WorldMetrics {
@@ -112,6 +114,18 @@ impl WorldMetrics {
                     "Arrivals of players' creeps paid into their owner's wallet, by result."
                 ),
                 &["result"]
+            )),
+            log_failures: register!(IntCounter::new(
+                "world_log_failures_total",
+                "Appends to a shard's action log that failed (their actions were refused)."
+            )),
+            log_damage: register!(IntCounterVec::new(
+                Opts::new(
+                    "world_log_damage_total",
+                    "Bad stretches found in the action logs at start: `torn_tail` (cut off, never \
+                     acknowledged) or `middle` (good records after it were kept)."
+                ),
+                &["kind"]
             )),
             route_queue: register!(IntGauge::new(
                 "world_route_queue",

@@ -145,6 +145,15 @@ pub fn load_or_seed(
     };
     let (log, records) = ActionLog::open(dir, i, shard.applied)
         .map_err(|e| anyhow::anyhow!("world action log in {}: {e}", dir.display()))?;
+    for damage in log.damage() {
+        if damage.tail {
+            tracing::warn!(segment = %damage.segment.display(), offset = damage.offset,
+                bytes = damage.bytes, "world: a torn record at the end of the action log (a crash mid-append, never acknowledged) was cut off");
+        } else {
+            tracing::error!(segment = %damage.segment.display(), offset = damage.offset,
+                bytes = damage.bytes, "world: bad bytes in the middle of the action log; the records after them were read");
+        }
+    }
     let mut calc = ground.router.calculator();
     let replayed = records.len();
     for record in records {
@@ -222,6 +231,10 @@ impl World {
             if restored {
                 metrics.restored.inc();
             }
+            for damage in log.damage() {
+                let kind = if damage.tail { "torn_tail" } else { "middle" };
+                metrics.log_damage.with_label_values(&[kind]).inc();
+            }
             tracing::info!(
                 shard = i,
                 restored,
@@ -248,6 +261,9 @@ impl World {
                 payouts: payouts.clone(),
                 ground: ground.clone(),
                 log,
+                config: config.clone(),
+                dir: dir.clone(),
+                broken: false,
                 unlogged: Vec::new(),
                 covered: None,
                 tick_unix_ms: 0,

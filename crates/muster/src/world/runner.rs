@@ -108,6 +108,12 @@ pub(super) struct ShardRun {
     pub(super) ground: Arc<Ground>,
     pub(super) calc: muster_world::routing::PathCalculator,
     pub(super) log: ActionLog,
+    /// What a reload after a failed append needs: the settings and the checkpoints' folder.
+    pub(super) config: crate::base::config::WorldConfig,
+    pub(super) dir: PathBuf,
+    /// Set when the log could not be written and the shard could not be brought back to what
+    /// the disk holds: it takes no more actions and writes no checkpoints until a restart.
+    pub(super) broken: bool,
     /// Actions applied since the last sync of the log.
     pub(super) unlogged: Vec<Unlogged>,
     /// The log's first sequence number after the checkpoint being written: once it is on disk,
@@ -178,7 +184,7 @@ impl ShardRun {
                 next_checkpoint = Instant::now() + self.interval;
                 // A write still in flight keeps the snapshot: this checkpoint waits for the next.
                 if let Some(snapshot) = spare.take() {
-                    self.checkpoint(&writer, snapshot);
+                    spare = self.checkpoint(&writer, snapshot);
                 }
             }
         }
@@ -188,8 +194,12 @@ impl ShardRun {
             Some(snapshot) => Some(snapshot),
             None => self.returned(writer.wait()),
         };
-        self.checkpoint(&writer, spare.unwrap_or_default());
-        let _ = self.returned(writer.wait());
+        if self
+            .checkpoint(&writer, spare.unwrap_or_default())
+            .is_none()
+        {
+            let _ = self.returned(writer.wait());
+        }
         writer.finish();
         tracing::info!(
             shard = self.shard.id,
@@ -199,8 +209,13 @@ impl ShardRun {
 
     /// Copies the shard into `snapshot` (the pause) and hands it to the writer; the log starts
     /// a new segment, so that the ones this checkpoint covers can go once it is on disk.
-    fn checkpoint(&mut self, writer: &Writer, mut snapshot: Snapshot) {
+    /// Gives the snapshot back when no checkpoint was written (the shard is broken).
+    fn checkpoint(&mut self, writer: &Writer, mut snapshot: Snapshot) -> Option<Snapshot> {
         self.flush_actions();
+        if self.broken {
+            // The shard may hold what the disk does not: never write that as a checkpoint.
+            return Some(snapshot);
+        }
         let copy = Instant::now();
         self.shard.snapshot_into(&mut snapshot);
         self.metrics
@@ -214,6 +229,7 @@ impl ShardRun {
             }
         };
         writer.write(snapshot);
+        None
     }
 
     /// A snapshot back from the writer: when its write succeeded, the log segments it covers
@@ -247,29 +263,75 @@ impl ShardRun {
         }
         let batch = std::mem::take(&mut self.unlogged);
         let records: Vec<Record> = batch.iter().map(|(r, _, _)| r.clone()).collect();
-        match self.log.append(&records) {
+        let failure = match self.log.append(&records) {
             Ok(()) => {
                 self.metrics.actions.inc_by(batch.len() as u64);
                 for (_, answer, reply) in batch {
                     let _ = reply.send(Ok(answer));
                 }
+                return;
+            }
+            Err(failure) => failure,
+        };
+        tracing::error!(error = %failure.error, undone = failure.undone, shard = self.shard.id,
+            "world: the action log cannot be written");
+        self.metrics.log_failures.inc();
+        // The batch is applied to the shard but not on disk: bring the shard back to what the
+        // disk holds (its checkpoint and log), so that no refused action stays applied.
+        let message = if failure.undone && self.reload() {
+            "The action could not be recorded, and was not applied; try again."
+        } else {
+            self.broken = true;
+            tracing::error!(
+                shard = self.shard.id,
+                "world: the shard takes no more actions until the server restarts"
+            );
+            "The action could not be recorded and its outcome is unknown: the shard takes no \
+             more actions until the server restarts."
+        };
+        for (_, _, reply) in batch {
+            let _ = reply.send(Err(RpcError::new(RpcCode::Unavailable, message)));
+        }
+    }
+
+    /// Replaces the shard with what its checkpoint and log hold, as a restart would; false
+    /// when that cannot be read.
+    fn reload(&mut self) -> bool {
+        match super::load_or_seed(
+            &self.config,
+            &self.ground,
+            &self.dir,
+            self.shard.id as usize,
+        ) {
+            Ok((shard, _, log, replayed)) => {
+                tracing::warn!(
+                    shard = self.shard.id,
+                    replayed,
+                    "world: shard reloaded from its checkpoint and log after a failed append"
+                );
+                self.shard = shard;
+                self.log = log;
+                // The segments a checkpoint in flight covers go at the next one instead.
+                self.covered = None;
+                self.metrics.count_actors(&self.shard);
+                true
             }
             Err(error) => {
-                // Applied but not on disk: not acknowledged. (The shard keeps it; a restart
-                // would not have it.)
-                tracing::error!(%error, shard = self.shard.id, "world: the action log cannot be written");
-                for (_, _, reply) in batch {
-                    let _ = reply.send(Err(RpcError::new(
-                        RpcCode::Unavailable,
-                        "The action could not be recorded; try again.",
-                    )));
-                }
+                tracing::error!(%error, shard = self.shard.id, "world: the shard cannot be reloaded");
+                false
             }
         }
     }
 
     fn obey(&mut self, command: Command) {
         match command {
+            Command::Act { reply, .. } | Command::Routed { reply, .. } if self.broken => {
+                let _ = reply.send(Err(RpcError::new(
+                    RpcCode::Unavailable,
+                    "This shard takes no actions until the server restarts: its action log \
+                     cannot be written.",
+                )));
+            }
             Command::Act {
                 user,
                 action,
