@@ -34,6 +34,9 @@ limits_off() {
   if "$muster_bin" config 2>/dev/null | grep -q '^max_connections_per_ip'; then
     LIMITS_OFF+=(MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP=0)
   fi
+  if "$muster_bin" config 2>/dev/null | grep -q '^max_sockets_per_ip'; then
+    LIMITS_OFF+=(MUSTER_LIMITS__MAX_SOCKETS_PER_IP=0)
+  fi
 }
 
 start_muster() {

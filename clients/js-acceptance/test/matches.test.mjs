@@ -89,8 +89,8 @@ test("addMatchmaker → onmatchmakermatched → joinMatch by token → sendMatch
   assert.equal(dataA.op_code, 6);
   assert.deepEqual([...dataA.data], [1, 2, 3]);
 
-  // A token is single-use.
-  await assert.rejects(a.socket.joinMatch(undefined, mA.token), (e) => e.code === 3);
+  // A token is single-use: a second join is "match join rejected" (code 5).
+  await assert.rejects(a.socket.joinMatch(undefined, mA.token), (e) => e.code === 5 && /already used/.test(e.message));
 });
 
 test("createMatch and joinMatch by id; leaveMatch tells the others", async () => {

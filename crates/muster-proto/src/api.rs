@@ -113,7 +113,10 @@ pub struct Account {
     pub disable_time: Option<String>,
 }
 
-/// Body of `PUT /v2/account`: every field optional; an absent field is left unchanged.
+/// Body of `PUT /v2/account`: every field optional; an absent field is left unchanged. Nakama's
+/// `UpdateAccountRequest` has no `metadata`: only server code writes an account's metadata
+/// (games keep roles and entitlements there). Unknown fields, `metadata` included, are ignored,
+/// as Nakama's gateway discards them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UpdateAccountRequest {
@@ -126,8 +129,6 @@ pub struct UpdateAccountRequest {
     pub lang_tag: Option<String>,
     pub location: Option<String>,
     pub timezone: Option<String>,
-    /// A JSON object, as a string.
-    pub metadata: Option<String>,
 }
 
 /// A page of a channel's history: `GET /v2/channel/{channel_id}` (Nakama's `ChannelMessageList`).

@@ -58,4 +58,10 @@ pub enum WorldError {
     BadCount(u32),
     #[error("bad area of interest: {0}")]
     BadBox(String),
+    #[error("route {0} does not leave from a tower of yours")]
+    RouteNotYours(u32),
+    #[error("a player may hold at most {0} towers in a shard")]
+    TooManyTowers(u32),
+    #[error("a player may have at most {0} creeps on the road in a shard")]
+    TooManyCreeps(u32),
 }

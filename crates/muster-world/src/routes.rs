@@ -22,6 +22,8 @@ pub struct RouteStore {
     pub(crate) points: Vec<f32>,
     /// Routes by their end nodes, so that two connections between the same roads share one.
     by_ends: HashMap<(u32, u32), u32>,
+    /// Each route's first road node, by route id (whose towers may send creeps along it).
+    first_node: Vec<u32>,
 }
 
 impl RouteStore {
@@ -30,6 +32,7 @@ impl RouteStore {
             starts: vec![0],
             points: Vec::new(),
             by_ends: HashMap::new(),
+            first_node: Vec::new(),
         }
     }
 
@@ -48,6 +51,7 @@ impl RouteStore {
             starts,
             points,
             by_ends,
+            first_node: ends.iter().map(|e| e.0).collect(),
         }
     }
 
@@ -94,7 +98,13 @@ impl RouteStore {
         self.starts.push((self.points.len() / 3) as u32);
         let id = self.len() as u32 - 1;
         self.by_ends.insert(ends, id);
+        self.first_node.push(ends.0);
         id
+    }
+
+    /// The road node route `route` leaves from (numbered across the shard's tiles).
+    pub fn first_node(&self, route: u32) -> Option<u32> {
+        self.first_node.get(route as usize).copied()
     }
 
     /// The route's length in metres.

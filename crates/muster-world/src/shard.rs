@@ -50,6 +50,18 @@ pub struct Rules {
     /// An NPC creep that arrives or is killed sets off again from the start of its route (the
     /// seeded traffic keeps flowing).
     pub npc_respawn: bool,
+    /// What a player pays to claim a building (in the world's currency; 0: free).
+    pub claim_cost: u32,
+    /// What a player pays to upgrade a tower, per level it reaches (level 2 costs twice this).
+    pub upgrade_cost: u32,
+    /// What a player pays to send a creep, per kilometre of its route (rounded up; at least 1
+    /// unless 0). The default equals `reward_per_km`: a creep that arrives earns its cost back,
+    /// one killed on the way loses it, so spawning alone makes nothing.
+    pub spawn_cost_per_km: u32,
+    /// Towers one player may hold in a shard.
+    pub max_towers_per_player: u32,
+    /// Creeps of one player on the road at once in a shard.
+    pub max_creeps_per_player: u32,
 }
 
 impl Default for Rules {
@@ -64,6 +76,11 @@ impl Default for Rules {
             reward_per_km: 10,
             max_level: 10,
             npc_respawn: true,
+            claim_cost: 100,
+            upgrade_cost: 100,
+            spawn_cost_per_km: 10,
+            max_towers_per_player: 1000,
+            max_creeps_per_player: 1000,
         }
     }
 }
@@ -81,6 +98,11 @@ impl Rules {
         }
         if self.creep_hp == 0 || self.max_level == 0 {
             return Err("creep_hp and max_level must be at least 1".into());
+        }
+        if self.max_towers_per_player == 0 || self.max_creeps_per_player == 0 {
+            return Err(
+                "max_towers_per_player and max_creeps_per_player must be at least 1".into(),
+            );
         }
         Ok(())
     }
@@ -124,6 +146,13 @@ pub struct Arrival {
     pub start_ms: u64,
 }
 
+/// A player's towers and creeps on the road in a shard.
+#[derive(Debug, Clone, Default)]
+struct Holdings {
+    towers: Vec<u32>,
+    creeps: u32,
+}
+
 /// One region of the world.
 pub struct Shard {
     pub id: u32,
@@ -144,6 +173,8 @@ pub struct Shard {
     /// are the world user's (Muster's user ids).
     pub players: Vec<u128>,
     player_owner: std::collections::HashMap<u128, u32>,
+    /// What each player owner holds: the bound on what one player's requests can grow.
+    holdings: std::collections::HashMap<u32, Holdings>,
     /// The last player action applied (its sequence number in the world user's action log).
     pub applied: u64,
 }
@@ -163,6 +194,27 @@ impl Shard {
     /// Player `id`'s owner id, if they have one yet (nothing is given).
     pub fn known_owner(&self, id: u128) -> Option<u32> {
         self.player_owner.get(&id).copied()
+    }
+
+    /// The towers player owner `owner` holds.
+    pub fn towers_of(&self, owner: u32) -> &[u32] {
+        self.holdings.get(&owner).map_or(&[], |h| &h.towers)
+    }
+
+    /// The creeps player owner `owner` has on the road.
+    pub fn creeps_of(&self, owner: u32) -> u32 {
+        self.holdings.get(&owner).map_or(0, |h| h.creeps)
+    }
+
+    /// Whether route `route` leaves from the road node of one of `owner`'s towers (the only
+    /// routes a player may send creeps along).
+    pub fn route_leaves_from(&self, route: u32, owner: u32) -> bool {
+        let Some(first) = self.routes.first_node(route) else {
+            return false;
+        };
+        self.towers_of(owner)
+            .iter()
+            .any(|&t| self.building_node(self.towers.building[t as usize]) == Some(first))
     }
 
     /// The player an owner id stands for (`None`: an NPC or nobody).
@@ -194,6 +246,7 @@ impl Shard {
             now_ms: 0,
             players: Vec::new(),
             player_owner: std::collections::HashMap::new(),
+            holdings: std::collections::HashMap::new(),
             applied: 0,
         }
     }
@@ -262,9 +315,17 @@ impl Shard {
                 owner: self.towers.owner[t as usize],
             });
         }
+        if PLAYER_OWNERS.contains(&owner)
+            && self.towers_of(owner).len() >= self.rules.max_towers_per_player as usize
+        {
+            return Err(WorldError::TooManyTowers(self.rules.max_towers_per_player));
+        }
         let t = self.towers.push(pos, owner, b, 1);
         self.building_tower[b as usize] = t;
         self.tower_index.insert(pos, t);
+        if PLAYER_OWNERS.contains(&owner) {
+            self.holdings.entry(owner).or_default().towers.push(t);
+        }
         Ok(t)
     }
 
@@ -403,6 +464,12 @@ impl Shard {
         if !(speed.is_finite() && speed > 0.0 && speed <= 100.0) {
             return Err(WorldError::BadSpeed);
         }
+        if PLAYER_OWNERS.contains(&owner) {
+            if self.creeps_of(owner) >= self.rules.max_creeps_per_player {
+                return Err(WorldError::TooManyCreeps(self.rules.max_creeps_per_player));
+            }
+            self.holdings.entry(owner).or_default().creeps += 1;
+        }
         let id = self
             .creeps
             .spawn(owner, route, start_ms, speed, self.rules.creep_hp);
@@ -529,6 +596,10 @@ impl Shard {
             let start = self.routes.start_of(self.creeps.route[i]);
             self.place(id, start);
         } else {
+            let owner = self.creeps.owner[i];
+            if let Some(held) = self.holdings.get_mut(&owner) {
+                held.creeps = held.creeps.saturating_sub(1);
+            }
             self.creeps.free(id);
         }
     }
@@ -612,6 +683,22 @@ impl Shard {
         for (t, &b) in self.towers.building.iter().enumerate() {
             if let Some(slot) = self.building_tower.get_mut(b as usize) {
                 *slot = t as u32;
+            }
+        }
+        self.holdings.clear();
+        for (t, &owner) in self.towers.owner.iter().enumerate() {
+            if PLAYER_OWNERS.contains(&owner) {
+                self.holdings
+                    .entry(owner)
+                    .or_default()
+                    .towers
+                    .push(t as u32);
+            }
+        }
+        for &id in &live {
+            let owner = self.creeps.owner[id as usize];
+            if PLAYER_OWNERS.contains(&owner) {
+                self.holdings.entry(owner).or_default().creeps += 1;
             }
         }
         self.reindex_towers();

@@ -152,6 +152,9 @@ async fn build(
             limits.connection_headroom,
             metrics.clone(),
         )),
+        // Checked by Config::validate.
+        trusted_proxies: crate::base::client_ip::TrustedProxies::parse(&limits.trusted_proxies)
+            .unwrap_or_default(),
         auth_limit: Arc::new(IpLimit::new(limits.auth_per_ip_per_sec, limits.auth_burst)),
         connect_limit: Arc::new(IpLimit::new(
             limits.connect_per_ip_per_sec,
@@ -471,6 +474,9 @@ async fn housekeeping(state: AppState) {
         state.links_limit.prune();
         state.gateway_limit.prune();
         state.links.prune_limits();
+        if let Some(world) = &state.world {
+            world.prune_limits();
+        }
         if let Err(error) = state.tokens.reload_revocations().await {
             tracing::warn!(%error, "pruning revoked tokens failed");
         }

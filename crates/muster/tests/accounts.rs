@@ -18,6 +18,7 @@ on_both_backends!(
     concurrent_creation_of_one_device_makes_one_account,
     a_refresh_token_works_once_under_concurrency,
     revocations_reach_other_nodes_and_expire,
+    server_code_sets_metadata_players_cannot,
 );
 
 async fn device_authentication(backend: Backend) {
@@ -370,7 +371,7 @@ async fn account_read_and_update(backend: Backend) {
     };
     let update = json!({
         "username": "renamed-player", "display_name": "Renamed", "avatar_url": "https://example.com/a.png",
-        "lang_tag": "fr", "location": "Lyon", "timezone": "Europe/Paris", "metadata": "{\"level\":7}"
+        "lang_tag": "fr", "location": "Lyon", "timezone": "Europe/Paris"
     });
     assert_eq!(put(update.clone()).await.0, 200);
     let (_, account) = server.get_with_token("/v2/account", &token).await;
@@ -381,10 +382,18 @@ async fn account_read_and_update(backend: Backend) {
         "lang_tag",
         "location",
         "timezone",
-        "metadata",
     ] {
         assert_eq!(account["user"][key], update[key], "{key}");
     }
+    // A player cannot write their own metadata (Nakama's request has no such field; an unknown
+    // field is ignored, as Nakama's gateway does): roles and entitlements live there.
+    let metadata_before = account["user"]["metadata"].clone();
+    let sneaky = json!({"metadata": "{\"role\":\"admin\"}", "location": "Paris"});
+    assert_eq!(put(sneaky).await.0, 200);
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(account["user"]["metadata"], metadata_before);
+    assert_eq!(account["user"]["location"], "Paris");
+    assert_eq!(put(json!({"location": "Lyon"})).await.0, 200);
     // Partial update leaves the rest alone.
     assert_eq!(put(json!({"display_name": "Again"})).await.0, 200);
     let (_, account) = server.get_with_token("/v2/account", &token).await;
@@ -393,7 +402,6 @@ async fn account_read_and_update(backend: Backend) {
 
     assert_error(&put(json!({"username": other_name})).await, 409, 6);
     assert_error(&put(json!({"username": "has space"})).await, 400, 3);
-    assert_error(&put(json!({"metadata": "[1,2]"})).await, 400, 3);
     assert_error(&put(json!({"lang_tag": "x".repeat(40)})).await, 400, 3);
     let (_, account) = server.get_with_token("/v2/account", &token).await;
     assert_eq!(
@@ -654,4 +662,60 @@ async fn revocations_reach_other_nodes_and_expire(backend: Backend) {
         .await
         .expect("read");
     assert!(stored.is_empty(), "{stored:?}");
+}
+
+/// Metadata is the server's: a player's `PUT /v2/account` cannot write it (see
+/// `account_read_and_update`), server code can, through `Accounts::set_metadata`.
+async fn server_code_sets_metadata_players_cannot(backend: Backend) {
+    use muster::accounts::tokens::TokenService;
+    use muster::accounts::Accounts;
+
+    let db = Database::new(backend).await;
+    let config = db.config();
+    let server = TestServer::start(config.clone()).await;
+    let (token, _) = server.device_session("device-metadata-1").await;
+    let user: uuid::Uuid = claims(&token)["uid"]
+        .as_str()
+        .expect("uid")
+        .parse()
+        .expect("uuid");
+    // Server code on the same database (as a game's own Rust does, beside the server).
+    let metrics = std::sync::Arc::new(muster::base::metrics::Metrics::new());
+    let store = muster::store::open(&config, metrics.clone())
+        .await
+        .expect("store");
+    let tokens = TokenService::new(
+        &config.session,
+        store.as_ref(),
+        store.clone(),
+        muster::base::clock::Clock::system(),
+    )
+    .await
+    .expect("tokens");
+    let accounts = Accounts::new(
+        store.clone(),
+        std::sync::Arc::new(tokens),
+        muster::accounts::password::Hasher::new().expect("hasher"),
+        metrics,
+    );
+    accounts
+        .set_metadata(user, r#"{"role":"moderator"}"#)
+        .await
+        .expect("set");
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(account["user"]["metadata"], r#"{"role":"moderator"}"#);
+    // The player's attempt to change it is ignored.
+    let response = server
+        .http
+        .put(server.url("/v2/account"))
+        .bearer_auth(&token)
+        .json(&json!({"metadata": "{\"role\":\"admin\"}"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 200);
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(account["user"]["metadata"], r#"{"role":"moderator"}"#);
+    // Server code is held to a JSON object.
+    assert!(accounts.set_metadata(user, "[1]").await.is_err());
 }

@@ -96,7 +96,8 @@ async fn pairs_the_right_players_and_their_tokens_join_one_match() {
     let reused = eu1
         .request(json!({"match_join": {"token": m_eu1["token"]}}))
         .await;
-    assert_eq!(error_code(&reused), 3);
+    // (Nakama's "match join rejected", as docs/matches.md says, not "bad input".)
+    assert_eq!(error_code(&reused), 5);
     assert!(reused["error"]["message"]
         .as_str()
         .unwrap_or("")

@@ -380,7 +380,7 @@ async fn tickets_are_single_use_personal_and_expiring() {
     again.send(&join_with_token("2", &ticket)).await;
     let seen = again.until_closed().await;
     let refusal = error_of(&seen);
-    assert_eq!(refusal.0, code::BAD_INPUT);
+    assert_eq!(refusal.0, code::MATCH_JOIN_REJECTED);
     assert!(refusal.1.contains("already used"), "{refusal:?}");
     // A fresh ticket to a full room: code 5, and the ticket stays usable for later.
     let info_b = connection(&server, &bearer(&b), &room).await;
@@ -397,7 +397,7 @@ async fn tickets_are_single_use_personal_and_expiring() {
     let user = uuid::Uuid::parse_str(&b.user_id).expect("uuid");
     let expired = tokens.issue_until(id, user, "b", muster::base::clock::now_secs() - 1);
     let reply = b.request(json!({"match_join": {"token": expired}})).await;
-    assert_eq!(error_code(&reply), 3);
+    assert_eq!(error_code(&reply), 5);
     assert!(reply["error"]["message"]
         .as_str()
         .unwrap_or("")

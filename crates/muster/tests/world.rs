@@ -22,13 +22,19 @@ fn helsinki_pbf() -> PathBuf {
 }
 
 /// A world of 2 shards of 10 Helsinki tiles, 1,000 NPC towers each, checkpointed every second.
+/// (Its players act faster than the default rate limit allows; the limit has a test of its own.)
 fn world_toml(db: &Database) -> PathBuf {
+    world_toml_with(db, "")
+}
+
+/// [`world_toml`] with more `[world]` settings.
+fn world_toml_with(db: &Database, more: &str) -> PathBuf {
     let path = db.data_dir().join("world.toml");
     std::fs::create_dir_all(db.data_dir()).expect("dir");
     std::fs::write(
         &path,
         format!(
-            "[world]\nmap = {:?}\nshards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\nseed_towers_per_shard = 1000\n",
+            "[world]\nmap = {:?}\nshards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\nseed_towers_per_shard = 1000\nactions_per_sec = 0\n{more}",
             helsinki_pbf().display().to_string()
         ),
     )
@@ -380,6 +386,12 @@ async fn rpc(base: &str, token: &str, id: &str, payload: Value) -> (u16, Value) 
 /// The player of `token` claims buildings until two of theirs are joined by a road; returns
 /// the first tower of the pair, the route, and how many towers they claimed.
 async fn claim_a_road(base: &str, token: &str) -> (u64, u64, usize) {
+    let (home, route, claimed, _) = claim_a_road_measured(base, token).await;
+    (home, route, claimed)
+}
+
+/// [`claim_a_road`], with the route's length in metres.
+async fn claim_a_road_measured(base: &str, token: &str) -> (u64, u64, usize, f64) {
     let mut mine: Vec<u64> = Vec::new();
     for building in 0..433 {
         let (status, answer) = rpc(base, token, "world_claim", json!({"building": building})).await;
@@ -401,6 +413,7 @@ async fn claim_a_road(base: &str, token: &str) -> (u64, u64, usize) {
                     other,
                     answer["route"].as_u64().expect("route"),
                     mine.len() + 1,
+                    answer["length_m"].as_f64().expect("length"),
                 );
             }
         }
@@ -434,7 +447,6 @@ async fn a_players_creeps_that_arrive_pay_into_the_wallet() {
     let node = Binary::run(command, free_port()).await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-payee").await;
-    let before = coins(&base, &alice).await;
     let (_, route, _) = claim_a_road(&base, &alice).await;
     let (status, answer) = rpc(
         &base,
@@ -444,6 +456,7 @@ async fn a_players_creeps_that_arrive_pay_into_the_wallet() {
     )
     .await;
     assert_eq!(status, 200, "{answer}");
+    let before = coins(&base, &alice).await;
     // At 100 m/s a route across central Helsinki takes seconds.
     let mut paid = 0.0;
     for _ in 0..300 {
@@ -478,7 +491,7 @@ async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     std::fs::write(
         &config,
         format!(
-            "[world]\nmap = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\n",
+            "[world]\nmap = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\nactions_per_sec = 0\n",
             helsinki_pbf().display().to_string()
         ),
     )
@@ -584,4 +597,180 @@ async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     let again: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(again["shards"][0]["restored"], true, "{again}");
     assert_eq!(again["shards"][0]["actionsReplayed"], 0, "{again}");
+}
+
+/// The ledger rows of `token`'s account, newest first (up to 100).
+async fn ledger_reasons(base: &str, token: &str) -> Vec<String> {
+    let ledger: Value = reqwest::Client::new()
+        .get(format!("{base}/v2/economy/ledger?limit=100"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("ledger")
+        .json()
+        .await
+        .expect("JSON");
+    ledger["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn world_actions_cost_what_the_rules_say_and_are_bounded_per_player() {
+    let db = Database::new(Backend::Sqlite).await;
+    let config = world_toml_with(
+        &db,
+        "[world.rules]\nupgrade_cost = 400000\nmax_creeps_per_player = 4\n",
+    );
+    let mut command = muster_command(&db);
+    command.arg("--config").arg(&config);
+    let node = Binary::run(command, free_port()).await;
+    let base = node.base();
+    let (alice, _) = support::device_session_at(&base, "device-world-buyer").await;
+    let (bob, _) = support::device_session_at(&base, "device-world-thief").await;
+    let start = coins(&base, &alice).await;
+    let bob_start = coins(&base, &bob).await;
+
+    // Each claim costs claim_cost (100), in the ledger as world_claim.
+    let (home, route, claimed, length_m) = claim_a_road_measured(&base, &alice).await;
+    let after_claims = coins(&base, &alice).await;
+    assert_eq!(after_claims, start - 100 * claimed as i64);
+    let reasons = ledger_reasons(&base, &alice).await;
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "world_claim").count(),
+        claimed
+    );
+
+    // Another player's route is not Bob's to send creeps along; nothing is charged.
+    let (status, body) = rpc(&base, &bob, "world_spawn", json!({"route": route})).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("tower of yours"),
+        "{body}"
+    );
+    assert_eq!(coins(&base, &bob).await, bob_start);
+
+    // A creep costs spawn_cost_per_km (10) per kilometre of its route, rounded up.
+    let per_creep = ((length_m / 1000.0 * 10.0).ceil() as i64).max(1);
+    let (status, body) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 3, "speed": 1.0}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let after_spawn = coins(&base, &alice).await;
+    assert_eq!(after_spawn, after_claims - 3 * per_creep);
+    // Past the bound of creeps on the road: refused, nothing charged, nothing spawned.
+    let (status, body) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 2, "speed": 1.0}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("at most 4"),
+        "{body}"
+    );
+    assert_eq!(coins(&base, &alice).await, after_spawn);
+
+    // An upgrade costs upgrade_cost per level reached; one Alice cannot afford is refused.
+    let (status, body) = rpc(&base, &alice, "world_upgrade", json!({"tower": home})).await;
+    assert_eq!((status, body["level"].as_u64()), (200, Some(2)), "{body}");
+    let after_upgrade = coins(&base, &alice).await;
+    assert_eq!(after_upgrade, after_spawn - 800_000);
+    let (status, body) = rpc(&base, &alice, "world_upgrade", json!({"tower": home})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Insufficient"),
+        "{body}"
+    );
+    assert_eq!(coins(&base, &alice).await, after_upgrade);
+
+    // Two players racing for one building: one gets it and pays; the other is refused and, if
+    // it had paid already, refunded (a world_refund row).
+    let (carol, _) = support::device_session_at(&base, "device-world-carol").await;
+    let (dave, _) = support::device_session_at(&base, "device-world-dave").await;
+    let (carol_start, dave_start) = (coins(&base, &carol).await, coins(&base, &dave).await);
+    let mut won = (0, 0);
+    for building in 200..260 {
+        let payload = json!({"building": building});
+        let (c, d) = tokio::join!(
+            rpc(&base, &carol, "world_claim", payload.clone()),
+            rpc(&base, &dave, "world_claim", payload.clone())
+        );
+        match (c.0, d.0) {
+            (200, 409) => won.0 += 1,
+            (409, 200) => won.1 += 1,
+            (409, 409) => {} // an NPC's
+            other => panic!("building {building}: {other:?} {c:?} {d:?}"),
+        }
+    }
+    eventually("the losers' refunds are paid", || async {
+        coins(&base, &carol).await == carol_start - 100 * won.0
+            && coins(&base, &dave).await == dave_start - 100 * won.1
+    })
+    .await;
+    for token in [&carol, &dave] {
+        let reasons = ledger_reasons(&base, token).await;
+        let paid = reasons.iter().filter(|r| *r == "world_claim").count();
+        let refunded = reasons.iter().filter(|r| *r == "world_refund").count();
+        let kept = if token == &carol { won.0 } else { won.1 };
+        assert_eq!(paid - refunded, kept as usize, "{reasons:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_players_world_actions_are_rate_limited() {
+    let db = Database::new(Backend::Sqlite).await;
+    let path = db.data_dir().join("world.toml");
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    std::fs::write(
+        &path,
+        format!(
+            "[world]\nmap = {:?}\nactions_per_sec = 1\naction_burst = 3\n",
+            helsinki_pbf().display().to_string()
+        ),
+    )
+    .expect("config");
+    let mut command = muster_command(&db);
+    command.arg("--config").arg(&path);
+    let node = Binary::run(command, free_port()).await;
+    let base = node.base();
+    let (alice, _) = support::device_session_at(&base, "device-world-hasty").await;
+    let (bob, _) = support::device_session_at(&base, "device-world-calm").await;
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(
+            rpc(&base, &alice, "world_claim", json!({"building": 99_999}))
+                .await
+                .0,
+        );
+    }
+    // The burst, then refusals (429) while the bucket refills at one a second.
+    assert_eq!(&statuses[..3], &[404, 404, 404], "{statuses:?}");
+    assert!(statuses[3..].contains(&429), "{statuses:?}");
+    let (status, body) = rpc(&base, &alice, "world_claim", json!({"building": 99_999})).await;
+    if status == 429 {
+        assert_eq!(body["code"], 8, "{body}");
+    }
+    // Another player has a bucket of their own.
+    assert_eq!(
+        rpc(&base, &bob, "world_claim", json!({"building": 99_999}))
+            .await
+            .0,
+        404
+    );
 }

@@ -349,7 +349,21 @@ impl Accounts {
         })
     }
 
-    /// Applies a profile change after checking every field.
+    /// Sets an account's metadata (a JSON object): server code only — players cannot, since
+    /// games keep roles and entitlements there.
+    pub async fn set_metadata(&self, user_id: Uuid, metadata: &str) -> Result<(), AccountError> {
+        validate_metadata(metadata)?;
+        let update = AccountUpdate {
+            metadata: Some(metadata.to_owned()),
+            ..AccountUpdate::default()
+        };
+        self.store
+            .update_account(user_id, update, crate::base::clock::now_ms())
+            .await?;
+        Ok(())
+    }
+
+    /// Applies a player's profile change after checking every field.
     pub async fn update(
         &self,
         user_id: Uuid,
@@ -464,16 +478,6 @@ fn validate_update(request: UpdateAccountRequest) -> Result<AccountUpdate, Accou
     limit(&request.lang_tag, 18, "Lang tag")?;
     limit(&request.location, 255, "Location")?;
     limit(&request.timezone, 255, "Timezone")?;
-    limit(&request.metadata, MAX_METADATA_BYTES, "Metadata")?;
-    if let Some(metadata) = &request.metadata {
-        let is_object =
-            serde_json::from_str::<serde_json::Value>(metadata).is_ok_and(|v| v.is_object());
-        if !is_object {
-            return Err(AccountError::Invalid(
-                "Metadata must be a JSON object.".into(),
-            ));
-        }
-    }
     Ok(AccountUpdate {
         username: request.username,
         display_name: request.display_name,
@@ -481,8 +485,25 @@ fn validate_update(request: UpdateAccountRequest) -> Result<AccountUpdate, Accou
         lang_tag: request.lang_tag,
         location: request.location,
         timezone: request.timezone,
-        metadata: request.metadata,
+        metadata: None,
     })
+}
+
+/// Checks an account's metadata as server code sets it: a JSON object of bounded size.
+fn validate_metadata(metadata: &str) -> Result<(), AccountError> {
+    if metadata.len() > MAX_METADATA_BYTES {
+        return Err(AccountError::Invalid(format!(
+            "Metadata must be at most {MAX_METADATA_BYTES} bytes."
+        )));
+    }
+    let is_object =
+        serde_json::from_str::<serde_json::Value>(metadata).is_ok_and(|v| v.is_object());
+    if !is_object {
+        return Err(AccountError::Invalid(
+            "Metadata must be a JSON object.".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -522,16 +543,20 @@ mod tests {
 
     #[test]
     fn profile_updates() {
-        let bad_metadata = UpdateAccountRequest {
-            metadata: Some("[1]".into()),
-            ..Default::default()
-        };
-        assert!(validate_update(bad_metadata).is_err());
         let good = UpdateAccountRequest {
             display_name: Some("Al".into()),
-            metadata: Some(r#"{"level":3}"#.into()),
             ..Default::default()
         };
         assert!(!validate_update(good).expect("valid").is_empty());
+        // A player's request cannot carry metadata: the field is not there to deserialize.
+        let sneaky: UpdateAccountRequest =
+            serde_json::from_str(r#"{"metadata":"{\"role\":\"admin\"}"}"#).expect("parses");
+        assert!(validate_update(sneaky).expect("valid").is_empty());
+        assert!(validate_metadata("[1]").is_err());
+        assert!(
+            validate_metadata(&format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_METADATA_BYTES)))
+                .is_err()
+        );
+        assert!(validate_metadata(r#"{"level":3}"#).is_ok());
     }
 }

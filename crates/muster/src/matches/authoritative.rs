@@ -78,6 +78,8 @@ pub struct ActorEnv {
     pub control_queue_size: usize,
     /// Cancelled when the server shuts down: every match terminates.
     pub shutdown: CancellationToken,
+    /// The book a room leaves when it ends.
+    pub rooms: Arc<super::room_book::RoomBook>,
 }
 
 /// Why a match ended.
@@ -438,8 +440,14 @@ impl Actor {
                 .matches
                 .with_label_values(&["authoritative"])
                 .dec();
-            if self.handle.room.is_some() {
+            if let Some(meta) = self.handle.room.as_ref() {
                 self.env.metrics.rooms.dec();
+                self.env.rooms.remove(
+                    &self.handle.handler,
+                    meta.created_at_ms,
+                    &self.handle.id_text,
+                    meta.owner,
+                );
             }
         }
         self.handle.ended.cancel();
@@ -518,6 +526,7 @@ mod tests {
             input_queue_size: 64,
             control_queue_size: 8,
             shutdown: CancellationToken::new(),
+            rooms: Arc::new(crate::matches::room_book::RoomBook::new(0, 0)),
         }
     }
 

@@ -18,6 +18,12 @@ pub enum MatchError {
     /// The request itself is wrong: malformed id, bad token, oversized data, over a limit.
     #[error("{0}")]
     BadInput(String),
+    /// A join token (or room ticket) that was good but is no longer: expired, or used already.
+    #[error("{0}")]
+    TokenSpent(String),
+    /// The caller is over a quota or a rate (rooms per player, room creations per minute).
+    #[error("{0}")]
+    TooMany(String),
 }
 
 impl MatchError {
@@ -29,6 +35,8 @@ impl MatchError {
             MatchError::Rejected(_) => "rejected",
             MatchError::Forbidden(_) => "forbidden",
             MatchError::BadInput(_) => "bad_input",
+            MatchError::TokenSpent(_) => "token_spent",
+            MatchError::TooMany(_) => "too_many",
         }
     }
 }

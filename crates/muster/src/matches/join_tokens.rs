@@ -114,7 +114,7 @@ impl JoinTokens {
             .map(|data| data.claims)
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
-                    MatchError::BadInput("Join token expired.".into())
+                    MatchError::TokenSpent("Join token expired.".into())
                 }
                 _ => MatchError::BadInput("Join token invalid.".into()),
             })
@@ -124,7 +124,7 @@ impl JoinTokens {
     pub fn consume(&self, claims: &JoinClaims) -> Result<(), MatchError> {
         use dashmap::mapref::entry::Entry;
         match self.used.entry(claims.jti) {
-            Entry::Occupied(_) => Err(MatchError::BadInput("Join token already used.".into())),
+            Entry::Occupied(_) => Err(MatchError::TokenSpent("Join token already used.".into())),
             Entry::Vacant(slot) => {
                 slot.insert(claims.exp);
                 self.metrics.used_tokens.inc();
@@ -175,7 +175,7 @@ mod tests {
         let expired = tokens.issue_until(id, user, "ann", crate::base::clock::now_secs() - 5);
         assert_eq!(
             tokens.verify(&expired),
-            Err(MatchError::BadInput("Join token expired.".into()))
+            Err(MatchError::TokenSpent("Join token expired.".into()))
         );
         let other = JoinTokens::new("other key", 60, tokens.metrics.clone());
         let (forged, _) = other.issue(id, user, "ann");

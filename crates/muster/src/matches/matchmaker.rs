@@ -228,6 +228,8 @@ impl Matchmaker {
 pub struct Pool {
     tickets: Vec<Ticket>,
     per_session: HashMap<Uuid, usize>,
+    /// Tickets per user id (as the presence names it), all their sessions together.
+    per_user: HashMap<String, usize>,
 }
 
 /// A group the pass formed: indices into the pool's tickets.
@@ -248,44 +250,66 @@ impl Pool {
                 "Matchmaker is full; try again later.".into(),
             ));
         }
-        let count = self.per_session.entry(ticket.session_id).or_insert(0);
-        if *count >= config.max_tickets_per_session {
+        let count = self
+            .per_session
+            .get(&ticket.session_id)
+            .copied()
+            .unwrap_or(0);
+        if count >= config.max_tickets_per_session {
             return Err(MatchError::BadInput(format!(
                 "At most {} matchmaker tickets per connection.",
                 config.max_tickets_per_session
             )));
         }
-        *count += 1;
+        let user = ticket.presence.user_id.clone();
+        if self.per_user.get(&user).copied().unwrap_or(0) >= config.max_tickets_per_user {
+            return Err(MatchError::BadInput(format!(
+                "At most {} matchmaker tickets per user.",
+                config.max_tickets_per_user
+            )));
+        }
+        *self.per_session.entry(ticket.session_id).or_insert(0) += 1;
+        *self.per_user.entry(user).or_insert(0) += 1;
         self.tickets.push(ticket);
         Ok(())
     }
 
     pub fn remove(&mut self, session: Uuid, ticket: Uuid) -> bool {
-        let before = self.tickets.len();
-        self.tickets
-            .retain(|t| !(t.id == ticket && t.session_id == session));
-        let removed = before != self.tickets.len();
-        if removed {
-            self.forget(session, 1);
-        }
-        removed
+        let Some(i) = self
+            .tickets
+            .iter()
+            .position(|t| t.id == ticket && t.session_id == session)
+        else {
+            return false;
+        };
+        let removed = self.tickets.remove(i);
+        self.forget(&removed);
+        true
     }
 
     pub fn remove_session(&mut self, session: Uuid) -> usize {
-        let before = self.tickets.len();
-        self.tickets.retain(|t| t.session_id != session);
-        let removed = before - self.tickets.len();
-        self.forget(session, removed);
-        removed
+        let (gone, kept): (Vec<Ticket>, Vec<Ticket>) = std::mem::take(&mut self.tickets)
+            .into_iter()
+            .partition(|t| t.session_id == session);
+        self.tickets = kept;
+        for ticket in &gone {
+            self.forget(ticket);
+        }
+        gone.len()
     }
 
-    fn forget(&mut self, session: Uuid, n: usize) {
-        if let Some(count) = self.per_session.get_mut(&session) {
-            *count = count.saturating_sub(n);
-            if *count == 0 {
-                self.per_session.remove(&session);
+    /// Takes `ticket` off its session's and its user's counts.
+    fn forget(&mut self, ticket: &Ticket) {
+        fn less<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+            if let Some(count) = counts.get_mut(key) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    counts.remove(key);
+                }
             }
         }
+        less(&mut self.per_session, &ticket.session_id);
+        less(&mut self.per_user, &ticket.presence.user_id);
     }
 
     /// One pass: forms every group it can, removes their tickets and returns them.
@@ -312,7 +336,7 @@ impl Pool {
         }
         for group in &formed {
             for ticket in group {
-                self.forget(ticket.session_id, 1);
+                self.forget(ticket);
             }
         }
         formed
@@ -509,6 +533,8 @@ mod tests {
             recipient: None,
             presence: UserPresence {
                 session_id: session_id.to_string(),
+                // A user of its own per session.
+                user_id: session_id.to_string(),
                 ..Default::default()
             },
             session_id,
@@ -621,6 +647,22 @@ mod tests {
         );
         // Two tickets of one session never match each other.
         assert!(pool.remove(Uuid::from_u128(2), Uuid::from_u128(1_000_002)));
+        // One user's sessions together are held to max_tickets_per_user.
+        let config = MatchmakerConfig {
+            max_tickets_per_user: 2,
+            ..config
+        };
+        let mut users = Pool::default();
+        for session in 10..13u128 {
+            let mut t = ticket(session, "*", 2, 2, "eu", 0.0);
+            t.presence.user_id = "the-same-user".into();
+            let added = users.add(t, &config);
+            assert_eq!(added.is_ok(), session < 12, "session {session}");
+        }
+        assert_eq!(users.remove_session(Uuid::from_u128(10)), 1);
+        let mut again = ticket(13, "*", 2, 2, "eu", 0.0);
+        again.presence.user_id = "the-same-user".into();
+        users.add(again, &config).expect("a place was given back");
         assert!(pool.pass(&config).is_empty());
         assert_eq!(pool.remove_session(Uuid::from_u128(1)), 2);
         assert!(pool.is_empty());

@@ -23,6 +23,7 @@ pub mod query;
 pub mod registry;
 pub mod relayed;
 pub mod remote;
+pub mod room_book;
 pub mod rooms;
 pub mod shared_matchmaker;
 
@@ -66,6 +67,8 @@ pub struct Matches {
     /// a room's connection info names it, not the load balancer the player called.
     pub advertised_host: Option<String>,
     pub registry: Arc<MatchRegistry>,
+    /// This node's built-in rooms, in order, and what each player has open.
+    pub rooms: Arc<room_book::RoomBook>,
     pub handlers: Handlers,
     pub tokens: Arc<JoinTokens>,
     pub metrics: Arc<MatchMetrics>,
@@ -144,6 +147,10 @@ impl Matches {
             rooms_config: config.rooms.clone(),
             advertised_host: advertised_host(&config.cluster),
             registry: Arc::new(MatchRegistry::default()),
+            rooms: Arc::new(room_book::RoomBook::new(
+                config.rooms.max_rooms_per_user,
+                config.rooms.creates_per_user_per_minute,
+            )),
             handlers,
             tokens,
             matchmaker: Matchmaker::new(
@@ -183,6 +190,7 @@ impl Matches {
                     _ = every.tick() => {
                         matches.tokens.prune();
                         matches.registry.prune();
+                        matches.rooms.prune();
                     }
                 }
             }
@@ -228,6 +236,7 @@ impl Matches {
             input_queue_size: self.config.input_queue_size,
             control_queue_size: self.config.control_queue_size,
             shutdown: self.shutdown.clone(),
+            rooms: self.rooms.clone(),
         }
     }
 
@@ -275,6 +284,10 @@ impl Matches {
             .inc();
         if is_room {
             self.metrics.rooms.inc();
+            if let Some(meta) = handle.room.as_ref() {
+                self.rooms
+                    .add(&handle.handler, meta.created_at_ms, &handle.id_text);
+            }
         }
         tokio::spawn(actor.run());
         Ok(handle)

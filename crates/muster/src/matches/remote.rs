@@ -338,7 +338,7 @@ pub fn serve(matches: Arc<Matches>) {
             };
             let Some(reply) = message.reply else { continue };
             let answer = match serde_json::from_slice::<RoomAsk>(&message.payload) {
-                Ok(ask) => match serving.answer_room(ask) {
+                Ok(ask) => match serving.answer_room(ask).await {
                     Ok(value) => RoomAnswer::Ok(value),
                     Err(error) => RoomAnswer::Err {
                         label: error.label().to_string(),

@@ -153,6 +153,11 @@ impl Matches {
             RoomCaller::Admin => None,
         };
         if let Some(fleet) = self.fleet_serving(&request.handler) {
+            if let Some(owner) = owner {
+                // The creation rate; the fleet bounds its own servers.
+                self.rooms.reserve(owner)?;
+                self.rooms.cancel(owner);
+            }
             let room = fleet
                 .create_room(&request.handler, request.capacity, owner, request.params)
                 .await?;
@@ -163,20 +168,31 @@ impl Matches {
                 "Too many rooms on this server; try later.".into(),
             ));
         }
+        if let Some(owner) = owner {
+            self.rooms.reserve(owner)?;
+        }
         let params = MatchParams {
             capacity: request.capacity as usize,
             params: request.params,
             ..Default::default()
         };
-        let room = self.create_authoritative(
+        let created = self.create_authoritative(
             &request.handler,
             params,
             Some(RoomMeta {
                 owner,
                 created_at_ms: crate::base::clock::now_ms(),
             }),
-        )?;
-        Ok(RoomInfo::of(&room))
+        );
+        match created {
+            Ok(room) => Ok(RoomInfo::of(&room)),
+            Err(error) => {
+                if let Some(owner) = owner {
+                    self.rooms.cancel(owner);
+                }
+                Err(error)
+            }
+        }
     }
 
     /// The node room `id` lives on, when it is another node of the cluster.
@@ -235,7 +251,7 @@ impl Matches {
                 };
                 link.room(&owner, &ask).await.map(|_| ())
             }
-            None => self.destroy_room(caller, id),
+            None => self.destroy_room(caller, id).await,
         }
     }
 
@@ -264,7 +280,7 @@ impl Matches {
     }
 
     /// Answers another node's rooms call about a room of this node.
-    pub(crate) fn answer_room(&self, ask: RoomAsk) -> Result<serde_json::Value, MatchError> {
+    pub(crate) async fn answer_room(&self, ask: RoomAsk) -> Result<serde_json::Value, MatchError> {
         let value = match ask {
             RoomAsk::Info { id } => serde_json::to_value(self.room_info(&id)?),
             RoomAsk::Connection {
@@ -278,7 +294,7 @@ impl Matches {
                 serde_json::to_value(self.connection(&caller, &id, &request_host, port)?)
             }
             RoomAsk::Destroy { id, caller } => {
-                self.destroy_room(&caller, &id)?;
+                self.destroy_room(&caller, &id).await?;
                 Ok(serde_json::Value::Null)
             }
         };
@@ -314,30 +330,39 @@ impl Matches {
         }
     }
 
-    /// Up to `limit` rooms, optionally of one handler. Walks the match map: an admin listing,
-    /// not a per-player hot path.
-    pub fn list_rooms(&self, handler: Option<&str>, limit: usize) -> Vec<RoomInfo> {
-        let mut rooms: Vec<RoomInfo> = self
-            .registry
-            .authoritative()
-            .filter(|m| m.room.is_some() && handler.is_none_or(|h| m.handler == h))
-            .take(limit)
-            .map(|m| RoomInfo::of(&m))
+    /// A page of up to `limit` rooms, optionally of one handler, oldest first, after `cursor`
+    /// (the previous page's). It reads the room book, never the whole match map. The fleet's
+    /// rooms (as many as its servers, bounded by its own settings) come on the first page.
+    pub fn list_rooms(
+        &self,
+        handler: Option<&str>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<RoomInfo>, Option<String>), MatchError> {
+        let first_page = cursor.is_none_or(str::is_empty);
+        let page = self.rooms.page(handler, cursor, limit)?;
+        let mut rooms: Vec<RoomInfo> = page
+            .ids
+            .iter()
+            .filter_map(|id| self.room(id).ok())
+            .map(|room| RoomInfo::of(&room))
             .collect();
-        if let Some(fleet) = &self.fleet {
+        if let (true, Some(fleet)) = (first_page, &self.fleet) {
             let more = limit.saturating_sub(rooms.len());
-            rooms.extend(fleet.rooms(handler, more).iter().map(RoomInfo::of_fleet));
+            let mut fleet_rooms: Vec<RoomInfo> = fleet
+                .rooms(handler, more)
+                .iter()
+                .map(RoomInfo::of_fleet)
+                .collect();
+            fleet_rooms.append(&mut rooms);
+            rooms = fleet_rooms;
         }
-        rooms.sort_by(|a, b| {
-            a.created_at_ms
-                .cmp(&b.created_at_ms)
-                .then(a.room_id.cmp(&b.room_id))
-        });
-        rooms
+        Ok((rooms, page.cursor))
     }
 
-    /// Ends a room; only its creator or the admin key may.
-    pub fn destroy_room(&self, caller: &RoomCaller, id: &str) -> Result<(), MatchError> {
+    /// Ends a room; only its creator or the admin key may. Answers once the room is gone from
+    /// every route (its match has ended and left the registry and the room book).
+    pub async fn destroy_room(&self, caller: &RoomCaller, id: &str) -> Result<(), MatchError> {
         let creator_only = |owner: Option<Uuid>| match caller {
             RoomCaller::Player { user_id, .. } if owner != Some(*user_id) => Err(
                 MatchError::Forbidden("Only the room's creator may destroy it.".into()),
@@ -357,6 +382,7 @@ impl Matches {
         let room = self.room(id)?;
         creator_only(room.room.as_ref().and_then(|m| m.owner))?;
         room.terminate();
+        room.ended.cancelled().await;
         Ok(())
     }
 

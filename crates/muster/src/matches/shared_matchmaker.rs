@@ -25,7 +25,7 @@ use super::Matches;
 use crate::base::config::MatchmakerConfig;
 use crate::cluster::bus::Bus;
 use crate::cluster::Recipient;
-use crate::store::{MatchmakerStore, StoreError, StoredTicket};
+use crate::store::{MatchmakerStore, StoreError, StoredTicket, TicketAdded};
 
 /// The lease's name in `cluster_leases`.
 const LEASE: &str = "matchmaker";
@@ -92,24 +92,31 @@ impl SharedTickets {
         let stored = StoredTicket {
             id: ticket.id,
             session_id: ticket.session_id,
+            user_id: body.user_id,
             node: self.bus.node().to_string(),
             incarnation: self.bus.incarnation() as i64,
             created_ms: crate::base::clock::now_ms(),
             body: serde_json::to_string(&body).unwrap_or_default(),
         };
-        let limit = config.max_tickets_per_session as i64;
-        if self
+        let added = self
             .store
-            .add_ticket(stored, limit)
+            .add_ticket(
+                stored,
+                config.max_tickets_per_session as i64,
+                config.max_tickets_per_user as i64,
+            )
             .await
-            .map_err(unavailable)?
-        {
-            Ok(())
-        } else {
-            Err(MatchError::BadInput(format!(
+            .map_err(unavailable)?;
+        match added {
+            TicketAdded::Added => Ok(()),
+            TicketAdded::SessionFull => Err(MatchError::BadInput(format!(
                 "At most {} matchmaker tickets per connection.",
                 config.max_tickets_per_session
-            )))
+            ))),
+            TicketAdded::UserFull => Err(MatchError::BadInput(format!(
+                "At most {} matchmaker tickets per user.",
+                config.max_tickets_per_user
+            ))),
         }
     }
 

@@ -108,6 +108,10 @@ pub enum NotAdmitted {
     RateLimited,
     /// The node holds `socket.max_sockets` connections already.
     Full,
+    /// The client's address holds `limits.max_sockets_per_ip` sockets already.
+    TooManyFromIp,
+    /// The user holds `socket.max_sockets_per_user` sockets already.
+    TooManyForUser,
 }
 
 impl NotAdmitted {
@@ -116,13 +120,18 @@ impl NotAdmitted {
         match self {
             NotAdmitted::RateLimited => "Too many connections; slow down.",
             NotAdmitted::Full => "Server is at its socket limit; try another node.",
+            NotAdmitted::TooManyFromIp => "Too many sockets from this address.",
+            NotAdmitted::TooManyForUser => "Too many sockets open for this account.",
         }
     }
 }
 
 /// Checks the per-IP connect rate (counted in `muster_rate_limited_total{kind="connect"}`).
 pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), NotAdmitted> {
-    if state.connect_limit.allow(ip) {
+    if state
+        .connect_limit
+        .allow(crate::base::client_ip::limit_key(ip))
+    {
         return Ok(());
     }
     state
@@ -133,13 +142,40 @@ pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), NotAdmitted> {
     Err(NotAdmitted::RateLimited)
 }
 
-/// Takes a place under the socket limit, held until the session ends (or dropped if the
-/// connection never becomes one).
-pub fn take_place(state: &AppState) -> Result<Admission, NotAdmitted> {
-    state
+/// Takes a place under the socket limit and the limit per client address, held until the
+/// session ends (or dropped if the connection never becomes one).
+pub fn take_place(state: &AppState, ip: IpAddr) -> Result<Admission, NotAdmitted> {
+    let mut admission = state
         .registry
         .admit(state.config.socket.max_sockets)
-        .ok_or(NotAdmitted::Full)
+        .ok_or(NotAdmitted::Full)?;
+    let ip = crate::base::client_ip::limit_key(ip);
+    if !admission.count_ip(ip, state.config.limits.max_sockets_per_ip) {
+        state
+            .metrics
+            .rate_limited
+            .with_label_values(&["sockets_per_ip"])
+            .inc();
+        return Err(NotAdmitted::TooManyFromIp);
+    }
+    Ok(admission)
+}
+
+/// Counts `admission` against `user`'s limit of sockets (`socket.max_sockets_per_user`).
+pub fn take_user_place(
+    state: &AppState,
+    admission: &mut Admission,
+    user: uuid::Uuid,
+) -> Result<(), NotAdmitted> {
+    if admission.count_user(user, state.config.socket.max_sockets_per_user) {
+        return Ok(());
+    }
+    state
+        .metrics
+        .rate_limited
+        .with_label_values(&["sockets_per_user"])
+        .inc();
+    Err(NotAdmitted::TooManyForUser)
 }
 
 /// Records a connection's end.
@@ -221,6 +257,8 @@ impl ConnectionCounter {
     /// Takes a place for a connection from `ip`, or says (and counts) which cap it would break;
     /// the caller then closes the connection.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Held, Limit> {
+        // An IPv6 client counts per /64, an IPv4 one per address.
+        let ip = crate::base::client_ip::limit_key(ip);
         self.take(ip).inspect_err(|limit| {
             self.metrics
                 .connections_refused

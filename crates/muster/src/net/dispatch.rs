@@ -180,10 +180,10 @@ pub fn error_envelope(cid: impl Into<String>, refusal: Refusal) -> Envelope {
         Refusal::Match(error) => {
             let code = match error {
                 MatchError::NotFound(_) | MatchError::Ended(_) => error_code::MATCH_NOT_FOUND,
-                MatchError::Rejected(_) | MatchError::Forbidden(_) => {
+                MatchError::Rejected(_) | MatchError::Forbidden(_) | MatchError::TokenSpent(_) => {
                     error_code::MATCH_JOIN_REJECTED
                 }
-                MatchError::BadInput(_) => error_code::BAD_INPUT,
+                MatchError::BadInput(_) | MatchError::TooMany(_) => error_code::BAD_INPUT,
             };
             (code, error.to_string(), HashMap::new())
         }

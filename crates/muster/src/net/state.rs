@@ -67,6 +67,8 @@ pub struct Shared {
     pub gateway_limit: Arc<IpLimit>,
     /// Connections held per client IP and in total, HTTP and native TCP alike.
     pub connections: Arc<ConnectionCounter>,
+    /// Whose `X-Forwarded-For` names the client (`limits.trusted_proxies`).
+    pub trusted_proxies: crate::base::client_ip::TrustedProxies,
     pub auth_limit: Arc<IpLimit>,
     pub connect_limit: Arc<IpLimit>,
     /// Redirects, QR codes and pages of the links service, per client IP.

@@ -121,8 +121,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
         max_len: config.max_message_size_bytes,
         write_limit: idle,
     };
-    let admitted =
-        connection::allow_connect(&state, peer.ip()).and_then(|()| connection::take_place(&state));
+    let admitted = connection::allow_connect(&state, peer.ip())
+        .and_then(|()| connection::take_place(&state, peer.ip()));
     let admission = match admitted {
         Ok(admission) => admission,
         Err(refusal) => {

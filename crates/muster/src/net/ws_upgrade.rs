@@ -47,7 +47,8 @@ pub async fn upgrade(
             )))
         }
     };
-    let admission = connection::take_place(&state).map_err(refused)?;
+    let mut admission = connection::take_place(&state, ip).map_err(refused)?;
+    connection::take_user_place(&state, &mut admission, claims.uid).map_err(refused)?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::InvalidArgument(format!(
             "Not a WebSocket upgrade request: {}",
@@ -74,7 +75,9 @@ pub async fn upgrade(
 fn refused(refusal: NotAdmitted) -> ApiError {
     let message = refusal.message().to_owned();
     match refusal {
-        NotAdmitted::RateLimited => ApiError::TooManyRequests(message),
+        NotAdmitted::RateLimited | NotAdmitted::TooManyFromIp | NotAdmitted::TooManyForUser => {
+            ApiError::TooManyRequests(message)
+        }
         NotAdmitted::Full => ApiError::Unavailable(message),
     }
 }

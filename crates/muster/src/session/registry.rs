@@ -6,6 +6,7 @@
 //! tickets), in the order they were registered, and then unregisters it. A transport therefore
 //! cannot forget a domain's cleanup, and a task that panics still cleans up.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -62,6 +63,9 @@ pub struct SessionRegistry {
     open: AtomicUsize,
     /// Sockets admitted under the socket limit: open ones and those still upgrading.
     admitted: AtomicUsize,
+    /// Admitted sockets per client address and per user, where those limits apply.
+    places_per_ip: DashMap<IpAddr, usize>,
+    places_per_user: DashMap<Uuid, usize>,
     metrics: Arc<Metrics>,
 }
 
@@ -108,15 +112,65 @@ impl UserSessions {
     }
 }
 
-/// A place under the socket limit. It is taken before an upgrade is answered, so that many
-/// upgrades at once cannot all see room for one more; the session holds it once registered, and
-/// it is given back when the session ends or the upgrade never completes.
+/// A place under the socket limit (and, when taken, under the limits per client address and
+/// per user). It is taken before an upgrade is answered, so that many upgrades at once cannot
+/// all see room for one more; the session holds it once registered, and it is given back when
+/// the session ends or the upgrade never completes.
 pub struct Admission {
     registry: Arc<SessionRegistry>,
+    ip: Option<IpAddr>,
+    user: Option<Uuid>,
+}
+
+impl Admission {
+    /// Counts this admission against client address `ip` too: false (nothing taken) when `ip`
+    /// holds `max` already (`max` 0: no limit).
+    pub fn count_ip(&mut self, ip: IpAddr, max: usize) -> bool {
+        let taken = take(&self.registry.places_per_ip, ip, max);
+        if taken {
+            self.ip = Some(ip);
+        }
+        taken
+    }
+
+    /// Counts this admission against `user` too: false (nothing taken) when the user holds
+    /// `max` sockets already (`max` 0: no limit).
+    pub fn count_user(&mut self, user: Uuid, max: usize) -> bool {
+        let taken = take(&self.registry.places_per_user, user, max);
+        if taken {
+            self.user = Some(user);
+        }
+        taken
+    }
+}
+
+/// One more place for `key` in `places`, unless it holds `max` (0: no limit).
+fn take<K: std::hash::Hash + Eq>(places: &DashMap<K, usize>, key: K, max: usize) -> bool {
+    // An entry at `max` (at least 1) is never empty, so a refusal leaves no empty entry.
+    let mut held = places.entry(key).or_insert(0);
+    if max > 0 && *held >= max {
+        return false;
+    }
+    *held += 1;
+    true
+}
+
+/// Gives a place back, forgetting the key with its last place.
+fn give_back<K: std::hash::Hash + Eq>(places: &DashMap<K, usize>, key: &K) {
+    places.remove_if_mut(key, |_, n| {
+        *n -= 1;
+        *n == 0
+    });
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
+        if let Some(ip) = self.ip {
+            give_back(&self.registry.places_per_ip, &ip);
+        }
+        if let Some(user) = self.user {
+            give_back(&self.registry.places_per_user, &user);
+        }
         self.registry.admitted.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -135,6 +189,8 @@ impl SessionRegistry {
             sessions_of_user: DashMap::new(),
             open: AtomicUsize::new(0),
             admitted: AtomicUsize::new(0),
+            places_per_ip: DashMap::new(),
+            places_per_user: DashMap::new(),
             metrics,
         }
     }
@@ -154,6 +210,8 @@ impl SessionRegistry {
             .ok()?;
         Some(Admission {
             registry: self.clone(),
+            ip: None,
+            user: None,
         })
     }
 

@@ -45,6 +45,11 @@ pub const SQLITE: &[Migration] = &[
         name: "revocation_changes",
         sql: include_str!("migrations/sqlite/0007_revocation_changes.sql"),
     },
+    Migration {
+        version: 8,
+        name: "matchmaker_ticket_users",
+        sql: include_str!("migrations/sqlite/0008_matchmaker_ticket_users.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -82,6 +87,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 7,
         name: "revocation_changes",
         sql: include_str!("migrations/postgres/0007_revocation_changes.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "matchmaker_ticket_users",
+        sql: include_str!("migrations/postgres/0008_matchmaker_ticket_users.sql"),
     },
 ];
 

@@ -304,12 +304,24 @@ pub trait LinkStore: Send + Sync {
 pub struct StoredTicket {
     pub id: Uuid,
     pub session_id: Uuid,
+    /// The player's user id, for the limit per user.
+    pub user_id: Uuid,
     /// The node its session is on, and that node's run.
     pub node: String,
     pub incarnation: i64,
     pub created_ms: i64,
     /// The ticket itself, as JSON (the matchmaker's to read).
     pub body: String,
+}
+
+/// What [`MatchmakerStore::add_ticket`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketAdded {
+    Added,
+    /// The session holds its most tickets already.
+    SessionFull,
+    /// The user holds their most tickets already.
+    UserFull,
 }
 
 /// Picks the groups of a pass from every waiting ticket (oldest first).
@@ -319,12 +331,14 @@ pub type PickGroups<'a> = dyn Fn(Vec<StoredTicket>) -> Vec<Vec<StoredTicket>> + 
 /// Each write is durable when its future resolves.
 #[async_trait]
 pub trait MatchmakerStore: Send + Sync {
-    /// Stores `ticket` unless its session has `max_per_session` tickets already (then false).
+    /// Stores `ticket` unless its session has `max_per_session` tickets already, or its user
+    /// `max_per_user` (counted under a lock per user, so that nodes adding at once agree).
     async fn add_ticket(
         &self,
         ticket: StoredTicket,
         max_per_session: i64,
-    ) -> Result<bool, StoreError>;
+        max_per_user: i64,
+    ) -> Result<TicketAdded, StoreError>;
 
     /// Removes ticket `ticket` of session `session`; false when there was none.
     async fn remove_ticket(&self, session: Uuid, ticket: Uuid) -> Result<bool, StoreError>;

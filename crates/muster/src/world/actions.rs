@@ -11,6 +11,7 @@ use muster_world::WorldError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::payouts::Credit;
 use super::World;
 use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
 
@@ -21,13 +22,93 @@ pub const MAX_SPAWN: u32 = 100;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Action {
-    Claim { building: u32 },
-    Upgrade { tower: u32 },
-    Connect { from: u32, to: u32 },
-    Spawn { route: u32, count: u32, speed: f32 },
+    Claim {
+        building: u32,
+    },
+    Upgrade {
+        tower: u32,
+    },
+    Connect {
+        from: u32,
+        to: u32,
+    },
+    Spawn {
+        route: u32,
+        count: u32,
+        speed: f32,
+    },
+    /// Not a player's action: a credit the shard owes (an arrival's earnings), logged so that
+    /// it is paid even if the server stops first. It changes nothing in the shard; a replay
+    /// hands it to the payouts again (paid once: it is keyed).
+    Credit(Credit),
 }
 
 impl Action {
+    /// The ledger's reason for what the action costs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Action::Claim { .. } => "world_claim",
+            Action::Upgrade { .. } => "world_upgrade",
+            Action::Connect { .. } => "world_connect",
+            Action::Spawn { .. } => "world_spawn",
+            Action::Credit(_) => "world_credit",
+        }
+    }
+
+    /// What the action costs player `user` in the world's currency, checking everything that
+    /// would refuse it without changing anything (the shard is asked again when it is applied).
+    pub fn cost(&self, shard: &Shard, user: u128) -> Result<u64, WorldError> {
+        let rules = &shard.rules;
+        let owner = shard.known_owner(user);
+        match *self {
+            Action::Claim { building } => {
+                if shard.building_pos(building).is_none() {
+                    return Err(WorldError::UnknownBuilding(building));
+                }
+                if let Some(t) = shard.tower_on(building) {
+                    return Err(WorldError::AlreadyClaimed {
+                        building,
+                        owner: shard.towers.owner[t as usize],
+                    });
+                }
+                let held = owner.map_or(0, |o| shard.towers_of(o).len());
+                if held >= rules.max_towers_per_player as usize {
+                    return Err(WorldError::TooManyTowers(rules.max_towers_per_player));
+                }
+                Ok(u64::from(rules.claim_cost))
+            }
+            Action::Upgrade { tower } => {
+                let level = *shard
+                    .towers
+                    .level
+                    .get(tower as usize)
+                    .ok_or(WorldError::UnknownTower(tower))?;
+                if Some(shard.towers.owner[tower as usize]) != owner {
+                    return Err(WorldError::NotYours(tower));
+                }
+                if level >= rules.max_level {
+                    return Err(WorldError::MaxLevel(rules.max_level));
+                }
+                Ok(u64::from(rules.upgrade_cost) * u64::from(level + 1))
+            }
+            Action::Connect { from, .. } => check_connect(shard, user, from).map(|()| 0),
+            Action::Spawn {
+                route,
+                count,
+                speed,
+            } => {
+                check_spawn(shard, owner, route, count, speed)?;
+                let km = f64::from(shard.routes.length(route)) / 1000.0;
+                let per_creep = match rules.spawn_cost_per_km {
+                    0 => 0,
+                    per_km => ((km * f64::from(per_km)).ceil() as u64).max(1),
+                };
+                Ok(per_creep * u64::from(count))
+            }
+            Action::Credit(_) => Ok(0),
+        }
+    }
+
     /// Applies the action for player `user` at the shard's current time; the answer for the
     /// caller, or why it was refused (the shard unchanged).
     pub fn apply(
@@ -62,15 +143,7 @@ impl Action {
                 count,
                 speed,
             } => {
-                if !(1..=MAX_SPAWN).contains(&count) {
-                    return Err(WorldError::BadCount(MAX_SPAWN));
-                }
-                if route as usize >= shard.routes.len() {
-                    return Err(WorldError::UnknownRoute(route));
-                }
-                if !(speed.is_finite() && speed > 0.0 && speed <= 100.0) {
-                    return Err(WorldError::BadSpeed);
-                }
+                check_spawn(shard, shard.known_owner(user), route, count, speed)?;
                 let owner = shard.owner_of(user);
                 let now = shard.now_ms;
                 let mut creeps = Vec::with_capacity(count as usize);
@@ -80,8 +153,37 @@ impl Action {
                 }
                 Ok(json!({"creeps": creeps}))
             }
+            Action::Credit(_) => Ok(json!({})),
         }
     }
+}
+
+/// Whether player owner `owner` may send `count` creeps along `route` at `speed`: a route that
+/// leaves from one of their towers, within their bound of creeps on the road.
+fn check_spawn(
+    shard: &Shard,
+    owner: Option<u32>,
+    route: u32,
+    count: u32,
+    speed: f32,
+) -> Result<(), WorldError> {
+    if !(1..=MAX_SPAWN).contains(&count) {
+        return Err(WorldError::BadCount(MAX_SPAWN));
+    }
+    if route as usize >= shard.routes.len() {
+        return Err(WorldError::UnknownRoute(route));
+    }
+    if !(speed.is_finite() && speed > 0.0 && speed <= 100.0) {
+        return Err(WorldError::BadSpeed);
+    }
+    let Some(owner) = owner.filter(|&o| shard.route_leaves_from(route, o)) else {
+        return Err(WorldError::RouteNotYours(route));
+    };
+    let max = shard.rules.max_creeps_per_player;
+    if shard.creeps_of(owner).saturating_add(count) > max {
+        return Err(WorldError::TooManyCreeps(max));
+    }
+    Ok(())
 }
 
 /// Whether player `user` may connect from tower `from` (theirs).
@@ -115,7 +217,7 @@ pub fn code_of(error: &WorldError) -> RpcCode {
         | WorldError::UnknownTower(_)
         | WorldError::UnknownRoute(_) => RpcCode::NotFound,
         WorldError::AlreadyClaimed { .. } => RpcCode::AlreadyExists,
-        WorldError::NotYours(_) => RpcCode::PermissionDenied,
+        WorldError::NotYours(_) | WorldError::RouteNotYours(_) => RpcCode::PermissionDenied,
         WorldError::BadSpeed | WorldError::BadCount(_) | WorldError::BadBox(_) => {
             RpcCode::InvalidArgument
         }

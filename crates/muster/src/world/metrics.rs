@@ -23,6 +23,7 @@ pub struct WorldMetrics {
     pub actions: IntCounter,
     pub route_queue: IntGauge,
     pub payouts: IntCounterVec,
+    pub payouts_waiting: IntGauge,
     pub log_failures: IntCounter,
     pub log_damage: IntCounterVec,
 }
@@ -114,6 +115,10 @@ impl WorldMetrics {
                     "Arrivals of players' creeps paid into their owner's wallet, by result."
                 ),
                 &["result"]
+            )),
+            payouts_waiting: register!(IntGauge::new(
+                "world_payouts_waiting",
+                "Credits (arrivals' earnings, refunds) waiting to be written to the database."
             )),
             log_failures: register!(IntCounter::new(
                 "world_log_failures_total",

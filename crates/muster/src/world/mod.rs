@@ -61,6 +61,13 @@ pub struct World {
     threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Each shard thread's inbox.
     inboxes: Vec<mpsc::SyncSender<Command>>,
+    /// Where actions are paid for, in `currency`.
+    economy: Arc<crate::economy::Economy>,
+    currency: String,
+    /// Credits owed (arrivals, refunds of actions paid for but not applied).
+    payouts: Arc<payouts::Payouts>,
+    /// Actions per player per second.
+    limit: crate::base::ratelimit::KeyedLimit<Uuid>,
 }
 
 /// What a shard's thread is asked between ticks.
@@ -82,10 +89,18 @@ enum Command {
         nodes: Option<Vec<u32>>,
         reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
     },
-    /// A player's action; answered once it is applied and on disk (or refused).
+    /// What a player's action would cost, or why it would be refused (nothing changes).
+    Quote {
+        user: Uuid,
+        action: Action,
+        reply: tokio::sync::oneshot::Sender<Result<u64, RpcError>>,
+    },
+    /// A player's action, `paid` for (its quote); answered once it is applied and on disk (or
+    /// refused: then what was paid is refunded).
     Act {
         user: Uuid,
         action: Action,
+        paid: u64,
         reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
     },
 }
@@ -127,14 +142,13 @@ pub fn checkpoint_path(dir: &Path, i: usize) -> PathBuf {
 }
 
 /// Shard `i`: restored from its checkpoint when there is one, else new (seeded when the
-/// configuration says so), then brought up to date with the actions logged after it. Returns
-/// the shard, whether it was restored, its action log, and how many actions were replayed.
+/// configuration says so), then brought up to date with the actions logged after it.
 pub fn load_or_seed(
     config: &WorldConfig,
     ground: &Ground,
     dir: &Path,
     i: usize,
-) -> anyhow::Result<(Shard, bool, ActionLog, usize)> {
+) -> anyhow::Result<Loaded> {
     let path = checkpoint_path(dir, i);
     let (mut shard, restored) = if path.exists() {
         let snapshot = Snapshot::read(&path)?;
@@ -156,7 +170,14 @@ pub fn load_or_seed(
     }
     let mut calc = ground.router.calculator();
     let replayed = records.len();
+    let mut credits = Vec::new();
     for record in records {
+        if let Action::Credit(credit) = record.action {
+            // Owed, maybe not paid yet: paid once, whatever the replay.
+            credits.push(credit);
+            shard.applied = record.seq;
+            continue;
+        }
         // Each action again at the time it was first applied (a spawn's creeps set off then).
         shard.now_ms = shard.now_ms.max(record.t);
         let _ = record
@@ -171,7 +192,25 @@ pub fn load_or_seed(
             "world: actions after the checkpoint replayed"
         );
     }
-    Ok((shard, restored, log, replayed))
+    Ok(Loaded {
+        shard,
+        restored,
+        log,
+        replayed,
+        credits,
+    })
+}
+
+/// A shard as [`load_or_seed`] brings it back.
+pub struct Loaded {
+    pub shard: Shard,
+    /// Whether it came from a checkpoint (else it is new).
+    pub restored: bool,
+    pub log: ActionLog,
+    /// Records replayed from the log.
+    pub replayed: usize,
+    /// Credits the log holds (to hand to the payouts again).
+    pub credits: Vec<payouts::Credit>,
 }
 
 /// The bundled city shard `i` is seeded around: the `i`th, round the list again past its end.
@@ -216,7 +255,12 @@ impl World {
         std::fs::create_dir_all(&dir)
             .map_err(|e| anyhow::anyhow!("world checkpoints in {}: {e}", dir.display()))?;
         let metrics = Arc::new(WorldMetrics::register(registry));
-        let payouts = payouts::start(economy, config.reward_currency.clone(), metrics.clone());
+        let payouts = payouts::Payouts::start(
+            economy.clone(),
+            config.reward_currency.clone(),
+            config.max_waiting_credits,
+            metrics.clone(),
+        );
         // Players' new routes are computed off the shard threads, behind a bounded queue.
         let routes = Arc::new(muster_world::routing::RouteQueue::start(
             ground.router.clone(),
@@ -227,7 +271,16 @@ impl World {
         let mut handles = Vec::new();
         let mut inboxes = Vec::new();
         for i in 0..config.shards {
-            let (shard, restored, log, _) = load_or_seed(config, &ground, &dir, i)?;
+            let Loaded {
+                shard,
+                restored,
+                log,
+                credits,
+                ..
+            } = load_or_seed(config, &ground, &dir, i)?;
+            for credit in credits {
+                payouts.pay(credit);
+            }
             if restored {
                 metrics.restored.inc();
             }
@@ -287,6 +340,13 @@ impl World {
         Ok(Some(Arc::new(World {
             threads: parking_lot::Mutex::new(handles),
             inboxes,
+            economy,
+            currency: config.reward_currency.clone(),
+            payouts,
+            limit: crate::base::ratelimit::KeyedLimit::new(
+                config.actions_per_sec,
+                config.action_burst,
+            ),
         })))
     }
 
@@ -325,34 +385,66 @@ impl World {
     }
 
     /// Applies `action` of player `user` on shard `shard`; the answer once it is on disk.
+    ///
+    /// An action that costs something is quoted by its shard first (which checks everything
+    /// that would refuse it), paid through the economy's ledger, then applied; if the shard
+    /// refuses it after all (the world changed in between) or cannot record it, what was paid
+    /// is refunded (a keyed credit, written once whatever happens).
     pub async fn act(
         &self,
         shard: u32,
         user: Uuid,
         action: Action,
     ) -> Result<serde_json::Value, RpcError> {
+        if !self.limit.allow(user) {
+            return Err(RpcError::new(
+                RpcCode::ResourceExhausted,
+                "Too many world actions: slow down.",
+            ));
+        }
         let inbox = self.inboxes.get(shard as usize).ok_or_else(|| {
             RpcError::new(
                 RpcCode::NotFound,
                 format!("No shard {shard}: this world has {}.", self.inboxes.len()),
             )
         })?;
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        inbox
-            .try_send(Command::Act {
+        let reason = action.reason();
+        let quote = ask(inbox, |reply| Command::Quote {
+            user,
+            action: action.clone(),
+            reply,
+        })
+        .await?;
+        let key = format!("world:{shard}:action:{}", Uuid::new_v4().simple());
+        if quote > 0 {
+            let amount = i64::try_from(quote).unwrap_or(i64::MAX);
+            let change = crate::economy::Change::new(user, reason)
+                .spend(&self.currency, amount)
+                .idempotency_key(&key);
+            self.economy.apply(change).await?;
+        }
+        let result = ask(inbox, |reply| Command::Act {
+            user,
+            action,
+            paid: quote,
+            reply,
+        })
+        .await;
+        if result.is_err() && quote > 0 {
+            self.payouts.pay(payouts::Credit {
                 user,
-                action,
-                reply,
-            })
-            .map_err(|_| {
-                RpcError::new(
-                    RpcCode::Unavailable,
-                    "The world is busy; try again shortly.",
-                )
-            })?;
-        answer
-            .await
-            .map_err(|_| RpcError::new(RpcCode::Unavailable, "The world is shutting down."))?
+                amount: i64::try_from(quote).unwrap_or(i64::MAX),
+                key: format!("{key}:refund"),
+                reason: "world_refund".into(),
+                shard,
+            });
+        }
+        result
+    }
+
+    /// Forgets the rate-limit state of players who have been quiet (housekeeping).
+    pub fn prune_limits(&self) {
+        self.limit.prune();
     }
 
     /// Ends `session_id`'s subscription, wherever it is.
@@ -379,6 +471,23 @@ impl World {
             let _ = thread.join();
         }
     }
+}
+
+/// Sends a shard the command `make` builds and waits for its answer.
+async fn ask<T>(
+    inbox: &mpsc::SyncSender<Command>,
+    make: impl FnOnce(tokio::sync::oneshot::Sender<Result<T, RpcError>>) -> Command,
+) -> Result<T, RpcError> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    inbox.try_send(make(reply)).map_err(|_| {
+        RpcError::new(
+            RpcCode::Unavailable,
+            "The world is busy; try again shortly.",
+        )
+    })?;
+    answer
+        .await
+        .map_err(|_| RpcError::new(RpcCode::Unavailable, "The world is shutting down."))?
 }
 
 impl SessionObserver for World {

@@ -8,7 +8,11 @@ use muster_world::checkpoint::Snapshot;
 use muster_world::shard::Shard;
 use serde::Serialize;
 
-use super::{checkpoint_dir, checkpoint_path, load_or_seed, log, seed_city, seeded, Ground};
+use super::actions::Action;
+use super::log::Record;
+use super::{
+    checkpoint_dir, checkpoint_path, load_or_seed, log, seed_city, seeded, Ground, Loaded,
+};
 use crate::base::config::WorldConfig;
 
 /// What the commands report of a shard: its counts.
@@ -93,9 +97,27 @@ pub fn checkpoint_offline(
     let (ground, dir) = offline(config, data_dir)?;
     let mut shards = Vec::new();
     for i in 0..config.shards {
-        let (shard, restored, mut log, replayed) = load_or_seed(config, &ground, &dir, i)?;
+        let Loaded {
+            shard,
+            restored,
+            mut log,
+            replayed,
+            credits,
+        } = load_or_seed(config, &ground, &dir, i)?;
         let bytes = shard.snapshot().write(&checkpoint_path(&dir, i))?;
         let boundary = log.rotate()?;
+        // The credits the log holds may not be paid yet (paying needs the server): they stay
+        // owed, in the new segment, before the ones the checkpoint covers are deleted.
+        let owed: Vec<Record> = credits
+            .into_iter()
+            .map(|credit| Record {
+                seq: log.next_seq(),
+                t: shard.now_ms,
+                user: credit.user,
+                action: Action::Credit(credit),
+            })
+            .collect();
+        log.append(&owed).map_err(|e| anyhow::anyhow!("{e}"))?;
         log.forget_before(boundary);
         let mut stats = serde_json::to_value(ShardStats::of(&shard))?;
         stats["restored"] = restored.into();

@@ -77,22 +77,40 @@ fn next_state(shard: &Shard, view: &mut View, tick_unix_ms: u64) -> WorldState {
     }
 }
 
-/// An action applied and waiting for the log's sync before it is acknowledged.
-type Unlogged = (
-    Record,
-    serde_json::Value,
-    tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
-);
+/// A record applied and waiting for the log's sync: an action, acknowledged once it is on
+/// disk, or a credit, handed to the payouts once it is on disk.
+pub(super) struct Unlogged {
+    record: Record,
+    then: Then,
+}
+
+pub(super) enum Then {
+    Answer(
+        serde_json::Value,
+        tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
+    ),
+    Pay(payouts::Credit),
+}
+
+/// A refusal's error for the caller, with its reason.
+fn refusal(error: &muster_world::WorldError) -> RpcError {
+    RpcError::new(actions::code_of(error), format!("{error}."))
+}
 
 /// Answers a refused action with its reason.
 fn refuse(
     reply: tokio::sync::oneshot::Sender<Result<serde_json::Value, RpcError>>,
     error: &muster_world::WorldError,
 ) {
-    let _ = reply.send(Err(RpcError::new(
-        actions::code_of(error),
-        format!("{error}."),
-    )));
+    let _ = reply.send(Err(refusal(error)));
+}
+
+fn broken_shard() -> RpcError {
+    RpcError::new(
+        RpcCode::Unavailable,
+        "This shard takes no actions until the server restarts: its action log cannot be \
+         written.",
+    )
 }
 
 /// What a shard's thread owns.
@@ -101,7 +119,7 @@ pub(super) struct ShardRun {
     /// When the last tick began, Unix ms (carried in world states).
     pub(super) tick_unix_ms: u64,
     /// Where players' arrivals go to be paid.
-    pub(super) payouts: payouts::Payouts,
+    pub(super) payouts: Arc<payouts::Payouts>,
     /// The routing queue, and this shard's own inbox, where its routed connects come back.
     pub(super) routes: Arc<muster_world::routing::RouteQueue>,
     pub(super) own_inbox: mpsc::SyncSender<Command>,
@@ -114,7 +132,7 @@ pub(super) struct ShardRun {
     /// Set when the log could not be written and the shard could not be brought back to what
     /// the disk holds: it takes no more actions and writes no checkpoints until a restart.
     pub(super) broken: bool,
-    /// Actions applied since the last sync of the log.
+    /// Records applied since the last sync of the log.
     pub(super) unlogged: Vec<Unlogged>,
     /// The log's first sequence number after the checkpoint being written: once it is on disk,
     /// the segments before are deleted.
@@ -164,10 +182,13 @@ impl ShardRun {
             self.metrics.arrivals.inc_by(report.arrivals.len() as u64);
             for arrival in &report.arrivals {
                 if let Some(player) = self.shard.player_of(arrival.owner) {
-                    self.payouts
-                        .pay(self.shard.id, Uuid::from_u128(player), arrival);
+                    let credit =
+                        payouts::Credit::arrival(self.shard.id, Uuid::from_u128(player), arrival);
+                    self.owe(credit);
                 }
             }
+            // Arrivals are owed once on disk (one sync for the tick's).
+            self.flush_actions();
             self.metrics.kills.inc_by(report.kills);
             self.publish();
             // Each tick serves its share of the subscribers (each is served once a period).
@@ -228,6 +249,17 @@ impl ShardRun {
                 None
             }
         };
+        // Credits still waiting for the database go again into the new segment: the segments
+        // this checkpoint covers, which hold them now, will be deleted.
+        if self.covered.is_some() {
+            for credit in self.payouts.waiting_of(self.shard.id) {
+                self.owe(credit);
+            }
+            self.flush_actions();
+            if self.broken {
+                return Some(snapshot);
+            }
+        }
         writer.write(snapshot);
         None
     }
@@ -257,17 +289,38 @@ impl ShardRun {
         self.flush_actions();
     }
 
+    /// Logs a credit the shard owes; it is handed to the payouts once on disk.
+    fn owe(&mut self, credit: payouts::Credit) {
+        let seq = self.log.next_seq();
+        self.shard.applied = seq;
+        let record = Record {
+            seq,
+            t: self.shard.now_ms,
+            user: credit.user,
+            action: Action::Credit(credit.clone()),
+        };
+        self.unlogged.push(Unlogged {
+            record,
+            then: Then::Pay(credit),
+        });
+    }
+
     fn flush_actions(&mut self) {
         if self.unlogged.is_empty() {
             return;
         }
         let batch = std::mem::take(&mut self.unlogged);
-        let records: Vec<Record> = batch.iter().map(|(r, _, _)| r.clone()).collect();
+        let records: Vec<Record> = batch.iter().map(|u| u.record.clone()).collect();
         let failure = match self.log.append(&records) {
             Ok(()) => {
-                self.metrics.actions.inc_by(batch.len() as u64);
-                for (_, answer, reply) in batch {
-                    let _ = reply.send(Ok(answer));
+                for unlogged in batch {
+                    match unlogged.then {
+                        Then::Answer(answer, reply) => {
+                            self.metrics.actions.inc();
+                            let _ = reply.send(Ok(answer));
+                        }
+                        Then::Pay(credit) => self.payouts.pay(credit),
+                    }
                 }
                 return;
             }
@@ -277,7 +330,8 @@ impl ShardRun {
             "world: the action log cannot be written");
         self.metrics.log_failures.inc();
         // The batch is applied to the shard but not on disk: bring the shard back to what the
-        // disk holds (its checkpoint and log), so that no refused action stays applied.
+        // disk holds (its checkpoint and log), so that no refused action stays applied. (Its
+        // credits are owed again when the creeps arrive again.)
         let message = if failure.undone && self.reload() {
             "The action could not be recorded, and was not applied; try again."
         } else {
@@ -289,8 +343,16 @@ impl ShardRun {
             "The action could not be recorded and its outcome is unknown: the shard takes no \
              more actions until the server restarts."
         };
-        for (_, _, reply) in batch {
-            let _ = reply.send(Err(RpcError::new(RpcCode::Unavailable, message)));
+        for unlogged in batch {
+            match unlogged.then {
+                Then::Answer(_, reply) => {
+                    let _ = reply.send(Err(RpcError::new(RpcCode::Unavailable, message)));
+                }
+                // Not on disk, and the creeps' arrival is undone with the shard (or, on a broken
+                // shard, kept in memory to be paid: the best there is).
+                Then::Pay(credit) if self.broken => self.payouts.pay(credit),
+                Then::Pay(_) => {}
+            }
         }
     }
 
@@ -303,7 +365,16 @@ impl ShardRun {
             &self.dir,
             self.shard.id as usize,
         ) {
-            Ok((shard, _, log, replayed)) => {
+            Ok(super::Loaded {
+                shard,
+                log,
+                replayed,
+                credits,
+                ..
+            }) => {
+                for credit in credits {
+                    self.payouts.pay(credit);
+                }
                 tracing::warn!(
                     shard = self.shard.id,
                     replayed,
@@ -326,17 +397,47 @@ impl ShardRun {
     fn obey(&mut self, command: Command) {
         match command {
             Command::Act { reply, .. } | Command::Routed { reply, .. } if self.broken => {
-                let _ = reply.send(Err(RpcError::new(
-                    RpcCode::Unavailable,
-                    "This shard takes no actions until the server restarts: its action log \
-                     cannot be written.",
-                )));
+                let _ = reply.send(Err(broken_shard()));
             }
-            Command::Act {
+            Command::Quote { reply, .. } if self.broken => {
+                let _ = reply.send(Err(broken_shard()));
+            }
+            Command::Quote {
                 user,
                 action,
                 reply,
             } => {
+                let quote = action
+                    .cost(&self.shard, user.as_u128())
+                    .map_err(|error| refusal(&error));
+                let behind = matches!(action, Action::Spawn { .. })
+                    && self.payouts.backlog() >= self.payouts.bound();
+                let quote = match quote {
+                    Ok(_) if behind => Err(RpcError::new(
+                        RpcCode::Unavailable,
+                        "The world's payments are behind: spawns resume once they catch up.",
+                    )),
+                    quote => quote,
+                };
+                let _ = reply.send(quote);
+            }
+            Command::Act {
+                user,
+                action,
+                paid,
+                reply,
+            } => {
+                match action.cost(&self.shard, user.as_u128()) {
+                    Err(error) => return refuse(reply, &error),
+                    Ok(cost) if cost != paid => {
+                        let _ = reply.send(Err(RpcError::failed_precondition(format!(
+                            "The action's price changed ({paid} to {cost}); what was paid is \
+                             refunded. Try again."
+                        ))));
+                        return;
+                    }
+                    Ok(_) => {}
+                }
                 if let Action::Connect { from, to } = action {
                     let needed = actions::check_connect(&self.shard, user.as_u128(), from)
                         .and_then(|()| self.shard.route_needed(from, to));
@@ -420,7 +521,10 @@ impl ShardRun {
                     user,
                     action,
                 };
-                self.unlogged.push((record, answer, reply));
+                self.unlogged.push(Unlogged {
+                    record,
+                    then: Then::Answer(answer, reply),
+                });
             }
             Err(error) => refuse(reply, &error),
         }

@@ -17,7 +17,7 @@ pub fn free_port() -> u16 {
 }
 
 /// The `muster` binary on `db`, as the crash and command-line tests run it: a clean environment,
-/// per-IP authentication and connection limits off, the native TCP transport and the links
+/// per-IP authentication, connection and socket limits off, the native TCP transport and the links
 /// service on free ports (several servers run at once; their default ports are fixed) and logs
 /// at `warn`. Callers add the command, flags and stdio their test needs.
 pub fn muster_command(db: &Database) -> Command {
@@ -26,6 +26,7 @@ pub fn muster_command(db: &Database) -> Command {
         .env_clear()
         .env("MUSTER_LIMITS__AUTH_PER_IP_PER_SEC", "0")
         .env("MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC", "0")
+        .env("MUSTER_LIMITS__MAX_SOCKETS_PER_IP", "0")
         .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
         .env("MUSTER_ENET__LISTEN", "127.0.0.1:0")
         .env("MUSTER_LINKS__LISTEN", "127.0.0.1:0")

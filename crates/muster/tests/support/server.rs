@@ -95,6 +95,7 @@ impl Database {
         };
         config.limits.auth_per_ip_per_sec = 0;
         config.limits.connect_per_ip_per_sec = 0;
+        config.limits.max_sockets_per_ip = 0;
         // The native TCP transport on an ephemeral port, so tests can run in parallel.
         config.rooms.tcp_listen = "127.0.0.1:0".into();
         config.enet.listen = "127.0.0.1:0".into();

@@ -37,6 +37,7 @@ impl Muster {
         };
         config.limits.auth_per_ip_per_sec = 0;
         config.limits.connect_per_ip_per_sec = 0;
+        config.limits.max_sockets_per_ip = 0;
         config.rooms.tcp_listen = "127.0.0.1:0".into();
         config.enet.listen = "127.0.0.1:0".into();
         config.links.listen = "127.0.0.1:0".into();

@@ -67,6 +67,9 @@ pub struct MatchmakerConfig {
     pub max_tickets: usize,
     /// Most tickets one session may have waiting.
     pub max_tickets_per_session: usize,
+    /// Most tickets one user may have waiting, all their sessions together (on this node; in a
+    /// cluster, in the cluster).
+    pub max_tickets_per_user: usize,
     /// Longest query, in bytes.
     pub max_query_length: usize,
     /// Most string plus numeric properties on one ticket.
@@ -87,6 +90,7 @@ impl Default for MatchmakerConfig {
             interval_ms: 1_000,
             max_tickets: 100_000,
             max_tickets_per_session: 3,
+            max_tickets_per_user: 3,
             max_query_length: 512,
             max_properties: 16,
             max_count: 32,
@@ -114,6 +118,12 @@ pub struct RoomsConfig {
     pub max_rooms: usize,
     /// Largest room capacity.
     pub max_capacity: u32,
+    /// Most built-in rooms one player may have open at once on this node (rooms created with
+    /// the admin key do not count); 0 for no limit.
+    pub max_rooms_per_user: usize,
+    /// Rooms one player may create per minute (all at once, then none until the minute is
+    /// over); 0 for no limit.
+    pub creates_per_user_per_minute: u32,
 }
 
 impl Default for RoomsConfig {
@@ -125,6 +135,8 @@ impl Default for RoomsConfig {
             admin_key: String::new(),
             max_rooms: 100_000,
             max_capacity: 64,
+            max_rooms_per_user: 10,
+            creates_per_user_per_minute: 30,
         }
     }
 }
@@ -167,9 +179,13 @@ impl MatchmakerConfig {
         if self.max_count < 2 {
             return Err("matchmaker.max_count must be at least 2".into());
         }
-        if self.max_tickets == 0 || self.max_tickets_per_session == 0 || self.max_candidates == 0 {
+        if self.max_tickets == 0
+            || self.max_tickets_per_session == 0
+            || self.max_tickets_per_user == 0
+            || self.max_candidates == 0
+        {
             return Err(
-                "matchmaker.max_tickets, max_tickets_per_session and max_candidates must be at least 1"
+                "matchmaker.max_tickets, max_tickets_per_session, max_tickets_per_user and max_candidates must be at least 1"
                     .into(),
             );
         }

@@ -110,6 +110,9 @@ pub struct SocketConfig {
     pub read_buffer_bytes: usize,
     /// Most sockets open at once on this node; 0 for no limit.
     pub max_sockets: usize,
+    /// Most realtime sockets one account may hold open on this node at once; past it a new
+    /// one is refused (429). 0 for no limit.
+    pub max_sockets_per_user: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,6 +148,12 @@ pub struct LimitsConfig {
     pub connection_headroom: usize,
     /// A native TCP connection's first frame (its match join) must arrive within this.
     pub handshake_timeout_ms: u64,
+    /// Realtime sockets (WebSocket, native TCP, ENet) one client address may hold open at once
+    /// (IPv6: one /64); past it a new one is refused (429). 0 for no limit.
+    pub max_sockets_per_ip: usize,
+    /// Proxies (addresses or networks, `10.0.0.0/8`) whose `X-Forwarded-For` names the client
+    /// for per-IP limits; empty: every limit counts the peer's own address.
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -321,6 +330,7 @@ impl Default for SocketConfig {
             outgoing_queue_size: 64,
             read_buffer_bytes: 1024,
             max_sockets: 0,
+            max_sockets_per_user: 16,
         }
     }
 }
@@ -340,6 +350,8 @@ impl Default for LimitsConfig {
             max_connections: 0,
             connection_headroom: 256,
             handshake_timeout_ms: 10_000,
+            max_sockets_per_ip: 1024,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -405,6 +417,8 @@ impl Config {
         if self.socket.outgoing_queue_size == 0 {
             return Err("socket.outgoing_queue_size must be at least 1".into());
         }
+        crate::base::client_ip::TrustedProxies::parse(&self.limits.trusted_proxies)
+            .map_err(|e| format!("limits.trusted_proxies: {e}"))?;
         if self.database.max_batch == 0
             || self.database.write_queue_size == 0
             || self.database.read_connections == 0

@@ -30,9 +30,18 @@ pub struct WorldConfig {
     pub aoi_margin_m: f32,
     /// Players' new routes waiting to be computed at most; past it a connect is refused (busy).
     pub route_queue: usize,
-    /// The currency a player's creep that arrives pays into its owner's wallet
+    /// The currency actions are paid in (`rules.claim_cost`, `upgrade_cost`,
+    /// `spawn_cost_per_km`) and a player's creep that arrives pays into its owner's wallet
     /// (`rules.reward_per_km` per kilometre driven).
     pub reward_currency: String,
+    /// Actions (claim, upgrade, connect, spawn) one player may make per second, all shards
+    /// together; 0 disables the limit.
+    pub actions_per_sec: u32,
+    /// How many actions a player may make at once after being quiet.
+    pub action_burst: u32,
+    /// Credits (arrivals' earnings, refunds) waiting for the database at most before shards
+    /// refuse new spawns; what is already on the road still pays.
+    pub max_waiting_credits: usize,
     /// How the world plays.
     pub rules: Rules,
 }
@@ -52,6 +61,9 @@ impl Default for WorldConfig {
             aoi_margin_m: 50.0,
             route_queue: 1024,
             reward_currency: "coins".into(),
+            actions_per_sec: 5,
+            action_burst: 20,
+            max_waiting_credits: 100_000,
             rules: Rules::default(),
         }
     }
@@ -74,8 +86,10 @@ impl WorldConfig {
         if !(self.seed_towers_per_million.is_finite() && self.seed_towers_per_million >= 0.0) {
             return Err("world.seed_towers_per_million must be 0 or more".into());
         }
-        if self.route_queue == 0 {
-            return Err("world.route_queue must be at least 1".into());
+        if self.route_queue == 0 || self.max_waiting_credits == 0 {
+            return Err(
+                "world.route_queue and world.max_waiting_credits must be at least 1".into(),
+            );
         }
         if self.checkpoint_interval_s == 0 {
             return Err("world.checkpoint_interval_s must be at least 1".into());

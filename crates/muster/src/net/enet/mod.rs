@@ -461,7 +461,7 @@ impl Node {
                 0,
             );
         }
-        match connection::take_place(&self.state) {
+        match connection::take_place(&self.state, address.ip()) {
             Ok(admission) => {
                 let deadline = Instant::now()
                     + Duration::from_millis(self.state.config.limits.handshake_timeout_ms);

@@ -126,6 +126,7 @@ impl From<crate::functions::RpcError> for ApiError {
             RpcCode::AlreadyExists => ApiError::AlreadyExists(message),
             RpcCode::PermissionDenied => ApiError::PermissionDenied(message),
             RpcCode::FailedPrecondition => ApiError::FailedPrecondition(message),
+            RpcCode::ResourceExhausted => ApiError::TooManyRequests(message),
             RpcCode::Unavailable => ApiError::Unavailable(message),
             RpcCode::Internal => ApiError::Internal,
         }
@@ -157,7 +158,8 @@ impl From<crate::matches::error::MatchError> for ApiError {
         use crate::matches::error::MatchError;
         match error {
             MatchError::NotFound(m) | MatchError::Ended(m) => ApiError::NotFound(m),
-            MatchError::BadInput(m) => ApiError::InvalidArgument(m),
+            MatchError::BadInput(m) | MatchError::TokenSpent(m) => ApiError::InvalidArgument(m),
+            MatchError::TooMany(m) => ApiError::TooManyRequests(m),
             MatchError::Forbidden(m) => ApiError::PermissionDenied(m),
             MatchError::Rejected(m) => ApiError::Unavailable(m),
         }

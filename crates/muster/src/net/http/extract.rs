@@ -14,18 +14,25 @@ use super::error::ApiError;
 use crate::base::ratelimit::IpLimit;
 use crate::net::state::AppState;
 
-/// The client's IP address, from the TCP connection.
+/// The client's address as per-IP limits count it: the TCP peer's, or the one a trusted proxy
+/// forwarded (`limits.trusted_proxies`), IPv6 by its /64 (see [`crate::base::client_ip`]).
 pub struct ClientIp(pub IpAddr);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+impl FromRequestParts<AppState> for ClientIp {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        parts
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| ClientIp(addr.ip()))
-            .ok_or(ApiError::Internal)
+            .map(|ConnectInfo(addr)| addr.ip())
+            .ok_or(ApiError::Internal)?;
+        let forwarded = parts
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        Ok(ClientIp(state.trusted_proxies.client(peer, forwarded)))
     }
 }
 

@@ -4,7 +4,7 @@
 //! | route | who | answer |
 //! |---|---|---|
 //! | `POST /v2/rooms` `{"handler","capacity","params"}` | player or admin | 201 room |
-//! | `GET /v2/rooms?handler=&limit=` | player or admin | `{"rooms":[…]}` |
+//! | `GET /v2/rooms?handler=&limit=&cursor=` | player (limit ≤ 100) or admin (≤ 1000) | `{"rooms":[…], "cursor"}` |
 //! | `GET /v2/rooms/{id}` | player or admin | room |
 //! | `GET /v2/rooms/{id}/connection` | player | host, port, transport, ticket |
 //! | `DELETE /v2/rooms/{id}` | the room's creator, or admin | 204 |
@@ -52,21 +52,37 @@ pub async fn create(
 pub struct ListQuery {
     handler: Option<String>,
     limit: Option<usize>,
+    cursor: Option<String>,
 }
+
+/// Most rooms on one page: a player's, and a game server's (admin key).
+const MAX_PAGE_PLAYER: usize = 100;
+const MAX_PAGE_ADMIN: usize = 1000;
 
 pub async fn list(
     State(state): State<AppState>,
-    _: RoomsCaller,
+    caller: RoomsCaller,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let limit = query.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::InvalidArgument(
-            "limit must be between 1 and 1000.".into(),
-        ));
+    let max = match caller {
+        RoomsCaller::Player(_) => MAX_PAGE_PLAYER,
+        RoomsCaller::Admin => MAX_PAGE_ADMIN,
+    };
+    let limit = query.limit.unwrap_or(MAX_PAGE_PLAYER);
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::InvalidArgument(format!(
+            "limit must be between 1 and {max}."
+        )));
     }
-    let rooms = state.matches.list_rooms(query.handler.as_deref(), limit);
-    Ok(Json(serde_json::json!({ "rooms": rooms })))
+    let (rooms, cursor) =
+        state
+            .matches
+            .list_rooms(query.handler.as_deref(), limit, query.cursor.as_deref())?;
+    let mut body = serde_json::json!({ "rooms": rooms });
+    if let Some(cursor) = cursor {
+        body["cursor"] = cursor.into();
+    }
+    Ok(Json(body))
 }
 
 pub async fn get(

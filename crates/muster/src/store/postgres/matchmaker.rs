@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::{db_error, pool_error};
-use crate::store::{MatchmakerStore, PickGroups, StoreError, StoredTicket};
+use crate::store::{MatchmakerStore, PickGroups, StoreError, StoredTicket, TicketAdded};
 
 /// The database's clock in Unix ms: lease expiries use it, never a node's.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -27,6 +27,7 @@ fn ticket(row: &Row) -> StoredTicket {
         incarnation: row.get(3),
         created_ms: row.get(4),
         body: row.get(5),
+        user_id: row.get(6),
     }
 }
 
@@ -42,26 +43,51 @@ impl MatchmakerStore for PgMatchmaker {
         &self,
         ticket: StoredTicket,
         max_per_session: i64,
-    ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let added = client
-            .execute(
-                "INSERT INTO matchmaker_tickets (id, session_id, node, incarnation, created_ms, body)
-                 SELECT $1, $2, $3, $4, $5, $6
-                 WHERE (SELECT count(*) FROM matchmaker_tickets WHERE session_id = $2) < $7",
-                &[
-                    &ticket.id,
-                    &ticket.session_id,
-                    &ticket.node,
-                    &ticket.incarnation,
-                    &ticket.created_ms,
-                    &ticket.body,
-                    &max_per_session,
-                ],
+        max_per_user: i64,
+    ) -> Result<TicketAdded, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // One user's adds queue behind each other (whatever node they come through), so each
+        // counts what the previous one added.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))",
+            &[&ticket.user_id.to_string()],
+        )
+        .await
+        .map_err(db_error)?;
+        let row = tx
+            .query_one(
+                "SELECT (SELECT count(*) FROM matchmaker_tickets WHERE session_id = $1),
+                        (SELECT count(*) FROM matchmaker_tickets WHERE user_id = $2)",
+                &[&ticket.session_id, &ticket.user_id],
             )
             .await
             .map_err(db_error)?;
-        Ok(added == 1)
+        let (session, user): (i64, i64) = (row.get(0), row.get(1));
+        if session >= max_per_session {
+            return Ok(TicketAdded::SessionFull);
+        }
+        if user >= max_per_user {
+            return Ok(TicketAdded::UserFull);
+        }
+        tx.execute(
+            "INSERT INTO matchmaker_tickets
+                 (id, session_id, user_id, node, incarnation, created_ms, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &ticket.id,
+                &ticket.session_id,
+                &ticket.user_id,
+                &ticket.node,
+                &ticket.incarnation,
+                &ticket.created_ms,
+                &ticket.body,
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(TicketAdded::Added)
     }
 
     async fn remove_ticket(&self, session: Uuid, ticket: Uuid) -> Result<bool, StoreError> {
@@ -155,7 +181,7 @@ impl MatchmakerStore for PgMatchmaker {
         }
         let rows = tx
             .query(
-                "SELECT id, session_id, node, incarnation, created_ms, body
+                "SELECT id, session_id, node, incarnation, created_ms, body, user_id
                  FROM matchmaker_tickets ORDER BY created_ms, id",
                 &[],
             )
