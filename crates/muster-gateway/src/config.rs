@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::Policy;
 use crate::origin::OriginLimits;
+use crate::origin_url::OriginUrl;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -25,10 +26,16 @@ pub struct GatewayConfig {
     pub max_depth: usize,
     /// Highest complexity a query may have (each selected field counts 1).
     pub max_complexity: usize,
-    /// Bytes the cache may hold (origin answers, as received).
+    /// Bytes the cache may hold: each answer weighs what it holds in memory once parsed (not
+    /// its text, which can be a sixteenth of that), plus its key.
     pub cache_bytes: u64,
-    /// Largest origin answer read, in bytes; a larger one is an error (and not cached).
+    /// Largest origin answer read, in bytes; a larger one is an error (and not cached). Enforced
+    /// while the answer streams in, so a larger one costs no more than this much memory.
     pub max_origin_bytes: usize,
+    /// The longest pause a 429 or 503 can impose on an origin, in seconds, whatever its
+    /// `Retry-After` says: an origin (or whoever answers in its name) cannot stop the gateway
+    /// from asking it for longer than this.
+    pub max_retry_after_s: u64,
     pub origins: Vec<OriginConfig>,
     pub types: Vec<TypeConfig>,
     pub fields: Vec<FieldConfig>,
@@ -44,6 +51,7 @@ impl Default for GatewayConfig {
             max_complexity: 256,
             cache_bytes: 64 * 1024 * 1024,
             max_origin_bytes: 1024 * 1024,
+            max_retry_after_s: 300,
             origins: Vec::new(),
             types: Vec::new(),
             fields: Vec::new(),
@@ -60,13 +68,14 @@ pub struct OriginConfig {
     pub base_url: String,
     /// Calls in flight at once.
     pub concurrency: usize,
-    /// Calls started per second; 0: no rate limit.
+    /// Calls started per second; 0: no rate limit, else at least 0.001 (one call in 1000 s).
     pub per_second: f64,
     /// Calls that may start at once after a quiet spell.
     pub burst: u32,
     /// Longest wait for one answer.
     pub timeout_ms: u64,
-    /// The pause after a 429 or 503 that named no `Retry-After`.
+    /// The pause after a 429 or 503 that named no `Retry-After` (or an HTTP-date, which is
+    /// not read); at most `gateway.max_retry_after_s`.
     pub default_retry_after_ms: u64,
 }
 
@@ -85,12 +94,14 @@ impl Default for OriginConfig {
 }
 
 impl OriginConfig {
-    pub fn limits(&self) -> OriginLimits {
+    /// The origin's budget; `max_retry_after` is `gateway.max_retry_after_s`.
+    pub fn limits(&self, max_retry_after: Duration) -> OriginLimits {
         OriginLimits {
             concurrency: self.concurrency,
             per_second: self.per_second,
             burst: self.burst,
             default_retry_after: Duration::from_millis(self.default_retry_after_ms),
+            max_retry_after,
         }
     }
 }
@@ -112,7 +123,9 @@ pub struct FieldConfig {
     pub name: String,
     pub origin: String,
     /// Appended to the origin's URL; `{argument}` is replaced by the argument's value,
-    /// percent-encoded. Every placeholder must be an argument.
+    /// percent-encoded. Every placeholder must be an argument. An argument fills its own place
+    /// and nothing else: one that is empty, `.` or `..` (however encoded) or holds such a
+    /// segment is refused ([`crate::origin_url`]).
     pub path: String,
     /// The field's arguments (all `String!`); with the field's name they form the cache key.
     pub arguments: Vec<String>,
@@ -176,6 +189,13 @@ impl FieldConfig {
     }
 }
 
+/// The highest `gateway.max_retry_after_s` accepted: a day. Past that a pause is an outage.
+pub const MAX_RETRY_AFTER_LIMIT_S: u64 = 86_400;
+
+/// The lowest non-zero `per_second`: one call in 1000 s. Slower is a typo, and its interval would
+/// not fit a timer.
+pub const MIN_PER_SECOND: f64 = 0.001;
+
 pub const SCALARS: [&str; 5] = ["String", "Int", "Float", "Boolean", "ID"];
 
 /// `[Item]` → (`Item`, true); `Item` → (`Item`, false).
@@ -206,6 +226,11 @@ impl GatewayConfig {
                 "gateway.max_depth, max_complexity and cache_bytes must be at least 1".into(),
             );
         }
+        if !(1..=MAX_RETRY_AFTER_LIMIT_S).contains(&self.max_retry_after_s) {
+            return Err(format!(
+                "gateway.max_retry_after_s must be between 1 and {MAX_RETRY_AFTER_LIMIT_S} (a day)"
+            ));
+        }
         let mut origins = HashSet::new();
         for origin in &self.origins {
             let at = format!("gateway origin {:?}", origin.name);
@@ -225,8 +250,17 @@ impl GatewayConfig {
                     "{at}: concurrency, burst and timeout_ms must be at least 1"
                 ));
             }
-            if !(origin.per_second.is_finite() && origin.per_second >= 0.0) {
-                return Err(format!("{at}: per_second must be 0 or more"));
+            if !(origin.per_second == 0.0
+                || (origin.per_second.is_finite() && origin.per_second >= MIN_PER_SECOND))
+            {
+                return Err(format!(
+                    "{at}: per_second must be 0 (no limit) or at least {MIN_PER_SECOND}"
+                ));
+            }
+            if origin.default_retry_after_ms > self.max_retry_after_s.saturating_mul(1000) {
+                return Err(format!(
+                    "{at}: default_retry_after_ms must not exceed gateway.max_retry_after_s"
+                ));
             }
         }
         let mut types = HashSet::new();
@@ -285,6 +319,11 @@ impl GatewayConfig {
                 if !is_graphql_name(argument) || !arguments.insert(argument) {
                     return Err(format!("{at}: argument {argument:?} must be a unique name"));
                 }
+            }
+            // The URL it makes, as the url crate normalises it (no '.' or '..' segments).
+            if let Some(origin) = self.origins.iter().find(|o| o.name == field.origin) {
+                OriginUrl::new(&origin.base_url, &field.path, &field.arguments)
+                    .map_err(|e| format!("{at}: {e}"))?;
             }
             if !known(&field.returns) {
                 return Err(format!("{at}: unknown return type {:?}", field.returns));

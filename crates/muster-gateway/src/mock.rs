@@ -2,7 +2,10 @@
 //! every `GET` after a configurable delay, fails a configurable share of them, and counts what it
 //! receives (`GET /_stats`: calls in total, by path, and the most in flight at once).
 //!
-//! Answers: `/malformed/...` is not JSON; `/slow/...` waits ten times the delay; anything else is
+//! Answers: `/malformed/...` is not JSON; `/slow/...` waits ten times the delay;
+//! `/busy/{seconds}` is a 429 with `Retry-After: {seconds}` (the segment verbatim) the first time
+//! it is asked, then answers as usual; `/zeros/{n}` is `{"items": [0, 0, …]}` with n zeros (at
+//! most a million): small as text, large once parsed; anything else is
 //! `{"path": ..., "served": n, "items": [{"id", "name", "price"}, ...]}` with three items named
 //! after the path's last segment.
 
@@ -133,7 +136,12 @@ async fn answer(State(mock): State<Arc<Mock>>, uri: Uri) -> Response {
     let path = uri.path().to_owned();
     let stats = &mock.stats;
     let served = stats.calls.fetch_add(1, Ordering::Relaxed) + 1;
-    *stats.by_path.lock().entry(path.clone()).or_default() += 1;
+    let served_here = {
+        let mut by_path = stats.by_path.lock();
+        let count = by_path.entry(path.clone()).or_default();
+        *count += 1;
+        *count
+    };
     let now = stats.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
     stats.most_in_flight.fetch_max(now, Ordering::Relaxed);
     let settings = *mock.settings.lock();
@@ -148,6 +156,26 @@ async fn answer(State(mock): State<Arc<Mock>>, uri: Uri) -> Response {
     }
     if path.starts_with("/malformed/") {
         return ([("content-type", "application/json")], "{\"items\": [").into_response();
+    }
+    if let Some(seconds) = path.strip_prefix("/busy/") {
+        if served_here == 1 {
+            let retry_after = [("retry-after", seconds.to_owned())];
+            return (StatusCode::TOO_MANY_REQUESTS, retry_after, "slow down").into_response();
+        }
+    }
+    if let Some(n) = path.strip_prefix("/zeros/") {
+        return match n.parse::<usize>() {
+            Ok(n) if n <= 1_000_000 => {
+                let mut body = String::with_capacity(13 + 2 * n);
+                body.push_str("{\"items\": [");
+                for i in 0..n {
+                    body.push_str(if i == 0 { "0" } else { ",0" });
+                }
+                body.push_str("]}");
+                ([("content-type", "application/json")], body).into_response()
+            }
+            _ => (StatusCode::NOT_FOUND, "zeros: 0 to 1000000").into_response(),
+        };
     }
     let name = path.rsplit('/').next().unwrap_or_default().to_owned();
     Json(json!({

@@ -2,6 +2,10 @@
 //! (with a burst), and nothing while the origin has asked for a pause (`Retry-After`). Every call
 //! to an origin goes through its [`Origin`], so even thousands of keys expiring in the same second
 //! cannot push it past its budget: the calls queue here instead.
+//!
+//! The pause an origin asks for is its own to name but not its own to bound: it is capped at
+//! `max_retry_after`: a hostile or broken origin answering `Retry-After: 18446744073709551615`
+//! pauses its calls for `max_retry_after` and no longer (and never overflows a clock).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,6 +29,10 @@ pub enum OriginError {
     Malformed(String),
     #[error("the origin cannot be reached: {0}")]
     Unreachable(String),
+    /// The fetch ended without an answer (it panicked or its task was cancelled); nothing was
+    /// cached, and the next lookup of the key fetches again.
+    #[error("the fetch failed inside the gateway; the next request tries again")]
+    FetchAborted,
 }
 
 /// An origin's budget.
@@ -38,6 +46,8 @@ pub struct OriginLimits {
     pub burst: u32,
     /// The pause after a `RateLimited` answer that named none.
     pub default_retry_after: Duration,
+    /// The longest pause any `RateLimited` answer imposes, whatever it named.
+    pub max_retry_after: Duration,
 }
 
 impl Default for OriginLimits {
@@ -47,6 +57,7 @@ impl Default for OriginLimits {
             per_second: 0.0,
             burst: 1,
             default_retry_after: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(300),
         }
     }
 }
@@ -87,7 +98,7 @@ impl Origin {
     }
 
     /// Runs `call` once the budget allows it; a `RateLimited` answer pauses every later call
-    /// for the time the origin named.
+    /// for the time the origin named (at most `max_retry_after`).
     pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, OriginError>
     where
         F: FnOnce() -> Fut,
@@ -101,22 +112,31 @@ impl Origin {
         self.wait_for_pause().await;
         self.wait_for_rate().await;
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let now_in_flight = self.stats.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        self.stats
-            .most_in_flight
-            .fetch_max(now_in_flight, Ordering::Relaxed);
-        let result = call().await;
-        self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let result = {
+            let _in_flight = InFlight::enter(&self.stats);
+            call().await
+        };
         if let Err(error) = &result {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
             if let OriginError::RateLimited { retry_after } = error {
-                let pause = retry_after.unwrap_or(self.limits.default_retry_after);
-                let until = Instant::now() + pause;
-                let mut paused = self.paused_until.lock();
-                *paused = Some(paused.map_or(until, |p| p.max(until)));
+                self.pause(*retry_after);
             }
         }
         result
+    }
+
+    /// Pauses every later call for what the origin asked (or the default), capped at
+    /// `max_retry_after`. A pause never shortens one already running.
+    fn pause(&self, asked: Option<Duration>) {
+        let pause = asked
+            .unwrap_or(self.limits.default_retry_after)
+            .min(self.limits.max_retry_after);
+        // Checked all the same: the cap is configuration, and a clock overflow is a panic.
+        let Some(until) = Instant::now().checked_add(pause) else {
+            return;
+        };
+        let mut paused = self.paused_until.lock();
+        *paused = Some(paused.map_or(until, |p| p.max(until)));
     }
 
     async fn wait_for_pause(&self) {
@@ -145,6 +165,24 @@ impl Origin {
             arrival.checked_sub(tolerance).unwrap_or(now).max(now)
         };
         tokio::time::sleep_until(start).await;
+    }
+}
+
+/// One call counted in `in_flight` for as long as it runs, however it ends (an answer, an error,
+/// a panic, or the caller dropping it): a guard, so the gauge cannot drift.
+struct InFlight<'a>(&'a OriginStats);
+
+impl<'a> InFlight<'a> {
+    fn enter(stats: &'a OriginStats) -> InFlight<'a> {
+        let now = stats.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        stats.most_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(stats)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -218,5 +256,43 @@ mod tests {
             .expect("call");
         assert!(started.elapsed() >= Duration::from_secs(3));
         assert_eq!(origin.stats.errors.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_huge_retry_after_pauses_for_the_cap_and_no_longer() {
+        let origin = Origin::new(OriginLimits {
+            max_retry_after: Duration::from_secs(300),
+            ..OriginLimits::default()
+        });
+        // What `Retry-After: 18446744073709551615` parses to; added to a clock, it overflows.
+        let refused = origin
+            .call(|| async {
+                Err::<(), _>(OriginError::RateLimited {
+                    retry_after: Some(Duration::from_secs(u64::MAX)),
+                })
+            })
+            .await;
+        assert!(refused.is_err());
+        let started = Instant::now();
+        origin
+            .call(|| async { Ok::<_, OriginError>(()) })
+            .await
+            .expect("call");
+        assert_eq!(started.elapsed(), Duration::from_secs(300));
+    }
+
+    #[tokio::test]
+    async fn a_call_that_panics_leaves_nothing_in_flight() {
+        let origin = Arc::new(Origin::new(OriginLimits::default()));
+        async fn panics() -> Result<(), OriginError> {
+            panic!("a bug inside a fetch")
+        }
+        let task = tokio::spawn({
+            let origin = origin.clone();
+            async move { origin.call(panics).await }
+        });
+        assert!(task.await.expect_err("it panicked").is_panic());
+        assert_eq!(origin.stats.in_flight.load(Ordering::Relaxed), 0);
+        assert_eq!(origin.stats.most_in_flight.load(Ordering::Relaxed), 1);
     }
 }

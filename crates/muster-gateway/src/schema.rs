@@ -12,9 +12,11 @@ use async_graphql::dynamic::{
 use parking_lot::Mutex;
 use serde_json::Value as Json;
 
-use crate::cache::{Cache, Fetched, Status};
+use crate::cache::{Cache, Status};
 use crate::config::{element_type, FieldConfig, GatewayConfig, SCALARS};
-use crate::origin::{Origin, OriginError};
+use crate::fetch::{fetch_json, Read};
+use crate::origin::Origin;
+use crate::origin_url::OriginUrl;
 
 /// Who is asking, put in each request's data by the HTTP layer: the account id, for fields
 /// cached per caller.
@@ -87,10 +89,14 @@ impl Gateway {
     ) -> Result<Gateway, String> {
         config.validate()?;
         let cache = Cache::new(config.cache_bytes);
+        let max_retry_after = Duration::from_secs(config.max_retry_after_s);
         let origins: HashMap<String, Arc<Origin>> = config
             .origins
             .iter()
-            .map(|o| (o.name.clone(), Arc::new(Origin::new(o.limits()))))
+            .map(|o| {
+                let origin = Origin::new(o.limits(max_retry_after));
+                (o.name.clone(), Arc::new(origin))
+            })
             .collect();
         let mut query = Object::new("Query");
         for field in &config.fields {
@@ -99,10 +105,12 @@ impl Gateway {
                 .iter()
                 .find(|o| o.name == field.origin)
                 .ok_or_else(|| format!("gateway field {:?}: unknown origin", field.name))?;
+            let url = OriginUrl::new(&origin_config.base_url, &field.path, &field.arguments)
+                .map_err(|e| format!("gateway field {:?}: {e}", field.name))?;
             let resolver = Arc::new(Resolver {
                 field: Arc::new(field.clone()),
                 origin: origins[&field.origin].clone(),
-                base_url: origin_config.base_url.trim_end_matches('/').to_owned(),
+                url,
                 timeout: Duration::from_millis(origin_config.timeout_ms),
                 max_bytes: config.max_origin_bytes,
                 cache: cache.clone(),
@@ -159,13 +167,6 @@ impl Gateway {
     }
 }
 
-/// The GraphiQL page (an in-browser query editor) querying `endpoint`.
-pub fn graphiql_page(endpoint: &str) -> String {
-    async_graphql::http::GraphiQLSource::build()
-        .endpoint(endpoint)
-        .finish()
-}
-
 fn type_ref(type_name: &str) -> TypeRef {
     // Every value is nullable: an origin that leaves a key out gives null, not an error for the
     // whole object.
@@ -214,7 +215,7 @@ fn scalar(value: &Json, type_name: &str) -> Option<async_graphql::Value> {
 struct Resolver {
     field: Arc<FieldConfig>,
     origin: Arc<Origin>,
-    base_url: String,
+    url: OriginUrl,
     timeout: Duration,
     max_bytes: usize,
     cache: Cache<String, Json>,
@@ -238,25 +239,30 @@ impl Resolver {
             ),
             false => None,
         };
+        // Built and checked before the cache is asked: arguments that would change the origin's
+        // path reach neither the cache nor the origin.
+        let url = self
+            .url
+            .fill(&values)
+            .map_err(|e| format!("{}: {e}", self.field.name))?;
         let key = cache_key(&self.field.name, &values, user.as_deref());
-        // Only a fetch builds the URL: a hit does no more than the key.
+        // The cache holds the key beside the value: it weighs too.
+        let key_bytes = key.capacity() as u64;
         let fetcher = self.clone();
         let fetch = move || async move {
-            let url = fetcher.url(&values);
             let field = &fetcher.field;
-            fetcher
+            let read = Read {
+                timeout: fetcher.timeout,
+                max_bytes: fetcher.max_bytes,
+                select: &field.select,
+                returns: &field.returns,
+            };
+            let mut fetched = fetcher
                 .origin
-                .call(|| {
-                    fetch_json(
-                        &fetcher.http,
-                        &url,
-                        fetcher.timeout,
-                        fetcher.max_bytes,
-                        &field.select,
-                        &field.returns,
-                    )
-                })
-                .await
+                .call(|| fetch_json(&fetcher.http, url, read))
+                .await?;
+            fetched.bytes = fetched.bytes.saturating_add(key_bytes);
+            Ok(fetched)
         };
         let lookup = self
             .cache
@@ -275,19 +281,6 @@ impl Resolver {
         };
         Ok(field_value(node, &self.field.returns))
     }
-
-    /// The origin's URL with the field's path, each placeholder replaced by its argument,
-    /// percent-encoded (so an argument cannot change the path or add a query).
-    fn url(&self, values: &[String]) -> String {
-        let mut path = self.field.path.clone();
-        for (name, value) in self.field.arguments.iter().zip(values) {
-            let encoded =
-                percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string();
-            path = path.replace(&format!("{{{name}}}"), &encoded);
-        }
-        format!("{}{path}", self.base_url)
-    }
 }
 
 /// The cache key: the field, its arguments and, for a per-caller field, the caller; each part
@@ -303,80 +296,4 @@ fn cache_key(field: &str, values: &[String], user: Option<&str>) -> String {
         key.push_str(part);
     }
     key
-}
-
-/// One GET to an origin: its JSON answer's `select` part, checked against the field's type
-/// (a list where a list goes, an object where an object type goes), so a malformed answer is an
-/// error and never cached.
-async fn fetch_json(
-    http: &reqwest::Client,
-    url: &str,
-    timeout: Duration,
-    max_bytes: usize,
-    select: &str,
-    returns: &str,
-) -> Result<Fetched<Json>, OriginError> {
-    let call = async {
-        let response = http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| OriginError::Unreachable(e.without_url().to_string()))?;
-        let status = response.status().as_u16();
-        if status == 429 || status == 503 {
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            return Err(OriginError::RateLimited { retry_after });
-        }
-        if !response.status().is_success() {
-            return Err(OriginError::Status(status));
-        }
-        if response
-            .content_length()
-            .is_some_and(|n| n > max_bytes as u64)
-        {
-            return Err(OriginError::Malformed(format!(
-                "answer larger than {max_bytes} bytes"
-            )));
-        }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| OriginError::Unreachable(e.without_url().to_string()))?;
-        if body.len() > max_bytes {
-            return Err(OriginError::Malformed(format!(
-                "answer larger than {max_bytes} bytes"
-            )));
-        }
-        let answer: Json = serde_json::from_slice(&body)
-            .map_err(|e| OriginError::Malformed(format!("not JSON: {e}")))?;
-        let value = match select {
-            "" => answer,
-            pointer => answer
-                .pointer(pointer)
-                .cloned()
-                .ok_or_else(|| OriginError::Malformed(format!("no {pointer} in the answer")))?,
-        };
-        let fits = match element_type(returns) {
-            (_, true) => value.is_array(),
-            (inner, false) if SCALARS.contains(&inner) => !value.is_array() && !value.is_object(),
-            (_, false) => value.is_object(),
-        };
-        if !fits {
-            return Err(OriginError::Malformed(format!(
-                "the answer is not a {returns}"
-            )));
-        }
-        Ok(Fetched {
-            value,
-            bytes: body.len() as u64,
-        })
-    };
-    tokio::time::timeout(timeout, call)
-        .await
-        .map_err(|_| OriginError::Timeout(timeout))?
 }

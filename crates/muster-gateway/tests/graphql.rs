@@ -1,8 +1,11 @@
 //! The schema built from configuration, against a real (mock) origin over HTTP: answers mapped
 //! to types, cache hits, single-flight under 1,000 concurrent queries, malformed answers and
-//! timeouts (clear errors, nothing cached), bad queries, per-caller fields, hostile arguments,
-//! and configuration mistakes named.
+//! timeouts (clear errors, nothing cached), oversized answers cut off as they stream, a hostile
+//! `Retry-After`, the cache bounded by what answers hold once parsed, bad queries, per-caller
+//! fields, hostile arguments, and configuration mistakes named.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::Request;
@@ -12,6 +15,8 @@ use muster_gateway::config::{FieldConfig, GatewayConfig, OriginConfig};
 use muster_gateway::mock::{MockOrigin, MockSettings};
 use muster_gateway::schema::{CacheReport, Caller, Gateway};
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 async fn mock(delay_ms: u64) -> MockOrigin {
     MockOrigin::start(
@@ -43,6 +48,11 @@ fn config(origin: &MockOrigin) -> GatewayConfig {
         FieldConfig {
             per_user: true,
             ..like_items("wishlist", "/wishlist/{category}")
+        },
+        like_items("busy", "/busy/{category}"),
+        FieldConfig {
+            returns: "[Int]".into(),
+            ..like_items("zeros", "/zeros/{category}")
         },
     ]);
     config
@@ -194,15 +204,225 @@ async fn arguments_cannot_change_the_origin_path() {
     let gateway = Gateway::build(&config(&origin), reqwest::Client::new()).expect("schema");
     let (_, errors, _) = run(
         &gateway,
-        r#"{ items(category: "../admin?debug=1#x") { id } }"#,
+        r#"{ items(category: "x/admin?debug=1#x") { id } }"#,
     )
     .await;
     assert!(errors.is_empty(), "{errors:?}");
     let paths: Vec<String> = origin.stats.by_path.lock().keys().cloned().collect();
-    assert_eq!(
-        paths,
-        vec!["/items/%2E%2E%2Fadmin%3Fdebug%3D1%23x".to_owned()]
+    assert_eq!(paths, vec!["/items/x%2Fadmin%3Fdebug%3D1%23x".to_owned()]);
+}
+
+#[tokio::test]
+async fn dot_segments_and_empty_path_arguments_are_refused_before_any_origin_call() {
+    // Percent-encoded, `..` became `/items/%2E%2E`, which URL parsing normalises to `/`; `.`
+    // became `/items/`, as did an empty argument.
+    let origin = mock(1).await;
+    let gateway = Gateway::build(&config(&origin), reqwest::Client::new()).expect("schema");
+    let values = [
+        "..",
+        ".",
+        "%2e%2e",
+        "%2E%2e",
+        ".%2E",
+        "%2e",
+        "a/..",
+        "a%2f..",
+        "a%2F%2E%2E",
+        "../admin",
+        "..%2fadmin",
+        "%252e%252e",
+        "..\\",
+        "./",
+        "",
+    ];
+    for value in values {
+        let literal = serde_json::to_string(value).expect("a GraphQL string");
+        let query = format!("{{ items(category: {literal}) {{ id }} }}");
+        let (data, errors, statuses) = run(&gateway, &query).await;
+        assert_eq!(data["items"], Value::Null, "{value:?}");
+        assert_eq!(errors.len(), 1, "{value:?}: {errors:?}");
+        assert!(
+            errors[0].starts_with("items: argument category must not be")
+                && errors[0].contains("change the origin's path"),
+            "{value:?}: {errors:?}"
+        );
+        assert!(statuses.is_empty(), "{value:?}: the cache was asked");
+    }
+    assert_eq!(origin.stats.calls.load(Ordering::Relaxed), 0);
+    assert!(gateway.cache.is_empty());
+    assert_eq!(gateway.cache.stats().fetches.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test]
+async fn a_huge_retry_after_is_capped_and_the_key_keeps_working() {
+    // u64::MAX seconds: added to a clock, it overflowed and panicked inside the fetch, which left
+    // the key answering "the fetch task failed" until a restart.
+    let origin = mock(1).await;
+    let mut config = config(&origin);
+    config.max_retry_after_s = 1;
+    let gateway = Gateway::build(&config, reqwest::Client::new()).expect("schema");
+    let query = r#"{ busy(category: "18446744073709551615") { id } }"#;
+    let (_, errors, _) = run(&gateway, query).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0] == "busy: the origin asked to slow down",
+        "{errors:?}"
     );
+    // The origin is paused for the cap (1 s), not for ever; then the same key is fetched again.
+    let started = std::time::Instant::now();
+    let (data, errors, statuses) =
+        tokio::time::timeout(Duration::from_secs(10), run(&gateway, query))
+            .await
+            .expect("the pause is capped at max_retry_after_s");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(data["busy"][0]["id"], "18446744073709551615-1");
+    assert_eq!(statuses, vec![("busy".to_owned(), Status::Miss)]);
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the pause was kept"
+    );
+    assert_eq!(origin.stats.calls_to("/busy/18446744073709551615"), 2);
+}
+
+#[tokio::test]
+async fn the_cache_is_bounded_by_what_answers_hold_once_parsed() {
+    // `[0,0,…]` with 2,000 zeros: 4 kB of text, 64 kB parsed (a 32-byte value per zero). Thirty
+    // two of them are 128 kB of text but 2 MB in memory: a 1 MiB cache keeps at most 16.
+    let origin = mock(1).await;
+    let mut config = config(&origin);
+    config.cache_bytes = 1 << 20;
+    let gateway = Gateway::build(&config, reqwest::Client::new()).expect("schema");
+    for n in 2000..2032 {
+        let (data, errors, _) = run(&gateway, &format!(r#"{{ zeros(category: "{n}") }}"#)).await;
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(data["zeros"].as_array().map(Vec::len), Some(n));
+    }
+    let (held, bytes) = (gateway.cache.len() as u64, gateway.cache.bytes());
+    assert!((1..=16).contains(&held), "{held} entries held");
+    assert!(bytes <= 1 << 20, "{bytes} bytes");
+    assert!(
+        bytes >= held * 2000 * 32,
+        "{held} entries weigh {bytes} bytes"
+    );
+}
+
+/// An origin that answers every GET with `body`, chunked or with its length, 64 KiB at a time,
+/// and reports for each answer how many body bytes it wrote before the connection was closed on
+/// it (all of them if it never was).
+async fn raw_origin(body: Arc<Vec<u8>>, chunked: bool) -> (String, mpsc::UnboundedReceiver<usize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let (report, reports) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (body, report) = (body.clone(), report.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let framing = match chunked {
+                    true => "transfer-encoding: chunked".to_owned(),
+                    false => format!("content-length: {}", body.len()),
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{framing}\r\n\r\n"
+                );
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut sent = 0;
+                for piece in body.chunks(64 * 1024) {
+                    let written = match chunked {
+                        true => {
+                            let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+                            framed.extend_from_slice(piece);
+                            framed.extend_from_slice(b"\r\n");
+                            socket.write_all(&framed).await
+                        }
+                        false => socket.write_all(piece).await,
+                    };
+                    if written.is_err() {
+                        break;
+                    }
+                    sent += piece.len();
+                }
+                if chunked && sent == body.len() {
+                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                }
+                let _ = report.send(sent);
+            });
+        }
+    });
+    (format!("http://{addr}"), reports)
+}
+
+/// The configuration reading `raw_origin` at `base_url`: field `raw` (`[Int]`, its answer's
+/// `items`), a 256 KiB answer limit and a timeout long enough to read far more.
+fn raw_config(base_url: String) -> GatewayConfig {
+    GatewayConfig {
+        max_origin_bytes: 256 * 1024,
+        origins: vec![OriginConfig {
+            name: "raw".into(),
+            base_url,
+            timeout_ms: 60_000,
+            ..OriginConfig::default()
+        }],
+        fields: vec![FieldConfig {
+            name: "raw".into(),
+            origin: "raw".into(),
+            path: "/raw/{category}".into(),
+            arguments: vec!["category".into()],
+            returns: "[Int]".into(),
+            select: "/items".into(),
+            ..FieldConfig::default()
+        }],
+        ..GatewayConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn answers_larger_than_the_limit_are_cut_off_while_streaming() {
+    // 64 MiB of JSON (spaces, then `{"items":[0]}`) against a 256 KiB limit: read whole before
+    // its size was checked, it was refused only after the origin had sent all of it.
+    let mut huge = vec![b' '; 64 << 20];
+    huge.extend_from_slice(br#"{"items":[0]}"#);
+    let huge = Arc::new(huge);
+    for chunked in [true, false] {
+        let (base_url, mut reports) = raw_origin(huge.clone(), chunked).await;
+        let gateway =
+            Gateway::build(&raw_config(base_url), reqwest::Client::new()).expect("schema");
+        let (data, errors, _) = run(&gateway, r#"{ raw(category: "big") }"#).await;
+        assert_eq!(data["raw"], Value::Null);
+        assert_eq!(
+            errors,
+            vec!["raw: the origin's answer is not what was expected: answer larger than 262144 bytes"],
+            "chunked: {chunked}"
+        );
+        let sent = tokio::time::timeout(Duration::from_secs(30), reports.recv())
+            .await
+            .expect("the origin saw its answer end")
+            .expect("a report");
+        assert!(
+            sent < huge.len() / 4,
+            "chunked: {chunked}: the origin sent {sent} of {} bytes",
+            huge.len()
+        );
+        assert!(gateway.cache.is_empty());
+    }
+    // An answer within the limit, chunked (no length announced), is read as ever.
+    let small = Arc::new(br#"{"items":[1,2,3]}"#.to_vec());
+    let (base_url, _reports) = raw_origin(small, true).await;
+    let gateway = Gateway::build(&raw_config(base_url), reqwest::Client::new()).expect("schema");
+    let (data, errors, _) = run(&gateway, r#"{ raw(category: "small") }"#).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(data["raw"], json!([1, 2, 3]));
 }
 
 #[test]
@@ -236,4 +456,10 @@ fn configuration_mistakes_are_named() {
     assert!(broken(&|c| c.fields[0].path = "/items/{category".into()).contains("unclosed"));
     assert!(broken(&|c| c.origins[0].base_url = "file:///etc/passwd".into()).contains("base_url"));
     assert!(broken(&|c| c.origins[0].concurrency = 0).contains("concurrency"));
+    assert!(broken(&|c| c.max_retry_after_s = 0).contains("max_retry_after_s"));
+    assert!(broken(&|c| c.max_retry_after_s = 86_401).contains("max_retry_after_s"));
+    assert!(broken(&|c| c.origins[0].default_retry_after_ms = 301_000)
+        .contains("default_retry_after_ms must not exceed gateway.max_retry_after_s"));
+    assert!(broken(&|c| c.origins[0].per_second = 1e-300).contains("per_second"));
+    assert!(broken(&|c| c.fields[0].path = "/items/../{category}".into()).contains("'.' or '..'"));
 }

@@ -1,6 +1,7 @@
 //! `/graphql` on a real server, against a mock origin: a player's query joining origin data and
 //! the player's own account and wallet, the cache status extension, the API key, refusals
-//! (no or bad credentials, bad JSON, bad queries), and the GraphiQL page.
+//! (no or bad credentials, bad JSON, bad queries), and the query page (which loads nothing from
+//! anywhere else).
 
 mod support;
 
@@ -139,8 +140,25 @@ async fn credentials_and_bad_input_are_refused_clearly() {
     assert_eq!(origin.stats.calls_to("/items/a"), 1);
 }
 
+/// The values of every `src=` and `href=` attribute in `html`, quoted or not.
+fn referenced(html: &str) -> Vec<String> {
+    let lower = html.to_lowercase();
+    let mut found = Vec::new();
+    for attribute in ["src=", "href="] {
+        for (at, _) in lower.match_indices(attribute) {
+            let rest = &html[at + attribute.len()..];
+            let value = match rest.chars().next() {
+                Some(quote @ ('"' | '\'')) => rest[1..].split(quote).next(),
+                _ => rest.split([' ', '>']).next(),
+            };
+            found.push(value.unwrap_or_default().to_owned());
+        }
+    }
+    found
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_graphiql_page_is_served() {
+async fn the_query_page_loads_nothing_from_elsewhere() {
     let (server, _origin, _db) = server_with_origin().await;
     let page = server
         .http
@@ -149,10 +167,65 @@ async fn the_graphiql_page_is_served() {
         .await
         .expect("page");
     assert_eq!(page.status(), 200);
-    let text = page.text().await.expect("text");
+    let header = |name: &str| {
+        page.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (content_type, policy) = (header("content-type"), header("content-security-policy"));
+    let html = page.text().await.expect("text");
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let lower = html.to_lowercase();
+    for elsewhere in ["http://", "https://", "@import", "url("] {
+        assert!(!lower.contains(elsewhere), "the page holds {elsewhere:?}");
+    }
+    // Whatever it references is a path on this server, and is served.
+    for path in referenced(&html) {
+        assert!(
+            path.starts_with('/') && !path.starts_with("//"),
+            "{path:?} is not a path on this server"
+        );
+        let asset = server
+            .http
+            .get(server.url(&path))
+            .send()
+            .await
+            .expect("asset");
+        assert_eq!(asset.status(), 200, "{path}");
+        let content_type = asset
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let expected = match path.rsplit('.').next() {
+            Some("js") => "text/javascript",
+            Some("css") => "text/css",
+            _ => "",
+        };
+        assert!(content_type.starts_with(expected), "{path}: {content_type}");
+    }
+    // The browser is held to it too: no asset from anywhere, requests to this origin only.
+    for directive in [
+        "default-src 'none'",
+        "connect-src 'self'",
+        "base-uri 'none'",
+    ] {
+        assert!(policy.contains(directive), "{policy}");
+    }
     assert!(
-        text.to_lowercase().contains("graphiql"),
-        "{}",
-        &text[..200.min(text.len())]
+        html.contains(r#"data-endpoint="/graphql""#),
+        "posts to /graphql"
+    );
+}
+
+#[test]
+fn references_are_found_however_quoted() {
+    let html = r#"<script src="/a.js"></script><link href='/b.css'><img src=//cdn.test/c.png>"#;
+    assert_eq!(
+        referenced(html),
+        vec!["/a.js", "//cdn.test/c.png", "/b.css"]
     );
 }

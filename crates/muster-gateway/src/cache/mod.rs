@@ -11,12 +11,18 @@
 //! | the fetch failed, entry `< ttl + stale_if_error` | the old value (**stale-if-error**) | — |
 //!
 //! Every fetch runs in a task of its own, so a caller that gives up does not cancel it for the
-//! others. Origins' budgets (`crate::origin`) apply inside the fetch the caller passes. The cache
-//! is bounded in bytes (each entry weighs what the caller says, plus its key); the least useful
-//! entries go first (quick_cache's CLOCK-Pro).
+//! others. However that task ends — an answer, an error, a panic, or a runtime that drops it — a
+//! guard takes the key's flight out of the table, so the next lookup fetches again: no key can be
+//! left joined to a fetch that will never answer. Origins' budgets (`crate::origin`) apply inside
+//! the fetch the caller passes.
 //!
-//! Single-flight is per process. For a cluster, the design shares it by key: the node that owns a
-//! key (hash of the key over the nodes) is the only one that fetches it, the others ask it.
+//! The cache is bounded in bytes: each entry weighs what the caller says its value holds in
+//! memory, plus 64 bytes of bookkeeping; the least useful entries go first (quick_cache's
+//! CLOCK-Pro). The store is split in [`SHARDS`] shards at most, each bounded alone, and an entry
+//! heavier than about one shard's share is served but not kept: few shards keep that ceiling
+//! high (a tenth of the bytes).
+//!
+//! Single-flight is per process: processes share no cache, so each fetches a key for itself.
 
 #[cfg(test)]
 mod tests;
@@ -30,6 +36,7 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::origin::OriginError;
@@ -81,7 +88,8 @@ pub struct Lookup<V> {
     pub age: Duration,
 }
 
-/// What a fetch gives: the value and what it weighs in the cache (its size in bytes).
+/// What a fetch gives: the value and what it weighs in the cache (the memory it holds, in
+/// bytes: an estimate computed once, when it is fetched).
 pub struct Fetched<V> {
     pub value: V,
     pub bytes: u64,
@@ -111,6 +119,12 @@ struct Entry<V> {
 }
 
 type Flight<V> = Shared<BoxFuture<'static, Result<Arc<Entry<V>>, OriginError>>>;
+
+/// The most shards the store is split in. Each shard is bounded alone and admits no entry heavier
+/// than (nearly: 97 % of) its share of the bytes, so with eight the cache keeps any entry up to
+/// a tenth of its bytes, on any machine (quick_cache would choose four shards per core); eight
+/// read-write locks are plenty for lookups that each run a GraphQL query.
+pub const SHARDS: usize = 8;
 
 #[derive(Clone)]
 struct Weigh;
@@ -161,9 +175,21 @@ where
         let estimated_items = usize::try_from(max_bytes / 1024)
             .unwrap_or(usize::MAX)
             .max(16);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(estimated_items)
+            .weight_capacity(max_bytes)
+            .shards(SHARDS)
+            .build()
+            .expect("both capacities are set");
+        let store = quick_cache::sync::Cache::with_options(
+            options,
+            Weigh,
+            Default::default(),
+            Default::default(),
+        );
         Cache {
             inner: Arc::new(Inner {
-                store: quick_cache::sync::Cache::with_weighter(estimated_items, max_bytes, Weigh),
+                store,
                 flights: Mutex::new(HashMap::new()),
                 stats: CacheStats::default(),
                 random: Box::new(random),
@@ -266,14 +292,30 @@ where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<Fetched<V>, OriginError>> + Send + 'static,
     {
-        let mut flights = self.inner.flights.lock();
-        if let Some(flight) = flights.get(&key) {
-            return (flight.clone(), false);
-        }
-        let inner = self.inner.clone();
-        let task_key = key.clone();
-        inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
-        let task = tokio::spawn(async move {
+        let (answer, answered) = oneshot::channel();
+        let flight = {
+            let mut flights = self.inner.flights.lock();
+            if let Some(flight) = flights.get(&key) {
+                return (flight.clone(), false);
+            }
+            // Whoever waits hears the fetch's result, or, if the task ends without sending one
+            // (a panic, a dropped runtime), that it was aborted.
+            let flight = async move { answered.await.unwrap_or(Err(OriginError::FetchAborted)) }
+                .boxed()
+                .shared();
+            flights.insert(key.clone(), flight.clone());
+            flight
+        };
+        self.inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
+        // Made before the task and moved into it, so it is dropped however the task ends, even
+        // if it never runs; and outside the table's lock, which its drop takes.
+        let landing = Landing {
+            inner: self.inner.clone(),
+            key: key.clone(),
+            landed: false,
+        };
+        tokio::spawn(async move {
+            let mut landing = landing;
             let started = Instant::now();
             let result = fetch().await.map(|fetched| {
                 let entry = Arc::new(Entry {
@@ -282,24 +324,37 @@ where
                     took: started.elapsed(),
                     bytes: fetched.bytes,
                 });
-                inner.store.insert(task_key.clone(), entry.clone());
+                landing.inner.store.insert(key, entry.clone());
                 entry
             });
-            if result.is_err() {
-                inner.stats.fetch_errors.fetch_add(1, Ordering::Relaxed);
-            }
+            landing.landed = result.is_ok();
             // After the store has the new entry: a caller arriving now finds it, not a new fetch.
-            inner.flights.lock().remove(&task_key);
-            result
+            drop(landing);
+            // Nobody may be waiting any more (a background refresh); that is fine.
+            let _ = answer.send(result);
         });
-        let flight = async move {
-            task.await
-                .unwrap_or_else(|_| Err(OriginError::Unreachable("the fetch task failed".into())))
-        }
-        .boxed()
-        .shared();
-        flights.insert(key, flight.clone());
         (flight, true)
+    }
+}
+
+/// Takes a key's flight out of the table when its fetch task ends, whatever the way: the one
+/// place a flight leaves, so a fetch that panics cannot leave its key joined to it forever. A
+/// fetch that ended without a value counts as a fetch error.
+struct Landing<K: Eq + Hash, V> {
+    inner: Arc<Inner<K, V>>,
+    key: K,
+    landed: bool,
+}
+
+impl<K: Eq + Hash, V> Drop for Landing<K, V> {
+    fn drop(&mut self) {
+        if !self.landed {
+            self.inner
+                .stats
+                .fetch_errors
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.flights.lock().remove(&self.key);
     }
 }
 

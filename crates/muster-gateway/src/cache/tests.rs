@@ -317,3 +317,96 @@ async fn the_cache_stays_within_its_bytes() {
         cache.len()
     );
 }
+
+/// A fetch with a bug: it panics once its origin has answered.
+async fn panicking_fetch() -> Result<Fetched<String>, OriginError> {
+    sleep(ORIGIN_DELAY).await;
+    panic!("a bug inside the fetch (this panic is the test's)");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fetch_that_panics_leaves_the_key_usable() {
+    let cache: Cache<&str, String> = Cache::new(1 << 20);
+    // Ten callers wait on the one fetch, which panics: each hears so, none waits forever.
+    let waiters: Vec<_> = (0..10)
+        .map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.get("prices", &policy(60), panicking_fetch).await })
+        })
+        .collect();
+    for waiter in waiters {
+        let answer = waiter.await.expect("the caller's task does not panic");
+        assert_eq!(answer.err(), Some(OriginError::FetchAborted));
+    }
+    assert_eq!(cache.stats().fetches.load(Ordering::Relaxed), 1);
+    assert_eq!(cache.stats().fetch_errors.load(Ordering::Relaxed), 1);
+    // The key is not left joined to the dead fetch: the next lookup fetches again.
+    let origin = FakeOrigin::default();
+    let back = cache
+        .get("prices", &policy(60), origin.fetch())
+        .await
+        .expect("fetched again");
+    assert_eq!(back.status, Status::Miss);
+    assert_eq!(*back.value, "version-1");
+    assert_eq!(origin.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_refresh_that_panics_is_started_again() {
+    let cache: Cache<&str, String> = Cache::new(1 << 20);
+    let origin = FakeOrigin::default();
+    let swr = Policy {
+        stale_while_revalidate: Duration::from_secs(30),
+        ..policy(60)
+    };
+    cache
+        .get("scores", &swr, origin.fetch())
+        .await
+        .expect("first");
+    sleep(Duration::from_secs(61)).await;
+    let stale = cache
+        .get("scores", &swr, panicking_fetch)
+        .await
+        .expect("stale");
+    assert_eq!(stale.status, Status::Stale);
+    // Let the refresh run and panic.
+    sleep(ORIGIN_DELAY + Duration::from_millis(1)).await;
+    assert_eq!(cache.stats().fetch_errors.load(Ordering::Relaxed), 1);
+    // Still stale, and this lookup starts a new refresh instead of joining the dead one.
+    let stale = cache
+        .get("scores", &swr, origin.fetch())
+        .await
+        .expect("stale");
+    assert_eq!(stale.status, Status::Stale);
+    tokio::task::yield_now().await;
+    assert_eq!(origin.calls(), 2);
+    sleep(ORIGIN_DELAY + Duration::from_millis(1)).await;
+    let fresh = cache
+        .get("scores", &swr, origin.fetch())
+        .await
+        .expect("fresh");
+    assert_eq!(
+        (fresh.status, fresh.value.as_str()),
+        (Status::Hit, "version-2")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_entry_of_a_tenth_of_the_cache_is_kept() {
+    // The store is split in shards, each bounded alone; an entry heavier than (nearly) one
+    // shard's share would be fetched and never kept. With a shard per 2 cores or more, as
+    // quick_cache would choose, a tenth is too heavy on a machine of 3 cores or more.
+    let cache: Cache<u32, String> = Cache::new(64 << 20);
+    let heavy = (64 << 20) / 10;
+    cache
+        .get(1, &policy(60), move || async move {
+            Ok(Fetched {
+                value: "heavy".to_owned(),
+                bytes: heavy,
+            })
+        })
+        .await
+        .expect("value");
+    assert_eq!(cache.len(), 1);
+    assert!(cache.bytes() >= heavy);
+}

@@ -1,8 +1,9 @@
 //! `/graphql`: the read gateway (`muster_gateway`) on the API's listener. `GET` serves the
-//! GraphiQL page; `POST` runs a query for a player (`Authorization: Bearer <session token>`) or a
-//! server (`Authorization: Bearer <gateway.api_key>`), each client IP within
-//! `gateway.requests_per_ip_per_sec`. The answer carries where each field came from in its
-//! `cacheStatus` extension (`hit`, `miss`, `coalesced`, `stale`, `stale_if_error`).
+//! query page (self-contained: it loads no asset from anywhere); `POST` runs a query for a
+//! player (`Authorization: Bearer <session token>`) or a server (`Authorization: Bearer
+//! <gateway.api_key>`), each client IP within `gateway.requests_per_ip_per_sec`. The answer
+//! carries where each field came from in its `cacheStatus` extension (`hit`, `miss`,
+//! `coalesced`, `stale`, `stale_if_error`).
 //!
 //! Besides the configured origin fields, the schema has `me`: the caller's own account and
 //! wallet, from Muster's data, so one query can join both.
@@ -11,9 +12,11 @@ use std::sync::Arc;
 
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, Scalar, TypeRef};
 use axum::extract::State;
+use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
-use muster_gateway::schema::{graphiql_page, CacheReport, Caller, Gateway};
+use muster_gateway::page::{query_page, CONTENT_SECURITY_POLICY};
+use muster_gateway::schema::{CacheReport, Caller, Gateway};
 
 use super::http::auth::GatewayCaller;
 use super::http::error::ApiError;
@@ -113,9 +116,20 @@ pub struct GraphqlBody {
     _extensions: serde_json::Value,
 }
 
-/// `GET /graphql`: the GraphiQL page (queries from it still need a token).
-pub async fn page() -> Html<String> {
-    Html(graphiql_page("/graphql"))
+/// `GET /graphql`: the query page (queries from it still need a token). It holds its style and
+/// script inline and loads nothing, so it works offline; the Content-Security-Policy holds the
+/// browser to that (no asset from anywhere, requests to this origin only).
+pub async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Html(query_page("/graphql")),
+    )
+        .into_response()
 }
 
 /// `POST /graphql`.
