@@ -292,3 +292,18 @@ def test_wrong_and_reused_tickets_are_refused(server):
 
     silent = Player(info)
     assert silent.disconnected() == 2, "no join within the handshake timeout"
+
+
+def test_an_oversized_packet_gets_an_error_then_a_disconnect(server):
+    """A reliable packet far over socket.max_message_size_bytes (4096 by default) comes in
+    fragments: ENet could never take it, so the server says why and ends the peer, instead of
+    leaving the sender's reliable channel stalled until ENet times it out."""
+    _, info = room_connection(server)
+    player = Player(info)
+    player.send(envelope("1", MATCH_JOIN, field(2, info["ticket"])))
+    player.envelope(MATCH)
+    player.send(b"\x00" * 20000)
+    _, _, error = player.envelope(ERROR)
+    assert error.get(1, 0) == 3
+    assert b"too big" in error.get(2, b"")
+    assert player.disconnected() == 4

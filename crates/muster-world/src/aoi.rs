@@ -159,9 +159,11 @@ fn check(rect: &Rect, max_side: f32) -> Result<(), WorldError> {
     let finite = [rect.min.x, rect.min.y, rect.max.x, rect.max.y]
         .iter()
         .all(|v| v.is_finite());
-    if !finite || rect.width() < 0.0 || rect.height() < 0.0 {
+    // A box with no area is what a request without its corners reads as (every corner 0):
+    // refused, rather than served as an empty view at the origin.
+    if !finite || rect.width() <= 0.0 || rect.height() <= 0.0 {
         return Err(WorldError::BadBox(
-            "its corners must be finite numbers, min ≤ max".into(),
+            "its corners must be finite numbers with min < max (min_x, min_y, max_x, max_y)".into(),
         ));
     }
     if rect.width() > max_side || rect.height() > max_side {

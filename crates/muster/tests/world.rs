@@ -297,6 +297,11 @@ async fn a_socket_subscribes_to_an_area_and_gets_a_snapshot_then_deltas() {
     let mut inverted = area.clone();
     inverted["max_x"] = json!(area["min_x"].as_f64().unwrap_or(0.0) - 1.0);
     alice.refused("world_subscribe", inverted).await;
+    // A subscription without its box (or with one of no area) is refused, not served an empty
+    // view at the origin.
+    let (code, message, _) = alice.refused("world_subscribe", json!({"shard": 0})).await;
+    assert_eq!(code, 3);
+    assert!(message.contains("min < max"), "{message}");
     alice.event("world_state").await;
     // Unsubscribed: no more states.
     alice.call("world_unsubscribe", json!({})).await;

@@ -356,7 +356,9 @@ impl Node {
             }
             wire::Kind::Peer(peer) => {
                 let route = self.routes.get(&from).ok_or("unknown_peer")?;
-                let shard = &self.shards[route.host];
+                let host = route.host;
+                let shard = &self.shards[host];
+                let mut oversized = None;
                 if let Some(Some(entry)) = shard.peers.get(usize::from(peer)) {
                     if entry.address != from {
                         return Err("spoofed");
@@ -364,8 +366,19 @@ impl Node {
                     if !entry.within_budget(len) {
                         return Err("peer_rate");
                     }
+                    let max = self.state.config.socket.max_message_size_bytes;
+                    let announced = wire::announced_packet_size(bytes) as usize;
+                    if announced > max {
+                        oversized = Some((entry.key, announced));
+                    }
                 }
-                route.host
+                if let Some((key, announced)) = oversized {
+                    // ENet would drop the fragments unacknowledged and stall the channel:
+                    // answer now, and end the peer (its reliable channel cannot recover).
+                    self.refuse_oversized(host, PeerID(usize::from(peer)), key, announced);
+                    return Err("oversized");
+                }
+                host
             }
         };
         let shard = &mut self.shards[host];
@@ -637,6 +650,27 @@ impl Node {
         for key in overflowed {
             self.close(key, Ending::QueueFull);
         }
+    }
+
+    /// A peer that announced a packet larger than `socket.max_message_size_bytes`: told why
+    /// (an `error`, code 3), then disconnected (data 4).
+    fn refuse_oversized(&mut self, host: usize, peer: PeerID, key: PeerKey, announced: usize) {
+        let max_message = self.state.config.socket.max_message_size_bytes;
+        let error = Envelope::error(
+            "",
+            error_code::BAD_INPUT,
+            format!("Message too big: {announced} bytes, at most {max_message}."),
+        );
+        let shard = &mut self.shards[host];
+        let Some(Some(entry)) = shard.peers.get(peer.0) else {
+            return;
+        };
+        if matches!(entry.phase, Phase::Closing) {
+            return;
+        }
+        // Straight into the peer's reliable queue, ahead of the disconnect that follows it.
+        send_now(shard, peer, &error);
+        self.close(key, Ending::MessageTooBig);
     }
 
     /// Starts disconnecting a peer (what is queued for it is sent first) and notes why.
