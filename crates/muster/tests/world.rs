@@ -779,3 +779,72 @@ async fn a_players_world_actions_are_rate_limited() {
         404
     );
 }
+
+/// The arrivals' credits when the database is away: retried, never dropped, and — through the
+/// action log — not lost to a kill -9 either; each arrival paid exactly once.
+#[tokio::test]
+async fn credits_survive_the_database_away_and_a_kill_9() {
+    if support::postgres_url().is_none() {
+        return;
+    }
+    let postgres = support::PrivatePostgres::start().expect("PostgreSQL's binaries are installed");
+    let db = Database {
+        dir: tempfile::tempdir().expect("dir"),
+        url: postgres.url(),
+    };
+    let config = world_toml_with(&db, "");
+    let start = || {
+        let mut command = muster_command(&db);
+        command.arg("--config").arg(&config);
+        Binary::run(command, free_port())
+    };
+    let mut node = start().await;
+    let base = node.base();
+    let (alice, _) = support::device_session_at(&base, "device-world-credits").await;
+    let (_, route, _, length_m) = claim_a_road_measured(&base, &alice).await;
+    // Five creeps that arrive about two seconds from now.
+    let speed = (length_m / 2.0).clamp(1.0, 100.0);
+    let (status, body) = rpc(
+        &base,
+        &alice,
+        "world_spawn",
+        json!({"route": route, "count": 5, "speed": speed}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    postgres.stop_immediate();
+    // They arrive while the database is away: their credits are tried, and kept.
+    for attempt in 0.. {
+        let retried = metric(&node, "muster_world_payouts_total{result=\"retried\"}").await;
+        if retried >= 1.0 {
+            break;
+        }
+        assert!(attempt < 600, "no arrival came while the database was away");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(metric(&node, "muster_world_payouts_waiting").await, 5.0);
+    // The server dies before it could pay; the database comes back; the server starts again.
+    node.kill9();
+    postgres.start_again();
+    let node = start().await;
+    let base = node.base();
+    eventually("every arrival paid", || async {
+        ledger_reasons(&base, &alice)
+            .await
+            .iter()
+            .filter(|r| *r == "world_arrival")
+            .count()
+            >= 5
+    })
+    .await;
+    eventually("nothing left waiting", || async {
+        metric(&node, "muster_world_payouts_waiting").await == 0.0
+    })
+    .await;
+    let arrivals = ledger_reasons(&base, &alice)
+        .await
+        .iter()
+        .filter(|r| *r == "world_arrival")
+        .count();
+    assert_eq!(arrivals, 5, "each arrival paid exactly once");
+}
