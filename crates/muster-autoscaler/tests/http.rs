@@ -4,19 +4,46 @@
 use std::time::Duration;
 
 use muster_autoscaler::run::{serve, RunSettings};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
-async fn start(api_token: Option<&str>) -> String {
+/// A demand source that never gives demand: every read is answered 503 and closed. Each read
+/// is announced on the returned channel, so a test can wait for the autoscaler to have tried.
+async fn unreadable_source() -> (String, mpsc::UnboundedReceiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/metrics", listener.local_addr().expect("addr"));
+    let (read_tx, reads) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = [0u8; 2048];
+            let _ = stream.read(&mut request).await;
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            drop(stream);
+            let _ = read_tx.send(());
+        }
+    });
+    (url, reads)
+}
+
+/// The autoscaler's HTTP endpoint (its base URL), reading demand from a source that never
+/// answers with any; the channel says each time it tried.
+async fn start(api_token: Option<&str>) -> (String, mpsc::UnboundedReceiver<()>) {
     let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", http.local_addr().expect("addr"));
-    // Nothing listens there: demand cannot be read, and the replicas hold.
+    // Demand cannot be read, and the replicas hold.
+    let (source, reads) = unreadable_source().await;
     let settings = RunSettings {
         units_per_replica: 100.0,
         target: 0.5,
         min_replicas: 2,
         max_replicas: 10,
-        ..RunSettings::new(vec!["http://127.0.0.1:9/metrics".into()])
+        ..RunSettings::new(vec![source])
     };
     tokio::spawn(serve(
         settings,
@@ -25,14 +52,21 @@ async fn start(api_token: Option<&str>) -> String {
         api_token.map(str::to_owned),
         std::future::pending(),
     ));
-    base
+    (base, reads)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_the_events_api() {
-    let base = start(Some("secret-token")).await;
+    let (base, mut reads) = start(Some("secret-token")).await;
     let http = reqwest::Client::new();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The run loop reads its sources one tick after another, so its second read means the
+    // first failed one has been dealt with (the replicas held, the source marked down).
+    for read in ["first", "second"] {
+        tokio::time::timeout(Duration::from_secs(10), reads.recv())
+            .await
+            .unwrap_or_else(|_| panic!("the autoscaler never made its {read} read of demand"))
+            .expect("the source is still serving");
+    }
     let metrics = http
         .get(format!("{base}/metrics"))
         .send()
@@ -109,7 +143,7 @@ async fn metrics_and_the_events_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_the_events_api_is_off() {
-    let base = start(None).await;
+    let (base, _reads) = start(None).await;
     let http = reqwest::Client::new();
     let answer = http
         .get(format!("{base}/events"))

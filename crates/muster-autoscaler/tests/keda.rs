@@ -14,11 +14,18 @@ use muster_autoscaler::keda::{Desired, Scaler, METRIC};
 use muster_autoscaler::run::{channels, run, RunSettings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
-/// A node's `/metrics`: `muster_sockets_open` at `sockets`; 503 while `down`.
-async fn fake_node(sockets: Arc<AtomicU64>, down: Arc<AtomicBool>) -> String {
+/// A node's `/metrics`: `muster_sockets_open` at `sockets`; 503 while `down`. Each read it
+/// has answered is announced on the returned channel (`true` when it answered 503), so a test
+/// can wait for the autoscaler to have read it.
+async fn fake_node(
+    sockets: Arc<AtomicU64>,
+    down: Arc<AtomicBool>,
+) -> (String, mpsc::UnboundedReceiver<bool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let (read_tx, reads) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             let Ok((mut stream, _)) = listener.accept().await else {
@@ -26,10 +33,12 @@ async fn fake_node(sockets: Arc<AtomicU64>, down: Arc<AtomicBool>) -> String {
             };
             let sockets = sockets.clone();
             let down = down.clone();
+            let read_tx = read_tx.clone();
             tokio::spawn(async move {
                 let mut buffer = [0u8; 2048];
                 let _ = stream.read(&mut buffer).await;
-                let response = if down.load(Ordering::SeqCst) {
+                let was_down = down.load(Ordering::SeqCst);
+                let response = if was_down {
                     "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
                 } else {
                     let body = format!(
@@ -42,10 +51,12 @@ async fn fake_node(sockets: Arc<AtomicU64>, down: Arc<AtomicBool>) -> String {
                     )
                 };
                 let _ = stream.write_all(response.as_bytes()).await;
+                drop(stream);
+                let _ = read_tx.send(was_down);
             });
         }
     });
-    format!("http://{addr}/metrics")
+    (format!("http://{addr}/metrics"), reads)
 }
 
 fn object() -> ScaledObjectRef {
@@ -60,7 +71,7 @@ fn object() -> ScaledObjectRef {
 async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
     let sockets = Arc::new(AtomicU64::new(5_000));
     let down = Arc::new(AtomicBool::new(false));
-    let source = fake_node(sockets.clone(), down.clone()).await;
+    let (source, mut reads) = fake_node(sockets.clone(), down.clone()).await;
     let (outputs, shared) = channels(Desired { replicas: 1 }, &Calendar::default(), None);
     let watching = shared.desired.clone();
     let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -135,9 +146,24 @@ async fn keda_sees_replicas_follow_demand_and_hold_when_the_source_fails() {
     // The figure is bench/autoscale.sh's; here only that it came.
     println!("reaction from breach to push: {reaction:?}");
 
-    // The source fails: not zero demand; the last decision holds.
+    // The source fails: not zero demand; the last decision holds. The run loop reads once a
+    // tick, one read after another, so by the third read answered 503 it has dealt with two
+    // failed ones.
     down.store(true, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut failed_reads = 0;
+    while failed_reads < 3 {
+        let was_down = tokio::time::timeout(Duration::from_secs(10), reads.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the autoscaler stopped reading its source ({failed_reads} failed reads)")
+            })
+            .expect("the source is still serving");
+        failed_reads += u32::from(was_down);
+    }
+    assert!(
+        !shared.source_up.load(Ordering::Relaxed),
+        "the failed reads were not noticed"
+    );
     assert_eq!(replicas(client.clone()).await, 4.0);
 
     // Unknown metric names are refused clearly.

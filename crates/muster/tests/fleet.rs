@@ -263,13 +263,29 @@ async fn cold_starts_queue_at_the_maximum_and_time_out() {
             support::status_and_json(response).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("the second create queued", || async {
+        metric(&node, "muster_fleet_creates_queued{server=\"relay\"}").await == 1.0
+    })
+    .await;
     assert!(!queued.is_finished(), "waits while the fleet is full");
     let first_id = first["room_id"].as_str().expect("id");
     assert_eq!(destroy(&node, &owner, first_id).await, 204);
     let (status, second) = queued.await.expect("task");
     assert_eq!(status, 201, "{second}");
     assert_ne!(second["room_id"], first["room_id"]);
+    // It was the queue that served it.
+    assert_eq!(
+        metric(
+            &node,
+            "muster_fleet_allocations_total{how=\"queued\",server=\"relay\"}"
+        )
+        .await,
+        1.0
+    );
+    assert_eq!(
+        metric(&node, "muster_fleet_creates_queued{server=\"relay\"}").await,
+        0.0
+    );
 
     // Nothing frees up: a waiting create gives up with a clear error after the queue timeout.
     let started = std::time::Instant::now();

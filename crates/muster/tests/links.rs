@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use muster::base::config::Config;
 use serde_json::{json, Value};
-use support::{assert_error, metric, status_and_json, Backend, Binary, Database, TestServer};
+use support::{
+    assert_error, metric, metric_at, status_and_json, Backend, Binary, Database, TestServer,
+};
 
 on_both_backends!(
     create_redirect_and_reuse,
@@ -580,8 +582,15 @@ async fn clicks_survive_kill_9(backend: Backend) {
             .expect("visit");
         assert_eq!(visit.status(), 308);
     }
-    // Durable within a flush period (200 ms here); wait a few, then no shutdown path runs.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Durable once the periodic flush (every 200 ms here) has written them: wait until the
+    // server says nothing is pending, then no shutdown path runs. (Not through the stats API,
+    // which flushes before it reads.)
+    let node = binary.base();
+    support::eventually("the clicks flushed to the database", || async {
+        metric_at(&node, r#"muster_links_click_flushes_total{outcome="ok"}"#).await >= 1.0
+            && metric_at(&node, "muster_links_clicks_pending").await == 0.0
+    })
+    .await;
     binary.kill9();
     let _binary = Binary::run(start(), port).await;
     let read = http

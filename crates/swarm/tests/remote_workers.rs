@@ -6,6 +6,7 @@
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -75,6 +76,7 @@ impl Drop for Worker {
 
 fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
     let deadline = Instant::now() + limit;
+    // The standard library has no wait with a timeout: a short poll until the exit, bounded.
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return Some(status.code().unwrap_or(-1));
@@ -121,14 +123,61 @@ interval_s = 0.5
 }
 
 fn coordinator(muster: &Muster, scenario: &Path, out: &Path, workers: &[&Worker]) -> Command {
+    coordinator_showing("never", muster, scenario, out, workers)
+}
+
+/// A coordinator with `--progress <progress>`.
+fn coordinator_showing(
+    progress: &str,
+    muster: &Muster,
+    scenario: &Path,
+    out: &Path,
+    workers: &[&Worker],
+) -> Command {
     let at: Vec<&str> = workers.iter().map(|w| w.addr.as_str()).collect();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_swarm"));
     cmd.arg("run")
         .arg(scenario)
         .args(["--target", &muster.url(), "--workers-at", &at.join(",")])
-        .args(["--worker-token", TOKEN, "--progress", "never", "--out"])
+        .args(["--worker-token", TOKEN, "--progress", progress, "--out"])
         .arg(out);
     cmd
+}
+
+/// Starts a coordinator with JSON progress and returns once the run is under way: a second of
+/// progress (shown only when every worker has reported it) counts all `players` started. The
+/// coordinator's stderr is read on a thread to its end, and passed on to the test's.
+fn start_under_way(
+    muster: &Muster,
+    scenario: &Path,
+    out: &Path,
+    workers: &[&Worker],
+    players: u64,
+) -> Child {
+    let mut child = coordinator_showing("json", muster, scenario, out, workers)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start coordinator");
+    let stderr = child.stderr.take().expect("stderr");
+    let (all_started, under_way) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("coordinator: {line}");
+            let started = serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|progress| progress["started"].as_u64());
+            if started.is_some_and(|started| started >= players) {
+                let _ = all_started.send(());
+            }
+        }
+    });
+    if under_way.recv_timeout(Duration::from_secs(30)).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the coordinator's progress never showed all {players} players started");
+    }
+    child
 }
 
 fn read_report(out: &Path) -> Value {
@@ -212,10 +261,9 @@ fn a_worker_killed_mid_run_is_reported_lost_and_the_run_goes_on() {
     let mut victim = Worker::start(&[], false);
     let out = dir.path().join("out");
     let started = Instant::now();
-    let mut run = coordinator(&muster, &file, &out, &[&survivor, &victim])
-        .spawn()
-        .expect("start coordinator");
-    std::thread::sleep(Duration::from_secs(3));
+    // Killed mid-run: once every player of both workers has started.
+    let mut run = start_under_way(&muster, &file, &out, &[&survivor, &victim], 20);
+    let killed_after = started.elapsed();
     Command::new("kill")
         .args(["-9", &victim.pid().to_string()])
         .status()
@@ -226,8 +274,11 @@ fn a_worker_killed_mid_run_is_reported_lost_and_the_run_goes_on() {
     let report = read_report(&out);
     assert_eq!(code, 3, "{report:#}");
     assert_eq!(report["status"], "failed");
-    // The run went on to the end of its schedule (7 s) after the loss at 3 s.
-    assert!(elapsed >= Duration::from_secs(7), "ended after {elapsed:?}");
+    // The run went on to the end of its schedule (7 s) after the loss.
+    assert!(
+        elapsed >= Duration::from_secs(7),
+        "ended after {elapsed:?}, the worker killed after {killed_after:?}"
+    );
 
     let lost = worker_entry(&report, &victim.addr);
     let kept = worker_entry(&report, &survivor.addr);
@@ -256,10 +307,9 @@ fn interrupting_the_coordinator_stops_every_worker_cleanly() {
     let mut first = Worker::start(&[], true);
     let mut second = Worker::start(&[], true);
     let out = dir.path().join("out");
-    let mut run = coordinator(&muster, &file, &out, &[&first, &second])
-        .spawn()
-        .expect("start coordinator");
-    std::thread::sleep(Duration::from_secs(3));
+    // Mid-run: every player started (and the coordinator, showing progress, is in its run
+    // loop, where it handles the interrupt).
+    let mut run = start_under_way(&muster, &file, &out, &[&first, &second], 20);
 
     // A second coordinator holding the token is told the worker is busy.
     let busy = coordinator(&muster, &file, &dir.path().join("busy"), &[&first])

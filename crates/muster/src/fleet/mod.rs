@@ -49,6 +49,37 @@ use crate::matches::join_tokens::{JoinClaims, JoinTokens};
 const ENDED_MEMORY: Duration = Duration::from_secs(600);
 
 /// The processes of one server kind.
+/// A create's place in a pool's queue of creates waiting for a server (`Pool::waiting` and the
+/// `fleet_creates_queued` gauge); given back when dropped.
+struct QueuePlace {
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
+    gauge: prometheus::IntGauge,
+    /// Creates that were waiting before this one.
+    ahead: usize,
+}
+
+impl QueuePlace {
+    fn take(pool: &Pool, gauge: prometheus::IntGauge) -> QueuePlace {
+        let ahead = pool
+            .waiting
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        gauge.inc();
+        QueuePlace {
+            waiting: pool.waiting.clone(),
+            gauge,
+            ahead,
+        }
+    }
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        self.waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.gauge.dec();
+    }
+}
+
 struct Pool {
     name: String,
     config: ServerConfig,
@@ -57,7 +88,7 @@ struct Pool {
     /// Told when a process becomes ready or exits (room for another).
     changed: Notify,
     /// Room creates waiting for a process.
-    waiting: std::sync::atomic::AtomicUsize,
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Pool {
@@ -114,6 +145,8 @@ struct Metrics {
     allocations: IntCounterVec,
     allocation_seconds: HistogramVec,
     exits: IntCounterVec,
+    /// Room creates waiting at `max` for a process, by server (the pool's `waiting`).
+    queued: IntGaugeVec,
 }
 
 impl Metrics {
@@ -146,6 +179,13 @@ impl Metrics {
             exits: register!(IntCounterVec::new(
                 Opts::new("fleet_exits_total", "Game server processes that ended, by why."),
                 &["server", "why"]
+            )),
+            queued: register!(IntGaugeVec::new(
+                Opts::new(
+                    "fleet_creates_queued",
+                    "Room creates waiting for a free game server process (the fleet is at max)."
+                ),
+                &["server"]
             )),
         }
     }
@@ -313,7 +353,6 @@ impl Fleet {
         owner: Option<Uuid>,
         params: HashMap<String, String>,
     ) -> Result<FleetRoom, MatchError> {
-        use std::sync::atomic::Ordering;
         let id = MatchId::new_authoritative(&self.node);
         let room = Assignment {
             room_id: id.display(&self.node),
@@ -347,7 +386,9 @@ impl Fleet {
             .ok_or_else(|| MatchError::BadInput(format!("No game server called '{handler}'.")))?;
         let began = Instant::now();
         let deadline = began + Duration::from_millis(pool.config.queue_timeout_ms);
-        let mut queued = false;
+        // A place in the queue, once taken: given back however the create ends (a server
+        // found, the wait timed out, or a spawn failing with `?`).
+        let mut queued: Option<QueuePlace> = None;
         let mut started_one = false;
         let server = loop {
             let changed = pool.changed.notified();
@@ -355,7 +396,7 @@ impl Fleet {
             changed.as_mut().enable();
             if !pool.cold_only() {
                 if let Some(server) = pool.take_ready(&room) {
-                    let how = match (queued, started_one) {
+                    let how = match (queued.is_some(), started_one) {
                         (true, _) => "queued",
                         (false, true) => "cold",
                         (false, false) => "warm",
@@ -368,38 +409,35 @@ impl Fleet {
                 if pool.cold_only() {
                     let server = self.spawn(pool, Some(room.clone()))?;
                     self.until_ready(&server, &pool.config).await?;
-                    self.allocated(pool, if queued { "queued" } else { "cold" }, began);
+                    let how = if queued.is_some() { "queued" } else { "cold" };
+                    self.allocated(pool, how, began);
                     break server;
                 }
                 self.spawn(pool, None)?;
                 started_one = true;
-            } else if !queued && pool.counts().0 >= pool.config.max {
-                if pool.waiting.fetch_add(1, Ordering::Relaxed) >= pool.config.max_queue {
-                    pool.waiting.fetch_sub(1, Ordering::Relaxed);
+            } else if queued.is_none() && pool.counts().0 >= pool.config.max {
+                let place =
+                    QueuePlace::take(pool, self.metrics.queued.with_label_values(&[&pool.name]));
+                if place.ahead >= pool.config.max_queue {
                     return Err(MatchError::Rejected(format!(
                         "All {} '{}' game servers are busy and {} creates are waiting; try later.",
                         pool.config.max, pool.name, pool.config.max_queue
                     )));
                 }
-                queued = true;
+                queued = Some(place);
             }
             let timed_out = tokio::select! {
                 () = &mut changed => false,
                 () = tokio::time::sleep_until(deadline) => true,
             };
             if timed_out {
-                if queued {
-                    pool.waiting.fetch_sub(1, Ordering::Relaxed);
-                }
                 return Err(MatchError::Rejected(format!(
                     "No '{}' game server was free within {} ms; try again.",
                     pool.name, pool.config.queue_timeout_ms
                 )));
             }
         };
-        if queued {
-            pool.waiting.fetch_sub(1, Ordering::Relaxed);
-        }
+        drop(queued);
         self.rooms.insert(id.uuid, server.clone());
         self.refill_soon(handler);
         self.count_phases(pool);

@@ -56,14 +56,14 @@ pub fn announced_packet_size(datagram: &[u8]) -> u32 {
                 .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
         };
         let size = match command {
-            1 | 4 => Some(8),                     // acknowledge, disconnect
-            2 => Some(48),                        // connect
-            3 => Some(44),                        // verify connect
-            5 => Some(4),                         // ping
-            6 => u16_at(4).map(|n| 6 + n),        // send reliable
-            7 | 9 => u16_at(6).map(|n| 8 + n),    // send unreliable, unsequenced
-            10 => Some(12),                       // bandwidth limit
-            11 => Some(16),                       // throttle configure
+            1 | 4 => Some(8),                  // acknowledge, disconnect
+            2 => Some(48),                     // connect
+            3 => Some(44),                     // verify connect
+            5 => Some(4),                      // ping
+            6 => u16_at(4).map(|n| 6 + n),     // send reliable
+            7 | 9 => u16_at(6).map(|n| 8 + n), // send unreliable, unsequenced
+            10 => Some(12),                    // bandwidth limit
+            11 => Some(16),                    // throttle configure
             8 | 12 => {
                 let total = datagram
                     .get(at + 16..at + 20)
