@@ -848,3 +848,137 @@ async fn credits_survive_the_database_away_and_a_kill_9() {
         .count();
     assert_eq!(arrivals, 5, "each arrival paid exactly once");
 }
+
+/// A disk of the test's own (the power-cut disk, whose writes a test can make fail), mounted
+/// in a fresh directory; `None`, with a note, without FUSE (unless `TEST_REQUIRE_FUSE=1`).
+fn test_disk() -> Option<(tempfile::TempDir, powercut::Disk)> {
+    let fusermount = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| dir.join("fusermount3").is_file())
+    });
+    if !std::path::Path::new("/dev/fuse").exists() || !fusermount {
+        assert!(
+            std::env::var("TEST_REQUIRE_FUSE").as_deref() != Ok("1"),
+            "TEST_REQUIRE_FUSE=1 but /dev/fuse or fusermount3 is missing"
+        );
+        eprintln!("skipped: /dev/fuse or fusermount3 missing (Debian's fuse3)");
+        return None;
+    }
+    let work = tempfile::tempdir().expect("dir");
+    let (backing, mnt) = (work.path().join("backing"), work.path().join("mnt"));
+    for dir in [&backing, &mnt] {
+        std::fs::create_dir(dir).expect("dir");
+    }
+    let disk = powercut::Disk::mount(&backing, &mnt).expect("mount");
+    Some((work, disk))
+}
+
+/// The action log's disk fills up: the action is refused and applied nowhere (a retry applies
+/// it once), its price refunded; once there is room again actions go on, and after a kill -9
+/// the world holds exactly what was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_the_log_cannot_take_is_refused_and_not_applied() {
+    let Some((_work, disk)) = test_disk() else {
+        return;
+    };
+    let db = Database::new(Backend::Sqlite).await;
+    // The world's checkpoints and action log on the test's disk (no checkpoint while it runs);
+    // the database elsewhere.
+    let config = db.data_dir().join("world.toml");
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    std::fs::write(
+        &config,
+        format!(
+            "[world]\nmap = {:?}\ncheckpoint_dir = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\nactions_per_sec = 0\n",
+            helsinki_pbf().display().to_string(),
+            disk.mountpoint().display().to_string()
+        ),
+    )
+    .expect("config");
+    let start = || {
+        let mut command = muster_command(&db);
+        command.arg("--config").arg(&config);
+        Binary::run(command, free_port())
+    };
+    let mut node = start().await;
+    let base = node.base();
+    let (alice, _) = support::device_session_at(&base, "device-world-full-disk").await;
+    let (bob, _) = support::device_session_at(&base, "device-world-other").await;
+    // A building nobody holds (an NPC's answers 409).
+    let mut first = 0;
+    for building in 0..433 {
+        let (status, body) = rpc(&base, &alice, "world_claim", json!({"building": building})).await;
+        match status {
+            200 => {
+                first = building;
+                break;
+            }
+            409 => continue,
+            _ => panic!("{body}"),
+        }
+    }
+    let towers = |node: &Binary| {
+        let base = node.base();
+        async move { support::metric_at(&base, "muster_world_towers{shard=\"0\"}").await }
+    };
+    // 50 seeded towers and Alice's (the gauge follows the shard tick by tick).
+    let before = 51.0;
+    eventually("Alice's tower counted", || async {
+        towers(&node).await == before
+    })
+    .await;
+    let wallet = coins(&base, &alice).await;
+
+    // The disk fills up. The next free building's claim passes its quote (is paid for), is
+    // applied on the shard, then cannot be logged: refused (503), with nothing of it kept.
+    disk.set_full(true);
+    let mut second = None;
+    let mut refusal = Value::Null;
+    for building in first + 1..433 {
+        let (status, body) = rpc(&base, &alice, "world_claim", json!({"building": building})).await;
+        match status {
+            409 => continue,
+            503 => {
+                (second, refusal) = (Some(building), body);
+                break;
+            }
+            _ => panic!("{status} {body}"),
+        }
+    }
+    let second = second.expect("a free building");
+    let body = refusal;
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not applied"),
+        "{body}"
+    );
+    eventually("the refused claim's price refunded", || async {
+        coins(&base, &alice).await == wallet
+    })
+    .await;
+    assert_eq!(metric(&node, "muster_world_log_failures_total").await, 1.0);
+
+    // Room again: the same claim goes through (had the refused one stayed applied, this would
+    // be "already claimed"), once.
+    disk.set_full(false);
+    let (status, body) = rpc(&base, &alice, "world_claim", json!({"building": second})).await;
+    assert_eq!(status, 200, "{body}");
+    eventually("the claim counted", || async {
+        towers(&node).await == before + 1.0
+    })
+    .await;
+    // After a kill -9, the world holds what was acknowledged, and no torn record was left.
+    node.kill9();
+    let node = start().await;
+    assert_eq!(towers(&node).await, before + 1.0);
+    let base = node.base();
+    for building in [first, second] {
+        let (status, _) = rpc(&base, &bob, "world_claim", json!({"building": building})).await;
+        assert_eq!(status, 409, "building {building} is Alice's");
+    }
+    assert_eq!(
+        metric(&node, "muster_world_log_damage_total{kind=\"torn_tail\"}").await,
+        0.0
+    );
+}
