@@ -295,9 +295,9 @@ def test_wrong_and_reused_tickets_are_refused(server):
 
 
 def test_an_oversized_packet_gets_an_error_then_a_disconnect(server):
-    """A reliable packet far over socket.max_message_size_bytes (4096 by default) comes in
-    fragments: ENet could never take it, so the server says why and ends the peer, instead of
-    leaving the sender's reliable channel stalled until ENet times it out."""
+    """A reliable packet over twice socket.max_message_size_bytes (4096 by default) is more
+    than ENet reassembles: the server says why and ends the peer, instead of leaving the
+    sender's reliable channel stalled until ENet times it out."""
     _, info = room_connection(server)
     player = Player(info)
     player.send(envelope("1", MATCH_JOIN, field(2, info["ticket"])))

@@ -274,6 +274,17 @@ async fn bad_first_packets_and_tickets_are_refused_and_disconnected() {
         .await,
         4.0
     );
+    // One larger than ENet reassembles (twice the limit): the error, then the peer is ended
+    // (data 4) rather than left with a reliable channel that can never move again.
+    first.send_raw(0, &vec![7u8; 20_000]);
+    let (_, error) = first.next_kind("error").await;
+    assert!(error_of(Received::Envelope {
+        channel: 0,
+        envelope: error
+    })
+    .1
+    .contains("too big"));
+    assert_eq!(first.disconnected().await, 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

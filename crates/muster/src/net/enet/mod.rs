@@ -366,9 +366,11 @@ impl Node {
                     if !entry.within_budget(len) {
                         return Err("peer_rate");
                     }
-                    let max = self.state.config.socket.max_message_size_bytes;
+                    // Up to twice the message limit ENet reassembles, and the packet is
+                    // refused whole with an error (`received`); past that ENet would drop it.
+                    let max_packet = 2 * self.state.config.socket.max_message_size_bytes;
                     let announced = wire::announced_packet_size(bytes) as usize;
-                    if announced > max {
+                    if announced > max_packet {
                         oversized = Some((entry.key, announced));
                     }
                 }
@@ -652,8 +654,9 @@ impl Node {
         }
     }
 
-    /// A peer that announced a packet larger than `socket.max_message_size_bytes`: told why
-    /// (an `error`, code 3), then disconnected (data 4).
+    /// A peer that announced a packet larger than ENet will reassemble (twice
+    /// `socket.max_message_size_bytes`): told why (an `error`, code 3), then disconnected (data
+    /// 4), since the rest of that packet would stall its channel for good.
     fn refuse_oversized(&mut self, host: usize, peer: PeerID, key: PeerKey, announced: usize) {
         let max_message = self.state.config.socket.max_message_size_bytes;
         let error = Envelope::error(
