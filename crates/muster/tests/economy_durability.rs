@@ -69,30 +69,6 @@ async fn post_rpc(
     serde_json::from_str(body["payload"].as_str()?).ok()
 }
 
-/// Every ledger row of the caller, paged.
-async fn ledger(http: &reqwest::Client, base: &str, token: &str) -> Vec<Value> {
-    let mut rows = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let body: Value = http
-            .get(format!(
-                "{base}/v2/economy/ledger?limit=100&cursor={cursor}"
-            ))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("ledger")
-            .json()
-            .await
-            .expect("JSON");
-        rows.extend(body["entries"].as_array().expect("entries").iter().cloned());
-        match body["cursor"].as_str() {
-            Some(next) => cursor = next.to_owned(),
-            None => return rows,
-        }
-    }
-}
-
 /// The binary on `db`, the built-in functions opted in for players (the load calls them with
 /// session tokens).
 async fn start(db: &Database) -> Binary {
@@ -162,7 +138,7 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
 
     let running = start(&db).await;
     for (user, token) in tokens.iter().enumerate() {
-        let rows = ledger(&http, &running.base(), token).await;
+        let rows = support::ledger_at(&http, &running.base(), token).await;
         // Every acknowledged call is in the ledger, under the ledger id it was answered with.
         let by_key: BTreeMap<&str, &Value> = rows
             .iter()
@@ -230,13 +206,17 @@ async fn acknowledged_economy_writes_survive_kill_9(backend: Backend) {
         .parse()
         .expect("index");
     let (id, payload, _) = call(writer, i);
-    let before = ledger(&http, &running.base(), &tokens[user]).await.len();
+    let before = support::ledger_at(&http, &running.base(), &tokens[user])
+        .await
+        .len();
     let replay = post_rpc(&http, &running.base(), &tokens[user], id, &payload)
         .await
         .expect("replayed");
     assert_eq!(replay, acknowledged[&(user, key)]);
     assert_eq!(
-        ledger(&http, &running.base(), &tokens[user]).await.len(),
+        support::ledger_at(&http, &running.base(), &tokens[user])
+            .await
+            .len(),
         before
     );
     // And the restarted server takes new writes.

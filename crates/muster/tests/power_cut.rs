@@ -982,30 +982,14 @@ async fn check(http: &reqwest::Client, node: &Node, acked: &Acknowledged) -> Los
 
 /// Every ledger row of the caller of `token`: idempotency key → ledger id.
 async fn ledger(http: &reqwest::Client, base: &str, token: &str) -> HashMap<String, String> {
-    let mut rows = HashMap::new();
-    let mut cursor = String::new();
-    loop {
-        let page: Value = http
-            .get(format!(
-                "{base}/v2/economy/ledger?limit=100&cursor={cursor}"
-            ))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("ledger")
-            .json()
-            .await
-            .expect("ledger JSON");
-        for row in page["entries"].as_array().into_iter().flatten() {
-            if let (Some(key), Some(id)) = (row["idempotency_key"].as_str(), row["id"].as_str()) {
-                rows.insert(key.to_owned(), id.to_owned());
-            }
-        }
-        match page["cursor"].as_str() {
-            Some(next) => cursor = next.to_owned(),
-            None => return rows,
-        }
-    }
+    support::ledger_at(http, base, token)
+        .await
+        .iter()
+        .filter_map(|row| {
+            let key = row["idempotency_key"].as_str()?;
+            Some((key.to_owned(), row["id"].as_str()?.to_owned()))
+        })
+        .collect()
 }
 
 /// Every message id in [`ROOM`]'s history.

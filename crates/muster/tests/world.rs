@@ -29,17 +29,29 @@ fn world_toml(db: &Database) -> PathBuf {
 
 /// [`world_toml`] with more `[world]` settings.
 fn world_toml_with(db: &Database, more: &str) -> PathBuf {
-    let path = db.data_dir().join("world.toml");
-    std::fs::create_dir_all(db.data_dir()).expect("dir");
-    std::fs::write(
-        &path,
-        format!(
-            "[world]\nmap = {:?}\nshards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\nseed_towers_per_shard = 1000\nactions_per_sec = 0\n{more}",
-            helsinki_pbf().display().to_string()
+    world_settings(
+        db,
+        &format!(
+            "shards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\nseed_towers_per_shard = 1000\nactions_per_sec = 0\n{more}"
         ),
     )
-    .expect("config");
+}
+
+/// A configuration of Helsinki's world with exactly `settings` under `[world]` (each line
+/// `key = value`).
+fn world_settings(db: &Database, settings: &str) -> PathBuf {
+    let path = db.data_dir().join("world.toml");
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    let map = helsinki_pbf().display().to_string();
+    std::fs::write(&path, format!("[world]\nmap = {map:?}\n{settings}")).expect("config");
     path
+}
+
+/// The real binary on `db` with `config`, once it answers.
+async fn start_world(db: &Database, config: &PathBuf) -> Binary {
+    let mut command = muster_command(db);
+    command.arg("--config").arg(config);
+    Binary::run(command, free_port()).await
 }
 
 fn world_command(db: &Database, config: &PathBuf, args: &[&str]) -> (i32, String, String) {
@@ -70,9 +82,7 @@ async fn metric(node: &Binary, name: &str) -> f64 {
 async fn shards_tick_checkpoint_and_come_back_after_a_kill_9() {
     let db = Database::new(Backend::Sqlite).await;
     let config = world_toml(&db);
-    let mut command = muster_command(&db);
-    command.arg("--config").arg(&config);
-    let mut node = Binary::run(command, free_port()).await;
+    let mut node = start_world(&db, &config).await;
     assert_eq!(metric(&node, "muster_world_shards").await, 2.0);
     assert_eq!(metric(&node, "muster_world_shards_restored").await, 0.0);
     assert_eq!(
@@ -100,9 +110,7 @@ async fn shards_tick_checkpoint_and_come_back_after_a_kill_9() {
     }
     // Restarted on the same data: restored, not seeded again, and time goes on from the
     // checkpoint.
-    let mut command = muster_command(&db);
-    command.arg("--config").arg(&config);
-    let node = Binary::run(command, free_port()).await;
+    let node = start_world(&db, &config).await;
     assert_eq!(metric(&node, "muster_world_shards_restored").await, 2.0);
     assert_eq!(
         metric(&node, "muster_world_towers{shard=\"0\"}").await,
@@ -447,9 +455,7 @@ async fn coins(base: &str, token: &str) -> i64 {
 async fn a_players_creeps_that_arrive_pay_into_the_wallet() {
     let db = Database::new(Backend::Sqlite).await;
     let config = world_toml(&db);
-    let mut command = muster_command(&db);
-    command.arg("--config").arg(&config);
-    let node = Binary::run(command, free_port()).await;
+    let node = start_world(&db, &config).await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-payee").await;
     let (_, route, _) = claim_a_road(&base, &alice).await;
@@ -490,22 +496,12 @@ async fn a_players_creeps_that_arrive_pay_into_the_wallet() {
 #[tokio::test]
 async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     let db = Database::new(Backend::Sqlite).await;
-    let config = db.data_dir().join("world.toml");
-    std::fs::create_dir_all(db.data_dir()).expect("dir");
     // No checkpoint for an hour: after the kill, everything comes back from the action log.
-    std::fs::write(
-        &config,
-        format!(
-            "[world]\nmap = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\nactions_per_sec = 0\n",
-            helsinki_pbf().display().to_string()
-        ),
-    )
-    .expect("config");
-    let start = || {
-        let mut command = muster_command(&db);
-        command.arg("--config").arg(&config);
-        Binary::run(command, free_port())
-    };
+    let config = world_settings(
+        &db,
+        "checkpoint_interval_s = 3600\nseed_towers_per_shard = 50\nactions_per_sec = 0\n",
+    );
+    let start = || start_world(&db, &config);
     let mut node = start().await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-alice").await;
@@ -604,20 +600,10 @@ async fn acknowledged_actions_survive_a_kill_9_before_any_checkpoint() {
     assert_eq!(again["shards"][0]["actionsReplayed"], 0, "{again}");
 }
 
-/// The ledger rows of `token`'s account, newest first (up to 100).
+/// The reasons of the ledger rows of `token`'s account, newest first.
 async fn ledger_reasons(base: &str, token: &str) -> Vec<String> {
-    let ledger: Value = reqwest::Client::new()
-        .get(format!("{base}/v2/economy/ledger?limit=100"))
-        .bearer_auth(token)
-        .send()
+    support::ledger_at(&reqwest::Client::new(), base, token)
         .await
-        .expect("ledger")
-        .json()
-        .await
-        .expect("JSON");
-    ledger["entries"]
-        .as_array()
-        .expect("entries")
         .iter()
         .map(|e| e["reason"].as_str().unwrap_or("").to_owned())
         .collect()
@@ -630,9 +616,7 @@ async fn world_actions_cost_what_the_rules_say_and_are_bounded_per_player() {
         &db,
         "[world.rules]\nupgrade_cost = 400000\nmax_creeps_per_player = 4\n",
     );
-    let mut command = muster_command(&db);
-    command.arg("--config").arg(&config);
-    let node = Binary::run(command, free_port()).await;
+    let node = start_world(&db, &config).await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-buyer").await;
     let (bob, _) = support::device_session_at(&base, "device-world-thief").await;
@@ -740,19 +724,8 @@ async fn world_actions_cost_what_the_rules_say_and_are_bounded_per_player() {
 #[tokio::test]
 async fn a_players_world_actions_are_rate_limited() {
     let db = Database::new(Backend::Sqlite).await;
-    let path = db.data_dir().join("world.toml");
-    std::fs::create_dir_all(db.data_dir()).expect("dir");
-    std::fs::write(
-        &path,
-        format!(
-            "[world]\nmap = {:?}\nactions_per_sec = 1\naction_burst = 3\n",
-            helsinki_pbf().display().to_string()
-        ),
-    )
-    .expect("config");
-    let mut command = muster_command(&db);
-    command.arg("--config").arg(&path);
-    let node = Binary::run(command, free_port()).await;
+    let config = world_settings(&db, "actions_per_sec = 1\naction_burst = 3\n");
+    let node = start_world(&db, &config).await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-hasty").await;
     let (bob, _) = support::device_session_at(&base, "device-world-calm").await;
@@ -792,12 +765,8 @@ async fn credits_survive_the_database_away_and_a_kill_9() {
         dir: tempfile::tempdir().expect("dir"),
         url: postgres.url(),
     };
-    let config = world_toml_with(&db, "");
-    let start = || {
-        let mut command = muster_command(&db);
-        command.arg("--config").arg(&config);
-        Binary::run(command, free_port())
-    };
+    let config = world_toml(&db);
+    let start = || start_world(&db, &config);
     let mut node = start().await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-credits").await;
@@ -883,22 +852,14 @@ async fn an_action_the_log_cannot_take_is_refused_and_not_applied() {
     let db = Database::new(Backend::Sqlite).await;
     // The world's checkpoints and action log on the test's disk (no checkpoint while it runs);
     // the database elsewhere.
-    let config = db.data_dir().join("world.toml");
-    std::fs::create_dir_all(db.data_dir()).expect("dir");
-    std::fs::write(
-        &config,
-        format!(
-            "[world]\nmap = {:?}\ncheckpoint_dir = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\nactions_per_sec = 0\n",
-            helsinki_pbf().display().to_string(),
+    let config = world_settings(
+        &db,
+        &format!(
+            "checkpoint_dir = {:?}\ncheckpoint_interval_s = 3600\nseed_towers_per_shard = 50\nactions_per_sec = 0\n",
             disk.mountpoint().display().to_string()
         ),
-    )
-    .expect("config");
-    let start = || {
-        let mut command = muster_command(&db);
-        command.arg("--config").arg(&config);
-        Binary::run(command, free_port())
-    };
+    );
+    let start = || start_world(&db, &config);
     let mut node = start().await;
     let base = node.base();
     let (alice, _) = support::device_session_at(&base, "device-world-full-disk").await;

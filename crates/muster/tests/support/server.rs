@@ -238,6 +238,30 @@ impl TestServer {
     }
 }
 
+/// Every ledger row of the caller of `token` at `base`, newest first, read page by page.
+pub async fn ledger_at(http: &reqwest::Client, base: &str, token: &str) -> Vec<Value> {
+    let mut rows = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page: Value = http
+            .get(format!(
+                "{base}/v2/economy/ledger?limit=100&cursor={cursor}"
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("ledger")
+            .json()
+            .await
+            .expect("ledger JSON");
+        rows.extend(page["entries"].as_array().into_iter().flatten().cloned());
+        match page["cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => return rows,
+        }
+    }
+}
+
 /// [`TestServer::device_session`] against the server at `base` (`http://host:port`, e.g. a
 /// binary a test started).
 pub async fn device_session_at(base: &str, device_id: &str) -> (String, String) {
