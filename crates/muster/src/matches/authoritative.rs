@@ -442,12 +442,7 @@ impl Actor {
                 .dec();
             if let Some(meta) = self.handle.room.as_ref() {
                 self.env.metrics.rooms.dec();
-                self.env.rooms.remove(
-                    &self.handle.handler,
-                    meta.created_at_ms,
-                    &self.handle.id_text,
-                    meta.owner,
-                );
+                self.env.rooms.remove(&self.handle.id_text, meta.owner);
             }
         }
         self.handle.ended.cancel();

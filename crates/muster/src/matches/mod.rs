@@ -284,10 +284,7 @@ impl Matches {
             .inc();
         if is_room {
             self.metrics.rooms.inc();
-            if let Some(meta) = handle.room.as_ref() {
-                self.rooms
-                    .add(&handle.handler, meta.created_at_ms, &handle.id_text);
-            }
+            self.rooms.add(&handle.handler, &handle.id_text);
         }
         tokio::spawn(actor.run());
         Ok(handle)

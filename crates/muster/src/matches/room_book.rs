@@ -1,12 +1,11 @@
-//! The book of this node's built-in rooms: ordered by creation (and by handler), so a listing
+//! The book of this node's built-in rooms: in the order they were created (and per handler), so a listing
 //! reads one page of it instead of walking every match, and counted per creator, so one
 //! player cannot fill the node (`rooms.max_rooms_per_user`, `rooms.creates_per_user_per_minute`).
 //!
 //! A room enters the book when it is created and leaves it when its match ends, before a
 //! `DELETE` of it is answered; the counts are kept on those two events, never by walking.
 
-use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use base64::Engine;
 use parking_lot::Mutex;
@@ -15,13 +14,18 @@ use uuid::Uuid;
 use super::error::MatchError;
 use crate::base::ratelimit::KeyedLimit;
 
-/// Where a room sits in the book: created at (Unix ms), then its id.
-type Place = (i64, String);
+/// Where a room sits in the book: its number in the order rooms were created on this node.
+type Place = u64;
 
 #[derive(Default)]
 struct Pages {
-    all: BTreeSet<Place>,
-    by_handler: BTreeSet<(String, i64, String)>,
+    /// Rooms by place.
+    all: BTreeMap<Place, String>,
+    /// (handler, place) of every room.
+    by_handler: BTreeSet<(String, Place)>,
+    /// Each room's place and handler, by id.
+    places: HashMap<String, (Place, String)>,
+    next: Place,
     per_owner: HashMap<Uuid, usize>,
 }
 
@@ -73,22 +77,25 @@ impl RoomBook {
         release(&mut self.pages.lock().per_owner, owner);
     }
 
-    /// Enters a created room.
-    pub fn add(&self, handler: &str, created_ms: i64, id: &str) {
+    /// Enters a created room, after every room before it.
+    pub fn add(&self, handler: &str, id: &str) {
         let mut pages = self.pages.lock();
-        pages.all.insert((created_ms, id.to_owned()));
+        let place = pages.next;
+        pages.next += 1;
+        pages.all.insert(place, id.to_owned());
+        pages.by_handler.insert((handler.to_owned(), place));
         pages
-            .by_handler
-            .insert((handler.to_owned(), created_ms, id.to_owned()));
+            .places
+            .insert(id.to_owned(), (place, handler.to_owned()));
     }
 
     /// Takes an ended room out, and off its owner's count.
-    pub fn remove(&self, handler: &str, created_ms: i64, id: &str, owner: Option<Uuid>) {
+    pub fn remove(&self, id: &str, owner: Option<Uuid>) {
         let mut pages = self.pages.lock();
-        pages.all.remove(&(created_ms, id.to_owned()));
-        pages
-            .by_handler
-            .remove(&(handler.to_owned(), created_ms, id.to_owned()));
+        if let Some((place, handler)) = pages.places.remove(id) {
+            pages.all.remove(&place);
+            pages.by_handler.remove(&(handler, place));
+        }
         if let Some(owner) = owner {
             release(&mut pages.per_owner, owner);
         }
@@ -112,33 +119,25 @@ impl RoomBook {
     ) -> Result<Page, MatchError> {
         let after = cursor.filter(|c| !c.is_empty()).map(decode).transpose()?;
         let pages = self.pages.lock();
-        let mut ids: Vec<Place> = match handler {
-            None => {
-                let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-                pages
-                    .all
-                    .range((from, Bound::Unbounded))
-                    .take(limit + 1)
-                    .cloned()
-                    .collect()
-            }
-            Some(handler) => {
-                let from = match after {
-                    Some((ms, id)) => Bound::Excluded((handler.to_owned(), ms, id)),
-                    None => Bound::Included((handler.to_owned(), i64::MIN, String::new())),
-                };
-                pages
-                    .by_handler
-                    .range((from, Bound::Unbounded))
-                    .take_while(|(h, _, _)| h == handler)
-                    .take(limit + 1)
-                    .map(|(_, ms, id)| (*ms, id.clone()))
-                    .collect()
-            }
+        let from = after.map_or(0, |place| place + 1);
+        let mut ids: Vec<(Place, String)> = match handler {
+            None => pages
+                .all
+                .range(from..)
+                .take(limit + 1)
+                .map(|(place, id)| (*place, id.clone()))
+                .collect(),
+            Some(handler) => pages
+                .by_handler
+                .range((handler.to_owned(), from)..)
+                .take_while(|(h, _)| h == handler)
+                .take(limit + 1)
+                .filter_map(|(_, place)| Some((*place, pages.all.get(place)?.clone())))
+                .collect(),
         };
         let cursor = if ids.len() > limit {
             ids.truncate(limit);
-            ids.last().map(encode)
+            ids.last().map(|(place, _)| encode(*place))
         } else {
             None
         };
@@ -164,8 +163,8 @@ fn release(per_owner: &mut HashMap<Uuid, usize>, owner: Uuid) {
 }
 
 /// A cursor: where the previous page ended. Forging one only moves where a listing starts.
-fn encode(place: &Place) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}:{}", place.0, place.1))
+fn encode(place: Place) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("room:{place}"))
 }
 
 fn decode(cursor: &str) -> Result<Place, MatchError> {
@@ -174,8 +173,9 @@ fn decode(cursor: &str) -> Result<Place, MatchError> {
         .decode(cursor)
         .map_err(|_| bad())?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let (ms, id) = text.split_once(':').ok_or_else(bad)?;
-    Ok((ms.parse().map_err(|_| bad())?, id.to_owned()))
+    text.strip_prefix("room:")
+        .and_then(|place| place.parse().ok())
+        .ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -189,7 +189,7 @@ mod tests {
             .iter()
             .enumerate()
         {
-            book.add(handler, 100 + i as i64, &format!("room-{i}"));
+            book.add(handler, &format!("room-{i}"));
         }
         let first = book.page(None, None, 2).expect("page");
         assert_eq!(first.ids, ["room-0", "room-1"]);
@@ -215,7 +215,7 @@ mod tests {
         book.reserve(alice).expect("first");
         book.reserve(alice).expect("second");
         assert!(matches!(book.reserve(alice), Err(MatchError::TooMany(_))));
-        book.remove("arena", 100, "room-0", Some(alice));
+        book.remove("room-0", Some(alice));
         book.reserve(alice)
             .expect("a room ended: room for one more");
         book.cancel(alice);
