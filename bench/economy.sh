@@ -75,8 +75,10 @@ TOML
 }
 
 # The scenario's players call the built-in value functions themselves, which Muster allows only
-# when the studio opts in.
-export MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS="[wallet_spend, inventory_grant]"
+# when the studio opts in (a build from before that setting, run with BENCH_SERVER_BIN, lets them).
+if "$muster_bin" config 2>/dev/null | grep -q '^player_builtin_functions'; then
+  export MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS="[wallet_spend, inventory_grant]"
+fi
 
 from_s=$((RAMP_S + 2))
 to_s=$((RAMP_S + HOLD_S - 1))
