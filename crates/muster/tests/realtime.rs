@@ -24,6 +24,7 @@ on_both_backends!(
     dead_peer_is_dropped_live_peer_kept,
     shutdown_sends_close_frames,
     client_close_is_answered,
+    a_vanished_client_is_counted_apart_from_a_closing_one,
     socket_limit_and_rate_limit,
     metrics_count_sockets,
 );
@@ -154,6 +155,39 @@ async fn client_close_is_answered(backend: Backend) {
         matches!(answer, Some(Ok(Message::Close(_)))),
         "expected the server's close frame, got {answer:?}"
     );
+}
+
+/// A client that closes is `client_closed`; one that vanishes without a close frame (killed,
+/// its network gone) is `connection_reset` — not a protocol error.
+async fn a_vanished_client_is_counted_apart_from_a_closing_one(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, _) = server.device_session("device-ws-vanish").await;
+    let closed = |reason: &'static str| {
+        let server = &server;
+        async move {
+            metric(
+                server,
+                &format!("muster_sockets_closed_total{{reason=\"{reason}\"}}"),
+            )
+            .await
+        }
+    };
+    let mut polite = connect(&server, &token, "json").await;
+    polite.close(None).await.expect("close");
+    eventually("the close counted", || async {
+        closed("client_closed").await == 1.0
+    })
+    .await;
+    // Dropped with no close frame: the TCP connection just ends, as when a client is killed.
+    let rude = connect(&server, &token, "json").await;
+    drop(rude);
+    eventually("the vanished client counted", || async {
+        closed("connection_reset").await == 1.0
+    })
+    .await;
+    assert_eq!(closed("protocol_error").await, 0.0);
+    assert_eq!(closed("client_closed").await, 1.0);
 }
 
 async fn next_binary(socket: &mut Socket) -> Vec<u8> {

@@ -94,7 +94,7 @@ impl Metrics {
             sockets_closed: register!(IntCounterVec::new(
                 Opts::new(
                     "sockets_closed_total",
-                    "Realtime sockets closed, by reason."
+                    "Realtime sockets closed, by reason (client_closed, connection_reset, keepalive_timeout, ...; docs/ARCHITECTURE.md)."
                 ),
                 &["reason"]
             )),

@@ -31,7 +31,11 @@ pub enum Transport {
 /// `muster_sockets_closed_total{reason}` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
+    /// The client closed: a WebSocket close handshake, or an orderly end of a TCP stream.
     ClientClosed,
+    /// The client went away without closing: the connection was reset, or a WebSocket ended
+    /// with no close frame (a client killed, a network gone).
+    Reset,
     ServerShutdown,
     /// Nothing heard from the peer for `socket.pong_wait_ms`.
     KeepAliveTimeout,
@@ -53,7 +57,7 @@ impl Ending {
     /// WebSocket.
     pub fn close_frame(self) -> Option<(u16, &'static str)> {
         match self {
-            Ending::ClientClosed | Ending::WriteFailed => None,
+            Ending::ClientClosed | Ending::Reset | Ending::WriteFailed => None,
             Ending::ServerShutdown => Some((1001, "server shutting down")),
             Ending::KeepAliveTimeout => Some((1001, "keep-alive timeout")),
             Ending::QueueFull => Some((1008, "outgoing queue full: client too slow")),
@@ -68,6 +72,7 @@ impl Ending {
         match transport {
             Transport::WebSocket => match self {
                 Ending::ClientClosed => "client_closed",
+                Ending::Reset => "connection_reset",
                 Ending::ServerShutdown => "server_shutdown",
                 Ending::KeepAliveTimeout => "keepalive_timeout",
                 Ending::QueueFull => "queue_full",
@@ -79,6 +84,7 @@ impl Ending {
             },
             Transport::Tcp => match self {
                 Ending::ClientClosed => "tcp_client_closed",
+                Ending::Reset => "tcp_connection_reset",
                 Ending::ServerShutdown => "tcp_server_shutdown",
                 Ending::KeepAliveTimeout => "tcp_idle_timeout",
                 Ending::QueueFull => "tcp_queue_full",
@@ -89,6 +95,7 @@ impl Ending {
             },
             Transport::Enet => match self {
                 Ending::ClientClosed => "enet_client_closed",
+                Ending::Reset => "enet_connection_reset",
                 Ending::ServerShutdown => "enet_server_shutdown",
                 Ending::KeepAliveTimeout => "enet_timeout",
                 Ending::QueueFull => "enet_queue_full",

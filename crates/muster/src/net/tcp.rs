@@ -98,8 +98,12 @@ impl Conn {
             self.read.reserve(512);
         }
         match self.stream.read_buf(&mut self.read).await {
-            Ok(0) | Err(_) => Err(Ending::ClientClosed),
+            Ok(0) => Err(Ending::ClientClosed),
             Ok(_) => Ok(()),
+            Err(error) => {
+                tracing::debug!(%error, "TCP read failed");
+                Err(Ending::Reset)
+            }
         }
     }
 

@@ -17,18 +17,30 @@ use crate::session::codec;
 use crate::session::outbox::Outbox;
 use crate::session::{Admission, Format};
 
+/// Why a read failed, as the socket's ending counts it: a peer that vanished (reset, or gone
+/// without a close frame) is not a protocol error.
 fn classify(error: axum::Error) -> Ending {
+    use std::io::ErrorKind;
+    use tungstenite::error::ProtocolError;
     tracing::debug!(%error, "WebSocket read failed");
-    match error.into_inner().downcast::<tungstenite::Error>() {
-        Ok(e) if matches!(*e, tungstenite::Error::Capacity(_)) => Ending::MessageTooBig,
-        Ok(e)
+    let Ok(error) = error.into_inner().downcast::<tungstenite::Error>() else {
+        return Ending::ClientClosed;
+    };
+    match *error {
+        tungstenite::Error::Capacity(_) => Ending::MessageTooBig,
+        tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => Ending::Reset,
+        tungstenite::Error::Io(ref io)
             if matches!(
-                *e,
-                tungstenite::Error::Protocol(_) | tungstenite::Error::Utf8(_)
+                io.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
             ) =>
         {
-            Ending::ProtocolError
+            Ending::Reset
         }
+        tungstenite::Error::Protocol(_) | tungstenite::Error::Utf8(_) => Ending::ProtocolError,
         _ => Ending::ClientClosed,
     }
 }

@@ -40,7 +40,7 @@ pub enum Command {
 /// ENet's disconnect data: why the server closed a peer (documented in docs/matches.md).
 pub fn disconnect_code(ending: Ending) -> u32 {
     match ending {
-        Ending::ClientClosed => 0,
+        Ending::ClientClosed | Ending::Reset => 0,
         Ending::ServerShutdown => 1,
         Ending::KeepAliveTimeout => 2,
         Ending::QueueFull => 3,
