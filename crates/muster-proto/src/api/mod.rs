@@ -1,9 +1,17 @@
 //! JSON bodies of the REST API, named and shaped as Nakama's gRPC gateway renders them
 //! (proto field names, unpopulated fields omitted) so Nakama's client SDKs read them unchanged.
 
+mod storage;
+
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
+
+pub use storage::{
+    DeleteStorageObjectId, DeleteStorageObjectsRequest, ReadStorageObjectId,
+    ReadStorageObjectsRequest, StorageObject, StorageObjectAck, StorageObjectAcks,
+    StorageObjectList, StorageObjects, WriteStorageObject, WriteStorageObjectsRequest,
+};
 
 fn is_false(value: &bool) -> bool {
     !*value

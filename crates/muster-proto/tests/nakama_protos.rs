@@ -1,0 +1,187 @@
+//! Muster's REST bodies against Nakama's own definitions: nakama-common's `api/api.proto`, as
+//! published on the Go module proxy (the test command fetches it and sets `NAKAMA_COMMON_DIR`).
+//! For each body, an instance with every field set is serialized, and its JSON keys must be
+//! exactly the proto message's field names (protojson's proto names, which Nakama's gateway
+//! writes); a body that covers only part of its message says which fields it leaves out.
+//!
+//! Without `NAKAMA_COMMON_DIR` the test is skipped with a note, unless
+//! `TEST_REQUIRE_NAKAMA_PROTOS=1` (which the test command sets) makes that a failure.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use muster_proto::api;
+use prost_types::{DescriptorProto, FileDescriptorSet};
+use serde::Serialize;
+
+fn nakama_common() -> Option<PathBuf> {
+    match std::env::var_os("NAKAMA_COMMON_DIR") {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => {
+            assert!(
+                std::env::var("TEST_REQUIRE_NAKAMA_PROTOS").as_deref() != Ok("1"),
+                "TEST_REQUIRE_NAKAMA_PROTOS=1 but NAKAMA_COMMON_DIR is not set"
+            );
+            eprintln!("skipped: NAKAMA_COMMON_DIR not set (scripts/test fetches nakama-common)");
+            None
+        }
+    }
+}
+
+fn api_proto(dir: &std::path::Path) -> FileDescriptorSet {
+    protox::compile(["api/api.proto"], [dir]).expect("nakama-common's api.proto compiles")
+}
+
+fn message<'a>(set: &'a FileDescriptorSet, name: &str) -> &'a DescriptorProto {
+    set.file
+        .iter()
+        .filter(|f| f.package() == "nakama.api")
+        .flat_map(|f| f.message_type.iter())
+        .find(|m| m.name() == name)
+        .unwrap_or_else(|| panic!("no message {name} in api.proto"))
+}
+
+fn proto_fields(message: &DescriptorProto) -> BTreeSet<String> {
+    message.field.iter().map(|f| f.name().to_owned()).collect()
+}
+
+fn json_keys(value: &impl Serialize) -> BTreeSet<String> {
+    match serde_json::to_value(value).expect("serializes") {
+        serde_json::Value::Object(map) => map.keys().cloned().collect(),
+        other => panic!("not an object: {other}"),
+    }
+}
+
+/// `body`, with every field set, has exactly `proto`'s fields, but for `left_out`.
+fn check(set: &FileDescriptorSet, proto: &str, body: &impl Serialize, left_out: &[&str]) {
+    let mut expected = proto_fields(message(set, proto));
+    for name in left_out {
+        assert!(
+            expected.remove(*name),
+            "{proto} has no field {name} to leave out"
+        );
+    }
+    assert_eq!(json_keys(body), expected, "{proto}");
+}
+
+#[test]
+fn storage_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let object = api::StorageObject {
+        collection: "c".into(),
+        key: "k".into(),
+        user_id: "u".into(),
+        value: "{}".into(),
+        version: "v".into(),
+        permission_read: 2,
+        permission_write: 1,
+        create_time: "t".into(),
+        update_time: "t".into(),
+    };
+    check(&set, "StorageObject", &object, &[]);
+    let ack = api::StorageObjectAck {
+        collection: "c".into(),
+        key: "k".into(),
+        version: "v".into(),
+        user_id: "u".into(),
+        create_time: "t".into(),
+        update_time: "t".into(),
+    };
+    check(&set, "StorageObjectAck", &ack, &[]);
+    let write = api::WriteStorageObject {
+        collection: "c".into(),
+        key: "k".into(),
+        value: "{}".into(),
+        version: "*".into(),
+        permission_read: Some(1),
+        permission_write: Some(1),
+    };
+    check(&set, "WriteStorageObject", &write, &[]);
+    let writes = api::WriteStorageObjectsRequest {
+        objects: vec![write],
+    };
+    check(&set, "WriteStorageObjectsRequest", &writes, &[]);
+    let acks = api::StorageObjectAcks { acks: vec![ack] };
+    check(&set, "StorageObjectAcks", &acks, &[]);
+    let read = api::ReadStorageObjectId {
+        collection: "c".into(),
+        key: "k".into(),
+        user_id: "u".into(),
+    };
+    check(&set, "ReadStorageObjectId", &read, &[]);
+    let reads = api::ReadStorageObjectsRequest {
+        object_ids: vec![read],
+    };
+    check(&set, "ReadStorageObjectsRequest", &reads, &[]);
+    let objects = api::StorageObjects {
+        objects: vec![object.clone()],
+    };
+    check(&set, "StorageObjects", &objects, &[]);
+    let list = api::StorageObjectList {
+        objects: vec![object],
+        cursor: "c".into(),
+    };
+    check(&set, "StorageObjectList", &list, &[]);
+    let delete = api::DeleteStorageObjectId {
+        collection: "c".into(),
+        key: "k".into(),
+        version: "v".into(),
+    };
+    check(&set, "DeleteStorageObjectId", &delete, &[]);
+    let deletes = api::DeleteStorageObjectsRequest {
+        object_ids: vec![delete],
+    };
+    check(&set, "DeleteStorageObjectsRequest", &deletes, &[]);
+}
+
+#[test]
+fn account_and_session_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let session = api::Session {
+        token: "t".into(),
+        refresh_token: "r".into(),
+        created: true,
+    };
+    check(&set, "Session", &session, &[]);
+    let user = api::User {
+        id: "i".into(),
+        username: "u".into(),
+        display_name: "d".into(),
+        avatar_url: "a".into(),
+        lang_tag: "l".into(),
+        location: "l".into(),
+        timezone: "t".into(),
+        metadata: "{}".into(),
+        online: true,
+        create_time: "t".into(),
+        update_time: "t".into(),
+    };
+    // Muster has neither social logins nor friend counts yet.
+    let social = [
+        "facebook_id",
+        "google_id",
+        "gamecenter_id",
+        "steam_id",
+        "edge_count",
+        "facebook_instant_game_id",
+        "apple_id",
+    ];
+    check(&set, "User", &user, &social);
+    let device = api::AccountDevice { id: "d".into() };
+    check(&set, "AccountDevice", &device, &["vars"]);
+    let update = api::UpdateAccountRequest {
+        username: Some("u".into()),
+        display_name: Some("d".into()),
+        avatar_url: Some("a".into()),
+        lang_tag: Some("l".into()),
+        location: Some("l".into()),
+        timezone: Some("t".into()),
+    };
+    check(&set, "UpdateAccountRequest", &update, &[]);
+}
