@@ -144,40 +144,86 @@ fn coordinator_showing(
     cmd
 }
 
+/// A coordinator whose stderr is read on a thread to its end, passed on to the test's and handed
+/// to the test line by line, so a test waits on what the coordinator says.
+struct Coordinator {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Coordinator {
+    fn start(mut cmd: Command) -> Coordinator {
+        let mut child = cmd
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start coordinator");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("coordinator: {line}");
+                let _ = tx.send(line);
+            }
+        });
+        Coordinator { child, lines }
+    }
+
+    /// Waits (at most `limit`) for a line of the coordinator's stderr that `matches`; fails the
+    /// test, naming `what`, otherwise.
+    fn wait_for(&mut self, what: &str, limit: Duration, matches: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if matches(&line) => return,
+                Ok(_) => continue,
+                Err(_) => panic!("the coordinator never showed {what} (within {limit:?})"),
+            }
+        }
+    }
+
+    /// Waits for a second of JSON progress (shown only once every live worker has reported it)
+    /// for which `matches` holds.
+    fn wait_for_progress(&mut self, what: &str, matches: impl Fn(&Value) -> bool) {
+        self.wait_for(what, Duration::from_secs(60), |line| {
+            serde_json::from_str::<Value>(line).is_ok_and(|progress| matches(&progress))
+        });
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        wait_exit(&mut self.child, limit)
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts a coordinator with JSON progress and returns once the run is under way: a second of
-/// progress (shown only when every worker has reported it) counts all `players` started. The
-/// coordinator's stderr is read on a thread to its end, and passed on to the test's.
+/// progress counts all `players` started.
 fn start_under_way(
     muster: &Muster,
     scenario: &Path,
     out: &Path,
     workers: &[&Worker],
     players: u64,
-) -> Child {
-    let mut child = coordinator_showing("json", muster, scenario, out, workers)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start coordinator");
-    let stderr = child.stderr.take().expect("stderr");
-    let (all_started, under_way) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            eprintln!("coordinator: {line}");
-            let started = serde_json::from_str::<Value>(&line)
-                .ok()
-                .and_then(|progress| progress["started"].as_u64());
-            if started.is_some_and(|started| started >= players) {
-                let _ = all_started.send(());
-            }
-        }
+) -> Coordinator {
+    let mut run = Coordinator::start(coordinator_showing("json", muster, scenario, out, workers));
+    run.wait_for_progress(&format!("all {players} players started"), |p| {
+        p["started"]
+            .as_u64()
+            .is_some_and(|started| started >= players)
     });
-    if under_way.recv_timeout(Duration::from_secs(30)).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the coordinator's progress never showed all {players} players started");
-    }
-    child
+    run
+}
+
+/// Samples of `metric` the coordinator's progress has shown so far.
+fn streamed(progress: &Value, metric: &str) -> u64 {
+    progress["samplesTotal"][metric].as_u64().unwrap_or(0)
 }
 
 fn read_report(out: &Path) -> Value {
@@ -264,11 +310,10 @@ fn a_worker_killed_mid_run_is_reported_lost_and_the_run_goes_on() {
     // Killed mid-run: once every player of both workers has started.
     let mut run = start_under_way(&muster, &file, &out, &[&survivor, &victim], 20);
     let killed_after = started.elapsed();
-    Command::new("kill")
-        .args(["-9", &victim.pid().to_string()])
-        .status()
-        .expect("kill -9");
-    let code = wait_exit(&mut run, Duration::from_secs(60)).expect("coordinator finished");
+    signal(victim.pid(), "-KILL");
+    let code = run
+        .wait_exit(Duration::from_secs(60))
+        .expect("coordinator finished");
     let elapsed = started.elapsed();
     let _ = victim.wait_exit(Duration::from_secs(5));
     let report = read_report(&out);
@@ -297,6 +342,277 @@ fn a_worker_killed_mid_run_is_reported_lost_and_the_run_goes_on() {
         report["successful"].as_u64().unwrap() + report["failed"].as_u64().unwrap(),
         20
     );
+    // What it streamed before it died is in the report, and the figures add up.
+    assert_eq!(lost["status"], "lost");
+    assert_eq!(report["partialWorkers"], serde_json::json!([lost["index"]]));
+    assert_eq!(lost["counts"]["auth"], lost["players"], "{lost}");
+    assert_eq!(lost["peakCcu"], lost["players"], "{lost}");
+    assert!(lost["rssPeakKb"].as_u64().unwrap() > 0, "{lost}");
+    for metric in ["auth", "connect", "ping"] {
+        let counts = counts_three_ways(&report, &out, metric);
+        assert!(
+            counts.iter().all(|n| *n == counts[0]),
+            "{metric}: {counts:?}"
+        );
+    }
+}
+
+/// Sends a signal (`-KILL`, `-STOP`, `-CONT`, `-INT`) to a process this test started.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// `swarm window` over the whole run of a report.
+fn whole_run_window(out: &Path) -> Value {
+    let window = Command::new(env!("CARGO_BIN_EXE_swarm"))
+        .arg("window")
+        .arg(out.join("report.json"))
+        .args(["--from-s", "0", "--to-s", "100000"])
+        .output()
+        .expect("swarm window");
+    assert!(window.status.success(), "{window:?}");
+    serde_json::from_slice(&window.stdout).expect("window JSON")
+}
+
+/// A metric's count read four ways from one report: the whole-run figure, the sum of the
+/// per-second series, the sum of the workers' shares and `swarm window` over the whole run.
+fn counts_three_ways(report: &Value, out: &Path, metric: &str) -> [u64; 4] {
+    let whole = report["metrics"][metric]["count"].as_u64().unwrap_or(0);
+    let by_second = report["timeseries"]
+        .as_array()
+        .expect("timeseries")
+        .iter()
+        .map(|row| row["counts"][metric].as_u64().unwrap_or(0))
+        .sum();
+    let by_worker = report["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["counts"][metric].as_u64().unwrap_or(0))
+        .sum();
+    let window = whole_run_window(out)["metrics"][metric]["count"]
+        .as_u64()
+        .unwrap_or(0);
+    [whole, by_second, by_worker, window]
+}
+
+/// Pings each player of [`quiet_scenario`] sends.
+const PINGS_EACH: u64 = 3;
+
+/// Players that authenticate, connect, ping [`PINGS_EACH`] times (every 0.5 s for 2 s) and then
+/// hold their socket quietly to the run's end: once their pings are streamed a worker sends the
+/// server nothing more, so the server's counts are final while the run goes on.
+fn quiet_scenario(dir: &Path, players: u64, hold_s: u64) -> std::path::PathBuf {
+    let file = dir.join("quiet.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "quiet"
+timeout_s = 5
+grace_s = 5
+
+[[phases]]
+name = "ramp"
+duration_s = 1
+players = {players}
+
+[[phases]]
+name = "hold"
+duration_s = {hold_s}
+
+[[steps]]
+do = "authenticate"
+
+[[steps]]
+do = "connect"
+
+[[steps]]
+do = "heartbeat"
+interval_s = 0.5
+duration_s = 2
+
+[[steps]]
+do = "wait"
+duration_s = 600
+"#
+        ),
+    )
+    .expect("write scenario");
+    file
+}
+
+/// Waits until the coordinator's progress shows every player's authentication and pings: all
+/// of them streamed by both workers.
+fn wait_all_streamed(run: &mut Coordinator, players: u64) {
+    run.wait_for_progress("every authentication and ping streamed", |p| {
+        streamed(p, "auth") >= players && streamed(p, "ping") >= players * PINGS_EACH
+    });
+}
+
+/// The report of a [`quiet_scenario`] run of `players` over two workers, one of which (at
+/// `gone`) was given up on with `status` after all its samples were streamed: every whole-run
+/// figure holds them, and agrees with the time series, with the workers' shares, with
+/// `swarm window` and with Muster's own counts.
+fn assert_report_holds_what_was_streamed(
+    muster: &Muster,
+    out: &Path,
+    gone: &str,
+    status: &str,
+    players: u64,
+) -> Value {
+    let report = read_report(out);
+    assert_eq!(report["status"], "failed", "{report:#}");
+    let lost = worker_entry(&report, gone);
+    let lost_players = lost["players"].as_u64().expect("players");
+    assert_eq!(lost["status"], status, "{lost}");
+    assert_eq!(lost["reported"], false, "{lost}");
+    assert_eq!(report["partialWorkers"], serde_json::json!([lost["index"]]));
+    // What it streamed: every one of its players authenticated, connected and pinged, and it
+    // held all their sockets at once.
+    assert_eq!(
+        lost["counts"]["auth"].as_u64(),
+        Some(lost_players),
+        "{lost}"
+    );
+    assert_eq!(
+        lost["counts"]["connect"].as_u64(),
+        Some(lost_players),
+        "{lost}"
+    );
+    assert_eq!(
+        lost["counts"]["ping"].as_u64(),
+        Some(lost_players * PINGS_EACH),
+        "{lost}"
+    );
+    assert_eq!(lost["peakCcu"].as_u64(), Some(lost_players), "{lost}");
+    for key in ["rssBaselineKb", "rssPeakKb", "streamedS"] {
+        assert!(lost[key].as_u64().unwrap_or(0) > 0, "{key}: {lost}");
+    }
+    for w in report["workers"].as_array().expect("workers") {
+        if w["address"] != gone {
+            assert_eq!(w["status"], "finished", "{w}");
+            assert_eq!(w["failed"], 0, "{w}");
+        }
+    }
+
+    // Each count four ways from the report, and once from the server.
+    let server = [
+        ("auth", muster.metric("muster_accounts_created_total")),
+        (
+            "ping",
+            muster.metric(r#"muster_realtime_messages_total{kind="ping"}"#),
+        ),
+        ("connect", players),
+    ];
+    let expected = [players, players * PINGS_EACH, players];
+    for ((metric, at_server), expected) in server.into_iter().zip(expected) {
+        let [whole, by_second, by_worker, window] = counts_three_ways(&report, out, metric);
+        assert_eq!(
+            (whole, by_second, by_worker, window, at_server),
+            (expected, expected, expected, expected, expected),
+            "{metric}: whole run, by second, by worker, swarm window, at the server"
+        );
+    }
+    // Counters likewise: the sum of the seconds.
+    let rows = report["timeseries"].as_array().expect("timeseries");
+    for (counter, row_key) in [
+        ("connects", "connects"),
+        ("sends", "sends"),
+        ("arrivals", "arrivals"),
+    ] {
+        let by_second: u64 = rows.iter().map(|r| r[row_key].as_u64().unwrap_or(0)).sum();
+        assert_eq!(
+            report["counters"][counter].as_u64(),
+            Some(by_second),
+            "{counter}"
+        );
+    }
+    assert_eq!(report["counters"]["connects"].as_u64(), Some(players));
+    // Its players count as failed, once each; none had failed before it was lost.
+    assert_eq!(
+        report["failed"].as_u64(),
+        Some(lost_players),
+        "{}",
+        report["errors"]
+    );
+    assert_eq!(report["errors"]["worker_lost"].as_u64(), Some(lost_players));
+    assert_eq!(report["counters"]["errors"].as_u64(), Some(lost_players));
+    assert_eq!(report["players"].as_u64(), Some(players));
+    report
+}
+
+#[test]
+fn a_worker_killed_mid_run_keeps_every_sample_it_streamed_in_the_report() {
+    let muster = Muster::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let file = quiet_scenario(dir.path(), 40, 8);
+    let survivor = Worker::start(&[], false);
+    let mut victim = Worker::start(&[], false);
+    let out = dir.path().join("out");
+    let mut run = Coordinator::start(coordinator_showing(
+        "json",
+        &muster,
+        &file,
+        &out,
+        &[&survivor, &victim],
+    ));
+    wait_all_streamed(&mut run, 40);
+    signal(victim.pid(), "-KILL");
+    let code = run
+        .wait_exit(Duration::from_secs(60))
+        .expect("coordinator finished");
+    let _ = victim.wait_exit(Duration::from_secs(5));
+    assert_eq!(code, 3);
+    let report = assert_report_holds_what_was_streamed(&muster, &out, &victim.addr, "lost", 40);
+    let lost = worker_entry(&report, &victim.addr);
+    assert!(
+        lost["lost"]
+            .as_str()
+            .is_some_and(|why| why.contains("connection ended")),
+        "{lost}"
+    );
+}
+
+#[test]
+fn a_stalled_worker_keeps_what_it_streamed_and_nothing_after() {
+    let muster = Muster::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let file = quiet_scenario(dir.path(), 40, 8);
+    let mut survivor = Worker::start(&[], true);
+    let mut victim = Worker::start(&[], true);
+    let out = dir.path().join("out");
+    let mut cmd = coordinator_showing("json", &muster, &file, &out, &[&survivor, &victim]);
+    cmd.args(["--worker-silence-s", "4"]);
+    let mut run = Coordinator::start(cmd);
+    wait_all_streamed(&mut run, 40);
+    // Stopped, not dead: its connection stays open and says nothing.
+    signal(victim.pid(), "-STOP");
+    let gave_up = format!("worker {} stalled", victim.addr);
+    run.wait_for(
+        "the stalled worker given up on",
+        Duration::from_secs(60),
+        |line| line.contains(&gave_up),
+    );
+    // Resumed, it finds the coordinator gone: it closes its players and, with --once, exits.
+    signal(victim.pid(), "-CONT");
+    let code = run
+        .wait_exit(Duration::from_secs(60))
+        .expect("coordinator finished");
+    assert_eq!(code, 3);
+    assert_eq!(victim.wait_exit(Duration::from_secs(30)), Some(0));
+    assert_eq!(survivor.wait_exit(Duration::from_secs(10)), Some(0));
+    let report = assert_report_holds_what_was_streamed(&muster, &out, &victim.addr, "stalled", 40);
+    let lost = worker_entry(&report, &victim.addr);
+    assert!(
+        lost["lost"]
+            .as_str()
+            .is_some_and(|why| why.contains("silent")),
+        "{lost}"
+    );
 }
 
 #[test]
@@ -320,11 +636,10 @@ fn interrupting_the_coordinator_stops_every_worker_cleanly() {
     let said = String::from_utf8_lossy(&busy.stderr);
     assert!(said.contains("busy"), "{said}");
 
-    Command::new("kill")
-        .args(["-INT", &run.id().to_string()])
-        .status()
-        .expect("kill -INT");
-    let code = wait_exit(&mut run, Duration::from_secs(30)).expect("coordinator stopped");
+    signal(run.child.id(), "-INT");
+    let code = run
+        .wait_exit(Duration::from_secs(30))
+        .expect("coordinator stopped");
     let report = read_report(&out);
     assert_eq!(code, 3, "{report:#}");
     assert_eq!(report["status"], "aborted");

@@ -12,6 +12,11 @@
 //! error) is used for the per-second windows of the time series, where a few KiB each matter
 //! because a long run has many seconds.
 //!
+//! A worker ships each second's samples once, at run precision; the coordinator adds them to
+//! the run's sketches and, reduced with [`Sketch::merge_coarsened`], to that second's window.
+//! The reduction is exact: every bucket of a run sketch lies inside one bucket of a window
+//! sketch, so the window holds exactly what recording the samples into it would have given.
+//!
 //! On the wire (worker → coordinator, report → `swarm merge`) a sketch travels as base64 of the
 //! HdrHistogram V2 compressed encoding, which only carries non-empty buckets.
 
@@ -80,6 +85,35 @@ impl Sketch {
     /// Records one latency given as a `Duration`.
     pub fn record_duration(&mut self, d: std::time::Duration) {
         self.record(u64::try_from(d.as_micros()).unwrap_or(MAX_MICROS));
+    }
+
+    /// The precision this sketch was made with (a decoded sketch has its sender's).
+    pub fn precision(&self) -> Option<Precision> {
+        [Precision::Run, Precision::Window]
+            .into_iter()
+            .find(|p| p.sigfig() == self.hist.sigfig())
+    }
+
+    /// Adds every sample of `finer`, a sketch of this precision or a finer one, into `self`,
+    /// each at its bucket.
+    ///
+    /// Exact, not an approximation: both precisions split every power of two of the range into
+    /// a power of two of equal buckets aligned on their width (2,048 for [`Precision::Run`], 256
+    /// for [`Precision::Window`]), so each bucket of the finer sketch lies inside exactly one
+    /// bucket of the coarser one, and counts, min, max and every percentile come out as if the
+    /// samples had been recorded here.
+    pub fn merge_coarsened(&mut self, finer: &Sketch) -> Result<(), SketchError> {
+        match finer.hist.sigfig().cmp(&self.hist.sigfig()) {
+            std::cmp::Ordering::Equal => self.merge(finer),
+            std::cmp::Ordering::Less => Err(SketchError::Incompatible),
+            std::cmp::Ordering::Greater => {
+                for bucket in finer.hist.iter_recorded() {
+                    self.hist
+                        .saturating_record_n(bucket.value_iterated_to(), bucket.count_at_value());
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Adds every sample of `other` into `self`.
@@ -321,8 +355,45 @@ mod tests {
     #[test]
     fn different_precisions_do_not_merge() {
         let mut run = Sketch::new(Precision::Run);
-        let window = Sketch::new(Precision::Window);
+        let mut window = Sketch::new(Precision::Window);
         assert!(run.merge(&window).is_err());
+        // Coarsening goes one way only: a window cannot give back run precision.
+        window.record(1234);
+        assert!(run.merge_coarsened(&window).is_err());
+        assert_eq!(window.precision(), Some(Precision::Window));
+        assert_eq!(run.precision(), Some(Precision::Run));
+    }
+
+    /// A second shipped at run precision and reduced by the coordinator is bit for bit the window
+    /// the worker would have recorded: same buckets (so the same encoding), same summary. Every
+    /// range of values is covered, from single microseconds (1 µs buckets in both) to an hour.
+    #[test]
+    fn a_run_sketch_coarsened_is_exactly_the_window_of_the_same_samples() {
+        let mut values = samples(100_000, 11);
+        values.extend((1..5_000).chain([MAX_MICROS, MAX_MICROS - 1, 2047, 2048, 2049, 255, 256]));
+        let mut rng = Rng(99);
+        values.extend((0..20_000).map(|_| (rng.next_f64() * MAX_MICROS as f64) as u64 + 1));
+        for chunk in values.chunks(7_919) {
+            let (mut run, mut direct) =
+                (Sketch::new(Precision::Run), Sketch::new(Precision::Window));
+            for &v in chunk {
+                run.record(v);
+                direct.record(v);
+            }
+            let mut coarsened = Sketch::new(Precision::Window);
+            coarsened
+                .merge_coarsened(&Sketch::decode(&run.encode()).expect("decode"))
+                .expect("coarsen");
+            assert_eq!(coarsened.summary(), direct.summary());
+            assert_eq!(coarsened.encode(), direct.encode());
+            for q in [0.0, 0.5, 0.95, 0.999, 1.0] {
+                assert_eq!(
+                    coarsened.quantile_micros(q),
+                    direct.quantile_micros(q),
+                    "q={q}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,10 +1,19 @@
 //! What gets measured and counted, and how partial results travel and merge.
 //!
-//! A worker keeps one [`Recorder`]: whole-run sketches and totals, plus a one-second window that
-//! it ships to the coordinator every second as a [`Tick`] and then clears. At the end it ships a
-//! [`WorkerResult`] with the whole-run sketches. The coordinator (and `swarm merge`, for results
-//! from several machines) folds everything into an [`Aggregate`], which only ever adds: counts
-//! are summed, sketches merged, so the order in which workers report does not matter.
+//! A worker keeps one [`Recorder`]: the current second's sketches (at run precision) and
+//! counters, which it ships to the coordinator every second as a [`Tick`] and then clears, and
+//! at the end a [`WorkerResult`] with what only the worker knows of its players (how many
+//! succeeded, failed, never started) and its resources.
+//!
+//! The coordinator folds every tick into an [`Aggregate`] twice: into the run's figures (sketches
+//! added at run precision, counters and failures by kind summed) and into that second's row of
+//! the time series (the sketches reduced to window precision, exactly). So the run's figures are
+//! the sum of the seconds, worker by worker, whether or not a worker lived to send its result: a
+//! worker lost mid-run keeps every sample it streamed, in the run's figures as in its seconds,
+//! and the report can never contradict its own time series. [`Streamed`] keeps one worker's part,
+//! so a report shows what each worker added. Everything only ever adds (counts are summed,
+//! sketches merged), so the order in which workers report does not matter; `swarm merge` folds
+//! several machines' aggregates the same way.
 
 use std::collections::BTreeMap;
 
@@ -146,38 +155,37 @@ impl Counters {
 }
 
 /// One worker's measurements, owned by its single-threaded runtime.
+///
+/// It holds only the current second: its samples at run precision (3 significant digits) and its
+/// counters, taken and cleared every second by [`Recorder::take_window`]. The run's figures are
+/// the coordinator's sum of those seconds, so nothing a worker measured exists anywhere but in
+/// what it has shipped, or in the second it is still filling.
 #[derive(Debug)]
 pub struct Recorder {
-    run: Vec<Sketch>,
     window: Vec<Sketch>,
-    pub totals: Counters,
     pub window_counters: Counters,
-    pub errors: BTreeMap<String, u64>,
+    /// Failures by kind during the current second.
+    window_errors: BTreeMap<String, u64>,
     /// Open realtime sockets right now.
     pub ccu: u64,
     /// The most sockets open at once.
     pub peak_ccu: u64,
     pub successful: u64,
     pub failed: u64,
-    /// Latency metrics named at run time (one per server function of an `rpc` step): name,
-    /// whole-run sketch, current-second sketch. A handful at most, so a list.
-    named: Vec<(String, Sketch, Sketch)>,
+    /// Latency metrics named at run time (one per server function of an `rpc` step): name and
+    /// current-second sketch. A handful at most, so a list.
+    named: Vec<(String, Sketch)>,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
         Recorder {
-            run: Metric::ALL
+            window: Metric::ALL
                 .iter()
                 .map(|_| Sketch::new(Precision::Run))
                 .collect(),
-            window: Metric::ALL
-                .iter()
-                .map(|_| Sketch::new(Precision::Window))
-                .collect(),
-            totals: Counters::default(),
             window_counters: Counters::default(),
-            errors: BTreeMap::new(),
+            window_errors: BTreeMap::new(),
             ccu: 0,
             peak_ccu: 0,
             successful: 0,
@@ -188,40 +196,33 @@ impl Default for Recorder {
 }
 
 impl Recorder {
-    /// Records a latency in both the whole-run and the current-second sketch.
+    /// Records a latency in the current second.
     pub fn latency(&mut self, metric: Metric, d: std::time::Duration) {
-        self.run[metric.index()].record_duration(d);
         self.window[metric.index()].record_duration(d);
     }
 
     /// Records a latency of a metric named at run time (e.g. `rpc_wallet_spend`).
     pub fn latency_named(&mut self, name: &str, d: std::time::Duration) {
-        let at = match self.named.iter().position(|(n, _, _)| n == name) {
+        let at = match self.named.iter().position(|(n, _)| n == name) {
             Some(at) => at,
             None => {
-                self.named.push((
-                    name.to_string(),
-                    Sketch::new(Precision::Run),
-                    Sketch::new(Precision::Window),
-                ));
+                self.named
+                    .push((name.to_string(), Sketch::new(Precision::Run)));
                 self.named.len() - 1
             }
         };
-        let (_, run, window) = &mut self.named[at];
-        run.record_duration(d);
-        window.record_duration(d);
+        self.named[at].1.record_duration(d);
     }
 
-    /// Bumps one counter in the totals and in the current second.
+    /// Bumps one counter of the current second.
     pub fn count(&mut self, f: impl Fn(&mut Counters)) {
-        f(&mut self.totals);
         f(&mut self.window_counters);
     }
 
     /// Counts a failure of the given kind (`http_500`, `ws_close_1001`, `ping_timeout`…).
     pub fn failure(&mut self, kind: &str) {
         self.count(|c| c.errors += 1);
-        *self.errors.entry(kind.to_string()).or_insert(0) += 1;
+        *self.window_errors.entry(kind.to_string()).or_insert(0) += 1;
     }
 
     /// Takes the current second's figures and starts a new second.
@@ -236,32 +237,20 @@ impl Recorder {
                 (m.name().to_string(), encoded)
             })
             .collect();
-        for (name, _, window) in self.named.iter_mut().filter(|(_, _, w)| !w.is_empty()) {
+        for (name, window) in self.named.iter_mut().filter(|(_, w)| !w.is_empty()) {
             hist.insert(name.clone(), window.encode());
             window.reset();
         }
         Tick {
             t,
             ccu: self.ccu,
+            peak_ccu: self.peak_ccu,
             counters: std::mem::take(&mut self.window_counters),
+            errors: std::mem::take(&mut self.window_errors),
             sketches: hist,
             cpu_s: 0.0,
             rss_kb: 0,
         }
-    }
-
-    /// The whole-run sketches, encoded, skipping empty ones.
-    pub fn run_sketches(&self) -> BTreeMap<String, String> {
-        let mut sketches: BTreeMap<String, String> = Metric::ALL
-            .iter()
-            .zip(self.run.iter())
-            .filter(|(_, s)| !s.is_empty())
-            .map(|(m, s)| (m.name().to_string(), s.encode()))
-            .collect();
-        for (name, run, _) in self.named.iter().filter(|(_, r, _)| !r.is_empty()) {
-            sketches.insert(name.clone(), run.encode());
-        }
-        sketches
     }
 }
 
@@ -273,8 +262,15 @@ pub struct Tick {
     pub t: u64,
     /// Open sockets at the end of the second.
     pub ccu: u64,
+    /// The most sockets this worker has held at once so far in the run.
+    #[serde(default)]
+    pub peak_ccu: u64,
     pub counters: Counters,
-    /// Window sketches of the second, by metric name.
+    /// Failures by kind during the second (they add up to `counters.errors`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// The second's samples by metric, at run precision: added up, they are the run's sketches;
+    /// reduced to window precision, they are the second's row of the time series.
     #[serde(default)]
     pub sketches: BTreeMap<String, String>,
     /// CPU time the worker process used during the second.
@@ -285,7 +281,9 @@ pub struct Tick {
     pub rss_kb: u64,
 }
 
-/// A worker's final account of its players.
+/// A worker's final account of its players and of itself. Its samples, counters and failures
+/// are not repeated here: they all travelled in its ticks (its last tick, sent just before this,
+/// holds the seconds after the run's end).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct WorkerResult {
@@ -296,9 +294,6 @@ pub struct WorkerResult {
     pub failed: u64,
     /// Players that never started because the run was stopped early.
     pub skipped: u64,
-    pub counters: Counters,
-    pub errors: BTreeMap<String, u64>,
-    pub sketches: BTreeMap<String, String>,
     /// Resident memory before any player started, KiB.
     pub rss_baseline_kb: u64,
     pub rss_peak_kb: u64,
@@ -310,6 +305,37 @@ pub struct WorkerResult {
     pub source_ip: Option<String>,
     /// True when the worker was stopped before the schedule's end.
     pub aborted: bool,
+}
+
+/// What one worker streamed, as the coordinator counted it into the run: its share of the
+/// report's figures, and what is known of a worker lost before its [`WorkerResult`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Streamed {
+    /// Samples by metric.
+    pub counts: BTreeMap<String, u64>,
+    pub counters: Counters,
+    /// Seconds streamed: one past the last second received (0 before the first).
+    pub seconds: u64,
+    /// The most sockets it held at once, by its last tick.
+    pub peak_ccu: u64,
+    /// Its highest resident memory at the end of a second, KiB.
+    pub rss_peak_kb: u64,
+    /// CPU seconds over the seconds streamed.
+    pub cpu_s: f64,
+}
+
+impl Streamed {
+    /// Adds a tick, whose samples by metric [`Aggregate::add_tick`] counted.
+    pub fn add(&mut self, tick: &Tick, counts: &BTreeMap<String, u64>) {
+        for (name, n) in counts {
+            *self.counts.entry(name.clone()).or_insert(0) += n;
+        }
+        self.counters.add(&tick.counters);
+        self.seconds = self.seconds.max(tick.t + 1);
+        self.peak_ccu = self.peak_ccu.max(tick.peak_ccu).max(tick.ccu);
+        self.rss_peak_kb = self.rss_peak_kb.max(tick.rss_kb);
+        self.cpu_s += tick.cpu_s;
+    }
 }
 
 /// One second of the merged time series.
@@ -325,20 +351,19 @@ pub struct SecondAgg {
 }
 
 impl SecondAgg {
-    /// Folds one worker's second in.
-    pub fn add_tick(&mut self, tick: &Tick) -> Result<(), SketchError> {
+    /// Folds one worker's second in, its sketches (decoded, at run precision) reduced to this
+    /// row's window precision.
+    fn add_tick(&mut self, tick: &Tick, sketches: &[(&String, Sketch)]) -> Result<(), SketchError> {
         self.ccu += tick.ccu;
         self.counters.add(&tick.counters);
         self.cpu_s += tick.cpu_s;
         self.rss_kb += tick.rss_kb;
         self.reporters += 1;
-        for (name, enc) in &tick.sketches {
-            merge_into(
-                &mut self.sketches,
-                name,
-                &Sketch::decode(enc)?,
-                Precision::Window,
-            )?;
+        for (name, s) in sketches {
+            self.sketches
+                .entry(name.to_string())
+                .or_insert_with(|| Sketch::new(Precision::Window))
+                .merge_coarsened(s)?;
         }
         Ok(())
     }
@@ -382,62 +407,69 @@ pub struct Aggregate {
 }
 
 impl Aggregate {
-    /// Folds a worker's per-second tick in.
-    pub fn add_tick(&mut self, tick: &Tick) -> Result<(), SketchError> {
-        self.seconds.entry(tick.t).or_default().add_tick(tick)
-    }
-
-    /// Folds a worker's final result in.
-    pub fn add_result(&mut self, r: &WorkerResult) -> Result<(), SketchError> {
-        self.add_outcomes(
-            [r.players, r.successful, r.failed, r.skipped],
-            &r.counters,
-            &r.errors,
-        );
-        for (name, enc) in &r.sketches {
-            merge_into(
-                &mut self.sketches,
-                name,
-                &Sketch::decode(enc)?,
-                Precision::Run,
-            )?;
+    /// Folds a worker's second in: into the run's figures and into that second's row. Returns
+    /// the second's samples by metric (what the run's counts grew by).
+    ///
+    /// All or nothing: a tick with a sketch that does not decode, or is not at run precision,
+    /// changes nothing.
+    pub fn add_tick(&mut self, tick: &Tick) -> Result<BTreeMap<String, u64>, SketchError> {
+        let sketches = tick
+            .sketches
+            .iter()
+            .map(|(name, enc)| match Sketch::decode(enc)? {
+                s if s.precision() == Some(Precision::Run) => Ok((name, s)),
+                _ => Err(SketchError::Incompatible),
+            })
+            .collect::<Result<Vec<_>, SketchError>>()?;
+        self.seconds
+            .entry(tick.t)
+            .or_default()
+            .add_tick(tick, &sketches)?;
+        self.counters.add(&tick.counters);
+        for (kind, n) in &tick.errors {
+            *self.errors.entry(kind.clone()).or_insert(0) += n;
         }
-        Ok(())
+        let mut counts = BTreeMap::new();
+        for (name, s) in &sketches {
+            counts.insert(name.to_string(), s.count());
+            merge_into(&mut self.sketches, name, s, Precision::Run)?;
+        }
+        Ok(counts)
     }
 
-    /// Adds players, successful, failed and skipped (in that order), counters and errors by kind.
-    fn add_outcomes(
-        &mut self,
-        [players, successful, failed, skipped]: [u64; 4],
-        counters: &Counters,
-        errors: &BTreeMap<String, u64>,
-    ) {
+    /// Folds a worker's final result in: its players' outcomes (its samples and counters came
+    /// with its ticks).
+    pub fn add_result(&mut self, r: &WorkerResult) {
+        self.add_outcomes([r.players, r.successful, r.failed, r.skipped]);
+    }
+
+    /// Adds players, successful, failed and skipped (in that order).
+    fn add_outcomes(&mut self, [players, successful, failed, skipped]: [u64; 4]) {
         self.players += players;
         self.successful += successful;
         self.failed += failed;
         self.skipped += skipped;
-        self.counters.add(counters);
-        for (k, v) in errors {
-            *self.errors.entry(k.clone()).or_insert(0) += v;
-        }
     }
 
-    /// Counts `players` that a worker was assigned but never accounted for (it crashed) as
-    /// failures of kind `kind`, so a lost worker can never make a run look better.
-    pub fn add_lost(&mut self, players: u64, kind: &str) {
+    /// Counts the `players` of a worker lost before its result as failed, so a lost worker can
+    /// never make a run look better. `already_failed` of them failed before it was lost, and
+    /// their failures (by kind) came with its ticks; the others are counted as failures of kind
+    /// `kind`. So failures by kind still add up to the failed players, each counted once.
+    pub fn add_lost(&mut self, players: u64, already_failed: u64, kind: &str) {
+        let others = players.saturating_sub(already_failed);
         self.players += players;
         self.failed += players;
-        self.counters.errors += players;
-        *self.errors.entry(kind.to_string()).or_insert(0) += players;
+        self.counters.errors += others;
+        *self.errors.entry(kind.to_string()).or_insert(0) += others;
     }
 
     /// Folds another aggregate in (several machines' reports).
     pub fn merge(&mut self, o: &Aggregate) -> Result<(), SketchError> {
-        self.add_outcomes(
-            [o.players, o.successful, o.failed, o.skipped],
-            &o.counters,
-            &o.errors,
-        );
+        self.add_outcomes([o.players, o.successful, o.failed, o.skipped]);
+        self.counters.add(&o.counters);
+        for (k, v) in &o.errors {
+            *self.errors.entry(k.clone()).or_insert(0) += v;
+        }
         for (name, s) in &o.sketches {
             merge_into(&mut self.sketches, name, s, Precision::Run)?;
         }
@@ -453,6 +485,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A worker's three seconds: `n` pings and sends each, and one `http_500` failure.
     fn worker(seed: u64, n: u64) -> (Vec<Tick>, WorkerResult) {
         let mut r = Recorder::default();
         let mut ticks = Vec::new();
@@ -463,15 +496,13 @@ mod tests {
             }
             r.failure("http_500");
             r.ccu = n;
+            r.peak_ccu = n;
             ticks.push(r.take_window(t));
         }
         let result = WorkerResult {
             players: n,
-            successful: n - 1,
-            failed: 1,
-            counters: r.totals.clone(),
-            errors: r.errors.clone(),
-            sketches: r.run_sketches(),
+            successful: n - 3,
+            failed: 3,
             ..Default::default()
         };
         (ticks, result)
@@ -487,8 +518,10 @@ mod tests {
             let mut a = Aggregate::default();
             for &i in order {
                 let (ticks, result) = &workers[i];
-                ticks.iter().for_each(|t| a.add_tick(t).expect("tick"));
-                a.add_result(result).expect("result");
+                ticks.iter().for_each(|t| {
+                    a.add_tick(t).expect("tick");
+                });
+                a.add_result(result);
             }
             a
         };
@@ -514,23 +547,97 @@ mod tests {
             }
         }
         assert_eq!(one.counters.sends, 3 * 160);
+        assert_eq!(one.counters.errors, 9);
+    }
+
+    /// The run's figures are the sum of the seconds, for a worker that finished and for one lost
+    /// after its second second alike: counts by metric, counters and failures agree with the
+    /// time series and with the workers' own shares ([`Streamed`]), and the run's sketch holds
+    /// every sample at run precision (as one sketch recording them all would).
+    #[test]
+    fn the_run_is_the_sum_of_its_seconds_even_for_a_lost_worker() {
+        let (kept_ticks, kept_result) = worker(3, 100);
+        let (lost_ticks, _) = worker(7, 40);
+        let mut agg = Aggregate::default();
+        let (mut kept, mut lost) = (Streamed::default(), Streamed::default());
+        for tick in &kept_ticks {
+            let counts = agg.add_tick(tick).expect("tick");
+            kept.add(tick, &counts);
+        }
+        agg.add_result(&kept_result);
+        for tick in &lost_ticks[..2] {
+            let counts = agg.add_tick(tick).expect("tick");
+            lost.add(tick, &counts);
+        }
+        agg.add_lost(40, lost.counters.errors, "worker_lost");
+
+        let series: u64 = agg
+            .seconds
+            .values()
+            .map(|s| s.sketches["ping"].count())
+            .sum();
+        assert_eq!(agg.sketches["ping"].count(), 3 * 100 + 2 * 40);
+        assert_eq!(agg.sketches["ping"].count(), series);
+        assert_eq!(kept.counts["ping"] + lost.counts["ping"], series);
+        assert_eq!((lost.seconds, lost.peak_ccu), (2, 40));
+        let sends: u64 = agg.seconds.values().map(|s| s.counters.sends).sum();
+        assert_eq!(agg.counters.sends, sends);
+        // Failures: the lost worker's two streamed ones under their kind, its 38 other players
+        // under worker_lost; by kind they add up to the failed players.
+        assert_eq!(agg.errors["http_500"], 3 + 2);
+        assert_eq!(agg.errors["worker_lost"], 38);
+        assert_eq!(agg.failed, 3 + 40);
+        assert_eq!(agg.errors.values().sum::<u64>(), agg.failed);
+        assert_eq!(agg.counters.errors, agg.failed);
+
+        let mut one = Sketch::new(Precision::Run);
+        for (seed, n, seconds) in [(3, 100, 3), (7, 40, 2)] {
+            for _ in 0..seconds {
+                for k in 0..n {
+                    one.record(100 + (k * seed) % 5000);
+                }
+            }
+        }
+        assert_eq!(agg.sketches["ping"].summary(), one.summary());
+    }
+
+    #[test]
+    fn a_tick_that_does_not_decode_changes_nothing() {
+        let (mut ticks, _) = worker(3, 10);
+        let mut agg = Aggregate::default();
+        agg.add_tick(&ticks[0]).expect("tick");
+        let before = (agg.counters.clone(), agg.sketches["ping"].count());
+        ticks[1]
+            .sketches
+            .insert("auth".into(), "not a sketch".into());
+        assert!(agg.add_tick(&ticks[1]).is_err());
+        // A window-precision sketch where run precision is due is refused too.
+        let mut window = Sketch::new(Precision::Window);
+        window.record(5);
+        ticks[2].sketches.insert("auth".into(), window.encode());
+        assert!(agg.add_tick(&ticks[2]).is_err());
+        assert_eq!((agg.counters.clone(), agg.sketches["ping"].count()), before);
+        assert_eq!(agg.seconds.len(), 1);
     }
 
     #[test]
     fn window_resets_each_second() {
         let mut r = Recorder::default();
         r.latency(Metric::Auth, Duration::from_millis(3));
+        r.failure("http_500");
         let first = r.take_window(0);
         assert!(first.sketches.contains_key("auth"));
+        assert_eq!(first.errors["http_500"], 1);
         let second = r.take_window(1);
         assert!(second.sketches.is_empty());
-        assert_eq!(r.run_sketches().len(), 1);
+        assert!(second.errors.is_empty());
+        assert_eq!(second.counters, Counters::default());
     }
 
     #[test]
     fn lost_workers_count_as_failures() {
         let mut a = Aggregate::default();
-        a.add_lost(42, "worker_lost");
+        a.add_lost(42, 0, "worker_lost");
         assert_eq!((a.players, a.failed, a.errors["worker_lost"]), (42, 42, 42));
     }
 }

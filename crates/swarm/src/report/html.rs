@@ -340,12 +340,12 @@ pub fn render(r: &Report) -> String {
     }
 
     let mut workers = String::from(
-        "<table><tr><th>worker</th><th>address</th><th>source</th><th>players</th><th>successful</th><th>failed</th><th>peak CCU</th><th>RSS baseline KiB</th><th>RSS peak KiB</th><th>CPU s</th><th>start late ms</th><th>reported</th></tr>",
+        "<table><tr><th>worker</th><th>address</th><th>source</th><th>players</th><th>successful</th><th>failed</th><th>peak CCU</th><th>RSS baseline KiB</th><th>RSS peak KiB</th><th>CPU s</th><th>start late ms</th><th>status</th><th>samples</th></tr>",
     );
     for w in &r.workers {
         let _ = write!(
             workers,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             w.index,
             esc(w.address.as_deref().unwrap_or("local")),
             esc(w.source_ip.as_deref().unwrap_or("-")),
@@ -358,12 +358,30 @@ pub fn render(r: &Report) -> String {
             w.cpu_s,
             w.start_late_ms.map(|ms| format!("{ms:.2}")).unwrap_or_else(|| "-".into()),
             match &w.lost {
-                Some(why) => format!("lost: {}", esc(why)),
-                None => w.reported.to_string(),
-            }
+                Some(why) => format!(
+                    "<b class=\"bad\">{}</b>: {} (first {} s streamed)",
+                    w.status.name(),
+                    esc(why),
+                    w.streamed_s
+                ),
+                None => w.status.name().to_string(),
+            },
+            esc(&w
+                .counts
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", "))
         );
     }
     workers.push_str("</table>");
+    if !r.partial_workers.is_empty() {
+        let _ = write!(
+            workers,
+            "<p class=\"bad\">Partial: every figure of this report holds what workers {:?} streamed before they were given up on, and nothing after; their players count as failed.</p>",
+            r.partial_workers
+        );
+    }
     if let Some(skew) = r.start_skew_ms {
         let _ = write!(
             workers,

@@ -6,6 +6,11 @@
 //! everything after them is ours. `sketches` and each second's `sketches` carry the mergeable
 //! histograms, so `swarm merge` recomputes exact merged percentiles instead of averaging them.
 //!
+//! The whole-run figures (`metrics`, `counters`, `errors`) are the sum of the seconds every
+//! worker streamed, so they always agree with the `timeseries` (and `swarm window` over the whole
+//! run); `workers[].counts` splits them by worker. A worker lost or stalled before its final
+//! result contributed what it streamed until then: it is listed in `partialWorkers`.
+//!
 //! This folder is the top layer that reads what a run measured: the report file itself (here),
 //! its self-contained HTML page ([`html`]) and slices of a finished run's time series
 //! ([`window`], for `swarm window`).
@@ -71,9 +76,38 @@ pub struct SecondRow {
     pub worker_cpu_s: f64,
     /// Total resident memory of all workers at the end of the second, KiB.
     pub worker_rss_kb: u64,
+    /// Samples recorded during the second, by metric (the window sketches' counts; over all
+    /// seconds they add up to the whole-run `metrics[].count`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
     /// Mergeable window sketches of the second.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub sketches: BTreeMap<String, String>,
+}
+
+/// How a worker's part of the run ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WorkerStatus {
+    /// It sent its final result: every sample it measured is in the report.
+    #[default]
+    Finished,
+    /// Its connection ended (it was killed, its machine went away, it failed) before its final
+    /// result: the report holds what it streamed until then.
+    Lost,
+    /// It went silent for `--worker-silence-s` and was given up on: the report holds what it
+    /// streamed until then, and nothing it sent afterwards.
+    Stalled,
+}
+
+impl WorkerStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerStatus::Finished => "finished",
+            WorkerStatus::Lost => "lost",
+            WorkerStatus::Stalled => "stalled",
+        }
+    }
 }
 
 /// Resource use of one worker process.
@@ -89,6 +123,15 @@ pub struct WorkerSummary {
     pub cpu_s: f64,
     /// False when the worker died before reporting.
     pub reported: bool,
+    /// `finished`, or `lost`/`stalled` when it was given up on before its final result (its
+    /// figures are then those of the seconds it streamed).
+    pub status: WorkerStatus,
+    /// Samples it contributed to the whole-run `metrics`, by metric: over all workers they add
+    /// up to each metric's `count`.
+    pub counts: BTreeMap<String, u64>,
+    /// Seconds of the run it streamed (its figures cover `[0, streamedS)`; the last one of a
+    /// finished worker holds its teardown).
+    pub streamed_s: u64,
     /// Address of a remote worker (absent for local ones).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
@@ -233,6 +276,12 @@ pub struct Report {
     /// `ws_close_<code>`, `ws_eof`, `ping_timeout`, `unfinished`, `worker_lost`, …
     pub errors: BTreeMap<String, u64>,
     pub workers: Vec<WorkerSummary>,
+    /// Indices of the workers given up on before their final result (`status` `lost` or
+    /// `stalled`): every whole-run figure and every second holds their samples, counters and
+    /// failures up to the last second they streamed (`streamedS`), and nothing after it; their
+    /// players count as failed. Empty when every worker finished.
+    #[serde(default)]
+    pub partial_workers: Vec<u64>,
     /// Spread of the workers' wake-ups for the common start instant, ms (how late the latest
     /// woke, less how late the earliest did).
     #[serde(default)]
@@ -297,6 +346,11 @@ impl Report {
                     .collect(),
                 worker_cpu_s: sec.cpu_s,
                 worker_rss_kb: sec.rss_kb,
+                counts: sec
+                    .sketches
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.count()))
+                    .collect(),
                 sketches: sec
                     .sketches
                     .iter()
@@ -305,6 +359,12 @@ impl Report {
             })
             .collect();
         let peak_ccu = timeseries.iter().map(|r| r.ccu).max().unwrap_or(0);
+        let partial_workers = info
+            .workers
+            .iter()
+            .filter(|w| !w.reported)
+            .map(|w| w.index)
+            .collect();
         Report {
             load_test_id: info.load_test_id,
             status: info.status,
@@ -330,6 +390,7 @@ impl Report {
             counters: agg.counters.clone(),
             errors: agg.errors.clone(),
             workers: info.workers,
+            partial_workers,
             start_skew_ms: info.start_skew_ms,
             clock_uncertainty_ms: info.clock_uncertainty_ms,
             coordinator_rss_peak_kb: info.coordinator_rss_peak_kb,
@@ -514,18 +575,33 @@ impl Report {
             .iter()
             .filter(|w| !w.reported || w.address.is_some())
         {
+            let partial = match &w.lost {
+                Some(why) => {
+                    let counts: Vec<String> =
+                        w.counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                    format!(
+                        ", {}: {why}; its first {} s are in the figures ({})",
+                        w.status.name().to_uppercase(),
+                        w.streamed_s,
+                        counts.join(", ")
+                    )
+                }
+                None => String::new(),
+            };
             out.push_str(&format!(
-                "  worker {} {}: players {} successful {} failed {}, peak RSS {} KiB{}\n",
+                "  worker {} {}: players {} successful {} failed {}, peak RSS {} KiB{partial}\n",
                 w.index,
                 w.address.as_deref().unwrap_or("local"),
                 w.players,
                 w.successful,
                 w.failed,
                 w.rss_peak_kb,
-                w.lost
-                    .as_deref()
-                    .map(|why| format!(", LOST: {why}"))
-                    .unwrap_or_default()
+            ));
+        }
+        if !self.partial_workers.is_empty() {
+            out.push_str(&format!(
+                "partial: the figures hold what workers {:?} streamed before they were given up on\n",
+                self.partial_workers
             ));
         }
         out
@@ -552,11 +628,8 @@ mod tests {
         agg.add_result(&WorkerResult {
             players: n,
             successful: n,
-            counters: r.totals.clone(),
-            sketches: r.run_sketches(),
             ..Default::default()
-        })
-        .expect("result");
+        });
         let info = RunInfo {
             load_test_id: id.into(),
             status,
@@ -663,6 +736,93 @@ mod tests {
         );
         let old: Report = serde_json::from_str(&old).expect("old report");
         assert!(old.phases.is_empty());
+    }
+
+    /// A worker lost after its first second: the report lists it as partial, each second's
+    /// `counts` add up to the whole-run counts, the text and the page say so, and merging keeps
+    /// it listed. A report written before these fields still reads.
+    #[test]
+    fn a_lost_workers_share_is_marked_and_adds_up() {
+        let mut agg = Aggregate::default();
+        let (mut kept, mut lost) = (Recorder::default(), Recorder::default());
+        for t in 0..3 {
+            for k in 0..10 {
+                kept.latency(Metric::Ping, Duration::from_micros(500 + k));
+            }
+            agg.add_tick(&kept.take_window(t)).expect("tick");
+            if t == 0 {
+                for k in 0..4 {
+                    lost.latency(Metric::Ping, Duration::from_micros(900 + k));
+                }
+                agg.add_tick(&lost.take_window(t)).expect("tick");
+            }
+        }
+        agg.add_lost(5, 0, "worker_lost");
+        let workers = vec![
+            WorkerSummary {
+                index: 0,
+                reported: true,
+                counts: [("ping".to_string(), 30)].into(),
+                ..Default::default()
+            },
+            WorkerSummary {
+                index: 1,
+                reported: false,
+                status: WorkerStatus::Stalled,
+                lost: Some("silent for 15s".into()),
+                counts: [("ping".to_string(), 4)].into(),
+                streamed_s: 1,
+                ..Default::default()
+            },
+        ];
+        let info = RunInfo {
+            load_test_id: "l".into(),
+            status: Status::Failed,
+            scenario: "s".into(),
+            target: "x".into(),
+            started_at_ms: 0,
+            duration_s: 3.0,
+            workers,
+            start_skew_ms: Some(0.0),
+            clock_uncertainty_ms: None,
+            coordinator_rss_peak_kb: 0,
+            phases: vec![],
+        };
+        let r = Report::build(info, &agg);
+        assert_eq!(r.partial_workers, vec![1]);
+        assert_eq!(r.metrics["ping"].count, 34);
+        let by_second: u64 = r.timeseries.iter().map(|row| row.counts["ping"]).sum();
+        let by_worker: u64 = r.workers.iter().map(|w| w.counts["ping"]).sum();
+        assert_eq!((by_second, by_worker), (34, 34));
+        assert!(r
+            .summary_text()
+            .contains("STALLED: silent for 15s; its first 1 s"));
+        assert!(html::render(&r).contains("Partial: every figure"));
+
+        let json = serde_json::to_string(&r).expect("json");
+        assert!(json.contains(r#""status":"stalled""#), "{json}");
+        assert!(json.contains(r#""partialWorkers":[1]"#), "{json}");
+        let back: Report = serde_json::from_str(&json).expect("read back");
+        let merged = Report::merge(&[back, r]).expect("merge");
+        assert_eq!(merged.partial_workers, vec![1, 1]);
+        assert_eq!(merged.metrics["ping"].count, 68);
+
+        // Written before: no partialWorkers, no status, counts or streamedS.
+        let mut old: serde_json::Value = serde_json::from_str(&json).expect("value");
+        old.as_object_mut()
+            .expect("object")
+            .remove("partialWorkers");
+        for w in old["workers"].as_array_mut().expect("workers") {
+            for key in ["status", "counts", "streamedS"] {
+                w.as_object_mut().expect("worker").remove(key);
+            }
+        }
+        let old: Report = serde_json::from_value(old).expect("an older report");
+        assert!(old.partial_workers.is_empty());
+        assert_eq!(
+            Report::merge(&[old]).expect("merge").partial_workers,
+            vec![1]
+        );
     }
 
     #[test]

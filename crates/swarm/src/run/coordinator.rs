@@ -8,9 +8,14 @@
 //! each process stays below its open-file limit. All start at one instant, given to each in its
 //! own clock (the handshake timed it), and report how late they woke: the start skew.
 //!
-//! A worker whose connection ends before its result, or that is silent for `--worker-silence-s`,
-//! is lost: its players count as failed (`worker_lost`), the others go on, and the report says
-//! which it was. Ctrl-C asks every worker to stop and report; a second Ctrl-C stops at once.
+//! Every tick a worker streams goes into the run's figures and into that second's row at once
+//! ([`Aggregate::add_tick`]), so the report's whole-run figures are the sum of its time series.
+//! A worker whose connection ends before its result (`lost`), or that is silent for
+//! `--worker-silence-s` (`stalled`), is given up on: what it streamed until then stays in the
+//! report, anything it sends afterwards is ignored (in the run's figures and in its seconds
+//! alike), its players count as failed (those that had not failed already as `worker_lost`), the
+//! others go on, and the report names it as partial. Ctrl-C asks every worker to stop and
+//! report; a second Ctrl-C stops at once.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
@@ -22,8 +27,8 @@ use anyhow::Context as _;
 use tokio::sync::mpsc;
 
 use crate::measure::resources;
-use crate::measure::stats::{Aggregate, WorkerResult};
-use crate::report::{PhaseSummary, Report, RunInfo, Status, WorkerSummary};
+use crate::measure::stats::{Aggregate, Streamed, WorkerResult};
+use crate::report::{PhaseSummary, Report, RunInfo, Status, WorkerStatus, WorkerSummary};
 use crate::run::fleet::{self, ClockSync, Writer};
 use crate::run::protocol::{
     epoch_us, read_message, write_message, FromWorker, LineError, ToWorker, MAX_LINE,
@@ -123,17 +128,22 @@ struct Slot {
     source_ip: Option<IpAddr>,
     clock: ClockSync,
     late_us: Option<i64>,
+    rss_baseline_kb: u64,
+    /// What it streamed and the run counted.
+    streamed: Streamed,
     result: Option<WorkerResult>,
     finished: bool,
-    lost: Option<String>,
+    /// Given up on before its result: `lost` or `stalled`, and why.
+    lost: Option<(WorkerStatus, String)>,
     last_heard: tokio::time::Instant,
 }
 
 impl Slot {
     /// Gives up on the worker: closes its connection (or its input), kills a local process.
-    fn lose(&mut self, reason: String) {
+    /// From here on nothing it sent counts, so the run holds exactly what it streamed until now.
+    fn lose(&mut self, status: WorkerStatus, reason: String) {
         self.finished = true;
-        self.lost = Some(reason);
+        self.lost = Some((status, reason));
         self.writer = None;
         if let Some(task) = self.reader_task.take() {
             task.abort();
@@ -302,6 +312,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             source_ip,
             clock: m.clock,
             late_us: None,
+            rss_baseline_kb: 0,
+            streamed: Streamed::default(),
             result: None,
             finished: false,
             lost: None,
@@ -317,22 +329,33 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
     let mut watch = tokio::time::interval(Duration::from_secs(1));
     while slots.iter().any(|p| !p.finished) {
         tokio::select! {
+            // Messages first: a tick already received is never taken for silence.
+            biased;
             event = rx.recv() => match event {
+                // A worker given up on (lost, stalled) no longer counts, whatever it still sends.
+                Some(Event::Message(i, _)) if slots[i].lost.is_some() => {}
                 Some(Event::Message(i, message)) => {
                     slots[i].last_heard = tokio::time::Instant::now();
                     match *message {
                         FromWorker::Tick(tick) => {
-                            agg.add_tick(&tick).context("merging a worker's tick")?;
+                            let counts = agg.add_tick(&tick).context("merging a worker's tick")?;
+                            slots[i].streamed.add(&tick, &counts);
                             let live = slots.iter().filter(|p| !p.finished).count() as u64;
                             progress.show_ready(&agg, live);
                         }
                         FromWorker::Done(result) => {
-                            agg.add_result(&result).context("merging a worker's result")?;
+                            agg.add_result(&result);
                             slots[i].result = Some(result);
                         }
-                        FromWorker::Started { late_us } => slots[i].late_us = Some(late_us),
+                        FromWorker::Started {
+                            late_us,
+                            rss_baseline_kb,
+                        } => {
+                            slots[i].late_us = Some(late_us);
+                            slots[i].rss_baseline_kb = rss_baseline_kb;
+                        }
                         FromWorker::Refused { reason } => {
-                            slots[i].lose(format!("it failed: {reason}"));
+                            slots[i].lose(WorkerStatus::Lost, format!("it failed: {reason}"));
                             announce_lost(&slots[i]);
                         }
                         other => eprintln!("swarm: worker {} sent {other:?} during the run", slots[i].label),
@@ -345,7 +368,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
                     let slot = &mut slots[i];
                     slot.finished = true;
                     if slot.result.is_none() && slot.lost.is_none() {
-                        slot.lose("its connection ended before its result".into());
+                        slot.lose(
+                            WorkerStatus::Lost,
+                            "its connection ended before its result".into(),
+                        );
                         announce_lost(slot);
                     }
                 }
@@ -353,9 +379,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             },
             _ = watch.tick() => {
                 let now = tokio::time::Instant::now();
-                for slot in slots.iter_mut().filter(|s| !s.finished) {
+                // A worker that sent its result is only closing its connection.
+                for slot in slots.iter_mut().filter(|s| !s.finished && s.result.is_none()) {
                     if now > slot.last_heard + opts.worker_silence {
-                        slot.lose(format!("silent for {:?}", opts.worker_silence));
+                        slot.lose(
+                            WorkerStatus::Stalled,
+                            format!("silent for {:?}", opts.worker_silence),
+                        );
                         announce_lost(slot);
                     }
                 }
@@ -365,8 +395,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             _ = &mut ctrl_c => {
                 if stopped {
                     eprintln!("swarm: stopping now, without waiting for the workers' results");
-                    for slot in slots.iter_mut().filter(|s| !s.finished) {
-                        slot.lose("the coordinator was interrupted twice".into());
+                    for slot in slots.iter_mut().filter(|s| !s.finished && s.result.is_none()) {
+                        slot.lose(WorkerStatus::Lost, "the coordinator was interrupted twice".into());
                     }
                     break;
                 }
@@ -404,7 +434,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
                 WorkerSummary::from(r)
             }
             None => {
-                agg.add_lost(slot.players, "worker_lost");
+                // Its players that failed before it was lost came with its ticks, by kind.
+                agg.add_lost(slot.players, slot.streamed.counters.errors, "worker_lost");
                 status = Status::Failed;
                 WorkerSummary {
                     index: shard + shards * w as u64,
@@ -412,12 +443,22 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
                     failed: slot.players,
                     source_ip: slot.source_ip.map(|ip| ip.to_string()),
                     reported: false,
+                    status: slot
+                        .lost
+                        .as_ref()
+                        .map_or(WorkerStatus::Lost, |(status, _)| *status),
+                    peak_ccu: slot.streamed.peak_ccu,
+                    rss_baseline_kb: slot.rss_baseline_kb,
+                    rss_peak_kb: slot.streamed.rss_peak_kb,
+                    cpu_s: slot.streamed.cpu_s,
                     ..Default::default()
                 }
             }
         };
         summary.address = slot.address.clone();
-        summary.lost = slot.lost.clone();
+        summary.lost = slot.lost.as_ref().map(|(_, why)| why.clone());
+        summary.counts = slot.streamed.counts.clone();
+        summary.streamed_s = slot.streamed.seconds;
         summary.start_late_ms = slot.late_us.map(|us| us as f64 / 1000.0);
         summary.clock_offset_ms = Some(slot.clock.offset_us as f64 / 1000.0);
         summary.clock_rtt_ms = Some(slot.clock.rtt_us as f64 / 1000.0);
@@ -459,11 +500,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
 }
 
 fn announce_lost(slot: &Slot) {
+    let (status, why) = slot
+        .lost
+        .as_ref()
+        .map_or(("lost", "?"), |(status, why)| (status.name(), why.as_str()));
     eprintln!(
-        "swarm: worker {} lost ({}); its {} players count as failed, the run goes on",
-        slot.label,
-        slot.lost.as_deref().unwrap_or("?"),
-        slot.players
+        "swarm: worker {} {status} ({why}); its {} players count as failed, the {} seconds it streamed stay in the report, the run goes on",
+        slot.label, slot.players, slot.streamed.seconds
     );
 }
 
@@ -475,6 +518,8 @@ struct ProgressView {
     next: u64,
     started: u64,
     errors: u64,
+    /// Samples by metric over the seconds shown so far.
+    samples: BTreeMap<String, u64>,
 }
 
 impl ProgressView {
@@ -491,6 +536,7 @@ impl ProgressView {
             next: 0,
             started: 0,
             errors: 0,
+            samples: BTreeMap::new(),
         }
     }
 
@@ -502,6 +548,9 @@ impl ProgressView {
             }
             self.started += sec.counters.arrivals;
             self.errors += sec.counters.errors;
+            for (name, sketch) in &sec.sketches {
+                *self.samples.entry(name.clone()).or_insert(0) += sketch.count();
+            }
             let p99: BTreeMap<&str, f64> = sec
                 .sketches
                 .iter()
@@ -536,6 +585,7 @@ impl ProgressView {
                         "sends": sec.counters.sends,
                         "errors": sec.counters.errors,
                         "errorsTotal": self.errors,
+                        "samplesTotal": self.samples,
                         "p99": p99,
                     });
                     eprintln!("{line}");

@@ -8,7 +8,8 @@
 //!    start instant can be given to workers on machines whose clocks differ;
 //! 3. coordinator `start`: the worker's share and the run's start instant in the worker's clock;
 //! 4. worker `started` (how late it woke for the start: the barrier's skew), then one `tick` per
-//!    second and a final `done`. A coordinator `stop`, or the connection ending, stops the worker
+//!    second (everything it measured during the second: samples, counters, failures) and a
+//!    final `done` (its players' outcomes and its resources). A coordinator `stop`, or the connection ending, stops the worker
 //!    early; it still closes its players' sockets and sends `done` when it can. A worker that
 //!    cannot run its share (a target it cannot resolve, say) answers `refused` with the reason
 //!    instead, and the coordinator reports it lost with that reason.
@@ -25,11 +26,12 @@ use crate::measure::stats::{Tick, WorkerResult};
 use crate::run::worker::WorkerConfig;
 
 /// Bumped whenever a message changes; a coordinator and a worker of different versions refuse
-/// each other instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// each other instead of misreading each other. 2: ticks carry their samples at run precision
+/// and their failures by kind, and `done` no longer repeats them.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Longest line read before the peer has proved it holds the token.
 pub const MAX_HELLO_LINE: u64 = 4 * 1024;
-/// Longest line read afterwards (a scenario's text, a result's sketches).
+/// Longest line read afterwards (a scenario's text, a second's sketches).
 pub const MAX_LINE: u64 = 64 * 1024 * 1024;
 
 /// Coordinator → worker.
@@ -70,10 +72,13 @@ pub enum FromWorker {
         coordinator_us: u64,
         worker_us: u64,
     },
-    /// How late (µs, by the worker's clock) the worker woke for the run's start instant.
+    /// How late (µs, by the worker's clock) the worker woke for the run's start instant, and its
+    /// resident memory before any player started (KiB), known even if it is lost later.
     #[serde(rename_all = "camelCase")]
     Started {
         late_us: i64,
+        #[serde(default)]
+        rss_baseline_kb: u64,
     },
     Tick(Tick),
     Done(WorkerResult),
@@ -197,12 +202,13 @@ mod tests {
         assert!(matches!(r, Err(LineError::Closed)), "{r:?}");
     }
 
-    /// Merge exactness: sixteen workers' results, each sent as the protocol's JSON line and
+    /// Merge exactness: sixteen workers' seconds, each sent as the protocol's JSON line and
     /// merged by the coordinator, give exactly the histogram one recorder of every sample gives
     /// (counts equal, every percentile equal), and that histogram is within its 1 % precision of
     /// the exact sorted samples.
     #[test]
     fn sixteen_workers_merge_exactly_like_one_histogram() {
+        use crate::measure::sketch::{Precision, Sketch};
         use crate::measure::stats::{Aggregate, Metric, Recorder};
         use std::time::Duration;
 
@@ -217,41 +223,35 @@ mod tests {
                 }
             })
             .collect();
-        let mut one = Recorder::default();
+        let mut one = Sketch::new(Precision::Run);
         let mut parts: Vec<Recorder> = (0..16).map(|_| Recorder::default()).collect();
-        for (i, us) in samples.iter().enumerate() {
-            one.latency(Metric::Ping, Duration::from_micros(*us));
-            parts[i % 16].latency(Metric::Ping, Duration::from_micros(*us));
-        }
         let mut merged = Aggregate::default();
-        for (w, part) in parts.iter().enumerate() {
-            let result = WorkerResult {
-                index: w as u64,
-                sketches: part.run_sketches(),
-                ..Default::default()
-            };
-            let line = serde_json::to_string(&FromWorker::Done(result)).unwrap();
-            match serde_json::from_str::<FromWorker>(&line).unwrap() {
-                FromWorker::Done(r) => merged.add_result(&r).unwrap(),
-                other => panic!("{other:?}"),
+        // Four seconds of 50,000 samples, spread over the workers.
+        for (second, chunk) in samples.chunks(50_000).enumerate() {
+            for (i, us) in chunk.iter().enumerate() {
+                one.record(*us);
+                parts[i % 16].latency(Metric::Ping, Duration::from_micros(*us));
+            }
+            for part in parts.iter_mut() {
+                let tick = part.take_window(second as u64);
+                let line = serde_json::to_string(&FromWorker::Tick(tick)).unwrap();
+                match serde_json::from_str::<FromWorker>(&line).unwrap() {
+                    FromWorker::Tick(t) => {
+                        merged.add_tick(&t).unwrap();
+                    }
+                    other => panic!("{other:?}"),
+                }
             }
         }
-        let mut single = Aggregate::default();
-        single
-            .add_result(&WorkerResult {
-                sketches: one.run_sketches(),
-                ..Default::default()
-            })
-            .unwrap();
-        let (m, s) = (&merged.sketches["ping"], &single.sketches["ping"]);
+        let m = &merged.sketches["ping"];
         assert_eq!(m.count(), samples.len() as u64);
-        assert_eq!(m.summary(), s.summary());
+        assert_eq!(m.summary(), one.summary());
         let mut sorted = samples.clone();
         sorted.sort_unstable();
         for q in [0.5, 0.9, 0.99, 0.999, 0.9999] {
             let exact = sorted[((q * sorted.len() as f64).ceil() as usize).min(sorted.len()) - 1];
             let got = m.quantile_micros(q);
-            assert_eq!(got, s.quantile_micros(q), "p{q}");
+            assert_eq!(got, one.quantile_micros(q), "p{q}");
             let error = (got as f64 - exact as f64).abs() / exact as f64;
             assert!(error <= 0.01, "p{q}: {got} µs against exactly {exact} µs");
         }

@@ -324,7 +324,10 @@ pub async fn run(
             // its share of the start skew.
             sleep_until(start).await;
             let late_us = epoch_us() as i64 - start_at_us as i64;
-            let _ = out.send(FromWorker::Started { late_us });
+            let _ = out.send(FromWorker::Started {
+                late_us,
+                rss_baseline_kb,
+            });
             for (i, t) in arrivals {
                 let at = start + Duration::from_secs_f64(t);
                 sleep_until(at).await;
@@ -353,6 +356,8 @@ pub async fn run(
         rec.failed += 1;
         rec.failure(&Failure::Unfinished.kind());
     }
+    // Whatever the players measured since the last second, unfinished failures included: the
+    // run's figures are the sum of the ticks, so nothing may stay behind in the recorder.
     let mut last = rec.take_window(next_tick.get());
     last.cpu_s = 0.0;
     last.rss_kb = resources::rss_kb();
@@ -363,9 +368,6 @@ pub async fn run(
         successful: rec.successful,
         failed: rec.failed,
         skipped: assigned.saturating_sub(started.get()),
-        counters: rec.totals.clone(),
-        errors: rec.errors.clone(),
-        sketches: rec.run_sketches(),
         rss_baseline_kb,
         rss_peak_kb: rss_peak.get().max(resources::rss_kb()),
         peak_ccu: rec.peak_ccu,

@@ -82,6 +82,23 @@ impl Muster {
         format!("http://{}", self.addr)
     }
 
+    /// One sample of Muster's own `/metrics`, named with its labels as the text format writes
+    /// it (`muster_accounts_created_total`, `muster_realtime_messages_total{kind="ping"}`); 0
+    /// when Muster has not counted any yet.
+    pub fn metric(&self, sample: &str) -> u64 {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(self.addr).expect("connect");
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: muster\r\n\r\n")
+            .expect("request");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("metrics");
+        let prefix = format!("{sample} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0, |v| v.trim().parse::<f64>().expect("a number") as u64)
+    }
+
     /// A room's connection info, as a player sees it (its native ports: `port` for TCP,
     /// `enet.port` for ENet), from a one-player room made for the asking.
     pub fn room_connection_info(&self) -> serde_json::Value {
