@@ -121,7 +121,11 @@ async fn build(
         &config.runtime.builtin_functions,
         &config.runtime.player_builtin_functions,
     );
-    let rpc = Arc::new(Rpc::new(functions, economy, metrics.clone()));
+    let storage = Arc::new(crate::storage::Storage::new(
+        store.clone(),
+        config.storage.clone(),
+    ));
+    let rpc = Arc::new(Rpc::new(functions, economy, storage, metrics.clone()));
     let link_store: Arc<dyn LinkStore> = store.clone();
     let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));
     warn_default_secrets(&config);

@@ -28,5 +28,6 @@ pub mod links;
 pub mod matches;
 pub mod net;
 pub mod session;
+pub mod storage;
 pub mod store;
 pub mod world;

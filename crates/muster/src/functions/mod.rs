@@ -47,6 +47,7 @@ use uuid::Uuid;
 
 use crate::base::metrics::Metrics;
 use crate::economy::{Economy, EconomyError};
+use crate::storage::{Storage, StorageError};
 
 /// The user calling a function, from their session token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +65,8 @@ pub struct Call<'a> {
     /// The payload as sent (JSON by convention; empty when none was sent).
     pub payload: &'a str,
     pub economy: &'a Economy,
+    /// Storage objects, as the server: any owner's, system objects, every permission.
+    pub storage: &'a Storage,
 }
 
 impl Call<'_> {
@@ -192,6 +195,22 @@ impl From<EconomyError> for RpcError {
     }
 }
 
+impl From<StorageError> for RpcError {
+    fn from(error: StorageError) -> Self {
+        let code = match &error {
+            StorageError::Invalid(_)
+            | StorageError::VersionRejected
+            | StorageError::PermissionRejected
+            | StorageError::DeleteRejected => RpcCode::InvalidArgument,
+            StorageError::TooManyObjects(_) => RpcCode::ResourceExhausted,
+            StorageError::Store(crate::store::StoreError::Unavailable(_))
+            | StorageError::Store(crate::store::StoreError::Closed) => RpcCode::Unavailable,
+            StorageError::Store(_) => return RpcError::internal(),
+        };
+        RpcError::new(code, error.to_string())
+    }
+}
+
 /// A function id that cannot be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid function id {0:?}: use 1-128 characters, no spaces, '/' or control characters")]
@@ -254,14 +273,21 @@ pub enum CallError {
 pub struct Rpc {
     functions: HashMap<String, Arc<dyn ServerFunction>>,
     economy: Arc<Economy>,
+    storage: Arc<Storage>,
     metrics: Arc<Metrics>,
 }
 
 impl Rpc {
-    pub fn new(functions: Functions, economy: Arc<Economy>, metrics: Arc<Metrics>) -> Rpc {
+    pub fn new(
+        functions: Functions,
+        economy: Arc<Economy>,
+        storage: Arc<Storage>,
+        metrics: Arc<Metrics>,
+    ) -> Rpc {
         Rpc {
             functions: functions.functions,
             economy,
+            storage,
             metrics,
         }
     }
@@ -288,6 +314,7 @@ impl Rpc {
             caller,
             payload,
             economy: &self.economy,
+            storage: &self.storage,
         };
         let result = function.call(call).await;
         self.metrics
@@ -315,5 +342,9 @@ impl Rpc {
 
     pub fn economy(&self) -> &Arc<Economy> {
         &self.economy
+    }
+
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.storage
     }
 }

@@ -50,6 +50,11 @@ pub const SQLITE: &[Migration] = &[
         name: "matchmaker_ticket_users",
         sql: include_str!("migrations/sqlite/0008_matchmaker_ticket_users.sql"),
     },
+    Migration {
+        version: 9,
+        name: "storage_objects",
+        sql: include_str!("migrations/sqlite/0009_storage_objects.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -92,6 +97,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 8,
         name: "matchmaker_ticket_users",
         sql: include_str!("migrations/postgres/0008_matchmaker_ticket_users.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "storage_objects",
+        sql: include_str!("migrations/postgres/0009_storage_objects.sql"),
     },
 ];
 

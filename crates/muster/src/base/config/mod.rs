@@ -7,6 +7,7 @@ pub mod enet;
 pub mod fleet;
 mod links;
 mod matches;
+mod storage;
 pub mod world;
 
 pub use cluster::ClusterConfig;
@@ -14,6 +15,7 @@ pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
+pub use storage::StorageConfig;
 pub use world::WorldConfig;
 
 /// The built-in server functions, by id: what `runtime.builtin_functions` may name and
@@ -71,6 +73,8 @@ pub struct Config {
     pub chat: ChatConfig,
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
+    /// Storage objects (docs/storage-objects.md).
+    pub storage: StorageConfig,
     pub links: LinksConfig,
     /// This node's place in a cluster (docs/cluster.md); none without `cluster.nats_url`.
     pub cluster: ClusterConfig,
@@ -288,6 +292,7 @@ impl Default for Config {
             chat: ChatConfig::default(),
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
+            storage: StorageConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
             fleet: FleetConfig::default(),
@@ -459,6 +464,7 @@ impl Config {
         self.rooms.validate()?;
         self.enet.validate()?;
         self.links.validate()?;
+        self.storage.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;

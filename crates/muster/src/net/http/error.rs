@@ -133,6 +133,17 @@ impl From<crate::functions::RpcError> for ApiError {
     }
 }
 
+impl From<crate::storage::StorageError> for ApiError {
+    fn from(error: crate::storage::StorageError) -> Self {
+        use crate::storage::StorageError;
+        match error {
+            StorageError::Store(error) => error.into(),
+            StorageError::TooManyObjects(_) => ApiError::TooManyRequests(error.to_string()),
+            other => ApiError::InvalidArgument(other.to_string()),
+        }
+    }
+}
+
 impl From<crate::economy::EconomyError> for ApiError {
     fn from(error: crate::economy::EconomyError) -> Self {
         crate::functions::RpcError::from(error).into()

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod rooms;
 mod rpc;
 mod session;
+mod storage;
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/rooms/{id}/tickets/verify", post(rooms::verify_ticket))
         .route("/v2/channel/{channel_id}", get(channel::list_messages))
         .route("/v2/rpc/{id}", get(rpc::call).post(rpc::call))
+        .route(
+            "/v2/storage",
+            axum::routing::put(storage::write).post(storage::read),
+        )
+        .route("/v2/storage/delete", axum::routing::put(storage::delete))
+        .route("/v2/storage/{collection}", get(storage::list))
+        .route(
+            "/v2/storage/{collection}/{user_id}",
+            get(storage::list_owned),
+        )
         .route("/v2/economy/wallet", get(economy::wallet))
         .route("/v2/economy/inventory", get(economy::inventory))
         .route("/v2/economy/ledger", get(economy::ledger))

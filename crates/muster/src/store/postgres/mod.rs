@@ -10,6 +10,7 @@ mod chat;
 mod economy;
 mod links;
 mod matchmaker;
+mod storage;
 mod writer;
 
 use std::sync::Arc;

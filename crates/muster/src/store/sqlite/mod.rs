@@ -13,6 +13,7 @@
 mod checkpoint;
 mod economy;
 mod links;
+mod storage;
 mod sync;
 
 use std::path::{Path, PathBuf};
