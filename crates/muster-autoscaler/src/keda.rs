@@ -2,9 +2,12 @@
 //! KEDA scales Muster's Deployment (or an Agones Fleet) to the replicas the policy decides.
 //!
 //! The metric is `muster_desired_replicas` with a target size of 1: the HPA that KEDA manages sets
-//! replicas = value / target = the desired replicas. `StreamIsActive` sends a message at once
-//! when the stream opens and again whenever the desired replicas change, so KEDA (an
-//! `external-push` trigger) asks for the new value without waiting for its polling interval.
+//! replicas = value / target = the desired replicas, read through `GetMetrics` at each of the
+//! HPA's syncs (every 15 s by default). `StreamIsActive` sends a message when the stream opens and
+//! again whenever the desired replicas change; KEDA (an `external-push` trigger) acts on a push
+//! only to activate a target at 0 replicas — with replicas above 0 it records the last active
+//! time and nothing else, so a push does not bring the HPA's next read forward
+//! ([`crate::cluster`] has the details).
 
 use std::pin::Pin;
 

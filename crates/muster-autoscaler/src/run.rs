@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::calendar::{Calendar, Event};
 use crate::http::Shared;
 use crate::keda::Desired;
-use crate::policy::{Muster, MusterSettings, Observation, Policy, Sample};
+use crate::policy::{Decision, Muster, MusterSettings, Observation, Policy, Sample, Unit};
 
 /// Which number of the nodes' metrics is demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,17 @@ impl Signal {
     /// A counter, whose rate is the demand (the others are levels).
     fn is_counter(self) -> bool {
         self == Signal::Requests
+    }
+
+    /// What the demand counts: a rate for requests; a gauge for the others, so that a decision
+    /// reads `300.0 sockets rising 2.00 sockets/s`, not `/s` and `/s²`.
+    pub fn unit(self) -> Unit {
+        match self {
+            Signal::Requests => Unit::PerSecond,
+            Signal::Sockets => Unit::Count("sockets"),
+            Signal::MatchmakerQueue => Unit::Count("tickets"),
+            Signal::Rooms => Unit::Count("rooms"),
+        }
     }
 }
 
@@ -134,6 +145,7 @@ impl RunSettings {
         settings.min = self.min_replicas as f64 * self.units_per_replica;
         settings.max = self.max_replicas as f64 * self.units_per_replica;
         settings.initial_ready_s = self.ready_s;
+        settings.unit = self.signal.unit();
         settings.calendar = self.calendar.clone();
         Muster::new(settings)
     }
@@ -236,6 +248,50 @@ pub fn query_value(body: &serde_json::Value) -> Result<f64, String> {
     }
 }
 
+/// The live loop's decision, apart from its reads and writes: one reading in, the replicas to
+/// publish out. [`run`] drives it once a second on the wall clock; tests drive it on their own.
+///
+/// The policy is told that the replicas last published are the capacity, with nothing pending:
+/// the loop cannot see pods start, and Kubernetes takes a new count at any time. So it is asked
+/// afresh every second — which is why its trend must not read a jump as a slope (each second's
+/// ask would top the last).
+pub struct Decider {
+    policy: Muster,
+    settings: RunSettings,
+}
+
+impl Decider {
+    pub fn new(settings: &RunSettings) -> Decider {
+        Decider {
+            policy: settings.policy(),
+            settings: settings.clone(),
+        }
+    }
+
+    /// The scheduled events, to add to.
+    pub fn calendar_mut(&mut self) -> &mut Calendar {
+        self.policy.calendar_mut()
+    }
+
+    /// `demand` read at `now_s` (unix seconds) while `current` replicas are published: the
+    /// replicas to publish and the decision behind them, when they differ from `current`.
+    pub fn decide(&mut self, now_s: u64, demand: f64, current: u64) -> Option<(u64, Decision)> {
+        let observation = Observation {
+            now_s,
+            provisioned: current as f64 * self.settings.units_per_replica,
+            pending: None,
+            demand: Some(Sample {
+                at_s: now_s,
+                requested: demand,
+            }),
+            minute: None,
+        };
+        let decision = self.policy.decide(&observation);
+        let replicas = self.settings.replicas(decision.desired?);
+        (replicas != current).then_some((replicas, decision))
+    }
+}
+
 /// What the run loop publishes and listens to; the other ends are [`Shared`] (the HTTP endpoint
 /// and, through its `desired`, the gRPC service).
 pub struct Outputs {
@@ -295,7 +351,7 @@ pub async fn run(
         .timeout(Duration::from_millis(800))
         .build()
         .unwrap_or_default();
-    let mut policy = settings.policy();
+    let mut decider = Decider::new(&settings);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut previous_count: Option<(std::time::Instant, f64)> = None;
@@ -306,9 +362,9 @@ pub async fn run(
             _ = tick.tick() => {}
             () = &mut stop => return,
             Some((event, answer)) = outputs.add_event.recv() => {
-                let added = policy.calendar_mut().add(event).map_err(|e| e.to_string());
+                let added = decider.calendar_mut().add(event).map_err(|e| e.to_string());
                 if added.is_ok() {
-                    outputs.events.send_replace(policy.calendar_mut().events().to_vec());
+                    outputs.events.send_replace(decider.calendar_mut().events().to_vec());
                 }
                 let _ = answer.send(added);
                 continue;
@@ -346,24 +402,9 @@ pub async fn run(
             read
         };
         let current = desired.borrow().replicas;
-        let observation = Observation {
-            now_s: now,
-            provisioned: current as f64 * settings.units_per_replica,
-            pending: None,
-            demand: Some(Sample {
-                at_s: now,
-                requested: demand,
-            }),
-            minute: None,
-        };
-        let decision = policy.decide(&observation);
-        let Some(units) = decision.desired else {
+        let Some((replicas, decision)) = decider.decide(now, demand, current) else {
             continue;
         };
-        let replicas = settings.replicas(units);
-        if replicas == current {
-            continue;
-        }
         println!(
             "{}",
             serde_json::json!({
@@ -464,6 +505,51 @@ mod tests {
             .contains("vector or a scalar"));
         let nan = serde_json::json!({"status": "success", "data": {"resultType": "scalar", "result": [1.0, "NaN"]}});
         assert!(query_value(&nan).is_err());
+    }
+
+    #[test]
+    fn a_step_of_sockets_is_published_once_at_the_level() {
+        // The finding: 300 sockets opened at once after a short history, then flat, at 50
+        // sockets a replica and a 70 % target. The level needs ceil(300 / 0.7 / 50) = 9; reading
+        // the jump as a trend published 1 → 25 → 35 → 41 → 45 → 46 in five seconds.
+        let settings = RunSettings {
+            units_per_replica: 50.0,
+            ..RunSettings::new(vec!["http://node/metrics".into()])
+        };
+        let level_replicas = 9;
+        for history in [12, 60, 600] {
+            let mut decider = Decider::new(&settings);
+            let mut replicas = 1;
+            let mut published = Vec::new();
+            let mut whys = Vec::new();
+            for second in 0..history + 900 {
+                let sockets = if second < history { 0.0 } else { 300.0 };
+                if let Some((to, decision)) =
+                    decider.decide(1_800_000_000 + second, sockets, replicas)
+                {
+                    replicas = to;
+                    whys.push(decision.why);
+                }
+                published.push(replicas);
+            }
+            let after = &published[history as usize..];
+            assert_eq!(
+                after[0], level_replicas,
+                "history {history}: at the first reading"
+            );
+            assert!(
+                after.iter().all(|&r| r == level_replicas),
+                "history {history}: held at the level for 15 minutes: {whys:#?}"
+            );
+            assert_eq!(whys.len(), 1, "history {history}: one change: {whys:#?}");
+            assert!(
+                whys[0].starts_with("demand 300.0 sockets")
+                    && !whys[0].contains("300.0/s")
+                    && !whys[0].contains("/s²"),
+                "a count, not a rate: {}",
+                whys[0]
+            );
+        }
     }
 
     #[test]

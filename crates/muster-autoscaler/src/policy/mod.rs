@@ -8,7 +8,7 @@ mod alarm;
 mod muster;
 
 pub use alarm::{Alarm, AlarmKind};
-pub use muster::{Muster, MusterSettings};
+pub use muster::{Muster, MusterSettings, Unit};
 
 /// What a policy may read at one instant.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,7 +1,9 @@
 //! A provisioned-capacity model with DynamoDB's behaviour, to compare policies on a trace.
 //!
-//! Per second: a change of capacity asked for becomes effective `apply_delay_s` later (one change
-//! at a time, as a table being updated refuses another update); demand is served up to the
+//! Per second: a change of capacity asked for becomes effective `apply_delay_s` later — on
+//! [`Platform::DynamoDb`] one change at a time, as a table being updated refuses another update;
+//! on [`Platform::Kubernetes`] the desired count may be set again any second, as
+//! `muster autoscale run` does through KEDA (see [`Platform`]); demand is served up to the
 //! provisioned capacity plus the burst credit — unused capacity saved for up to
 //! `burst_window_s` seconds, as DynamoDB does — and the rest is throttled. Metrics: one-minute
 //! averages of consumed and requested, published `metric_lag_s` after the minute closes
@@ -43,6 +45,29 @@ impl Default for Model {
     }
 }
 
+/// How capacity changes are made, and what the policy is told about them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    /// DynamoDB, the seed's: one change at a time; the policy sees the capacity in force and the
+    /// change pending until it applies (and so decides once per change).
+    DynamoDb,
+    /// Kubernetes as `muster autoscale run` drives it: the policy is asked every second and may
+    /// set the desired count again at any time; it sees the count it last asked for as its
+    /// capacity, with nothing pending (the live loop cannot see pods start). Each ask is in
+    /// force `apply_delay_s` after it was made. A policy that reads a jump as a trend raises its
+    /// ask second after second here — the live overshoot the DynamoDB model hides.
+    Kubernetes,
+}
+
+impl Platform {
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::DynamoDb => "dynamodb",
+            Platform::Kubernetes => "kubernetes",
+        }
+    }
+}
+
 /// One capacity change a policy made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
@@ -68,6 +93,7 @@ pub struct Minute {
 pub struct Run {
     pub policy: String,
     pub trace: &'static str,
+    pub platform: Platform,
     pub requested: f64,
     pub consumed: f64,
     pub throttled: f64,
@@ -77,6 +103,8 @@ pub struct Run {
     pub minutes: Vec<Minute>,
     /// Capacity in force each second.
     pub provisioned: Vec<f64>,
+    /// The highest demand of any second.
+    pub peak_demand: f64,
 }
 
 impl Run {
@@ -87,6 +115,18 @@ impl Run {
         } else {
             self.consumed / self.requested
         }
+    }
+
+    /// Peak over-provisioning: the most capacity in force at any second over what the run's
+    /// highest demand needs at `target` (1.0: never more than the peak needs; 5.0: five times
+    /// it). A forecast that overshoots shows here; slow scale-down does not (it keeps at most
+    /// what the peak needed).
+    pub fn peak_over_provisioning(&self, target: f64) -> f64 {
+        let peak_capacity = self.provisioned.iter().copied().fold(0.0, f64::max);
+        if self.peak_demand <= 0.0 {
+            return 1.0;
+        }
+        peak_capacity / (self.peak_demand / target)
     }
 
     /// The most changes of direction (up after down, or down after up) within any 10 minutes.
@@ -110,16 +150,26 @@ impl Run {
     }
 }
 
-/// Runs `policy` on `trace` under `model`.
+/// Runs `policy` on `trace` under `model`, on DynamoDB (the seed's setting).
 pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
+    run_on(Platform::DynamoDb, trace, model, policy)
+}
+
+/// Runs `policy` on `trace` under `model` on `platform`.
+pub fn run_on(platform: Platform, trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
     let mut provisioned = model.initial_capacity;
     let mut burst = 0.0_f64;
-    let mut pending: Option<(u64, f64, usize)> = None;
+    // DynamoDB: the one change in flight (effective at, to).
+    let mut pending: Option<(u64, f64)> = None;
+    // Kubernetes: every ask not yet in force (effective at, to), oldest first, and the last ask.
+    let mut starting: std::collections::VecDeque<(u64, f64)> = std::collections::VecDeque::new();
+    let mut asked = model.initial_capacity;
     let mut published: Vec<(u64, MinuteMetric)> = Vec::new();
     let mut minute_sum = Minute::default();
     let mut out = Run {
         policy: policy.name(),
         trace: trace.name,
+        platform,
         requested: 0.0,
         consumed: 0.0,
         throttled: 0.0,
@@ -127,16 +177,25 @@ pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
         changes: Vec::new(),
         minutes: Vec::new(),
         provisioned: Vec::with_capacity(trace.demand.len()),
+        peak_demand: trace.peak(),
     };
     let mut headroom_sum = 0.0;
     for (second, &demand) in trace.demand.iter().enumerate() {
         let now = second as u64;
-        if let Some((effective, to, _)) = pending {
+        if let Some((effective, to)) = pending {
             if now >= effective {
                 provisioned = to;
                 burst = burst.min(model.burst_window_s * provisioned);
                 pending = None;
             }
+        }
+        while let Some(&(effective, to)) = starting.front() {
+            if now < effective {
+                break;
+            }
+            provisioned = to;
+            burst = burst.min(model.burst_window_s * provisioned);
+            starting.pop_front();
         }
         let consumed = demand.min(provisioned + burst);
         if demand <= provisioned {
@@ -177,10 +236,14 @@ pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
             at_s: at,
             requested: trace.demand[at as usize],
         });
+        let (seen_capacity, seen_pending) = match platform {
+            Platform::DynamoDb => (provisioned, pending.map(|(_, to)| to)),
+            Platform::Kubernetes => (asked, None),
+        };
         let observation = Observation {
             now_s: now,
-            provisioned,
-            pending: pending.map(|(_, to, _)| to),
+            provisioned: seen_capacity,
+            pending: seen_pending,
             demand: seen,
             minute: published
                 .iter()
@@ -190,9 +253,18 @@ pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
         };
         let Decision { desired, rule, why } = policy.decide(&observation);
         if let Some(to) = desired {
-            let current = pending.map_or(provisioned, |(_, to, _)| to);
-            if pending.is_none() && (to - current).abs() >= 0.5 {
-                pending = Some((now + model.apply_delay_s, to, out.changes.len()));
+            let (current, free) = match platform {
+                Platform::DynamoDb => {
+                    (pending.map_or(provisioned, |(_, to)| to), pending.is_none())
+                }
+                Platform::Kubernetes => (asked, true),
+            };
+            if free && (to - current).abs() >= 0.5 {
+                match platform {
+                    Platform::DynamoDb => pending = Some((now + model.apply_delay_s, to)),
+                    Platform::Kubernetes => starting.push_back((now + model.apply_delay_s, to)),
+                }
+                asked = to;
                 out.changes.push(Change {
                     asked_s: now,
                     effective_s: now + model.apply_delay_s,

@@ -1,21 +1,37 @@
-//! The seed's experiment: every policy on both traces at utilisation targets 30–80 %, as a table
-//! (share of requests served and requests throttled) and as an HTML page of charts (provisioned,
-//! consumed, requested and throttled over time, per minute, as the seed's CloudWatch graphs).
+//! The seed's experiment and the trend check, as a table and as an HTML page of charts
+//! (provisioned, consumed, requested and throttled over time, per minute, as the seed's
+//! CloudWatch graphs):
+//!
+//! - on DynamoDB (the seed's model), every policy on the four traces (the seed's bell curve and
+//!   top heavy, a step, a sawtooth) at utilisation targets 30–80 %: share of requests served and
+//!   requests throttled;
+//! - on DynamoDB and on Kubernetes (desired replicas set again any second, as the live loop
+//!   does), Muster's policy beside the same policy sizing from the level only: share served,
+//!   mean headroom and peak over-provisioning — what the trend buys and what it costs.
 
 use std::fmt::Write as _;
 
-use super::{run, Model, Run, Trace};
+use super::{run_on, Model, Platform, Run, Trace};
 use crate::policy::{Alarm, AlarmKind, Muster, MusterSettings, Policy};
 
 /// The utilisation targets of the seed's experiment.
 pub const TARGETS: [f64; 6] = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
 
-/// The four policies at `target`.
+/// The policies at `target`: the seed's three, Muster's sizing from the level only, Muster's.
 pub fn policies(target: f64) -> Vec<Box<dyn Policy>> {
     vec![
         Box::new(Alarm::new(AlarmKind::Vanilla, target, 1.0, 1e6)),
         Box::new(Alarm::new(AlarmKind::OneBreach, target, 1.0, 1e6)),
         Box::new(Alarm::new(AlarmKind::OneBreachOnRequests, target, 1.0, 1e6)),
+        Box::new(Muster::new(MusterSettings::level_only(target))),
+        Box::new(Muster::new(MusterSettings::new(target))),
+    ]
+}
+
+/// The policies that can drive Kubernetes' replicas (the alarm policies are DynamoDB's own).
+fn replica_policies(target: f64) -> Vec<Box<dyn Policy>> {
+    vec![
+        Box::new(Muster::new(MusterSettings::level_only(target))),
         Box::new(Muster::new(MusterSettings::new(target))),
     ]
 }
@@ -26,28 +42,56 @@ pub struct Cell {
     pub run: Run,
 }
 
-/// Every policy on both traces at every target.
+/// Every policy on every trace at every target on DynamoDB; level only and Muster's on
+/// Kubernetes.
 pub fn experiment(model: &Model) -> Vec<Cell> {
     let mut cells = Vec::new();
-    for trace in [Trace::bell_curve(), Trace::top_heavy()] {
-        for target in TARGETS {
-            for mut policy in policies(target) {
-                cells.push(Cell {
-                    target,
-                    run: run(&trace, model, policy.as_mut()),
-                });
+    for platform in [Platform::DynamoDb, Platform::Kubernetes] {
+        for trace in Trace::all() {
+            for target in TARGETS {
+                let policies = match platform {
+                    Platform::DynamoDb => policies(target),
+                    Platform::Kubernetes => replica_policies(target),
+                };
+                for mut policy in policies {
+                    cells.push(Cell {
+                        target,
+                        run: run_on(platform, &trace, model, policy.as_mut()),
+                    });
+                }
             }
         }
     }
     cells
 }
 
-/// The seed's table: per trace, a row per target, a column per policy: % served (throttled).
+fn find<'a>(
+    cells: &'a [Cell],
+    platform: Platform,
+    trace: &str,
+    policy: &str,
+    target: f64,
+) -> Option<&'a Cell> {
+    cells.iter().find(|c| {
+        c.run.platform == platform
+            && c.run.trace == trace
+            && c.target == target
+            && c.run.policy == policy
+    })
+}
+
+/// The tables: per trace on DynamoDB, a row per target, a column per policy: % served
+/// (throttled); then, per platform, the trend against the level: % served, mean headroom and
+/// peak over-provisioning of each.
 pub fn table(cells: &[Cell]) -> String {
     let mut out = String::new();
     let names: Vec<String> = policies(0.5).iter().map(|p| p.name()).collect();
-    for trace in ["bell curve", "top heavy"] {
-        let _ = writeln!(out, "{trace}: % of requests served (requests throttled)");
+    let traces: Vec<&str> = Trace::all().iter().map(|t| t.name).collect();
+    for &trace in &traces {
+        let _ = writeln!(
+            out,
+            "{trace} (dynamodb): % of requests served (requests throttled)"
+        );
         let _ = write!(out, "{:>7}", "target");
         for name in &names {
             let _ = write!(out, " {name:>22}");
@@ -56,10 +100,7 @@ pub fn table(cells: &[Cell]) -> String {
         for target in TARGETS {
             let _ = write!(out, "{:>6.0}%", target * 100.0);
             for name in &names {
-                if let Some(cell) = cells
-                    .iter()
-                    .find(|c| c.run.trace == trace && c.target == target && &c.run.policy == name)
-                {
+                if let Some(cell) = find(cells, Platform::DynamoDb, trace, name, target) {
                     let _ = write!(
                         out,
                         " {:>12.2}% ({:>7.0})",
@@ -69,6 +110,36 @@ pub fn table(cells: &[Cell]) -> String {
                 }
             }
             out.push('\n');
+        }
+        out.push('\n');
+    }
+    for platform in [Platform::DynamoDb, Platform::Kubernetes] {
+        let _ = writeln!(
+            out,
+            "trend against level ({}): % served, mean headroom, peak over-provisioning (x what the peak needs)",
+            platform.name()
+        );
+        let _ = writeln!(
+            out,
+            "{:>11} {:>7} {:>30} {:>30}",
+            "trace", "target", "level only", "muster"
+        );
+        for &trace in &traces {
+            for target in TARGETS {
+                let _ = write!(out, "{trace:>11} {:>6.0}%", target * 100.0);
+                for name in ["level only", "muster"] {
+                    if let Some(cell) = find(cells, platform, trace, name, target) {
+                        let _ = write!(
+                            out,
+                            " {:>9.2}% {:>8.1}% {:>9.2}x",
+                            cell.run.success() * 100.0,
+                            cell.run.mean_headroom * 100.0,
+                            cell.run.peak_over_provisioning(target)
+                        );
+                    }
+                }
+                out.push('\n');
+            }
         }
         out.push('\n');
     }
@@ -82,14 +153,17 @@ pub fn json(cells: &[Cell]) -> serde_json::Value {
             .iter()
             .map(|c| {
                 serde_json::json!({
+                    "platform": c.run.platform.name(),
                     "trace": c.run.trace,
                     "policy": c.run.policy,
                     "target": c.target,
                     "served_pct": (c.run.success() * 10_000.0).round() / 100.0,
                     "throttled": c.run.throttled.round(),
                     "mean_headroom_pct": (c.run.mean_headroom * 1000.0).round() / 10.0,
+                    "peak_over_provisioning": (c.run.peak_over_provisioning(c.target) * 100.0).round() / 100.0,
                     "changes": c.run.changes.len(),
                     "max_direction_changes_per_10_min": c.run.max_direction_changes_per_10_min(),
+                    "simulated_s": c.run.provisioned.len(),
                 })
             })
             .collect(),
@@ -119,16 +193,18 @@ fn chart(run: &Run, target: f64) -> String {
         )
     };
     format!(
-        "<figure><figcaption>{} — {}, target {:.0} %: {:.2} % served, {:.0} throttled, mean headroom {:.1} %</figcaption>\
+        "<figure><figcaption>{} on {} — {}, target {:.0} %: {:.2} % served, {:.0} throttled, mean headroom {:.1} %, peak {:.2}× what the peak needs</figcaption>\
          <svg viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\">\
          <line x1=\"{pad}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\"/>\
          <text x=\"2\" y=\"{:.1}\" font-size=\"10\">{peak:.0}/s</text>{}{}{}{}</svg></figure>",
         run.trace,
+        run.platform.name(),
         run.policy,
         target * 100.0,
         run.success() * 100.0,
         run.throttled,
         run.mean_headroom * 100.0,
+        run.peak_over_provisioning(target),
         h - pad,
         w - pad,
         h - pad,

@@ -1,4 +1,6 @@
-//! The seed's two traffic traces (Space Ape's experiment), one demand value per second.
+//! Traffic traces, one demand value per second: the seed's two (Space Ape's experiment) and two
+//! that tell a trend from a jump — a step (a launch: everyone at once, then flat) and a sawtooth
+//! (steady climbs, each ended by a sudden drop).
 
 /// Demand, in requests per second, for each second of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +47,48 @@ impl Trace {
         }
     }
 
+    /// 10 min at 0, then 300 at once and flat for 50 min: a launch or a reconnect storm. Its
+    /// level needs capacity; it has no trend to project.
+    pub fn step() -> Trace {
+        let mut demand = vec![0.0; 10 * 60];
+        demand.extend(vec![300.0; 50 * 60]);
+        Trace {
+            name: "step",
+            demand,
+        }
+    }
+
+    /// 10 min at 25, then six teeth, each a steady climb from 25 to 300 over 5 min and a drop
+    /// back to 25 at once (a round of a tournament filling up, then ending), then 10 min at 25.
+    /// The climbs are real trends (as steep as top heavy's); the drops are jumps down.
+    pub fn sawtooth() -> Trace {
+        let mut demand = Vec::new();
+        ramp(&mut demand, 25.0, 25.0, 10.0);
+        for _ in 0..6 {
+            ramp(&mut demand, 25.0, 300.0, 5.0);
+        }
+        ramp(&mut demand, 25.0, 25.0, 10.0);
+        Trace {
+            name: "sawtooth",
+            demand,
+        }
+    }
+
+    /// The four traces of the experiment: the seed's two, then the step and the sawtooth.
+    pub fn all() -> [Trace; 4] {
+        [
+            Trace::bell_curve(),
+            Trace::top_heavy(),
+            Trace::step(),
+            Trace::sawtooth(),
+        ]
+    }
+
+    /// The highest demand of any second.
+    pub fn peak(&self) -> f64 {
+        self.demand.iter().copied().fold(0.0, f64::max)
+    }
+
     /// `base` scaled by `factor` from `start_s` to `end_s`: a live event on top of a trace.
     pub fn with_event(mut self, start_s: usize, end_s: usize, factor: f64) -> Trace {
         let end = end_s.min(self.demand.len());
@@ -82,6 +126,17 @@ mod tests {
         assert!(
             (top.demand[21 * 60 - 1] - 297.0).abs() < 1e-9,
             "then 3 less per minute"
+        );
+        let step = Trace::step();
+        assert_eq!(step.demand[599], 0.0);
+        assert_eq!(step.demand[600], 300.0, "all at once");
+        assert_eq!(step.peak(), 300.0);
+        let saw = Trace::sawtooth();
+        assert_eq!(saw.duration_s(), 50 * 60);
+        assert_eq!(saw.demand[15 * 60 - 1], 300.0, "top of the first tooth");
+        assert!(
+            (saw.demand[15 * 60] - 25.0 - 275.0 / 300.0).abs() < 1e-9,
+            "dropped, climbing again"
         );
     }
 }
