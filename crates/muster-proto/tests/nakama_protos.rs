@@ -32,13 +32,25 @@ fn api_proto(dir: &std::path::Path) -> FileDescriptorSet {
     protox::compile(["api/api.proto"], [dir]).expect("nakama-common's api.proto compiles")
 }
 
+/// A message of `nakama.api` by name; `Outer.Inner` names a nested one.
 fn message<'a>(set: &'a FileDescriptorSet, name: &str) -> &'a DescriptorProto {
-    set.file
+    let mut parts = name.split('.');
+    let outer = parts.next().unwrap_or_default();
+    let mut found = set
+        .file
         .iter()
         .filter(|f| f.package() == "nakama.api")
         .flat_map(|f| f.message_type.iter())
-        .find(|m| m.name() == name)
-        .unwrap_or_else(|| panic!("no message {name} in api.proto"))
+        .find(|m| m.name() == outer)
+        .unwrap_or_else(|| panic!("no message {name} in api.proto"));
+    for inner in parts {
+        found = found
+            .nested_type
+            .iter()
+            .find(|m| m.name() == inner)
+            .unwrap_or_else(|| panic!("no message {name} in api.proto"));
+    }
+    found
 }
 
 fn proto_fields(message: &DescriptorProto) -> BTreeSet<String> {
@@ -184,4 +196,55 @@ fn account_and_session_bodies_are_nakamas() {
         timezone: Some("t".into()),
     };
     check(&set, "UpdateAccountRequest", &update, &[]);
+}
+
+#[test]
+fn leaderboard_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let write = api::LeaderboardRecordWrite {
+        score: 1,
+        subscore: 2,
+        metadata: "{}".into(),
+        operator: 1,
+    };
+    check(
+        &set,
+        "WriteLeaderboardRecordRequest.LeaderboardRecordWrite",
+        &write,
+        &[],
+    );
+    let record = api::LeaderboardRecord {
+        leaderboard_id: "l".into(),
+        owner_id: "o".into(),
+        username: "u".into(),
+        score: 1,
+        subscore: 2,
+        num_score: 3,
+        metadata: "{}".into(),
+        create_time: "t".into(),
+        update_time: "t".into(),
+        expiry_time: Some("t".into()),
+        rank: 4,
+        max_num_score: 5,
+    };
+    check(&set, "LeaderboardRecord", &record, &[]);
+    let list = api::LeaderboardRecordList {
+        records: vec![record.clone()],
+        owner_records: vec![record],
+        next_cursor: "n".into(),
+        prev_cursor: "p".into(),
+        rank_count: 9,
+    };
+    check(&set, "LeaderboardRecordList", &list, &[]);
+    // 64-bit integers are strings, as protojson writes them; requests take either.
+    let json = serde_json::to_value(&list).expect("serializes");
+    assert_eq!(json["records"][0]["score"], "1");
+    assert_eq!(json["rank_count"], "9");
+    let read: api::LeaderboardRecordWrite =
+        serde_json::from_str(r#"{"score":"7","subscore":3,"operator":"INCREMENT"}"#)
+            .expect("parses");
+    assert_eq!((read.score, read.subscore, read.operator), (7, 3, 3));
 }

@@ -125,7 +125,21 @@ async fn build(
         store.clone(),
         config.storage.clone(),
     ));
-    let rpc = Arc::new(Rpc::new(functions, economy, storage, metrics.clone()));
+    let leaderboards = crate::leaderboards::Leaderboards::start(
+        store.clone(),
+        &config.leaderboards,
+        clock.clone(),
+        cluster.as_ref().map(|c| c.bus.clone()),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("leaderboards: {e}"))?;
+    let rpc = Arc::new(Rpc::new(
+        functions,
+        economy,
+        storage,
+        leaderboards,
+        metrics.clone(),
+    ));
     let link_store: Arc<dyn LinkStore> = store.clone();
     let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));
     warn_default_secrets(&config);

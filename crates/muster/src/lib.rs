@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod economy;
 pub mod fleet;
 pub mod functions;
+pub mod leaderboards;
 pub mod links;
 pub mod matches;
 pub mod net;

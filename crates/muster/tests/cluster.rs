@@ -917,3 +917,111 @@ async fn a_node_killed_mid_run_loses_nothing_it_acknowledged() {
         (0..5).map(|i| format!("message {i}")).collect::<Vec<_>>()
     );
 }
+
+/// Ranks of a leaderboard listing, by owner, as a node answers them.
+async fn ranks_at(node: &Binary, token: &str) -> Vec<(String, String)> {
+    let (status, list) =
+        support::get_with_token_at(&node.base(), "/v2/leaderboard/shared?limit=100", token).await;
+    assert_eq!(status, 200, "{list}");
+    list["records"]
+        .as_array()
+        .map(|records| {
+            records
+                .iter()
+                .map(|r| {
+                    (
+                        r["owner_id"].as_str().unwrap_or_default().to_owned(),
+                        r["rank"].as_str().unwrap_or("0").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn two_nodes_writing_one_leaderboard_agree_on_ranks() {
+    let Some(nats) = nats_url() else { return };
+    if support::postgres_url().is_none() {
+        return;
+    }
+    let db = Database::new(Backend::Postgres).await;
+    let prefix = unique_prefix();
+    let mut nodes = Vec::new();
+    let mut dirs = Vec::new();
+    for name in ["a", "b"] {
+        let shared = Database {
+            dir: tempfile::tempdir().expect("dir"),
+            url: db.url.clone(),
+        };
+        let mut command = node(&shared, &nats, &prefix, name);
+        command.env(
+            "MUSTER_LEADERBOARDS__BOARDS",
+            r#"[{id="shared", sort_order="desc", operator="best"}]"#,
+        );
+        nodes.push(Binary::run(command, free_port()).await);
+        dirs.push(shared);
+    }
+    until_nodes(&nodes.iter().collect::<Vec<_>>(), 2).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    // Both nodes have read the (empty) period before anyone writes, so each must learn the
+    // other's writes over the bus, not from the database.
+    let (viewer, _) = session(a, "cluster-lb-viewer").await;
+    assert!(ranks_at(a, &viewer).await.is_empty());
+    assert!(ranks_at(b, &viewer).await.is_empty());
+    // Six players, alternating nodes, each score better than the last (so every write moves
+    // the others down a rank), then the first improves to the top through the other node.
+    let mut owners = Vec::new();
+    for i in 0..6u32 {
+        let at = if i % 2 == 0 { a } else { b };
+        let (token, _) = session(at, &format!("cluster-lb-{i}")).await;
+        let owner = support::claims(&token)["uid"]
+            .as_str()
+            .expect("uid")
+            .to_owned();
+        let (status, body) = post_json(
+            at,
+            &token,
+            "/v2/leaderboard/shared",
+            serde_json::json!({ "score": 10 * (i + 1) }),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        owners.push((owner, token));
+    }
+    let (status, top) = post_json(
+        b,
+        &owners[0].1,
+        "/v2/leaderboard/shared",
+        serde_json::json!({ "score": 1000 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{top}");
+    assert_eq!(top["rank"], "1", "{top}");
+    let mut expected: Vec<(String, String)> = vec![(owners[0].0.clone(), "1".into())];
+    for (rank, i) in (1..6).rev().enumerate() {
+        expected.push((owners[i].0.clone(), (rank + 2).to_string()));
+    }
+    for at in [a, b] {
+        eventually("both nodes rank every record alike", || async {
+            ranks_at(at, &viewer).await == expected
+        })
+        .await;
+    }
+}
+
+async fn post_json(
+    node: &Binary,
+    token: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}{path}", node.base()))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    support::status_and_json(response).await
+}

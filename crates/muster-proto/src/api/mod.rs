@@ -1,12 +1,14 @@
 //! JSON bodies of the REST API, named and shaped as Nakama's gRPC gateway renders them
 //! (proto field names, unpopulated fields omitted) so Nakama's client SDKs read them unchanged.
 
+mod leaderboard;
 mod storage;
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use leaderboard::{LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite};
 pub use storage::{
     DeleteStorageObjectId, DeleteStorageObjectsRequest, ReadStorageObjectId,
     ReadStorageObjectsRequest, StorageObject, StorageObjectAck, StorageObjectAcks,

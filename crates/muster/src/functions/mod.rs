@@ -47,6 +47,7 @@ use uuid::Uuid;
 
 use crate::base::metrics::Metrics;
 use crate::economy::{Economy, EconomyError};
+use crate::leaderboards::{LeaderboardError, Leaderboards};
 use crate::storage::{Storage, StorageError};
 
 /// The user calling a function, from their session token.
@@ -67,6 +68,8 @@ pub struct Call<'a> {
     pub economy: &'a Economy,
     /// Storage objects, as the server: any owner's, system objects, every permission.
     pub storage: &'a Storage,
+    /// Leaderboards: create them, and write any owner's records (authoritative ones too).
+    pub leaderboards: &'a Leaderboards,
 }
 
 impl Call<'_> {
@@ -211,6 +214,20 @@ impl From<StorageError> for RpcError {
     }
 }
 
+impl From<LeaderboardError> for RpcError {
+    fn from(error: LeaderboardError) -> Self {
+        let code = match &error {
+            LeaderboardError::Invalid(_) => RpcCode::InvalidArgument,
+            LeaderboardError::NotFound => RpcCode::NotFound,
+            LeaderboardError::Authoritative(_) => RpcCode::PermissionDenied,
+            LeaderboardError::Store(crate::store::StoreError::Unavailable(_))
+            | LeaderboardError::Store(crate::store::StoreError::Closed) => RpcCode::Unavailable,
+            LeaderboardError::Store(_) => return RpcError::internal(),
+        };
+        RpcError::new(code, error.to_string())
+    }
+}
+
 /// A function id that cannot be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid function id {0:?}: use 1-128 characters, no spaces, '/' or control characters")]
@@ -274,6 +291,7 @@ pub struct Rpc {
     functions: HashMap<String, Arc<dyn ServerFunction>>,
     economy: Arc<Economy>,
     storage: Arc<Storage>,
+    leaderboards: Arc<Leaderboards>,
     metrics: Arc<Metrics>,
 }
 
@@ -282,12 +300,14 @@ impl Rpc {
         functions: Functions,
         economy: Arc<Economy>,
         storage: Arc<Storage>,
+        leaderboards: Arc<Leaderboards>,
         metrics: Arc<Metrics>,
     ) -> Rpc {
         Rpc {
             functions: functions.functions,
             economy,
             storage,
+            leaderboards,
             metrics,
         }
     }
@@ -315,6 +335,7 @@ impl Rpc {
             payload,
             economy: &self.economy,
             storage: &self.storage,
+            leaderboards: &self.leaderboards,
         };
         let result = function.call(call).await;
         self.metrics
@@ -346,5 +367,9 @@ impl Rpc {
 
     pub fn storage(&self) -> &Arc<Storage> {
         &self.storage
+    }
+
+    pub fn leaderboards(&self) -> &Arc<Leaderboards> {
+        &self.leaderboards
     }
 }

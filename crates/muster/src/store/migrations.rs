@@ -55,6 +55,11 @@ pub const SQLITE: &[Migration] = &[
         name: "storage_objects",
         sql: include_str!("migrations/sqlite/0009_storage_objects.sql"),
     },
+    Migration {
+        version: 10,
+        name: "leaderboards",
+        sql: include_str!("migrations/sqlite/0010_leaderboards.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -102,6 +107,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 9,
         name: "storage_objects",
         sql: include_str!("migrations/postgres/0009_storage_objects.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "leaderboards",
+        sql: include_str!("migrations/postgres/0010_leaderboards.sql"),
     },
 ];
 

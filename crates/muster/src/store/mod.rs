@@ -387,6 +387,127 @@ pub trait StorageStore: Send + Sync {
     ) -> Result<Result<(), StorageRefusal>, StoreError>;
 }
 
+/// A leaderboard's definition, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderboardDef {
+    pub id: String,
+    /// Only server code may write records.
+    pub authoritative: bool,
+    /// 0 ascending (lower is better), 1 descending.
+    pub sort_order: i16,
+    /// 0 best, 1 set, 2 increment, 3 decrement.
+    pub operator: i16,
+    /// A cron expression; empty: never resets.
+    pub reset_schedule: String,
+    pub metadata: String,
+    pub create_time_ms: i64,
+}
+
+/// One leaderboard record, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderboardRecordRow {
+    pub leaderboard_id: String,
+    /// The Unix second its period ends; 0: never.
+    pub expiry_time: i64,
+    pub owner_id: Uuid,
+    pub username: String,
+    pub score: i64,
+    pub subscore: i64,
+    pub num_score: i32,
+    pub max_num_score: i32,
+    pub metadata: String,
+    pub create_time_ms: i64,
+    pub update_time_ms: i64,
+}
+
+/// How a submitted score changes a record: the operator and, for `best`, which way is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreOp {
+    /// Keep the better of the old and the new (lower when `ascending`), score and subscore each.
+    Best {
+        ascending: bool,
+    },
+    Set,
+    Increment,
+    /// Subtract, never below zero.
+    Decrement,
+}
+
+/// One score submitted to a leaderboard's period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordWrite {
+    pub leaderboard_id: String,
+    pub expiry_time: i64,
+    pub owner_id: Uuid,
+    pub username: String,
+    pub score: i64,
+    pub subscore: i64,
+    /// Replaces the record's metadata when given.
+    pub metadata: Option<String>,
+    pub op: ScoreOp,
+    pub now_ms: i64,
+}
+
+/// A page position in a period: after (or before) this record, in ascending
+/// (score, subscore, owner) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordPosition {
+    pub score: i64,
+    pub subscore: i64,
+    pub owner_id: Uuid,
+}
+
+/// Leaderboards and their records. Each write is durable when its future resolves.
+#[async_trait]
+pub trait LeaderboardStore: Send + Sync {
+    /// Stores `def` unless a leaderboard of its id exists; whether it was created.
+    async fn create_leaderboard(&self, def: LeaderboardDef) -> Result<bool, StoreError>;
+
+    /// Every leaderboard's definition.
+    async fn leaderboards(&self) -> Result<Vec<LeaderboardDef>, StoreError>;
+
+    /// Removes a leaderboard and all its records.
+    async fn delete_leaderboard(&self, id: String) -> Result<(), StoreError>;
+
+    /// Applies a score to the owner's record of the period (created if absent) and answers the
+    /// record as it is afterwards; `num_score` counts the submissions that changed it.
+    async fn write_record(&self, write: RecordWrite) -> Result<LeaderboardRecordRow, StoreError>;
+
+    /// Deletes the owner's record of the period; whether there was one.
+    async fn delete_record(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+    ) -> Result<bool, StoreError>;
+
+    /// Up to `limit` records of the period in ascending (score, subscore, owner) order after
+    /// `after`, or in descending order before it when `descending`.
+    async fn list_records(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        position: Option<RecordPosition>,
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<LeaderboardRecordRow>, StoreError>;
+
+    /// The records of the period owned by `owners` (in no particular order).
+    async fn records_of(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owners: Vec<Uuid>,
+    ) -> Result<Vec<LeaderboardRecordRow>, StoreError>;
+
+    /// Every (owner, score, subscore, num_score) of the period: what ranks are built from.
+    async fn period_scores(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+    ) -> Result<Vec<(Uuid, i64, i64, i32)>, StoreError>;
+}
+
 /// Invite links and their clicks.
 /// Each write is durable when its future resolves.
 #[async_trait]
@@ -501,6 +622,7 @@ pub trait Store:
     + EconomyStore
     + LinkStore
     + StorageStore
+    + LeaderboardStore
     + 'static
 {
     /// Finishes pending writes and releases the database.

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod enet;
 pub mod fleet;
+mod leaderboards;
 mod links;
 mod matches;
 mod storage;
@@ -13,6 +14,7 @@ pub mod world;
 pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
+pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 pub use storage::StorageConfig;
@@ -75,6 +77,8 @@ pub struct Config {
     pub economy: EconomyConfig,
     /// Storage objects (docs/storage-objects.md).
     pub storage: StorageConfig,
+    /// Leaderboards created at start (docs/leaderboards.md).
+    pub leaderboards: LeaderboardsConfig,
     pub links: LinksConfig,
     /// This node's place in a cluster (docs/cluster.md); none without `cluster.nats_url`.
     pub cluster: ClusterConfig,
@@ -293,6 +297,7 @@ impl Default for Config {
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
             storage: StorageConfig::default(),
+            leaderboards: LeaderboardsConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
             fleet: FleetConfig::default(),

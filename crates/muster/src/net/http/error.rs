@@ -144,6 +144,19 @@ impl From<crate::storage::StorageError> for ApiError {
     }
 }
 
+impl From<crate::leaderboards::LeaderboardError> for ApiError {
+    fn from(error: crate::leaderboards::LeaderboardError) -> Self {
+        use crate::leaderboards::LeaderboardError;
+        let message = error.to_string();
+        match error {
+            LeaderboardError::Store(error) => error.into(),
+            LeaderboardError::Invalid(_) => ApiError::InvalidArgument(message),
+            LeaderboardError::NotFound => ApiError::NotFound(message),
+            LeaderboardError::Authoritative(_) => ApiError::PermissionDenied(message),
+        }
+    }
+}
+
 impl From<crate::economy::EconomyError> for ApiError {
     fn from(error: crate::economy::EconomyError) -> Self {
         crate::functions::RpcError::from(error).into()

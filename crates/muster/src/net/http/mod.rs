@@ -9,6 +9,7 @@ mod channel;
 mod economy;
 pub mod error;
 pub mod extract;
+mod leaderboard;
 pub mod rooms;
 mod rpc;
 mod session;
@@ -60,6 +61,16 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v2/storage/{collection}/{user_id}",
             get(storage::list_owned),
+        )
+        .route(
+            "/v2/leaderboard/{id}",
+            get(leaderboard::list_records)
+                .post(leaderboard::write)
+                .delete(leaderboard::delete),
+        )
+        .route(
+            "/v2/leaderboard/{id}/owner/{owner_id}",
+            get(leaderboard::around_owner),
         )
         .route("/v2/economy/wallet", get(economy::wallet))
         .route("/v2/economy/inventory", get(economy::inventory))

@@ -8,6 +8,7 @@
 mod accounts;
 mod chat;
 mod economy;
+mod leaderboards;
 mod links;
 mod matchmaker;
 mod storage;

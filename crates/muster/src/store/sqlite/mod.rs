@@ -12,6 +12,7 @@
 
 mod checkpoint;
 mod economy;
+mod leaderboards;
 mod links;
 mod storage;
 mod sync;

@@ -1,0 +1,759 @@
+//! Leaderboards, with Nakama's semantics.
+//!
+//! - A leaderboard is created by server code ([`Leaderboards::create`]) or by configuration
+//!   (`leaderboards.boards`): an id, a sort order (descending: higher is better, or ascending),
+//!   an operator (best, set, increment, decrement), an optional reset schedule (a cron
+//!   expression), metadata, and whether only server code may write to it (authoritative).
+//! - Records are kept per owner and **period**: with a reset schedule, a record's
+//!   `expiry_time` is the schedule's next occurrence after the moment it was written, so at each
+//!   boundary the leaderboard starts empty and the previous period's records stay readable by
+//!   their `expiry_time` (a listing's `expiry`). Without one, every record has expiry 0.
+//! - A score submitted is applied by the operator (the leaderboard's, or the one the write
+//!   names): best keeps the better score and the better subscore, set replaces, increment adds,
+//!   decrement subtracts down to zero. A submission that changes nothing is not counted in
+//!   `num_score`.
+//! - Every record answered carries its rank (1 is the best), kept in memory per period
+//!   ([`rank`]) in O(log n).
+//! - In a cluster every node keeps the ranks of the periods it has read: each node publishes the
+//!   records it writes or deletes, and the leaderboards it creates or deletes, on the cluster's
+//!   bus (`leaderboards`), and the others apply them, so every node ranks alike.
+
+pub mod cursor;
+pub mod rank;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::DateTime;
+use croner::Cron;
+use uuid::Uuid;
+
+use crate::base::clock::Clock;
+use crate::base::config::{LeaderboardSpec, LeaderboardsConfig};
+use crate::cluster::bus::Bus;
+use crate::store::{
+    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordWrite, ScoreOp, StoreError,
+};
+use cursor::Cursor;
+
+/// Most records one listing page may hold (Nakama's bound).
+pub const MAX_LIST_LIMIT: usize = 1000;
+/// Most records a page around an owner may hold (Nakama's bound).
+pub const MAX_AROUND_LIMIT: usize = 100;
+/// Most owners one listing may name.
+pub const MAX_OWNER_IDS: usize = 100;
+/// Longest leaderboard id, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// Who writes or deletes a record: a player (an authoritative leaderboard refuses them) or the
+/// server's own code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Server,
+    Player(Uuid),
+}
+
+/// Why a leaderboard call did nothing. Messages are Nakama's and shown to clients.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LeaderboardError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("Leaderboard not found.")]
+    NotFound,
+    #[error("{0}")]
+    Authoritative(&'static str),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Sort orders, as Nakama numbers them.
+pub const ASCENDING: i16 = 0;
+pub const DESCENDING: i16 = 1;
+
+/// Operators, as stored.
+pub const BEST: i16 = 0;
+pub const SET: i16 = 1;
+pub const INCREMENT: i16 = 2;
+pub const DECREMENT: i16 = 3;
+
+/// A leaderboard to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLeaderboard {
+    pub id: String,
+    pub authoritative: bool,
+    /// `"desc"` (the default: higher is better) or `"asc"`.
+    pub sort_order: String,
+    /// `"best"` (the default), `"set"`, `"incr"` or `"decr"`.
+    pub operator: String,
+    /// A cron expression (5 fields); empty: never resets.
+    pub reset_schedule: String,
+    /// A JSON object; empty: `{}`.
+    pub metadata: String,
+}
+
+impl From<&LeaderboardSpec> for NewLeaderboard {
+    fn from(spec: &LeaderboardSpec) -> Self {
+        NewLeaderboard {
+            id: spec.id.clone(),
+            authoritative: spec.authoritative,
+            sort_order: spec.sort_order.clone(),
+            operator: spec.operator.clone(),
+            reset_schedule: spec.reset_schedule.clone(),
+            metadata: spec.metadata.clone(),
+        }
+    }
+}
+
+/// A record with its rank in its period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub row: LeaderboardRecordRow,
+    /// 1 is the best; 0 if it has none (deleted meanwhile).
+    pub rank: i64,
+}
+
+/// A page of records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordList {
+    pub records: Vec<Record>,
+    /// The records of the owners a listing named, wherever they rank.
+    pub owner_records: Vec<Record>,
+    pub next_cursor: Option<String>,
+    pub prev_cursor: Option<String>,
+    /// How many records the period holds.
+    pub rank_count: i64,
+}
+
+/// A leaderboard as kept in memory: its definition and its parsed schedule.
+struct Board {
+    def: LeaderboardDef,
+    schedule: Option<Cron>,
+}
+
+impl Board {
+    fn descending(&self) -> bool {
+        self.def.sort_order == DESCENDING
+    }
+
+    /// The end of the period that holds the Unix second `at` (0: the board never resets).
+    fn expiry_after(&self, at: i64) -> i64 {
+        let Some(schedule) = &self.schedule else {
+            return 0;
+        };
+        DateTime::from_timestamp(at, 0)
+            .and_then(|t| schedule.find_next_occurrence(&t, false).ok())
+            .map_or(0, |t| t.timestamp())
+    }
+
+    fn op(&self, operator_override: i32) -> ScoreOp {
+        let operator = match operator_override {
+            1 => BEST,
+            2 => SET,
+            3 => INCREMENT,
+            4 => DECREMENT,
+            _ => self.def.operator,
+        };
+        match operator {
+            SET => ScoreOp::Set,
+            INCREMENT => ScoreOp::Increment,
+            DECREMENT => ScoreOp::Decrement,
+            _ => ScoreOp::Best {
+                ascending: !self.descending(),
+            },
+        }
+    }
+}
+
+/// A cron expression as Nakama accepts one (5 fields), parsed.
+fn parse_schedule(text: &str) -> Result<Option<Cron>, LeaderboardError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    Cron::new(text)
+        .parse()
+        .map(Some)
+        .map_err(|e| LeaderboardError::Invalid(format!("Invalid reset schedule {text:?}: {e}.")))
+}
+
+fn is_json_object(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.is_object())
+}
+
+fn check_id(id: &str) -> Result<(), LeaderboardError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        return Err(LeaderboardError::Invalid("Invalid leaderboard ID.".into()));
+    }
+    Ok(())
+}
+
+pub struct Leaderboards {
+    store: Arc<dyn LeaderboardStore>,
+    clock: Clock,
+    boards: RwLock<HashMap<String, Arc<Board>>>,
+    ranks: rank::Ranks,
+    /// The cluster's bus, when this node is part of one.
+    bus: Option<Bus>,
+}
+
+/// The bus topic of the changes nodes tell each other about.
+const TOPIC: &str = "leaderboards";
+
+/// A change another node must know of to rank alike.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Change {
+    /// A record as the database answered it after a write.
+    Record {
+        node: String,
+        id: String,
+        expiry: i64,
+        owner: Uuid,
+        score: i64,
+        subscore: i64,
+        num_score: i32,
+    },
+    /// A record deleted.
+    Removed {
+        node: String,
+        id: String,
+        expiry: i64,
+        owner: Uuid,
+    },
+    /// A leaderboard created or deleted: read the definitions again.
+    Boards { node: String },
+}
+
+impl Leaderboards {
+    /// Loads every leaderboard, after creating those `config` names that do not exist yet.
+    pub async fn start(
+        store: Arc<dyn LeaderboardStore>,
+        config: &LeaderboardsConfig,
+        clock: Clock,
+        bus: Option<Bus>,
+    ) -> Result<Arc<Leaderboards>, LeaderboardError> {
+        let leaderboards = Arc::new(Leaderboards {
+            store,
+            clock,
+            boards: RwLock::new(HashMap::new()),
+            ranks: rank::Ranks::default(),
+            bus,
+        });
+        for spec in &config.boards {
+            leaderboards.create(NewLeaderboard::from(spec)).await?;
+        }
+        leaderboards.reload_boards().await?;
+        if let Some(bus) = &leaderboards.bus {
+            let mut changes = bus
+                .subscribe(TOPIC)
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("cluster bus: {e}")))?;
+            let weak = Arc::downgrade(&leaderboards);
+            tokio::spawn(async move {
+                use futures_util::StreamExt as _;
+                while let Some(message) = changes.next().await {
+                    let Some(leaderboards) = weak.upgrade() else {
+                        return;
+                    };
+                    match serde_json::from_slice::<Change>(&message.payload) {
+                        Ok(change) => leaderboards.apply(change).await,
+                        Err(e) => tracing::warn!("leaderboards: a change that does not parse: {e}"),
+                    }
+                }
+            });
+        }
+        Ok(leaderboards)
+    }
+
+    /// Reads every definition from the database.
+    async fn reload_boards(&self) -> Result<(), LeaderboardError> {
+        let defs = self.store.leaderboards().await?;
+        let mut boards = HashMap::with_capacity(defs.len());
+        for def in defs {
+            let schedule = parse_schedule(&def.reset_schedule)?;
+            boards.insert(def.id.clone(), Arc::new(Board { def, schedule }));
+        }
+        let gone: Vec<String> = self
+            .boards
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .filter(|id| !boards.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.ranks.forget(&id);
+        }
+        *self.write_boards() = boards;
+        Ok(())
+    }
+
+    fn node(&self) -> &str {
+        self.bus.as_ref().map_or("", |b| b.node())
+    }
+
+    /// Tells the other nodes (nothing without a cluster).
+    async fn tell(&self, change: Change) {
+        if let Some(bus) = &self.bus {
+            if let Ok(payload) = serde_json::to_vec(&change) {
+                bus.publish(TOPIC, payload).await;
+            }
+        }
+    }
+
+    /// Applies another node's change (this node's own were applied when made).
+    async fn apply(&self, change: Change) {
+        let result = match change {
+            Change::Record { node, .. }
+            | Change::Removed { node, .. }
+            | Change::Boards { node }
+                if node == self.node() =>
+            {
+                Ok(())
+            }
+            Change::Boards { .. } => self.reload_boards().await,
+            Change::Record {
+                id,
+                expiry,
+                owner,
+                score,
+                subscore,
+                num_score,
+                ..
+            } => self
+                .ranks
+                .if_loaded(&id, expiry, |ranks| {
+                    ranks.put(owner, score, subscore, num_score, false);
+                })
+                .await
+                .map_err(LeaderboardError::from),
+            Change::Removed {
+                id, expiry, owner, ..
+            } => self
+                .ranks
+                .if_loaded(&id, expiry, |ranks| ranks.remove(&owner))
+                .await
+                .map_err(LeaderboardError::from),
+        };
+        if let Err(e) = result {
+            tracing::warn!("leaderboards: applying another node's change failed: {e}");
+        }
+    }
+
+    fn write_boards(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Board>>> {
+        self.boards
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn board(&self, id: &str) -> Result<Arc<Board>, LeaderboardError> {
+        check_id(id)?;
+        self.boards
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()
+            .ok_or(LeaderboardError::NotFound)
+    }
+
+    /// Creates a leaderboard unless one of its id exists (then nothing changes, as in Nakama);
+    /// whether it was created.
+    pub async fn create(&self, new: NewLeaderboard) -> Result<bool, LeaderboardError> {
+        check_id(&new.id)?;
+        let sort_order = match new.sort_order.as_str() {
+            "" | "desc" => DESCENDING,
+            "asc" => ASCENDING,
+            other => {
+                return Err(LeaderboardError::Invalid(format!(
+                    "Invalid sort order {other:?}: use \"asc\" or \"desc\"."
+                )))
+            }
+        };
+        let operator = match new.operator.as_str() {
+            "" | "best" => BEST,
+            "set" => SET,
+            "incr" => INCREMENT,
+            "decr" => DECREMENT,
+            other => {
+                return Err(LeaderboardError::Invalid(format!(
+                    "Invalid operator {other:?}: use \"best\", \"set\", \"incr\" or \"decr\"."
+                )))
+            }
+        };
+        let schedule = parse_schedule(&new.reset_schedule)?;
+        let metadata = if new.metadata.is_empty() {
+            "{}".to_string()
+        } else if is_json_object(&new.metadata) {
+            new.metadata
+        } else {
+            return Err(LeaderboardError::Invalid(
+                "Metadata value must be a JSON object.".into(),
+            ));
+        };
+        let def = LeaderboardDef {
+            id: new.id,
+            authoritative: new.authoritative,
+            sort_order,
+            operator,
+            reset_schedule: new.reset_schedule.trim().to_string(),
+            metadata,
+            create_time_ms: self.clock.now_ms(),
+        };
+        let created = self.store.create_leaderboard(def.clone()).await?;
+        if created {
+            self.write_boards()
+                .insert(def.id.clone(), Arc::new(Board { def, schedule }));
+            self.tell(Change::Boards {
+                node: self.node().to_string(),
+            })
+            .await;
+        }
+        Ok(created)
+    }
+
+    /// Deletes a leaderboard and every record of it.
+    pub async fn delete(&self, id: &str) -> Result<(), LeaderboardError> {
+        self.board(id)?;
+        self.store.delete_leaderboard(id.to_string()).await?;
+        self.write_boards().remove(id);
+        self.ranks.forget(id);
+        self.tell(Change::Boards {
+            node: self.node().to_string(),
+        })
+        .await;
+        Ok(())
+    }
+
+    /// The ids of every leaderboard, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .boards
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Submits a score for `owner` to the current period. `operator` 0 uses the leaderboard's
+    /// own; 1 best, 2 set, 3 increment, 4 decrement override it. `metadata` (a JSON object)
+    /// replaces the record's when given.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write(
+        &self,
+        caller: Caller,
+        id: &str,
+        owner: Uuid,
+        username: &str,
+        score: i64,
+        subscore: i64,
+        metadata: Option<String>,
+        operator: i32,
+    ) -> Result<Record, LeaderboardError> {
+        let board = self.board(id)?;
+        if board.def.authoritative && caller != Caller::Server {
+            return Err(LeaderboardError::Authoritative(
+                "Leaderboard only allows authoritative score submissions.",
+            ));
+        }
+        if metadata.as_deref().is_some_and(|m| !is_json_object(m)) {
+            return Err(LeaderboardError::Invalid(
+                "Metadata value must be JSON, if provided.".into(),
+            ));
+        }
+        if !(0..=4).contains(&operator) {
+            return Err(LeaderboardError::Invalid("Invalid operator value.".into()));
+        }
+        let expiry_time = board.expiry_after(self.clock.now_secs());
+        let row = self
+            .store
+            .write_record(RecordWrite {
+                leaderboard_id: id.to_string(),
+                expiry_time,
+                owner_id: owner,
+                username: username.to_string(),
+                score,
+                subscore,
+                metadata,
+                op: board.op(operator),
+                now_ms: self.clock.now_ms(),
+            })
+            .await?;
+        let descending = board.descending();
+        let rank = self
+            .ranks
+            .with(self.store.as_ref(), id, expiry_time, |ranks| {
+                ranks.put(owner, row.score, row.subscore, row.num_score, descending)
+            })
+            .await?;
+        self.tell(Change::Record {
+            node: self.node().to_string(),
+            id: id.to_string(),
+            expiry: expiry_time,
+            owner,
+            score: row.score,
+            subscore: row.subscore,
+            num_score: row.num_score,
+        })
+        .await;
+        Ok(Record { row, rank })
+    }
+
+    /// Deletes `owner`'s record of the current period (nothing to delete is no error).
+    pub async fn delete_record(
+        &self,
+        caller: Caller,
+        id: &str,
+        owner: Uuid,
+    ) -> Result<(), LeaderboardError> {
+        let board = self.board(id)?;
+        if board.def.authoritative && caller != Caller::Server {
+            return Err(LeaderboardError::Authoritative(
+                "Leaderboard only allows authoritative score deletions.",
+            ));
+        }
+        let expiry_time = board.expiry_after(self.clock.now_secs());
+        self.store
+            .delete_record(id.to_string(), expiry_time, owner)
+            .await?;
+        self.ranks
+            .with(self.store.as_ref(), id, expiry_time, |ranks| {
+                ranks.remove(&owner)
+            })
+            .await?;
+        self.tell(Change::Removed {
+            node: self.node().to_string(),
+            id: id.to_string(),
+            expiry: expiry_time,
+            owner,
+        })
+        .await;
+        Ok(())
+    }
+
+    /// The period a listing reads: the one ending at `expiry` when given (Nakama's override),
+    /// else the current one.
+    fn period(&self, board: &Board, expiry: i64) -> i64 {
+        if expiry != 0 {
+            expiry
+        } else {
+            board.expiry_after(self.clock.now_secs())
+        }
+    }
+
+    /// A page of records in rank order, and the records of `owners` wherever they rank.
+    pub async fn list(
+        &self,
+        id: &str,
+        owners: Vec<Uuid>,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+        expiry: i64,
+    ) -> Result<RecordList, LeaderboardError> {
+        let board = self.board(id)?;
+        let limit = limit.unwrap_or(1);
+        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+            return Err(LeaderboardError::Invalid(format!(
+                "Invalid limit - limit must be between 1 and {MAX_LIST_LIMIT}."
+            )));
+        }
+        if owners.len() > MAX_OWNER_IDS {
+            return Err(LeaderboardError::Invalid(format!(
+                "Too many owner IDs - at most {MAX_OWNER_IDS}."
+            )));
+        }
+        let expiry_time = self.period(&board, expiry);
+        let cursor = self.cursor(id, expiry_time, cursor)?;
+        let descending = board.descending();
+        let (rows, more_after, more_before) = match &cursor {
+            None => {
+                let mut rows = self
+                    .store
+                    .list_records(id.to_string(), expiry_time, None, descending, limit + 1)
+                    .await?;
+                let more = rows.len() > limit;
+                rows.truncate(limit);
+                (rows, more, false)
+            }
+            Some(at) if at.next => {
+                let mut rows = self
+                    .store
+                    .list_records(
+                        id.to_string(),
+                        expiry_time,
+                        Some(at.position()),
+                        descending,
+                        limit + 1,
+                    )
+                    .await?;
+                let more = rows.len() > limit;
+                rows.truncate(limit);
+                (rows, more, true)
+            }
+            Some(at) => {
+                let mut rows = self
+                    .store
+                    .list_records(
+                        id.to_string(),
+                        expiry_time,
+                        Some(at.position()),
+                        !descending,
+                        limit + 1,
+                    )
+                    .await?;
+                let more = rows.len() > limit;
+                rows.truncate(limit);
+                rows.reverse();
+                (rows, true, more)
+            }
+        };
+        let owner_rows = if owners.is_empty() {
+            Vec::new()
+        } else {
+            self.store
+                .records_of(id.to_string(), expiry_time, owners)
+                .await?
+        };
+        self.page(
+            &board,
+            expiry_time,
+            rows,
+            owner_rows,
+            more_after,
+            more_before,
+        )
+        .await
+    }
+
+    /// A page of up to `limit` records around `owner`'s, theirs included; empty when they have
+    /// none in the period. With a cursor, the page it names.
+    pub async fn around_owner(
+        &self,
+        id: &str,
+        owner: Uuid,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+        expiry: i64,
+    ) -> Result<RecordList, LeaderboardError> {
+        let board = self.board(id)?;
+        let limit = limit.unwrap_or(1);
+        if !(1..=MAX_AROUND_LIMIT).contains(&limit) {
+            return Err(LeaderboardError::Invalid(format!(
+                "Invalid limit - limit must be between 1 and {MAX_AROUND_LIMIT}."
+            )));
+        }
+        if cursor.is_some_and(|c| !c.is_empty()) {
+            return self.list(id, Vec::new(), Some(limit), cursor, expiry).await;
+        }
+        let expiry_time = self.period(&board, expiry);
+        let Some(mine) = self
+            .store
+            .records_of(id.to_string(), expiry_time, vec![owner])
+            .await?
+            .pop()
+        else {
+            return Ok(RecordList::default());
+        };
+        let descending = board.descending();
+        let at = crate::store::RecordPosition {
+            score: mine.score,
+            subscore: mine.subscore,
+            owner_id: owner,
+        };
+        // Up to `limit` on each side, then a window of `limit` with the owner as near the middle
+        // as the records allow.
+        let mut better = self
+            .store
+            .list_records(
+                id.to_string(),
+                expiry_time,
+                Some(at.clone()),
+                !descending,
+                limit,
+            )
+            .await?;
+        better.reverse();
+        let worse = self
+            .store
+            .list_records(id.to_string(), expiry_time, Some(at), descending, limit)
+            .await?;
+        let mut above = better.len().min((limit - 1) / 2);
+        let below = worse.len().min(limit - 1 - above);
+        above = better.len().min(limit - 1 - below);
+        let more_before = better.len() > above;
+        let more_after = worse.len() > below;
+        let mut rows: Vec<LeaderboardRecordRow> = better.split_off(better.len() - above);
+        rows.push(mine);
+        rows.extend(worse.into_iter().take(below));
+        self.page(
+            &board,
+            expiry_time,
+            rows,
+            Vec::new(),
+            more_after,
+            more_before,
+        )
+        .await
+    }
+
+    fn cursor(
+        &self,
+        id: &str,
+        expiry_time: i64,
+        text: Option<&str>,
+    ) -> Result<Option<Cursor>, LeaderboardError> {
+        match text.filter(|c| !c.is_empty()) {
+            None => Ok(None),
+            Some(text) => Cursor::decode(text, id, expiry_time)
+                .map(Some)
+                .ok_or_else(|| LeaderboardError::Invalid("Cursor is invalid or expired.".into())),
+        }
+    }
+
+    /// Ranks the rows and makes the page's cursors.
+    async fn page(
+        &self,
+        board: &Board,
+        expiry_time: i64,
+        rows: Vec<LeaderboardRecordRow>,
+        owner_rows: Vec<LeaderboardRecordRow>,
+        more_after: bool,
+        more_before: bool,
+    ) -> Result<RecordList, LeaderboardError> {
+        let id = board.def.id.as_str();
+        let descending = board.descending();
+        let edge = |row: &LeaderboardRecordRow, next: bool| {
+            Cursor {
+                id: id.to_string(),
+                expiry: expiry_time,
+                next,
+                score: row.score,
+                subscore: row.subscore,
+                owner: row.owner_id,
+            }
+            .encode()
+        };
+        let next_cursor = rows.last().filter(|_| more_after).map(|r| edge(r, true));
+        let prev_cursor = rows.first().filter(|_| more_before).map(|r| edge(r, false));
+        let (records, owner_records, rank_count) = self
+            .ranks
+            .with(self.store.as_ref(), id, expiry_time, |ranks| {
+                let rank = |row: LeaderboardRecordRow| Record {
+                    rank: ranks.rank(&row.owner_id, descending),
+                    row,
+                };
+                let records: Vec<Record> = rows.into_iter().map(rank).collect();
+                let owner_records: Vec<Record> = owner_rows.into_iter().map(rank).collect();
+                (records, owner_records, ranks.count())
+            })
+            .await?;
+        Ok(RecordList {
+            records,
+            owner_records,
+            next_cursor,
+            prev_cursor,
+            rank_count,
+        })
+    }
+}

@@ -1,0 +1,171 @@
+//! Leaderboard records over Nakama's REST routes, for the caller's session (rules in
+//! [`crate::leaderboards`]):
+//!
+//! - `POST /v2/leaderboard/{id}` writes the caller's record (`LeaderboardRecordWrite` →
+//!   `LeaderboardRecord`);
+//! - `GET /v2/leaderboard/{id}?owner_ids=&owner_ids=&limit=&cursor=&expiry=` lists
+//!   (`LeaderboardRecordList`);
+//! - `GET /v2/leaderboard/{id}/owner/{owner_id}?limit=&cursor=&expiry=` lists around an owner;
+//! - `DELETE /v2/leaderboard/{id}` deletes the caller's record.
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use muster_proto::api::{LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::Player;
+use super::error::ApiError;
+use super::extract::ApiJson;
+use crate::base::clock::rfc3339;
+use crate::leaderboards::{Caller, Record, RecordList};
+use crate::net::state::AppState;
+
+/// A record as Nakama renders it.
+pub fn record(record: Record) -> LeaderboardRecord {
+    let row = record.row;
+    LeaderboardRecord {
+        leaderboard_id: row.leaderboard_id,
+        owner_id: row.owner_id.to_string(),
+        username: row.username,
+        score: row.score,
+        subscore: row.subscore,
+        num_score: row.num_score,
+        metadata: row.metadata,
+        create_time: rfc3339(row.create_time_ms),
+        update_time: rfc3339(row.update_time_ms),
+        expiry_time: (row.expiry_time != 0).then(|| rfc3339(row.expiry_time.saturating_mul(1000))),
+        rank: record.rank,
+        max_num_score: row.max_num_score,
+    }
+}
+
+fn list(page: RecordList) -> LeaderboardRecordList {
+    LeaderboardRecordList {
+        records: page.records.into_iter().map(record).collect(),
+        owner_records: page.owner_records.into_iter().map(record).collect(),
+        next_cursor: page.next_cursor.unwrap_or_default(),
+        prev_cursor: page.prev_cursor.unwrap_or_default(),
+        rank_count: page.rank_count,
+    }
+}
+
+pub async fn write(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<LeaderboardRecordWrite>,
+) -> Result<Json<LeaderboardRecord>, ApiError> {
+    let written = state
+        .rpc
+        .leaderboards()
+        .write(
+            Caller::Player(caller.uid),
+            &id,
+            caller.uid,
+            &caller.usn,
+            body.score,
+            body.subscore,
+            (!body.metadata.is_empty()).then_some(body.metadata),
+            body.operator,
+        )
+        .await?;
+    Ok(Json(record(written)))
+}
+
+pub async fn delete(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .rpc
+        .leaderboards()
+        .delete_record(Caller::Player(caller.uid), &id, caller.uid)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+/// A listing's query: `owner_ids` may repeat (as Nakama's gateway reads a repeated field).
+struct ListQuery {
+    owner_ids: Vec<Uuid>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+    expiry: i64,
+}
+
+fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    let mut query = ListQuery {
+        owner_ids: Vec::new(),
+        limit: None,
+        cursor: None,
+        expiry: 0,
+    };
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "owner_ids" | "ownerIds" => {
+                query.owner_ids.push(Uuid::parse_str(&value).map_err(|_| {
+                    ApiError::InvalidArgument("One or more owner IDs are invalid.".into())
+                })?)
+            }
+            "limit" => {
+                query.limit =
+                    Some(value.parse().map_err(|_| {
+                        ApiError::InvalidArgument(format!("Invalid limit {value:?}."))
+                    })?)
+            }
+            "cursor" => query.cursor = Some(value.into_owned()),
+            "expiry" => {
+                query.expiry = value
+                    .parse()
+                    .map_err(|_| ApiError::InvalidArgument(format!("Invalid expiry {value:?}.")))?
+            }
+            _ => {}
+        }
+    }
+    Ok(query)
+}
+
+pub async fn list_records(
+    Player(_): Player,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<LeaderboardRecordList>, ApiError> {
+    let query = parse_query(raw.as_deref())?;
+    let page = state
+        .rpc
+        .leaderboards()
+        .list(
+            &id,
+            query.owner_ids,
+            query.limit,
+            query.cursor.as_deref(),
+            query.expiry,
+        )
+        .await?;
+    Ok(Json(list(page)))
+}
+
+pub async fn around_owner(
+    Player(_): Player,
+    State(state): State<AppState>,
+    Path((id, owner)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<LeaderboardRecordList>, ApiError> {
+    let owner = Uuid::parse_str(&owner)
+        .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
+    let query = parse_query(raw.as_deref())?;
+    let page = state
+        .rpc
+        .leaderboards()
+        .around_owner(
+            &id,
+            owner,
+            query.limit,
+            query.cursor.as_deref(),
+            query.expiry,
+        )
+        .await?;
+    Ok(Json(list(page)))
+}

@@ -1,0 +1,31 @@
+-- Leaderboards (crates/muster/src/leaderboards): their definitions and their records, one row per
+-- owner and period (expiry_time: the Unix second the period ends, 0 for a board that never
+-- resets), as Nakama keeps them.
+CREATE TABLE leaderboards (
+    id TEXT PRIMARY KEY,
+    authoritative BOOLEAN NOT NULL,
+    -- 0 ascending (lower is better), 1 descending.
+    sort_order SMALLINT NOT NULL,
+    -- 0 best, 1 set, 2 increment, 3 decrement.
+    operator SMALLINT NOT NULL,
+    reset_schedule TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    create_time_ms BIGINT NOT NULL
+);
+CREATE TABLE leaderboard_records (
+    leaderboard_id TEXT NOT NULL,
+    expiry_time BIGINT NOT NULL,
+    owner_id UUID NOT NULL,
+    username TEXT NOT NULL,
+    score BIGINT NOT NULL,
+    subscore BIGINT NOT NULL,
+    num_score INTEGER NOT NULL,
+    max_num_score INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    create_time_ms BIGINT NOT NULL,
+    update_time_ms BIGINT NOT NULL,
+    PRIMARY KEY (leaderboard_id, expiry_time, owner_id)
+);
+-- Pages of a period in rank order.
+CREATE INDEX leaderboard_records_ranked
+    ON leaderboard_records (leaderboard_id, expiry_time, score, subscore, owner_id);

@@ -1,0 +1,338 @@
+//! Leaderboards on PostgreSQL. A score is one statement through the group-commit writers: an
+//! upsert whose update applies the operator and is skipped when it would change nothing (as
+//! Nakama's), answering the record as it is afterwards. One owner's scores take one writer, so
+//! they apply in the order they came.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::writer::{key_of, Write};
+use super::{db_error, prepared, PostgresStore};
+use crate::store::{
+    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite, ScoreOp,
+    StoreError,
+};
+
+const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, score, subscore,
+     num_score, max_num_score, metadata, create_time_ms, update_time_ms";
+
+fn record(row: &Row) -> LeaderboardRecordRow {
+    LeaderboardRecordRow {
+        leaderboard_id: row.get(0),
+        expiry_time: row.get(1),
+        owner_id: row.get(2),
+        username: row.get(3),
+        score: row.get(4),
+        subscore: row.get(5),
+        num_score: row.get(6),
+        max_num_score: row.get(7),
+        metadata: row.get(8),
+        create_time_ms: row.get(9),
+        update_time_ms: row.get(10),
+    }
+}
+
+/// The operator as the statement's `$8`.
+fn op_code(op: ScoreOp) -> i16 {
+    match op {
+        ScoreOp::Best { ascending: true } => 0,
+        ScoreOp::Best { ascending: false } => 1,
+        ScoreOp::Set => 2,
+        ScoreOp::Increment => 3,
+        ScoreOp::Decrement => 4,
+    }
+}
+
+struct WriteRecord {
+    leaderboard_id: String,
+    expiry_time: i64,
+    owner_id: Uuid,
+    username: String,
+    score: i64,
+    subscore: i64,
+    metadata: Option<String>,
+    op: i16,
+    now_ms: i64,
+}
+
+impl Write for WriteRecord {
+    type Output = LeaderboardRecordRow;
+    const PATH: &'static str = "leaderboard_record_write";
+    const SQL: &'static str = "
+WITH up AS (
+    INSERT INTO leaderboard_records AS r (leaderboard_id, expiry_time, owner_id, username, score,
+        subscore, num_score, max_num_score, metadata, create_time_ms, update_time_ms)
+    VALUES ($1, $2, $3, $4, CASE WHEN $8 = 4 THEN 0 ELSE $5 END,
+        CASE WHEN $8 = 4 THEN 0 ELSE $6 END, 1, 0, COALESCE($7, '{}'), $9, $9)
+    ON CONFLICT (leaderboard_id, expiry_time, owner_id) DO UPDATE SET
+        score = CASE $8 WHEN 0 THEN LEAST(r.score, $5) WHEN 1 THEN GREATEST(r.score, $5)
+            WHEN 2 THEN $5 WHEN 3 THEN r.score + $5 ELSE GREATEST(r.score - $5, 0) END,
+        subscore = CASE $8 WHEN 0 THEN LEAST(r.subscore, $6) WHEN 1 THEN GREATEST(r.subscore, $6)
+            WHEN 2 THEN $6 WHEN 3 THEN r.subscore + $6 ELSE GREATEST(r.subscore - $6, 0) END,
+        num_score = r.num_score + 1,
+        username = CASE WHEN $4 = '' THEN r.username ELSE $4 END,
+        metadata = COALESCE($7, r.metadata),
+        update_time_ms = $9
+    WHERE (CASE $8 WHEN 0 THEN LEAST(r.score, $5) WHEN 1 THEN GREATEST(r.score, $5)
+            WHEN 2 THEN $5 WHEN 3 THEN r.score + $5 ELSE GREATEST(r.score - $5, 0) END,
+           CASE $8 WHEN 0 THEN LEAST(r.subscore, $6) WHEN 1 THEN GREATEST(r.subscore, $6)
+            WHEN 2 THEN $6 WHEN 3 THEN r.subscore + $6 ELSE GREATEST(r.subscore - $6, 0) END)
+        IS DISTINCT FROM (r.score, r.subscore)
+    RETURNING leaderboard_id, expiry_time, owner_id, username, score, subscore, num_score,
+        max_num_score, metadata, create_time_ms, update_time_ms
+)
+SELECT * FROM up
+UNION ALL
+SELECT leaderboard_id, expiry_time, owner_id, username, score, subscore, num_score,
+    max_num_score, metadata, create_time_ms, update_time_ms
+FROM leaderboard_records
+WHERE leaderboard_id = $1 AND expiry_time = $2 AND owner_id = $3
+  AND NOT EXISTS (SELECT 1 FROM up)";
+    const TYPES: &'static [Type] = &[
+        Type::TEXT,
+        Type::INT8,
+        Type::UUID,
+        Type::TEXT,
+        Type::INT8,
+        Type::INT8,
+        Type::TEXT,
+        Type::INT2,
+        Type::INT8,
+    ];
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.leaderboard_id,
+            &self.expiry_time,
+            &self.owner_id,
+            &self.username,
+            &self.score,
+            &self.subscore,
+            &self.metadata,
+            &self.op,
+            &self.now_ms,
+        ]
+    }
+
+    fn outcome(&self, rows: Vec<Row>) -> Result<Self::Output, StoreError> {
+        rows.first()
+            .map(record)
+            .ok_or_else(|| StoreError::Database("a leaderboard write returned no record".into()))
+    }
+}
+
+#[async_trait]
+impl LeaderboardStore for PostgresStore {
+    async fn create_leaderboard(&self, def: LeaderboardDef) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "INSERT INTO leaderboards (id, authoritative, sort_order, operator, reset_schedule,
+                 metadata, create_time_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
+        )
+        .await?;
+        let created = client
+            .execute(
+                &statement,
+                &[
+                    &def.id,
+                    &def.authoritative,
+                    &def.sort_order,
+                    &def.operator,
+                    &def.reset_schedule,
+                    &def.metadata,
+                    &def.create_time_ms,
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(created == 1)
+    }
+
+    async fn leaderboards(&self) -> Result<Vec<LeaderboardDef>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "SELECT id, authoritative, sort_order, operator, reset_schedule, metadata,
+                 create_time_ms FROM leaderboards",
+        )
+        .await?;
+        let rows = client.query(&statement, &[]).await.map_err(db_error)?;
+        Ok(rows
+            .iter()
+            .map(|r| LeaderboardDef {
+                id: r.get(0),
+                authoritative: r.get(1),
+                sort_order: r.get(2),
+                operator: r.get(3),
+                reset_schedule: r.get(4),
+                metadata: r.get(5),
+                create_time_ms: r.get(6),
+            })
+            .collect())
+    }
+
+    async fn delete_leaderboard(&self, id: String) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM leaderboard_records WHERE leaderboard_id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute("DELETE FROM leaderboards WHERE id = $1", &[&id])
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn write_record(&self, write: RecordWrite) -> Result<LeaderboardRecordRow, StoreError> {
+        let key = key_of(write.owner_id);
+        self.writers
+            .write(
+                key,
+                WriteRecord {
+                    leaderboard_id: write.leaderboard_id,
+                    expiry_time: write.expiry_time,
+                    owner_id: write.owner_id,
+                    username: write.username,
+                    score: write.score,
+                    subscore: write.subscore,
+                    metadata: write.metadata,
+                    op: op_code(write.op),
+                    now_ms: write.now_ms,
+                },
+            )
+            .await
+    }
+
+    async fn delete_record(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "DELETE FROM leaderboard_records
+             WHERE leaderboard_id = $1 AND expiry_time = $2 AND owner_id = $3",
+        )
+        .await?;
+        let deleted = client
+            .execute(&statement, &[&leaderboard_id, &expiry_time, &owner_id])
+            .await
+            .map_err(db_error)?;
+        Ok(deleted > 0)
+    }
+
+    async fn list_records(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        position: Option<RecordPosition>,
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<LeaderboardRecordRow>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let order = if descending { "DESC" } else { "ASC" };
+        let rows = match position {
+            None => {
+                let statement = prepared(
+                    &client,
+                    &format!(
+                        "SELECT {RECORD_COLUMNS} FROM leaderboard_records
+                         WHERE leaderboard_id = $1 AND expiry_time = $2
+                         ORDER BY score {order}, subscore {order}, owner_id {order} LIMIT $3"
+                    ),
+                )
+                .await?;
+                client
+                    .query(&statement, &[&leaderboard_id, &expiry_time, &limit])
+                    .await
+            }
+            Some(at) => {
+                let cmp = if descending { "<" } else { ">" };
+                let statement = prepared(
+                    &client,
+                    &format!(
+                        "SELECT {RECORD_COLUMNS} FROM leaderboard_records
+                         WHERE leaderboard_id = $1 AND expiry_time = $2
+                           AND (score, subscore, owner_id) {cmp} ($4, $5, $6)
+                         ORDER BY score {order}, subscore {order}, owner_id {order} LIMIT $3"
+                    ),
+                )
+                .await?;
+                client
+                    .query(
+                        &statement,
+                        &[
+                            &leaderboard_id,
+                            &expiry_time,
+                            &limit,
+                            &at.score,
+                            &at.subscore,
+                            &at.owner_id,
+                        ],
+                    )
+                    .await
+            }
+        }
+        .map_err(db_error)?;
+        self.metrics
+            .observe_db("leaderboard_record_list", started.elapsed());
+        Ok(rows.iter().map(record).collect())
+    }
+
+    async fn records_of(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owners: Vec<Uuid>,
+    ) -> Result<Vec<LeaderboardRecordRow>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM leaderboard_records
+                 WHERE leaderboard_id = $1 AND expiry_time = $2 AND owner_id = ANY($3)"
+            ),
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&leaderboard_id, &expiry_time, &owners])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(record).collect())
+    }
+
+    async fn period_scores(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+    ) -> Result<Vec<(Uuid, i64, i64, i32)>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "SELECT owner_id, score, subscore, num_score FROM leaderboard_records
+             WHERE leaderboard_id = $1 AND expiry_time = $2",
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&leaderboard_id, &expiry_time])
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect())
+    }
+}
