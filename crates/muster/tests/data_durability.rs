@@ -135,7 +135,10 @@ async fn acknowledged_storage_and_leaderboard_writes_survive_kill_9(backend: Bac
 
     let running = start(&db).await;
     for (user, token) in tokens.iter().enumerate() {
-        let tally = tallies[user].lock().expect("lock");
+        let (objects, scores_acked, scores_sent) = {
+            let tally = tallies[user].lock().expect("lock");
+            (tally.objects.clone(), tally.scores_acked, tally.scores_sent)
+        };
         // Every acknowledged object, read back in pages of 100, with the version it was
         // acknowledged with.
         let uid = support::claims(token)["uid"]
@@ -163,7 +166,7 @@ async fn acknowledged_storage_and_leaderboard_writes_survive_kill_9(backend: Bac
                 None => break,
             }
         }
-        for (key, version) in &tally.objects {
+        for (key, version) in &objects {
             assert_eq!(
                 stored.get(key),
                 Some(version),
@@ -183,10 +186,10 @@ async fn acknowledged_storage_and_leaderboard_writes_survive_kill_9(backend: Bac
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
         assert!(
-            (tally.scores_acked..=tally.scores_sent).contains(&score),
+            (scores_acked..=scores_sent).contains(&score),
             "user {user}: score {score}, acknowledged {}, sent {}",
-            tally.scores_acked,
-            tally.scores_sent
+            scores_acked,
+            scores_sent
         );
     }
 }
