@@ -239,6 +239,44 @@ fn leaderboard_bodies_are_nakamas() {
         rank_count: 9,
     };
     check(&set, "LeaderboardRecordList", &list, &[]);
+    // A tournament's records list has the same fields, and its write body the same as a
+    // leaderboard's.
+    check(&set, "TournamentRecordList", &list, &[]);
+    check(
+        &set,
+        "WriteTournamentRecordRequest.TournamentRecordWrite",
+        &write,
+        &[],
+    );
+    let tournament = api::Tournament {
+        id: "t".into(),
+        title: "t".into(),
+        description: "d".into(),
+        category: 1,
+        sort_order: 1,
+        size: 1,
+        max_size: 1,
+        max_num_score: 1,
+        can_enter: true,
+        end_active: 1,
+        next_reset: 1,
+        metadata: "{}".into(),
+        create_time: "t".into(),
+        start_time: "t".into(),
+        end_time: Some("t".into()),
+        duration: 1,
+        start_active: 1,
+        prev_reset: 1,
+        operator: 1,
+        authoritative: true,
+        join_required: true,
+    };
+    check(&set, "Tournament", &tournament, &[]);
+    let tournaments = api::TournamentList {
+        tournaments: vec![tournament],
+        cursor: "c".into(),
+    };
+    check(&set, "TournamentList", &tournaments, &[]);
     // 64-bit integers are strings, as protojson writes them; requests take either.
     let json = serde_json::to_value(&list).expect("serializes");
     assert_eq!(json["records"][0]["score"], "1");

@@ -127,3 +127,69 @@ pub struct LeaderboardRecordList {
     )]
     pub rank_count: i64,
 }
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+fn is_zero_u32(value: &u32) -> bool {
+    *value == 0
+}
+
+/// A tournament as listed (`Tournament`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct Tournament {
+    pub id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub category: u32,
+    /// 0 ascending, 1 descending.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub sort_order: u32,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub size: u32,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub max_size: u32,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub max_num_score: u32,
+    #[serde(skip_serializing_if = "is_false")]
+    pub can_enter: bool,
+    /// Unix seconds.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub end_active: u32,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub next_reset: u32,
+    pub metadata: String,
+    /// RFC 3339.
+    pub create_time: String,
+    pub start_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub duration: u32,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub start_active: u32,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub prev_reset: u32,
+    /// The `Operator` enum's number: 1 best, 2 set, 3 increment, 4 decrement.
+    #[serde(skip_serializing_if = "is_zero_i32")]
+    pub operator: i32,
+    #[serde(skip_serializing_if = "is_false")]
+    pub authoritative: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    pub join_required: bool,
+}
+
+/// The answer to `GET /v2/tournament` (`TournamentList`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct TournamentList {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tournaments: Vec<Tournament>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cursor: String,
+}

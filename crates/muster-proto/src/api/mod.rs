@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use leaderboard::{LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite};
+pub use leaderboard::{
+    LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, Tournament, TournamentList,
+};
 pub use storage::{
     DeleteStorageObjectId, DeleteStorageObjectsRequest, ReadStorageObjectId,
     ReadStorageObjectsRequest, StorageObject, StorageObjectAck, StorageObjectAcks,

@@ -218,7 +218,8 @@ impl From<LeaderboardError> for RpcError {
     fn from(error: LeaderboardError) -> Self {
         let code = match &error {
             LeaderboardError::Invalid(_) => RpcCode::InvalidArgument,
-            LeaderboardError::NotFound => RpcCode::NotFound,
+            LeaderboardError::NotFound | LeaderboardError::Missing(_) => RpcCode::NotFound,
+            LeaderboardError::Precondition(_) => RpcCode::FailedPrecondition,
             LeaderboardError::Authoritative(_) => RpcCode::PermissionDenied,
             LeaderboardError::Store(crate::store::StoreError::Unavailable(_))
             | LeaderboardError::Store(crate::store::StoreError::Closed) => RpcCode::Unavailable,

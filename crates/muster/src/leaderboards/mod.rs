@@ -20,6 +20,7 @@
 
 pub mod cursor;
 pub mod rank;
+pub mod tournament;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -62,6 +63,12 @@ pub enum LeaderboardError {
     NotFound,
     #[error("{0}")]
     Authoritative(&'static str),
+    /// Not found, in the words of the call (a tournament's).
+    #[error("{0}")]
+    Missing(&'static str),
+    /// Refused in the state the tournament or the record is in.
+    #[error("{0}")]
+    Precondition(&'static str),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -135,7 +142,20 @@ impl Board {
         self.def.sort_order == DESCENDING
     }
 
-    /// The end of the period that holds the Unix second `at` (0: the board never resets).
+    fn is_tournament(&self) -> bool {
+        self.def.tournament.duration > 0
+    }
+
+    /// The end of the period that holds the Unix second `at`, when its records expire (0:
+    /// never): the schedule's next occurrence, or a tournament's next reset or end.
+    fn period_end(&self, at: i64) -> i64 {
+        if self.is_tournament() {
+            return self.deadlines(at).expiry;
+        }
+        self.expiry_after(at)
+    }
+
+    /// The schedule's next occurrence after the Unix second `at` (0: no schedule).
     fn expiry_after(&self, at: i64) -> i64 {
         let Some(schedule) = &self.schedule else {
             return 0;
@@ -169,8 +189,7 @@ fn parse_schedule(text: &str) -> Result<Option<Cron>, LeaderboardError> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    Cron::new(text)
-        .parse()
+    text.parse::<Cron>()
         .map(Some)
         .map_err(|e| LeaderboardError::Invalid(format!("Invalid reset schedule {text:?}: {e}.")))
 }
@@ -240,6 +259,11 @@ impl Leaderboards {
         });
         for spec in &config.boards {
             leaderboards.create(NewLeaderboard::from(spec)).await?;
+        }
+        for spec in &config.tournaments {
+            leaderboards
+                .create_tournament(tournament::NewTournament::from(spec))
+                .await?;
         }
         leaderboards.reload_boards().await?;
         if let Some(bus) = &leaderboards.bus {
@@ -397,7 +421,17 @@ impl Leaderboards {
             reset_schedule: new.reset_schedule.trim().to_string(),
             metadata,
             create_time_ms: self.clock.now_ms(),
+            tournament: Default::default(),
         };
+        self.insert_board(def, schedule).await
+    }
+
+    /// Stores a new leaderboard or tournament and tells the other nodes; whether it was new.
+    async fn insert_board(
+        &self,
+        def: LeaderboardDef,
+        schedule: Option<Cron>,
+    ) -> Result<bool, LeaderboardError> {
         let created = self.store.create_leaderboard(def.clone()).await?;
         if created {
             self.write_boards()
@@ -408,6 +442,28 @@ impl Leaderboards {
             .await;
         }
         Ok(created)
+    }
+
+    /// Tells the other nodes of a record as the database answered it.
+    async fn tell_record(
+        &self,
+        id: &str,
+        expiry: i64,
+        owner: Uuid,
+        score: i64,
+        subscore: i64,
+        num_score: i32,
+    ) {
+        self.tell(Change::Record {
+            node: self.node().to_string(),
+            id: id.to_string(),
+            expiry,
+            owner,
+            score,
+            subscore,
+            num_score,
+        })
+        .await;
     }
 
     /// Deletes a leaderboard and every record of it.
@@ -452,6 +508,10 @@ impl Leaderboards {
         operator: i32,
     ) -> Result<Record, LeaderboardError> {
         let board = self.board(id)?;
+        if board.is_tournament() {
+            // A tournament's scores go through its own route, which holds its window and bounds.
+            return Err(LeaderboardError::NotFound);
+        }
         if board.def.authoritative && caller != Caller::Server {
             return Err(LeaderboardError::Authoritative(
                 "Leaderboard only allows authoritative score submissions.",
@@ -465,7 +525,7 @@ impl Leaderboards {
         if !(0..=4).contains(&operator) {
             return Err(LeaderboardError::Invalid("Invalid operator value.".into()));
         }
-        let expiry_time = board.expiry_after(self.clock.now_secs());
+        let expiry_time = board.period_end(self.clock.now_secs());
         let row = self
             .store
             .write_record(RecordWrite {
@@ -487,15 +547,14 @@ impl Leaderboards {
                 ranks.put(owner, row.score, row.subscore, row.num_score, descending)
             })
             .await?;
-        self.tell(Change::Record {
-            node: self.node().to_string(),
-            id: id.to_string(),
-            expiry: expiry_time,
+        self.tell_record(
+            id,
+            expiry_time,
             owner,
-            score: row.score,
-            subscore: row.subscore,
-            num_score: row.num_score,
-        })
+            row.score,
+            row.subscore,
+            row.num_score,
+        )
         .await;
         Ok(Record { row, rank })
     }
@@ -513,7 +572,7 @@ impl Leaderboards {
                 "Leaderboard only allows authoritative score deletions.",
             ));
         }
-        let expiry_time = board.expiry_after(self.clock.now_secs());
+        let expiry_time = board.period_end(self.clock.now_secs());
         self.store
             .delete_record(id.to_string(), expiry_time, owner)
             .await?;
@@ -538,7 +597,7 @@ impl Leaderboards {
         if expiry != 0 {
             expiry
         } else {
-            board.expiry_after(self.clock.now_secs())
+            board.period_end(self.clock.now_secs())
         }
     }
 

@@ -60,6 +60,11 @@ pub const SQLITE: &[Migration] = &[
         name: "leaderboards",
         sql: include_str!("migrations/sqlite/0010_leaderboards.sql"),
     },
+    Migration {
+        version: 11,
+        name: "tournaments",
+        sql: include_str!("migrations/sqlite/0011_tournaments.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -112,6 +117,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 10,
         name: "leaderboards",
         sql: include_str!("migrations/postgres/0010_leaderboards.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "tournaments",
+        sql: include_str!("migrations/postgres/0011_tournaments.sql"),
     },
 ];
 

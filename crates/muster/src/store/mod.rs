@@ -401,6 +401,45 @@ pub struct LeaderboardDef {
     pub reset_schedule: String,
     pub metadata: String,
     pub create_time_ms: i64,
+    /// A tournament's own settings (all zero for a plain leaderboard).
+    pub tournament: TournamentFields,
+}
+
+/// What makes a leaderboard a tournament.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TournamentFields {
+    pub title: String,
+    pub description: String,
+    pub category: i32,
+    /// Seconds each period is open for scores; 0: not a tournament.
+    pub duration: i64,
+    /// Unix seconds; `end_time` 0: no end.
+    pub start_time: i64,
+    pub end_time: i64,
+    /// Most records a period may hold; 0: no bound.
+    pub max_size: i32,
+    /// Most submissions one record may take; 0: no bound.
+    pub max_num_score: i32,
+    pub join_required: bool,
+}
+
+/// The bounds a tournament write or join is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TournamentRules {
+    pub max_size: i32,
+    pub max_num_score: i32,
+    pub join_required: bool,
+}
+
+/// Why a tournament write or join changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TournamentRefusal {
+    /// The period holds `max_size` records already.
+    Full,
+    /// The record has taken `max_num_score` submissions.
+    MaxNumScore,
+    /// Joining is required and the owner has not joined.
+    NotJoined,
 }
 
 /// One leaderboard record, as stored.
@@ -499,6 +538,23 @@ pub trait LeaderboardStore: Send + Sync {
         expiry_time: i64,
         owners: Vec<Uuid>,
     ) -> Result<Vec<LeaderboardRecordRow>, StoreError>;
+
+    /// A tournament submission: as [`LeaderboardStore::write_record`], but every submission
+    /// counts in `num_score`, and it is refused past `max_num_score`, and for a new record when
+    /// joining is required or the period holds `max_size` records.
+    async fn write_tournament_record(
+        &self,
+        write: RecordWrite,
+        rules: TournamentRules,
+    ) -> Result<Result<LeaderboardRecordRow, TournamentRefusal>, StoreError>;
+
+    /// Joins the owner to a tournament's period: an empty record (score 0, `num_score` 0);
+    /// whether they were new (joining twice changes nothing), or refused when it is full.
+    async fn join_tournament(
+        &self,
+        write: RecordWrite,
+        rules: TournamentRules,
+    ) -> Result<Result<bool, TournamentRefusal>, StoreError>;
 
     /// Every (owner, score, subscore, num_score) of the period: what ranks are built from.
     async fn period_scores(

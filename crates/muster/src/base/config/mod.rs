@@ -14,7 +14,7 @@ pub mod world;
 pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
-pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig};
+pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 pub use storage::StorageConfig;

@@ -153,6 +153,8 @@ impl From<crate::leaderboards::LeaderboardError> for ApiError {
             LeaderboardError::Invalid(_) => ApiError::InvalidArgument(message),
             LeaderboardError::NotFound => ApiError::NotFound(message),
             LeaderboardError::Authoritative(_) => ApiError::PermissionDenied(message),
+            LeaderboardError::Missing(_) => ApiError::NotFound(message),
+            LeaderboardError::Precondition(_) => ApiError::FailedPrecondition(message),
         }
     }
 }

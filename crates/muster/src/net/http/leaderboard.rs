@@ -40,7 +40,7 @@ pub fn record(record: Record) -> LeaderboardRecord {
     }
 }
 
-fn list(page: RecordList) -> LeaderboardRecordList {
+pub fn list_of(page: RecordList) -> LeaderboardRecordList {
     LeaderboardRecordList {
         records: page.records.into_iter().map(record).collect(),
         owner_records: page.owner_records.into_iter().map(record).collect(),
@@ -87,14 +87,14 @@ pub async fn delete(
 }
 
 /// A listing's query: `owner_ids` may repeat (as Nakama's gateway reads a repeated field).
-struct ListQuery {
-    owner_ids: Vec<Uuid>,
-    limit: Option<usize>,
-    cursor: Option<String>,
-    expiry: i64,
+pub struct ListQuery {
+    pub owner_ids: Vec<Uuid>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+    pub expiry: i64,
 }
 
-fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+pub fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
     let mut query = ListQuery {
         owner_ids: Vec::new(),
         limit: None,
@@ -144,7 +144,7 @@ pub async fn list_records(
             query.expiry,
         )
         .await?;
-    Ok(Json(list(page)))
+    Ok(Json(list_of(page)))
 }
 
 pub async fn around_owner(
@@ -167,5 +167,5 @@ pub async fn around_owner(
             query.expiry,
         )
         .await?;
-    Ok(Json(list(page)))
+    Ok(Json(list_of(page)))
 }

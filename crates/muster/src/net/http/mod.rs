@@ -14,6 +14,7 @@ pub mod rooms;
 mod rpc;
 mod session;
 mod storage;
+mod tournament;
 
 use std::time::{Duration, Instant};
 
@@ -71,6 +72,18 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v2/leaderboard/{id}/owner/{owner_id}",
             get(leaderboard::around_owner),
+        )
+        .route("/v2/tournament", get(tournament::list))
+        .route(
+            "/v2/tournament/{id}",
+            get(tournament::list_records)
+                .put(tournament::write)
+                .post(tournament::write),
+        )
+        .route("/v2/tournament/{id}/join", post(tournament::join))
+        .route(
+            "/v2/tournament/{id}/owner/{owner_id}",
+            get(tournament::around_owner),
         )
         .route("/v2/economy/wallet", get(economy::wallet))
         .route("/v2/economy/inventory", get(economy::inventory))

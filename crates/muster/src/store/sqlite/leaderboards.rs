@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{db_error, parse_uuid, SqliteStore};
 use crate::store::{
     LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite, ScoreOp,
-    StoreError,
+    StoreError, TournamentFields, TournamentRefusal, TournamentRules,
 };
 
 const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, score, subscore,
@@ -82,9 +82,144 @@ pub(crate) fn apply(op: ScoreOp, old: Option<(i64, i64)>, score: i64, subscore: 
     }
 }
 
+fn put(conn: &Connection, next: &LeaderboardRecordRow) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO leaderboard_records (leaderboard_id, expiry_time, owner_id, username, score,
+             subscore, num_score, max_num_score, metadata, create_time_ms, update_time_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (leaderboard_id, expiry_time, owner_id) DO UPDATE SET
+             username = excluded.username, score = excluded.score, subscore = excluded.subscore,
+             num_score = excluded.num_score, metadata = excluded.metadata,
+             update_time_ms = excluded.update_time_ms",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            next.leaderboard_id,
+            next.expiry_time,
+            next.owner_id.to_string(),
+            next.username,
+            next.score,
+            next.subscore,
+            next.num_score,
+            next.max_num_score,
+            next.metadata,
+            next.create_time_ms,
+            next.update_time_ms
+        ])
+    })
+    .map(|_| ())
+    .map_err(db_error)
+}
+
+/// How many records the period holds.
+fn period_size(
+    conn: &Connection,
+    leaderboard_id: &str,
+    expiry_time: i64,
+) -> Result<i64, StoreError> {
+    conn.prepare_cached(
+        "SELECT count(*) FROM leaderboard_records WHERE leaderboard_id = ?1 AND expiry_time = ?2",
+    )
+    .and_then(|mut s| s.query_row(params![leaderboard_id, expiry_time], |r| r.get(0)))
+    .map_err(db_error)
+}
+
+/// A new record of `w`'s period, before any score.
+fn fresh(w: &RecordWrite, max_num_score: i32) -> LeaderboardRecordRow {
+    LeaderboardRecordRow {
+        leaderboard_id: w.leaderboard_id.clone(),
+        expiry_time: w.expiry_time,
+        owner_id: w.owner_id,
+        username: w.username.clone(),
+        score: 0,
+        subscore: 0,
+        num_score: 0,
+        max_num_score,
+        metadata: "{}".into(),
+        create_time_ms: w.now_ms,
+        update_time_ms: w.now_ms,
+    }
+}
+
+fn write_tournament_record(
+    conn: &Connection,
+    w: &RecordWrite,
+    rules: TournamentRules,
+) -> Result<Result<LeaderboardRecordRow, TournamentRefusal>, StoreError> {
+    let old = current(
+        conn,
+        &w.leaderboard_id,
+        w.expiry_time,
+        &w.owner_id.to_string(),
+    )?;
+    let base = match old {
+        Some(old) => {
+            if old.max_num_score > 0 && old.num_score >= old.max_num_score {
+                return Ok(Err(TournamentRefusal::MaxNumScore));
+            }
+            old
+        }
+        None if rules.join_required => return Ok(Err(TournamentRefusal::NotJoined)),
+        None => {
+            if rules.max_size > 0
+                && period_size(conn, &w.leaderboard_id, w.expiry_time)? >= i64::from(rules.max_size)
+            {
+                return Ok(Err(TournamentRefusal::Full));
+            }
+            fresh(w, rules.max_num_score)
+        }
+    };
+    // A joined record (no submission yet) takes the first score as a new one.
+    let previous = (base.num_score > 0).then_some((base.score, base.subscore));
+    let (score, subscore) = apply(w.op, previous, w.score, w.subscore);
+    let next = LeaderboardRecordRow {
+        score,
+        subscore,
+        num_score: base.num_score.saturating_add(1),
+        username: if w.username.is_empty() {
+            base.username.clone()
+        } else {
+            w.username.clone()
+        },
+        metadata: w.metadata.clone().unwrap_or(base.metadata.clone()),
+        update_time_ms: w.now_ms,
+        ..base
+    };
+    put(conn, &next)?;
+    Ok(Ok(next))
+}
+
+fn join_tournament(
+    conn: &Connection,
+    w: &RecordWrite,
+    rules: TournamentRules,
+) -> Result<Result<bool, TournamentRefusal>, StoreError> {
+    if current(
+        conn,
+        &w.leaderboard_id,
+        w.expiry_time,
+        &w.owner_id.to_string(),
+    )?
+    .is_some()
+    {
+        return Ok(Ok(false));
+    }
+    if rules.max_size > 0
+        && period_size(conn, &w.leaderboard_id, w.expiry_time)? >= i64::from(rules.max_size)
+    {
+        return Ok(Err(TournamentRefusal::Full));
+    }
+    put(conn, &fresh(w, rules.max_num_score))?;
+    Ok(Ok(true))
+}
+
 fn write_record(conn: &Connection, w: &RecordWrite) -> Result<LeaderboardRecordRow, StoreError> {
-    let owner = w.owner_id.to_string();
-    let old = current(conn, &w.leaderboard_id, w.expiry_time, &owner)?;
+    let old = current(
+        conn,
+        &w.leaderboard_id,
+        w.expiry_time,
+        &w.owner_id.to_string(),
+    )?;
     let (score, subscore) = apply(
         w.op,
         old.as_ref().map(|r| (r.score, r.subscore)),
@@ -125,33 +260,13 @@ fn write_record(conn: &Connection, w: &RecordWrite) -> Result<LeaderboardRecordR
             update_time_ms: w.now_ms,
         },
     };
-    conn.prepare_cached(
-        "INSERT INTO leaderboard_records (leaderboard_id, expiry_time, owner_id, username, score,
-             subscore, num_score, max_num_score, metadata, create_time_ms, update_time_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (leaderboard_id, expiry_time, owner_id) DO UPDATE SET
-             username = excluded.username, score = excluded.score, subscore = excluded.subscore,
-             num_score = excluded.num_score, metadata = excluded.metadata,
-             update_time_ms = excluded.update_time_ms",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            next.leaderboard_id,
-            next.expiry_time,
-            owner,
-            next.username,
-            next.score,
-            next.subscore,
-            next.num_score,
-            next.max_num_score,
-            next.metadata,
-            next.create_time_ms,
-            next.update_time_ms
-        ])
-    })
-    .map_err(db_error)?;
+    put(conn, &next)?;
     Ok(next)
 }
+
+const DEF_COLUMNS: &str = "id, authoritative, sort_order, operator, reset_schedule, metadata,
+     create_time_ms, title, description, category, duration, start_time, end_time, max_size,
+     max_num_score, join_required";
 
 fn def(row: &Row) -> rusqlite::Result<LeaderboardDef> {
     Ok(LeaderboardDef {
@@ -162,6 +277,17 @@ fn def(row: &Row) -> rusqlite::Result<LeaderboardDef> {
         reset_schedule: row.get(4)?,
         metadata: row.get(5)?,
         create_time_ms: row.get(6)?,
+        tournament: TournamentFields {
+            title: row.get(7)?,
+            description: row.get(8)?,
+            category: row.get(9)?,
+            duration: row.get(10)?,
+            start_time: row.get(11)?,
+            end_time: row.get(12)?,
+            max_size: row.get(13)?,
+            max_num_score: row.get(14)?,
+            join_required: row.get::<_, i64>(15)? != 0,
+        },
     })
 }
 
@@ -169,11 +295,12 @@ fn def(row: &Row) -> rusqlite::Result<LeaderboardDef> {
 impl LeaderboardStore for SqliteStore {
     async fn create_leaderboard(&self, def: LeaderboardDef) -> Result<bool, StoreError> {
         self.write("leaderboard_create", move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO leaderboards (id, authoritative, sort_order, operator,
-                     reset_schedule, metadata, create_time_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
-            )
+            let t = &def.tournament;
+            conn.prepare_cached(&format!(
+                "INSERT INTO leaderboards ({DEF_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                 ON CONFLICT (id) DO NOTHING"
+            ))
             .and_then(|mut s| {
                 s.execute(params![
                     def.id,
@@ -182,7 +309,16 @@ impl LeaderboardStore for SqliteStore {
                     def.operator,
                     def.reset_schedule,
                     def.metadata,
-                    def.create_time_ms
+                    def.create_time_ms,
+                    t.title,
+                    t.description,
+                    t.category,
+                    t.duration,
+                    t.start_time,
+                    t.end_time,
+                    t.max_size,
+                    t.max_num_score,
+                    t.join_required
                 ])
             })
             .map(|n| n == 1)
@@ -193,12 +329,9 @@ impl LeaderboardStore for SqliteStore {
 
     async fn leaderboards(&self) -> Result<Vec<LeaderboardDef>, StoreError> {
         self.read("leaderboard_list", |conn| {
-            conn.prepare_cached(
-                "SELECT id, authoritative, sort_order, operator, reset_schedule, metadata,
-                     create_time_ms FROM leaderboards",
-            )
-            .and_then(|mut s| s.query_map([], def)?.collect::<Result<Vec<_>, _>>())
-            .map_err(db_error)
+            conn.prepare_cached(&format!("SELECT {DEF_COLUMNS} FROM leaderboards"))
+                .and_then(|mut s| s.query_map([], def)?.collect::<Result<Vec<_>, _>>())
+                .map_err(db_error)
         })
         .await
     }
@@ -219,6 +352,28 @@ impl LeaderboardStore for SqliteStore {
     async fn write_record(&self, write: RecordWrite) -> Result<LeaderboardRecordRow, StoreError> {
         self.write("leaderboard_record_write", move |conn| {
             write_record(conn, &write)
+        })
+        .await
+    }
+
+    async fn write_tournament_record(
+        &self,
+        write: RecordWrite,
+        rules: TournamentRules,
+    ) -> Result<Result<LeaderboardRecordRow, TournamentRefusal>, StoreError> {
+        self.write("tournament_record_write", move |conn| {
+            write_tournament_record(conn, &write, rules)
+        })
+        .await
+    }
+
+    async fn join_tournament(
+        &self,
+        write: RecordWrite,
+        rules: TournamentRules,
+    ) -> Result<Result<bool, TournamentRefusal>, StoreError> {
+        self.write("tournament_join", move |conn| {
+            join_tournament(conn, &write, rules)
         })
         .await
     }

@@ -1,0 +1,566 @@
+//! Tournaments: leaderboards with a window, as Nakama runs them.
+//!
+//! A tournament starts at `start_time` and, without a reset schedule, is open for scores for
+//! `duration` seconds (never past `end_time`); with one, each reset opens a new period, open for
+//! `duration` seconds of it, and its records expire at the next reset (or at `end_time`).
+//! Scores outside the open window are refused; with `join_required` a player must join a
+//! period before scoring in it; `max_size` bounds the records of a period and `max_num_score`
+//! the submissions of one record. Records, ranks and listings are a leaderboard's.
+
+use std::sync::Arc;
+
+use chrono::DateTime;
+use uuid::Uuid;
+
+use super::{
+    check_id, is_json_object, parse_schedule, Board, Caller, LeaderboardError, Leaderboards,
+    Record, ASCENDING, BEST, DECREMENT, DESCENDING, INCREMENT, SET,
+};
+use crate::store::{
+    LeaderboardDef, RecordWrite, TournamentFields, TournamentRefusal, TournamentRules,
+};
+
+/// Most tournaments one listing page may hold (Nakama's bound and default).
+pub const MAX_LIST_LIMIT: usize = 100;
+
+/// A tournament to create.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewTournament {
+    pub id: String,
+    pub authoritative: bool,
+    /// `"desc"` (the default) or `"asc"`.
+    pub sort_order: String,
+    /// `"best"` (the default), `"set"`, `"incr"` or `"decr"`.
+    pub operator: String,
+    /// A cron expression; empty: one period from `start_time`.
+    pub reset_schedule: String,
+    pub metadata: String,
+    pub title: String,
+    pub description: String,
+    /// 0 to 127.
+    pub category: i32,
+    /// Unix seconds; 0: now.
+    pub start_time: i64,
+    /// Unix seconds; 0: never ends.
+    pub end_time: i64,
+    /// Seconds each period is open for scores; at least 1.
+    pub duration: i64,
+    /// Most records a period may hold; 0: no bound.
+    pub max_size: i32,
+    /// Most submissions one record may take; 0: no bound.
+    pub max_num_score: i32,
+    pub join_required: bool,
+}
+
+impl From<&crate::base::config::TournamentSpec> for NewTournament {
+    fn from(spec: &crate::base::config::TournamentSpec) -> Self {
+        NewTournament {
+            id: spec.id.clone(),
+            authoritative: spec.authoritative,
+            sort_order: spec.sort_order.clone(),
+            operator: spec.operator.clone(),
+            reset_schedule: spec.reset_schedule.clone(),
+            metadata: spec.metadata.clone(),
+            title: spec.title.clone(),
+            description: spec.description.clone(),
+            category: spec.category,
+            start_time: spec.start_time,
+            end_time: spec.end_time,
+            duration: spec.duration,
+            max_size: spec.max_size,
+            max_num_score: spec.max_num_score,
+            join_required: spec.join_required,
+        }
+    }
+}
+
+/// When the current period opened, when it closes for scores, and when its records expire
+/// (Unix seconds; 0: never).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    pub start_active: i64,
+    pub end_active: i64,
+    pub expiry: i64,
+}
+
+/// A tournament as listed: its definition and its state now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TournamentInfo {
+    pub def: LeaderboardDef,
+    pub deadlines: Deadlines,
+    /// The previous reset (0: none yet).
+    pub prev_reset: i64,
+    /// Records in the current period.
+    pub size: i64,
+    /// Open for scores now, and not full.
+    pub can_enter: bool,
+}
+
+impl Board {
+    fn next_after(&self, at: i64) -> Option<i64> {
+        let schedule = self.schedule.as_ref()?;
+        DateTime::from_timestamp(at, 0)
+            .and_then(|t| schedule.find_next_occurrence(&t, false).ok())
+            .map(|t| t.timestamp())
+    }
+
+    fn last_before(&self, at: i64) -> Option<i64> {
+        let schedule = self.schedule.as_ref()?;
+        DateTime::from_timestamp(at, 0)
+            .and_then(|t| schedule.find_previous_occurrence(&t, false).ok())
+            .map(|t| t.timestamp())
+    }
+
+    /// The window of the period that holds the Unix second `now` (Nakama's
+    /// `calculateTournamentDeadlines`).
+    pub(super) fn deadlines(&self, now: i64) -> Deadlines {
+        let t = &self.def.tournament;
+        let (start, end, duration) = (t.start_time, t.end_time, t.duration);
+        if self.schedule.is_none() {
+            let mut end_active = start + duration;
+            if end > 0 && end_active > end {
+                end_active = end;
+            }
+            return Deadlines {
+                start_active: start,
+                end_active,
+                expiry: end,
+            };
+        }
+        let mut start_active = if now < start {
+            self.next_after(start).unwrap_or(start)
+        } else if self.next_after(now - 1) == Some(now) {
+            now
+        } else {
+            self.last_before(now).unwrap_or(start)
+        };
+        let mut expiry = self.next_after(start_active).unwrap_or(0);
+        let mut end_active = (start_active + duration).min(expiry);
+        if start > end_active {
+            // Started after this period's window closed: the next period is the first.
+            start_active = self.next_after(start).unwrap_or(start);
+            expiry = self.next_after(start_active).unwrap_or(0);
+            end_active = (start_active + duration).min(expiry);
+        } else if start > start_active {
+            start_active = start;
+        }
+        if end > 0 && expiry > end {
+            expiry = end;
+            end_active = end_active.min(expiry);
+        }
+        Deadlines {
+            start_active,
+            end_active,
+            expiry,
+        }
+    }
+
+    fn rules(&self) -> TournamentRules {
+        let t = &self.def.tournament;
+        TournamentRules {
+            max_size: t.max_size,
+            max_num_score: t.max_num_score,
+            join_required: t.join_required,
+        }
+    }
+}
+
+fn refused(refusal: TournamentRefusal, joining: bool) -> LeaderboardError {
+    match (refusal, joining) {
+        (TournamentRefusal::Full, true) => LeaderboardError::Invalid(
+            "Tournament cannot be joined as it has reached its max size.".into(),
+        ),
+        (TournamentRefusal::Full, false) => {
+            LeaderboardError::Precondition("Tournament has reached max size.")
+        }
+        (TournamentRefusal::MaxNumScore, _) => {
+            LeaderboardError::Precondition("Reached allowed max number of score attempts.")
+        }
+        (TournamentRefusal::NotJoined, _) => {
+            LeaderboardError::Precondition("Must join tournament before attempting to write value.")
+        }
+    }
+}
+
+impl Leaderboards {
+    fn tournament(&self, id: &str) -> Result<Arc<Board>, LeaderboardError> {
+        if id.is_empty() {
+            return Err(LeaderboardError::Invalid(
+                "Tournament ID must be provided.".into(),
+            ));
+        }
+        match self.board(id) {
+            Ok(board) if board.is_tournament() => Ok(board),
+            Ok(_) | Err(LeaderboardError::NotFound) | Err(LeaderboardError::Invalid(_)) => {
+                Err(LeaderboardError::Missing("Tournament not found."))
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Refuses an id that names no tournament (as the tournament routes answer it).
+    pub fn tournament_exists(&self, id: &str) -> Result<(), LeaderboardError> {
+        self.tournament(id).map(|_| ())
+    }
+
+    /// Creates a tournament unless one of its id exists; whether it was created.
+    pub async fn create_tournament(&self, new: NewTournament) -> Result<bool, LeaderboardError> {
+        check_id(&new.id)?;
+        if new.duration <= 0 {
+            return Err(LeaderboardError::Invalid(
+                "Tournament duration must be greater than zero.".into(),
+            ));
+        }
+        if !(0..128).contains(&new.category) {
+            return Err(LeaderboardError::Invalid(
+                "Tournament category must be 0-127.".into(),
+            ));
+        }
+        let start_time = if new.start_time == 0 {
+            self.clock.now_secs()
+        } else {
+            new.start_time
+        };
+        if new.end_time != 0 && new.end_time <= start_time {
+            return Err(LeaderboardError::Invalid(
+                "Tournament end time must be greater than start time.".into(),
+            ));
+        }
+        if new.max_size < 0 || new.max_num_score < 0 {
+            return Err(LeaderboardError::Invalid(
+                "Tournament max size and max number of scores must be 0 or more.".into(),
+            ));
+        }
+        let sort_order = match new.sort_order.as_str() {
+            "" | "desc" => DESCENDING,
+            "asc" => ASCENDING,
+            other => {
+                return Err(LeaderboardError::Invalid(format!(
+                    "Invalid sort order {other:?}: use \"asc\" or \"desc\"."
+                )))
+            }
+        };
+        let operator = match new.operator.as_str() {
+            "" | "best" => BEST,
+            "set" => SET,
+            "incr" => INCREMENT,
+            "decr" => DECREMENT,
+            other => {
+                return Err(LeaderboardError::Invalid(format!(
+                    "Invalid operator {other:?}: use \"best\", \"set\", \"incr\" or \"decr\"."
+                )))
+            }
+        };
+        let schedule = parse_schedule(&new.reset_schedule)?;
+        let metadata = if new.metadata.is_empty() {
+            "{}".to_string()
+        } else if is_json_object(&new.metadata) {
+            new.metadata
+        } else {
+            return Err(LeaderboardError::Invalid(
+                "Metadata value must be a JSON object.".into(),
+            ));
+        };
+        let def = LeaderboardDef {
+            id: new.id,
+            authoritative: new.authoritative,
+            sort_order,
+            operator,
+            reset_schedule: new.reset_schedule.trim().to_string(),
+            metadata,
+            create_time_ms: self.clock.now_ms(),
+            tournament: TournamentFields {
+                title: new.title,
+                description: new.description,
+                category: new.category,
+                duration: new.duration,
+                start_time,
+                end_time: new.end_time,
+                max_size: new.max_size,
+                max_num_score: new.max_num_score,
+                join_required: new.join_required,
+            },
+        };
+        self.insert_board(def, schedule).await
+    }
+
+    /// Joins `owner` to the tournament's current period (a no-op when joining is not required
+    /// or they have joined already).
+    pub async fn join_tournament(
+        &self,
+        id: &str,
+        owner: Uuid,
+        username: &str,
+    ) -> Result<(), LeaderboardError> {
+        let board = self.tournament(id)?;
+        if !board.def.tournament.join_required {
+            return Ok(());
+        }
+        let now = self.clock.now_secs();
+        let deadlines = board.deadlines(now);
+        if deadlines.end_active <= now {
+            return Err(LeaderboardError::Invalid(
+                "Tournament is not active and cannot accept new joins.".into(),
+            ));
+        }
+        let joined = self
+            .store
+            .join_tournament(
+                RecordWrite {
+                    leaderboard_id: id.to_string(),
+                    expiry_time: deadlines.expiry,
+                    owner_id: owner,
+                    username: username.to_string(),
+                    score: 0,
+                    subscore: 0,
+                    metadata: None,
+                    op: board.op(0),
+                    now_ms: self.clock.now_ms(),
+                },
+                board.rules(),
+            )
+            .await?
+            .map_err(|refusal| refused(refusal, true))?;
+        if joined {
+            let descending = board.descending();
+            self.ranks
+                .with(self.store.as_ref(), id, deadlines.expiry, |ranks| {
+                    ranks.put(owner, 0, 0, 0, descending)
+                })
+                .await?;
+            self.tell_record(id, deadlines.expiry, owner, 0, 0, 0).await;
+        }
+        Ok(())
+    }
+
+    /// Submits a score to the tournament's open period.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_tournament(
+        &self,
+        caller: Caller,
+        id: &str,
+        owner: Uuid,
+        username: &str,
+        score: i64,
+        subscore: i64,
+        metadata: Option<String>,
+        operator: i32,
+    ) -> Result<Record, LeaderboardError> {
+        let board = self.tournament(id)?;
+        if metadata.as_deref().is_some_and(|m| !is_json_object(m)) {
+            return Err(LeaderboardError::Invalid(
+                "Metadata value must be JSON, if provided.".into(),
+            ));
+        }
+        if !(0..=4).contains(&operator) {
+            return Err(LeaderboardError::Invalid("Invalid operator value.".into()));
+        }
+        let now = self.clock.now_secs();
+        let end = board.def.tournament.end_time;
+        if end > 0 && end <= now {
+            return Err(LeaderboardError::Missing(
+                "Tournament not found or has ended.",
+            ));
+        }
+        if board.def.authoritative && caller != Caller::Server {
+            return Err(LeaderboardError::Authoritative(
+                "Tournament only allows authoritative score submissions.",
+            ));
+        }
+        let deadlines = board.deadlines(now);
+        if deadlines.start_active > now || deadlines.end_active <= now {
+            return Err(LeaderboardError::Precondition(
+                "Tournament is not active and cannot accept new scores.",
+            ));
+        }
+        let row = self
+            .store
+            .write_tournament_record(
+                RecordWrite {
+                    leaderboard_id: id.to_string(),
+                    expiry_time: deadlines.expiry,
+                    owner_id: owner,
+                    username: username.to_string(),
+                    score,
+                    subscore,
+                    metadata,
+                    op: board.op(operator),
+                    now_ms: self.clock.now_ms(),
+                },
+                board.rules(),
+            )
+            .await?
+            .map_err(|refusal| refused(refusal, false))?;
+        let descending = board.descending();
+        let rank = self
+            .ranks
+            .with(self.store.as_ref(), id, deadlines.expiry, |ranks| {
+                ranks.put(owner, row.score, row.subscore, row.num_score, descending)
+            })
+            .await?;
+        self.tell_record(
+            id,
+            deadlines.expiry,
+            owner,
+            row.score,
+            row.subscore,
+            row.num_score,
+        )
+        .await;
+        Ok(Record { row, rank })
+    }
+
+    /// A page of the tournament's records (of the current period, or the one ending at
+    /// `expiry`).
+    pub async fn list_tournament_records(
+        &self,
+        id: &str,
+        owners: Vec<Uuid>,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+        expiry: i64,
+    ) -> Result<super::RecordList, LeaderboardError> {
+        let board = self.tournament(id)?;
+        if limit.is_some_and(|l| !(1..=super::MAX_AROUND_LIMIT).contains(&l)) {
+            return Err(LeaderboardError::Invalid(
+                "Invalid limit - limit must be between 1 and 100.".into(),
+            ));
+        }
+        let now = self.clock.now_secs();
+        let end = board.def.tournament.end_time;
+        if expiry == 0 && end > 0 && end <= now {
+            return Err(LeaderboardError::Missing("Tournament has ended."));
+        }
+        self.list(id, owners, limit, cursor, expiry).await
+    }
+
+    /// Tournaments in `category_start..=category_end` by start time, the ones that started at or
+    /// after `start_time` (when given), filtered by `end_time` as Nakama does: absent, those not
+    /// ended; 0, those without an end; otherwise those ending by it.
+    pub async fn list_tournaments(
+        &self,
+        category_start: i32,
+        category_end: i32,
+        start_time: Option<i64>,
+        end_time: Option<i64>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<TournamentInfo>, Option<String>), LeaderboardError> {
+        if !(0..128).contains(&category_end) {
+            return Err(LeaderboardError::Invalid(
+                "Tournament category end must be >=0 and <128.".into(),
+            ));
+        }
+        if category_end < category_start {
+            return Err(LeaderboardError::Invalid(
+                "Tournament category end must be greater than category start.".into(),
+            ));
+        }
+        if let (Some(end), start) = (end_time, start_time.unwrap_or(-1)) {
+            if end != 0 && end < start {
+                return Err(LeaderboardError::Invalid(
+                    "Tournament end time must be greater than start time.".into(),
+                ));
+            }
+        }
+        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+            return Err(LeaderboardError::Invalid(
+                "Limit must be between 1 and 100.".into(),
+            ));
+        }
+        let after = match cursor.filter(|c| !c.is_empty()) {
+            None => None,
+            Some(text) => Some(decode_list_cursor(text).ok_or_else(|| {
+                LeaderboardError::Invalid("Cursor is invalid or expired.".into())
+            })?),
+        };
+        let now = self.clock.now_secs();
+        let mut boards: Vec<Arc<Board>> = self
+            .boards
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .filter(|b| b.is_tournament())
+            .cloned()
+            .collect();
+        boards.sort_by(|a, b| {
+            (a.def.tournament.start_time, &a.def.id).cmp(&(b.def.tournament.start_time, &b.def.id))
+        });
+        let mut chosen = Vec::new();
+        let mut next = None;
+        for board in boards {
+            let t = &board.def.tournament;
+            let key = (t.start_time, board.def.id.clone());
+            if after.as_ref().is_some_and(|a| key <= *a) {
+                continue;
+            }
+            let in_category = (category_start..=category_end).contains(&t.category);
+            let started_after = start_time.is_none_or(|s| t.start_time >= s);
+            let ends = match end_time {
+                None => t.end_time == 0 || t.end_time >= now,
+                Some(0) => t.end_time == 0,
+                Some(by) => t.end_time != 0 && t.end_time <= by,
+            };
+            if !(in_category && started_after && ends) {
+                continue;
+            }
+            if chosen.len() == limit {
+                next = chosen.last().map(|last: &Arc<Board>| {
+                    encode_list_cursor(last.def.tournament.start_time, &last.def.id)
+                });
+                break;
+            }
+            chosen.push(board);
+        }
+        let mut infos = Vec::with_capacity(chosen.len());
+        for board in chosen {
+            infos.push(self.info(&board, now).await?);
+        }
+        Ok((infos, next))
+    }
+
+    async fn info(&self, board: &Board, now: i64) -> Result<TournamentInfo, LeaderboardError> {
+        let deadlines = board.deadlines(now);
+        let size = self
+            .ranks
+            .with(
+                self.store.as_ref(),
+                &board.def.id,
+                deadlines.expiry,
+                |ranks| ranks.count(),
+            )
+            .await?;
+        let t = &board.def.tournament;
+        let open = deadlines.start_active <= now && now < deadlines.end_active;
+        let room = t.max_size == 0 || size < i64::from(t.max_size);
+        let prev_reset = if t.start_time > now {
+            0
+        } else {
+            board.last_before(now).unwrap_or(0)
+        };
+        Ok(TournamentInfo {
+            def: board.def.clone(),
+            deadlines,
+            prev_reset,
+            size,
+            can_enter: open && room,
+        })
+    }
+}
+
+fn encode_list_cursor(start_time: i64, id: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&(start_time, id)).unwrap_or_default())
+}
+
+fn decode_list_cursor(text: &str) -> Option<(i64, String)> {
+    use base64::Engine as _;
+    if text.len() > 1024 {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}

@@ -1,0 +1,176 @@
+//! Tournaments over Nakama's REST routes, for the caller's session (rules in
+//! [`crate::leaderboards::tournament`]):
+//!
+//! - `GET /v2/tournament?category_start=&category_end=&start_time=&end_time=&limit=&cursor=`
+//!   lists tournaments (`TournamentList`);
+//! - `POST /v2/tournament/{id}/join` joins the caller;
+//! - `PUT|POST /v2/tournament/{id}` writes the caller's record (`LeaderboardRecord`);
+//! - `GET /v2/tournament/{id}?owner_ids=&limit=&cursor=&expiry=` and
+//!   `GET /v2/tournament/{id}/owner/{owner_id}` list records (`TournamentRecordList`).
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use muster_proto::api::{
+    LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, Tournament, TournamentList,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::Player;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiQuery};
+use super::leaderboard::{list_of, parse_query, record};
+use crate::base::clock::rfc3339;
+use crate::leaderboards::tournament::TournamentInfo;
+use crate::leaderboards::Caller;
+use crate::net::state::AppState;
+
+fn seconds(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
+}
+
+fn tournament(info: TournamentInfo) -> Tournament {
+    let def = info.def;
+    let t = def.tournament;
+    Tournament {
+        id: def.id,
+        title: t.title,
+        description: t.description,
+        category: seconds(i64::from(t.category)),
+        sort_order: seconds(i64::from(def.sort_order)),
+        size: seconds(info.size),
+        max_size: seconds(i64::from(t.max_size)),
+        max_num_score: seconds(i64::from(t.max_num_score)),
+        can_enter: info.can_enter,
+        end_active: seconds(info.deadlines.end_active),
+        next_reset: seconds(info.deadlines.expiry),
+        metadata: def.metadata,
+        create_time: rfc3339(def.create_time_ms),
+        start_time: rfc3339(t.start_time.saturating_mul(1000)),
+        end_time: (t.end_time > 0).then(|| rfc3339(t.end_time.saturating_mul(1000))),
+        duration: seconds(t.duration),
+        start_active: seconds(info.deadlines.start_active),
+        prev_reset: seconds(info.prev_reset),
+        // Stored 0 best … 3 decrement; the enum numbers them from 1 (0: no override).
+        operator: i32::from(def.operator) + 1,
+        authoritative: def.authoritative,
+        join_required: t.join_required,
+    }
+}
+
+/// `GET /v2/tournament`'s query.
+#[derive(Deserialize)]
+pub struct ListQuery {
+    category_start: Option<i32>,
+    category_end: Option<i32>,
+    start_time: Option<i64>,
+    end_time: Option<i64>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+pub async fn list(
+    Player(_): Player,
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<TournamentList>, ApiError> {
+    let (found, cursor) = state
+        .rpc
+        .leaderboards()
+        .list_tournaments(
+            query.category_start.unwrap_or(0),
+            query.category_end.unwrap_or(127),
+            query.start_time,
+            query.end_time,
+            query
+                .limit
+                .unwrap_or(crate::leaderboards::tournament::MAX_LIST_LIMIT),
+            query.cursor.as_deref(),
+        )
+        .await?;
+    Ok(Json(TournamentList {
+        tournaments: found.into_iter().map(tournament).collect(),
+        cursor: cursor.unwrap_or_default(),
+    }))
+}
+
+pub async fn join(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .rpc
+        .leaderboards()
+        .join_tournament(&id, caller.uid, &caller.usn)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub async fn write(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<LeaderboardRecordWrite>,
+) -> Result<Json<LeaderboardRecord>, ApiError> {
+    let written = state
+        .rpc
+        .leaderboards()
+        .write_tournament(
+            Caller::Player(caller.uid),
+            &id,
+            caller.uid,
+            &caller.usn,
+            body.score,
+            body.subscore,
+            (!body.metadata.is_empty()).then_some(body.metadata),
+            body.operator,
+        )
+        .await?;
+    Ok(Json(record(written)))
+}
+
+pub async fn list_records(
+    Player(_): Player,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<LeaderboardRecordList>, ApiError> {
+    let query = parse_query(raw.as_deref())?;
+    let page = state
+        .rpc
+        .leaderboards()
+        .list_tournament_records(
+            &id,
+            query.owner_ids,
+            query.limit,
+            query.cursor.as_deref(),
+            query.expiry,
+        )
+        .await?;
+    Ok(Json(list_of(page)))
+}
+
+pub async fn around_owner(
+    Player(_): Player,
+    State(state): State<AppState>,
+    Path((id, owner)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<LeaderboardRecordList>, ApiError> {
+    let owner = Uuid::parse_str(&owner)
+        .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
+    let query = parse_query(raw.as_deref())?;
+    let leaderboards = state.rpc.leaderboards();
+    leaderboards.tournament_exists(&id)?;
+    let page = leaderboards
+        .around_owner(
+            &id,
+            owner,
+            query.limit,
+            query.cursor.as_deref(),
+            query.expiry,
+        )
+        .await?;
+    Ok(Json(list_of(page)))
+}

@@ -1,0 +1,14 @@
+-- Tournaments (crates/muster/src/leaderboards/tournament.rs): a leaderboard with a duration is
+-- a tournament, active from each reset (or its start) for that many seconds, until its end.
+ALTER TABLE leaderboards ADD COLUMN title TEXT NOT NULL DEFAULT '';
+ALTER TABLE leaderboards ADD COLUMN description TEXT NOT NULL DEFAULT '';
+ALTER TABLE leaderboards ADD COLUMN category INTEGER NOT NULL DEFAULT 0;
+-- Seconds each period is open for scores; 0: not a tournament.
+ALTER TABLE leaderboards ADD COLUMN duration BIGINT NOT NULL DEFAULT 0;
+-- Unix seconds; end_time 0: no end.
+ALTER TABLE leaderboards ADD COLUMN start_time BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE leaderboards ADD COLUMN end_time BIGINT NOT NULL DEFAULT 0;
+-- Most records a period may hold (0: no bound), and submissions per record (0: no bound).
+ALTER TABLE leaderboards ADD COLUMN max_size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE leaderboards ADD COLUMN max_num_score INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE leaderboards ADD COLUMN join_required INTEGER NOT NULL DEFAULT 0;
