@@ -564,3 +564,81 @@ fn decode_list_cursor(text: &str) -> Option<(i64, String)> {
         .ok()?;
     serde_json::from_slice(&bytes).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(schedule: &str, start: i64, end: i64, duration: i64) -> Board {
+        Board {
+            def: LeaderboardDef {
+                id: "t".into(),
+                authoritative: false,
+                sort_order: DESCENDING,
+                operator: BEST,
+                reset_schedule: schedule.into(),
+                metadata: "{}".into(),
+                create_time_ms: 0,
+                tournament: TournamentFields {
+                    duration,
+                    start_time: start,
+                    end_time: end,
+                    ..Default::default()
+                },
+            },
+            schedule: parse_schedule(schedule).expect("schedule"),
+        }
+    }
+
+    /// 2026-01-05 00:00:00 UTC (a Monday), and hours after it.
+    const DAY: i64 = 1_767_571_200;
+    const HOUR: i64 = 3600;
+
+    #[test]
+    fn windows_are_nakamas() {
+        // One period from the start, capped by the end.
+        let once = board("", DAY, DAY + 2 * HOUR, 3 * HOUR);
+        assert_eq!(
+            once.deadlines(DAY + HOUR),
+            Deadlines {
+                start_active: DAY,
+                end_active: DAY + 2 * HOUR,
+                expiry: DAY + 2 * HOUR
+            }
+        );
+        // Daily at noon, open an hour: at 15:00 the window was 12:00-13:00, records expire at
+        // the next noon; exactly at noon a new one opens.
+        let noon = board("0 12 * * *", DAY, 0, HOUR);
+        let today = Deadlines {
+            start_active: DAY + 12 * HOUR,
+            end_active: DAY + 13 * HOUR,
+            expiry: DAY + 36 * HOUR,
+        };
+        assert_eq!(noon.deadlines(DAY + 15 * HOUR), today);
+        assert_eq!(noon.deadlines(DAY + 12 * HOUR), today);
+        assert_eq!(
+            noon.deadlines(DAY + 36 * HOUR).start_active,
+            DAY + 36 * HOUR
+        );
+        // Before its start: the first reset after it.
+        let later = board("0 12 * * *", DAY + 2 * 24 * HOUR, 0, HOUR);
+        assert_eq!(later.deadlines(DAY).start_active, DAY + 60 * HOUR);
+        // Started after the day's window closed: the next day's window is the first.
+        let late_start = board("0 12 * * *", DAY + 14 * HOUR, 0, HOUR);
+        assert_eq!(
+            late_start.deadlines(DAY + 15 * HOUR),
+            Deadlines {
+                start_active: DAY + 36 * HOUR,
+                end_active: DAY + 37 * HOUR,
+                expiry: DAY + 60 * HOUR
+            }
+        );
+        // The end caps the expiry and the window.
+        let ending = board("0 12 * * *", DAY, DAY + 12 * HOUR + 1800, HOUR);
+        let d = ending.deadlines(DAY + 12 * HOUR + 60);
+        assert_eq!(
+            (d.end_active, d.expiry),
+            (DAY + 12 * HOUR + 1800, DAY + 12 * HOUR + 1800)
+        );
+    }
+}
