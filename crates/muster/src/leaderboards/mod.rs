@@ -194,6 +194,43 @@ fn parse_schedule(text: &str) -> Result<Option<Cron>, LeaderboardError> {
         .map_err(|e| LeaderboardError::Invalid(format!("Invalid reset schedule {text:?}: {e}.")))
 }
 
+/// A sort order as configured: `"desc"` (the default) or `"asc"`.
+fn parse_sort_order(text: &str) -> Result<i16, LeaderboardError> {
+    match text {
+        "" | "desc" => Ok(DESCENDING),
+        "asc" => Ok(ASCENDING),
+        other => Err(LeaderboardError::Invalid(format!(
+            "Invalid sort order {other:?}: use \"asc\" or \"desc\"."
+        ))),
+    }
+}
+
+/// An operator as configured: `"best"` (the default), `"set"`, `"incr"` or `"decr"`.
+fn parse_operator(text: &str) -> Result<i16, LeaderboardError> {
+    match text {
+        "" | "best" => Ok(BEST),
+        "set" => Ok(SET),
+        "incr" => Ok(INCREMENT),
+        "decr" => Ok(DECREMENT),
+        other => Err(LeaderboardError::Invalid(format!(
+            "Invalid operator {other:?}: use \"best\", \"set\", \"incr\" or \"decr\"."
+        ))),
+    }
+}
+
+/// A leaderboard's metadata: a JSON object, `{}` when empty.
+fn parse_metadata(text: String) -> Result<String, LeaderboardError> {
+    if text.is_empty() {
+        Ok("{}".to_string())
+    } else if is_json_object(&text) {
+        Ok(text)
+    } else {
+        Err(LeaderboardError::Invalid(
+            "Metadata value must be a JSON object.".into(),
+        ))
+    }
+}
+
 fn is_json_object(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.is_object())
 }
@@ -383,36 +420,10 @@ impl Leaderboards {
     /// whether it was created.
     pub async fn create(&self, new: NewLeaderboard) -> Result<bool, LeaderboardError> {
         check_id(&new.id)?;
-        let sort_order = match new.sort_order.as_str() {
-            "" | "desc" => DESCENDING,
-            "asc" => ASCENDING,
-            other => {
-                return Err(LeaderboardError::Invalid(format!(
-                    "Invalid sort order {other:?}: use \"asc\" or \"desc\"."
-                )))
-            }
-        };
-        let operator = match new.operator.as_str() {
-            "" | "best" => BEST,
-            "set" => SET,
-            "incr" => INCREMENT,
-            "decr" => DECREMENT,
-            other => {
-                return Err(LeaderboardError::Invalid(format!(
-                    "Invalid operator {other:?}: use \"best\", \"set\", \"incr\" or \"decr\"."
-                )))
-            }
-        };
+        let sort_order = parse_sort_order(&new.sort_order)?;
+        let operator = parse_operator(&new.operator)?;
         let schedule = parse_schedule(&new.reset_schedule)?;
-        let metadata = if new.metadata.is_empty() {
-            "{}".to_string()
-        } else if is_json_object(&new.metadata) {
-            new.metadata
-        } else {
-            return Err(LeaderboardError::Invalid(
-                "Metadata value must be a JSON object.".into(),
-            ));
-        };
+        let metadata = parse_metadata(new.metadata)?;
         let def = LeaderboardDef {
             id: new.id,
             authoritative: new.authoritative,

@@ -13,8 +13,8 @@ use chrono::DateTime;
 use uuid::Uuid;
 
 use super::{
-    check_id, is_json_object, parse_schedule, Board, Caller, LeaderboardError, Leaderboards,
-    Record, ASCENDING, BEST, DECREMENT, DESCENDING, INCREMENT, SET,
+    check_id, is_json_object, parse_metadata, parse_operator, parse_schedule, parse_sort_order,
+    Board, Caller, LeaderboardError, Leaderboards, Record,
 };
 use crate::store::{
     LeaderboardDef, RecordWrite, TournamentFields, TournamentRefusal, TournamentRules,
@@ -231,36 +231,10 @@ impl Leaderboards {
                 "Tournament max size and max number of scores must be 0 or more.".into(),
             ));
         }
-        let sort_order = match new.sort_order.as_str() {
-            "" | "desc" => DESCENDING,
-            "asc" => ASCENDING,
-            other => {
-                return Err(LeaderboardError::Invalid(format!(
-                    "Invalid sort order {other:?}: use \"asc\" or \"desc\"."
-                )))
-            }
-        };
-        let operator = match new.operator.as_str() {
-            "" | "best" => BEST,
-            "set" => SET,
-            "incr" => INCREMENT,
-            "decr" => DECREMENT,
-            other => {
-                return Err(LeaderboardError::Invalid(format!(
-                    "Invalid operator {other:?}: use \"best\", \"set\", \"incr\" or \"decr\"."
-                )))
-            }
-        };
+        let sort_order = parse_sort_order(&new.sort_order)?;
+        let operator = parse_operator(&new.operator)?;
         let schedule = parse_schedule(&new.reset_schedule)?;
-        let metadata = if new.metadata.is_empty() {
-            "{}".to_string()
-        } else if is_json_object(&new.metadata) {
-            new.metadata
-        } else {
-            return Err(LeaderboardError::Invalid(
-                "Metadata value must be a JSON object.".into(),
-            ));
-        };
+        let metadata = parse_metadata(new.metadata)?;
         let def = LeaderboardDef {
             id: new.id,
             authoritative: new.authoritative,
@@ -568,6 +542,7 @@ fn decode_list_cursor(text: &str) -> Option<(i64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::leaderboards::{BEST, DESCENDING};
 
     fn board(schedule: &str, start: i64, end: i64, duration: i64) -> Board {
         Board {
