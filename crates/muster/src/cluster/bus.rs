@@ -20,8 +20,14 @@ pub struct Bus {
     node: String,
     /// When this node started (Unix ms): tells its incarnations apart.
     incarnation: u64,
-    /// Publications from code that cannot wait, sent in order by one task.
-    queue: tokio::sync::mpsc::UnboundedSender<(String, Vec<u8>)>,
+    /// Publications and subscriptions from code that cannot wait, made in order by one task.
+    queue: tokio::sync::mpsc::UnboundedSender<Queued>,
+}
+
+/// What the queue's task does next.
+enum Queued {
+    Publish(String, Vec<u8>),
+    Subscribe(String, tokio::sync::oneshot::Sender<async_nats::Subscriber>),
 }
 
 /// The node name to use: the configured one, or the machine's host name.
@@ -59,7 +65,7 @@ impl Bus {
         .await
         .map_err(|_| anyhow::anyhow!("cluster: no answer from NATS at {urls} within 5 s"))?
         .map_err(|e| anyhow::anyhow!("cluster: cannot connect to NATS at {urls}: {e}"))?;
-        let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<(String, Vec<u8>)>();
+        let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<Queued>();
         let bus = Bus {
             client,
             prefix: config.subject_prefix.clone(),
@@ -72,8 +78,16 @@ impl Bus {
         };
         let sender = bus.clone();
         tokio::spawn(async move {
-            while let Some((topic, payload)) = queued.recv().await {
-                sender.publish(&topic, payload).await;
+            while let Some(next) = queued.recv().await {
+                match next {
+                    Queued::Publish(topic, payload) => sender.publish(&topic, payload).await,
+                    Queued::Subscribe(topic, answer) => match sender.subscribe(&topic).await {
+                        Ok(subscriber) => {
+                            let _ = answer.send(subscriber);
+                        }
+                        Err(e) => tracing::warn!(topic, "cluster: subscribe failed: {e}"),
+                    },
+                }
             }
         });
         Ok(bus)
@@ -107,7 +121,22 @@ impl Bus {
     /// Publishes from code that cannot wait (a synchronous hook): queued, and sent by one task
     /// in the order queued.
     pub fn publish_soon(&self, topic: &str, payload: Vec<u8>) {
-        let _ = self.queue.send((topic.to_string(), payload));
+        let _ = self.queue.send(Queued::Publish(topic.to_string(), payload));
+    }
+
+    /// Subscribes from code that cannot wait, in order with [`Bus::publish_soon`]: NATS takes
+    /// the subscription before anything published soon after this call, so a node that learns
+    /// of such a publication (a presence) and answers it reaches this subscription. The
+    /// subscriber arrives on the returned channel (never, if NATS refused it).
+    pub fn subscribe_soon(
+        &self,
+        topic: &str,
+    ) -> tokio::sync::oneshot::Receiver<async_nats::Subscriber> {
+        let (answer, subscriber) = tokio::sync::oneshot::channel();
+        let _ = self
+            .queue
+            .send(Queued::Subscribe(topic.to_string(), answer));
+        subscriber
     }
 
     /// Sends `payload` on `topic` and waits (at most `timeout`) for one answer.

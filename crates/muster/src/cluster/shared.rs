@@ -286,9 +286,11 @@ impl ClusterRouter {
         }
         let weak = Arc::downgrade(self);
         let (id, topic) = (channel_id.to_string(), message_topic(channel_id));
-        let bus = self.bus.clone();
+        // Subscribed in order with this node's publications: before the presence of the join
+        // that asked for it, so no node sees the member before this node hears the channel.
+        let subscribed = self.bus.subscribe_soon(&topic);
         let task = tokio::spawn(async move {
-            let Ok(mut messages) = bus.subscribe(&topic).await else {
+            let Ok(mut messages) = subscribed.await else {
                 tracing::warn!(channel = %id, "cluster: cannot subscribe to a channel");
                 return;
             };
@@ -748,6 +750,10 @@ impl Router for ClusterRouter {
             .local
             .join_channel(session, channel_id, flags, limits)?;
         if joined.new {
+            // The subscription first: queued before the presence, it reaches NATS first.
+            if let Some(router) = self.me() {
+                router.subscribe_channel(channel_id);
+            }
             let mut presence = session.presence();
             presence.persistence = flags.persistence;
             self.publish(Change::Join {
@@ -755,9 +761,6 @@ impl Router for ClusterRouter {
                 presence,
                 hidden: flags.hidden,
             });
-            if let Some(router) = self.me() {
-                router.subscribe_channel(channel_id);
-            }
         }
         let room = limits.max_listed.saturating_sub(joined.presences.len());
         joined
