@@ -63,6 +63,10 @@ pub enum Failure {
     GameDenied,
     /// A server function call failed: `problem` is `error_<code>`, `http_<status>` or `timeout`.
     Rpc { function: String, problem: String },
+    /// A call of a `storage` or `leaderboard` step failed: `call` is its metric's name
+    /// (`storage_write`, `leaderboard_around`…), `problem` is `http_<status>`, `timeout`, or
+    /// `missing` (a read that did not find what the player wrote before).
+    Call { call: &'static str, problem: String },
 }
 
 impl Failure {
@@ -94,6 +98,7 @@ impl Failure {
             Failure::EnetIo => "enet_io".into(),
             Failure::GameDenied => "game_denied".into(),
             Failure::Rpc { function, problem } => format!("rpc_{function}_{problem}").into(),
+            Failure::Call { call, problem } => format!("{call}_{problem}").into(),
         }
     }
 }

@@ -32,7 +32,8 @@
 //! - here: the scenario, its phases and its steps ([`Scenario`], [`Phase`], [`Step`]);
 //! - `parse.rs`: TOML into those types, each step kind taking only its own keys;
 //! - `validate.rs`: what needs the whole file (players to run, steps in a possible order);
-//! - [`chat`], [`game`], [`rpc`]: the keys of the chat, match/room and rpc steps, with their
+//! - [`chat`], [`game`], [`rpc`], [`metagame`]: the keys of the chat, match/room, rpc, storage
+//!   and leaderboard steps, with their
 //!   defaults and ranges (kept here, not beside the code that runs them, so that reading a
 //!   scenario never depends on running one);
 //! - [`ramp`]: the arrival schedule the phases describe;
@@ -41,6 +42,7 @@
 
 pub mod chat;
 pub mod game;
+pub mod metagame;
 pub mod ramp;
 pub mod replay;
 pub mod rpc;
@@ -185,6 +187,11 @@ pub enum Step {
         timeout_s: Option<Seconds>,
         transport: Transport,
     },
+    /// Write the player's own storage objects and read them back (see [`metagame`]).
+    Storage(metagame::StorageStep),
+    /// Submit scores to a leaderboard and list the records around the player (see
+    /// [`metagame`]).
+    Leaderboard(metagame::LeaderboardStep),
 }
 
 impl Step {
@@ -205,6 +212,8 @@ impl Step {
                 ..
             } => "graphql",
             Step::Rpc { .. } => "rpc",
+            Step::Storage(_) => "storage",
+            Step::Leaderboard(_) => "leaderboard",
         }
     }
 
@@ -213,6 +222,8 @@ impl Step {
         matches!(
             self,
             Step::Connect { .. }
+                | Step::Storage(_)
+                | Step::Leaderboard(_)
                 | Step::Rpc {
                     transport: Transport::Http | Transport::Graphql,
                     ..
@@ -680,6 +691,7 @@ do = "disconnect"
             "rooms-replay.toml",
             "chat-fanout.toml",
             "economy.toml",
+            "metagame.toml",
         ] {
             let s = Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(s.schedule().total_players() > 0);

@@ -13,6 +13,10 @@ use toml::Spanned;
 
 use super::chat::{BytesRange, ChatStep, JoinStep, SecondsRange};
 use super::game;
+use super::metagame::{
+    check_count, check_keys_fit, LeaderboardStep, Name, Ratio, ScoreRange, StorageStep, MAX_KEYS,
+    MAX_LIMIT, MAX_VALUE_BYTES, MIN_VALUE_BYTES,
+};
 use super::rpc::{Interval, RawFunction, RawQuery, Transport};
 use super::{invalid, Phase, Scenario, ScenarioError, Seconds, Step};
 
@@ -92,6 +96,8 @@ enum StepKind {
     Rpc,
     Graphql,
     World,
+    Storage,
+    Leaderboard,
 }
 
 /// `transport = "…"` as written. One key serves three steps: `join_match` takes `websocket`,
@@ -158,6 +164,15 @@ struct RawStep {
     pan_m: Option<Spanned<f64>>,
     claim_every_s: Option<Spanned<Seconds>>,
     buildings: Option<Spanned<u32>>,
+    // The `storage` and `leaderboard` steps (see `metagame`).
+    collection: Option<Spanned<Name>>,
+    key: Option<Spanned<Name>>,
+    keys: Option<Spanned<u32>>,
+    value_bytes: Option<Spanned<u32>>,
+    read_ratio: Option<Spanned<Ratio>>,
+    leaderboard: Option<Spanned<Name>>,
+    score: Option<Spanned<ScoreRange>>,
+    limit: Option<Spanned<u32>>,
 }
 
 /// `JoinMatch` → `join_match`, as written in `do = "…"`.
@@ -266,6 +281,25 @@ impl RawStep {
                 "duration_s",
                 "timeout_s",
             ],
+            StepKind::Storage => &[
+                "collection",
+                "key",
+                "keys",
+                "value_bytes",
+                "read_ratio",
+                "interval_s",
+                "duration_s",
+                "timeout_s",
+            ],
+            StepKind::Leaderboard => &[
+                "leaderboard",
+                "score",
+                "limit",
+                "read_ratio",
+                "interval_s",
+                "duration_s",
+                "timeout_s",
+            ],
         };
         let present = [
             ("create", self.create.as_ref().map(|v| v.span())),
@@ -318,6 +352,14 @@ impl RawStep {
                 self.claim_every_s.as_ref().map(|v| v.span()),
             ),
             ("buildings", self.buildings.as_ref().map(|v| v.span())),
+            ("collection", self.collection.as_ref().map(|v| v.span())),
+            ("key", self.key.as_ref().map(|v| v.span())),
+            ("keys", self.keys.as_ref().map(|v| v.span())),
+            ("value_bytes", self.value_bytes.as_ref().map(|v| v.span())),
+            ("read_ratio", self.read_ratio.as_ref().map(|v| v.span())),
+            ("leaderboard", self.leaderboard.as_ref().map(|v| v.span())),
+            ("score", self.score.as_ref().map(|v| v.span())),
+            ("limit", self.limit.as_ref().map(|v| v.span())),
         ];
         for (key, at) in present {
             if let Some(at) = at {
@@ -345,7 +387,67 @@ impl RawStep {
                 message: format!("do = \"{name}\" needs `interval_s`"),
             })
         };
+        // A count in its range, or its default; an error points at the key's line.
+        let count = |v: Option<Spanned<u32>>, key: &str, default: u32, min: u32, max: u32| match v {
+            None => Ok(default),
+            Some(v) => check_count(key, *v.get_ref(), min, max).map_err(|message| Misplaced {
+                span: v.span(),
+                message,
+            }),
+        };
+        let read_ratio = self.read_ratio.map_or(Ratio(0.5), Spanned::into_inner);
         Ok(match kind {
+            StepKind::Storage => {
+                let keys = count(self.keys.clone(), "keys", 1, 1, MAX_KEYS)?;
+                let key = self.key.map_or_else(
+                    || (Name("save".into()), None),
+                    |k| {
+                        let at = k.span();
+                        (k.into_inner(), Some(at))
+                    },
+                );
+                check_keys_fit(&key.0, keys).map_err(|message| Misplaced {
+                    span: key
+                        .1
+                        .or_else(|| self.keys.as_ref().map(|k| k.span()))
+                        .unwrap_or_else(|| span.clone()),
+                    message,
+                })?;
+                Step::Storage(StorageStep {
+                    collection: self
+                        .collection
+                        .map_or_else(|| Name("swarm".into()), Spanned::into_inner),
+                    key: key.0,
+                    keys,
+                    value_bytes: count(
+                        self.value_bytes,
+                        "value_bytes",
+                        100,
+                        MIN_VALUE_BYTES,
+                        MAX_VALUE_BYTES,
+                    )?,
+                    read_ratio,
+                    interval_s: *interval(self.interval_s)?.get_ref(),
+                    duration_s: inner(self.duration_s),
+                    timeout_s: inner(self.timeout_s),
+                })
+            }
+            StepKind::Leaderboard => Step::Leaderboard(LeaderboardStep {
+                leaderboard: self.leaderboard.map(Spanned::into_inner).ok_or_else(|| {
+                    Misplaced {
+                        span: span.clone(),
+                        message: format!("do = \"{name}\" needs `leaderboard`"),
+                    }
+                })?,
+                score: self
+                    .score
+                    .map_or(ScoreRange(0, 1_000_000), Spanned::into_inner),
+                limit: count(self.limit, "limit", 10, 1, MAX_LIMIT)?,
+                read_ratio,
+                interval_s: *interval(self.interval_s)?.get_ref(),
+                duration_s: inner(self.duration_s),
+                timeout_s: inner(self.timeout_s),
+            }),
             StepKind::Authenticate => Step::Authenticate {
                 create: self.create.map(Spanned::into_inner).unwrap_or(true),
                 reuse_accounts: self

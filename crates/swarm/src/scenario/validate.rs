@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::ramp::Shape;
 use super::rpc::Transport;
-use super::{game, invalid, Scenario, ScenarioError, Step};
+use super::{game, invalid, metagame, Scenario, ScenarioError, Step};
 
 /// Checks what serde cannot: totals, and that the steps make sense in their order.
 pub(super) fn validate(
@@ -91,8 +91,8 @@ pub(super) fn validate(
         };
         if endless && !matches!(step, Step::Disconnect { .. }) {
             return fail(
-                "unreachable: the heartbeat, chat or rpc step before it has no `duration_s`, so it \
-                 lasts until the run ends",
+                "unreachable: the heartbeat, chat, rpc, storage or leaderboard step before it has \
+                 no `duration_s`, so it lasts until the run ends",
             );
         }
         match step {
@@ -127,6 +127,13 @@ pub(super) fn validate(
                         return fail("needs a session: add an `authenticate` step before it");
                     }
                     _ => {}
+                }
+                endless = duration_s.is_none();
+            }
+            Step::Storage(metagame::StorageStep { duration_s, .. })
+            | Step::Leaderboard(metagame::LeaderboardStep { duration_s, .. }) => {
+                if !authenticated {
+                    return fail("needs a session: add an `authenticate` step before it");
                 }
                 endless = duration_s.is_none();
             }

@@ -10,6 +10,8 @@
 //! - [`lines`]: rooms run by a line-based game server (`protocol = "lines"`): the ticket join
 //!   and `replay` with relay latency;
 //! - [`rpc`]: server function calls at random intervals;
+//! - [`storage`], [`leaderboard`]: a player's storage objects and leaderboard records over REST,
+//!   at random intervals ([`paced`]: the schedule and the REST call they share);
 //! - [`world`]: a player of Muster's persistent world: a panning viewport, claims, updates;
 //! - [`tick_clock`]: where the server's ticks fall, so `play` sends inputs just ahead of them.
 //!
@@ -19,8 +21,11 @@
 pub mod chat;
 pub mod ctx;
 pub mod game;
+pub mod leaderboard;
 pub mod lines;
+pub(crate) mod paced;
 pub mod player;
 pub mod rpc;
+pub mod storage;
 pub mod tick_clock;
 pub mod world;

@@ -78,6 +78,8 @@ struct Player {
     next: Instant,
     /// Match and room state (boxed: most scenarios never use it).
     game: Option<Box<crate::steps::game::Game>>,
+    /// Storage objects and leaderboard records written so far (boxed: made on first write).
+    written: Option<Box<crate::steps::paced::Written>>,
 }
 
 /// Runs one player from its intended arrival to its end, recording everything in the worker's
@@ -91,6 +93,7 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
         channel: None,
         next: arrival,
         game: None,
+        written: None,
     };
     let mut result = p.play(&ctx).await;
     if let Some(game) = p.game.as_mut() {
@@ -236,6 +239,40 @@ impl Player {
                         self.next,
                         plan,
                     )
+                    .await?;
+                    self.next = until.unwrap_or_else(Instant::now);
+                }
+                Step::Storage(storage) => {
+                    let until = storage.duration_s.map(|d| self.next + d.as_duration());
+                    let token = self.token.as_deref().unwrap_or_default();
+                    Box::pin(crate::steps::storage::run(
+                        ctx,
+                        self.ws.as_mut(),
+                        token,
+                        self.index,
+                        self.next,
+                        storage,
+                        until,
+                        limit(&storage.timeout_s),
+                        &mut self.written,
+                    ))
+                    .await?;
+                    self.next = until.unwrap_or_else(Instant::now);
+                }
+                Step::Leaderboard(board) => {
+                    let until = board.duration_s.map(|d| self.next + d.as_duration());
+                    let token = self.token.as_deref().unwrap_or_default();
+                    Box::pin(crate::steps::leaderboard::run(
+                        ctx,
+                        self.ws.as_mut(),
+                        token,
+                        self.index,
+                        self.next,
+                        board,
+                        until,
+                        limit(&board.timeout_s),
+                        &mut self.written,
+                    ))
                     .await?;
                     self.next = until.unwrap_or_else(Instant::now);
                 }
