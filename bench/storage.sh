@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Storage objects under load (docs/storage-objects.md), on SQLite and on PostgreSQL, stepping the
+# offered rate up: swarm's `storage` step over REST, each player writing its own objects (KEYS
+# keys of VALUE_BYTES bytes) and reading them back, READ_RATIO of the calls being reads. Each
+# step uses a fresh server and database: PLAYERS new accounts ramp in over RAMP_S, then call at
+# random intervals whose mean gives the step's rate, for HOLD_S. Latency percentiles, the achieved
+# rates, Muster's CPU and the group-commit batch sizes are read over the hold only (its first 2 s
+# and last 1 s left out). Prints JSON: every step (achieved writes/s and reads/s; p50/p95/p99 of
+# each; Muster's and swarm's CPU in cores and Muster's CPU per call; bytes Muster wrote to disk
+# per call; how busy the whole machine was; group-commit batch sizes), and per engine the highest
+# rate sustained with write p95 <= 26.7 ms (seed 001's scenario-3 bar), no errors, and at least
+# 95 % of the offered rate (medians over RUNS runs).
+#
+# Usage: bench/storage.sh
+#   env: RATES="10000 20000 30000" PLAYERS=4000 RAMP_S=10 HOLD_S=20 READ_RATIO=0.5 KEYS=4
+#        VALUE_BYTES=200 ENGINES="sqlite postgres" WORKERS=2 RUNS=1 LOG=warn KEEP=0
+# PostgreSQL is started privately on 127.0.0.1 (as scripts/test does) with its durable defaults
+# (fsync on, synchronous_commit on): acknowledged writes are on disk, as on SQLite. PG_OPTS adds
+# server settings (before issue 25 this bench ran it with "-c shared_buffers=256MB").
+set -euo pipefail
+source "$(dirname "$0")/swarm-common.sh"
+RATES=${RATES:-"10000 20000 30000"}
+PLAYERS=${PLAYERS:-4000}
+RAMP_S=${RAMP_S:-10}
+HOLD_S=${HOLD_S:-20}
+READ_RATIO=${READ_RATIO:-0.5}
+KEYS=${KEYS:-4}
+VALUE_BYTES=${VALUE_BYTES:-200}
+ENGINES=${ENGINES:-"sqlite postgres"}
+WORKERS=${WORKERS:-2}
+RUNS=${RUNS:-1}
+# Muster's log filter; e.g. LOG=muster::store::sqlite_checkpoint=debug,warn shows every checkpoint.
+LOG=${LOG:-warn}
+P95_BAR_MS=26.7
+
+build_release
+work=$(mktemp -d /tmp/bench-storage.XXXXXX)
+cleanup() {
+  stop_muster
+  stop_postgres
+  remove_work_dir "$work"
+}
+trap cleanup EXIT
+
+scenario() { # FILE RATE
+  local mean lo hi
+  mean=$(python3 -c "print($PLAYERS / $2)")
+  lo=$(python3 -c "print(round($mean * 0.5, 4))")
+  hi=$(python3 -c "print(round($mean * 1.5, 4))")
+  cat >"$1" <<TOML
+name = "storage-bench-$2"
+timeout_s = 10
+grace_s = 10
+
+[[phases]]
+name = "ramp"
+duration_s = $RAMP_S
+players = $PLAYERS
+
+[[phases]]
+name = "hold"
+duration_s = $HOLD_S
+
+[[steps]]
+do = "authenticate"
+
+[[steps]]
+do = "storage"
+interval_s = [$lo, $hi]
+collection = "saves"
+keys = $KEYS
+value_bytes = $VALUE_BYTES
+read_ratio = $READ_RATIO
+TOML
+}
+
+from_s=$((RAMP_S + 2))
+to_s=$((RAMP_S + HOLD_S - 1))
+[ "$ENGINES" != "${ENGINES/postgres/}" ] && start_postgres
+
+for engine in $ENGINES; do
+  for rate in $RATES; do
+    for run in $(seq 1 "$RUNS"); do
+      tag="$engine-$rate-$run"
+      port=$(free_port)
+      start_muster_on "$engine" "$port" "$work/$tag"
+      scenario "$work/$tag.toml" "$rate"
+      "$swarm_bin" run "$work/$tag.toml" --target "http://127.0.0.1:$port" --workers "$WORKERS" \
+        --progress never --out "$work/$tag/out" >"$work/$tag/swarm.log" 2>&1 &
+      swarm_pid=$!
+      # The hold window, measured from the server's side too.
+      sleep "$from_s"
+      curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-from"
+      cpu_from=$(cpu_ticks "$MUSTER_PID"); machine_from=$(machine_ticks)
+      swarm_from=$(tree_ticks "$swarm_pid"); disk_from=$(disk_bytes "$MUSTER_PID")
+      sleep $((to_s - from_s))
+      curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-to"
+      cpu_to=$(cpu_ticks "$MUSTER_PID"); machine_to=$(machine_ticks)
+      swarm_to=$(tree_ticks "$swarm_pid"); disk_to=$(disk_bytes "$MUSTER_PID")
+      wait "$swarm_pid" || true
+      echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK) $swarm_from $swarm_to $disk_from $disk_to" >"$work/$tag/cpu"
+      "$swarm_bin" window "$work/$tag/out/report.json" --from-s "$from_s" --to-s "$to_s" \
+        >"$work/$tag/window.json"
+      stop_muster
+    done
+  done
+done
+
+python3 - "$work" "$ENGINES" "$RATES" "$RUNS" "$P95_BAR_MS" "$PLAYERS" "$HOLD_S" <<'PY'
+import json, re, statistics, sys
+work, engines, rates, runs, bar = sys.argv[1], sys.argv[2].split(), [int(r) for r in sys.argv[3].split()], int(sys.argv[4]), float(sys.argv[5])
+players, hold = int(sys.argv[6]), int(sys.argv[7])
+
+def histogram(path):
+    buckets, total, count = {}, 0.0, 0
+    for line in open(path):
+        m = re.match(r'muster_db_group_commit_size_bucket\{le="([^"]+)"\} (\S+)', line)
+        if m: buckets[m.group(1)] = float(m.group(2))
+        if line.startswith("muster_db_group_commit_size_sum "): total = float(line.split()[1])
+        if line.startswith("muster_db_group_commit_size_count "): count = float(line.split()[1])
+    return buckets, total, count
+
+def batches(tag):
+    b1, s1, c1 = histogram(f"{work}/{tag}/metrics-from")
+    b2, s2, c2 = histogram(f"{work}/{tag}/metrics-to")
+    commits = c2 - c1
+    if commits <= 0: return {"commits": 0}
+    # Cumulative bucket counts over the window, and the smallest bound holding half / 99 %.
+    cum = sorted(((float("inf") if k == "+Inf" else float(k), b2.get(k, 0) - b1.get(k, 0)) for k in b2))
+    def bound(q):
+        for le, n in cum:
+            if n >= q * commits: return le
+        return None
+    return {"commits": int(commits), "commitsPerS": round(commits / max(1, hold - 3), 1),
+            "meanBatch": round((s2 - s1) / commits, 1), "p50BatchAtMost": bound(0.5), "p99BatchAtMost": bound(0.99),
+            "writesPerCommitBuckets": {("inf" if le == float("inf") else int(le)): int(n) for le, n in cum}}
+
+steps = []
+for engine in engines:
+    for rate in rates:
+        for run in range(1, runs + 1):
+            tag = f"{engine}-{rate}-{run}"
+            try:
+                w = json.load(open(f"{work}/{tag}/window.json"))
+            except Exception:
+                steps.append({"engine": engine, "offered": rate, "run": run, "error": "no report"}); continue
+            m = w["metrics"]
+            writes, reads = m.get("storage_write", {}), m.get("storage_read", {})
+            calls = writes.get("count", 0) + reads.get("count", 0)
+            cf, ct, mf_busy, mf_total, mt_busy, mt_total, hz, sf, st, df, dt = map(float, open(f"{work}/{tag}/cpu").read().split())
+            secs = w["seconds"] or 1
+            report = json.load(open(f"{work}/{tag}/out/report.json"))
+            steps.append({
+                "engine": engine, "offered": rate, "run": run,
+                "achieved": round(calls / secs),
+                "writesPerS": round(writes.get("count", 0) / secs), "readsPerS": round(reads.get("count", 0) / secs),
+                "p50Ms": writes.get("p50", 0), "p95Ms": writes.get("p95", 0), "p99Ms": writes.get("p99", 0),
+                "byCall": {k: {x: v[x] for x in ("count", "p50", "p95", "p99", "max")} for k, v in m.items() if k.startswith("storage_")},
+                "clientLagP95Ms": m.get("client_lag", {}).get("p95"),
+                "errors": w["errors"], "failedPlayers": report["failed"], "errorKinds": report["errors"],
+                "musterCpuCores": round((ct - cf) / hz / secs, 2),
+                "musterCpuUsPerCall": round((ct - cf) / hz / max(1, calls) * 1e6, 1),
+                "swarmCpuCores": round((st - sf) / hz / secs, 2),
+                "musterDiskBytesPerCall": round((dt - df) / max(1, calls)),
+                "machineBusy": round((mt_busy - mf_busy) / max(1, mt_total - mf_total), 2),
+                "groupCommit": batches(tag),
+            })
+
+def med(xs): return statistics.median(xs) if xs else None
+summary = {}
+for engine in engines:
+    per_rate = []
+    for rate in rates:
+        got = [s for s in steps if s["engine"] == engine and s["offered"] == rate and "achieved" in s]
+        if not got: continue
+        per_rate.append({"offered": rate, "achieved": med([s["achieved"] for s in got]),
+                         "writesPerS": med([s["writesPerS"] for s in got]), "readsPerS": med([s["readsPerS"] for s in got]),
+                         "p95Ms": med([s["p95Ms"] for s in got]),
+                         "readP95Ms": med([s["byCall"].get("storage_read", {}).get("p95", 0) for s in got]),
+                         "errors": sum(s["errors"] + s["failedPlayers"] for s in got)})
+    ok = [r for r in per_rate if r["p95Ms"] <= bar and r["errors"] == 0 and r["achieved"] >= 0.95 * r["offered"]]
+    best = max(ok, key=lambda r: r["achieved"]) if ok else None
+    summary[engine] = {"bestSustainedCallsPerS": best["achieved"] if best else 0,
+                       "writesPerSThere": best["writesPerS"] if best else 0,
+                       "readsPerSThere": best["readsPerS"] if best else 0,
+                       "atOffered": best["offered"] if best else None,
+                       "p95MsThere": best["p95Ms"] if best else None, "byRate": per_rate}
+print(json.dumps({"bench": "storage", "players": players, "holdS": hold, "writeP95BarMs": bar,
+                  "summary": summary, "steps": steps}, indent=2))
+PY
