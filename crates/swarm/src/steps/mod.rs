@@ -11,7 +11,7 @@
 //!   and `replay` with relay latency;
 //! - [`rpc`]: server function calls at random intervals;
 //! - [`storage`], [`leaderboard`]: a player's storage objects and leaderboard records over REST,
-//!   at random intervals ([`paced`]: the schedule and the REST call they share);
+//!   at random intervals (`paced`: the schedule and the REST call they share);
 //! - [`world`]: a player of Muster's persistent world: a panning viewport, claims, updates;
 //! - [`tick_clock`]: where the server's ticks fall, so `play` sends inputs just ahead of them.
 //!
