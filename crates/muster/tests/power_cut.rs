@@ -6,7 +6,8 @@
 //! directory too, with `fsync=on` — on a [`powercut::Disk`], which holds every write in memory
 //! until it is fsynced. Each round starts the servers, checks that everything acknowledged
 //! before the last cut is there, runs a concurrent load of writes (accounts, ledger rows by
-//! server-to-server calls, chat messages, invite links, and on SQLite the world's claims),
+//! server-to-server calls, chat messages, invite links, storage objects, and on SQLite the
+//! world's claims),
 //! kills the servers with SIGKILL in the middle of it, cuts the power and mounts the disk again
 //! (the machine restarting). After the last round everything acknowledged is checked once more.
 //! Each engine prints one JSON line of figures.
@@ -50,6 +51,8 @@ const LEDGER_WRITERS: usize = 3;
 const CHAT_WRITERS: usize = 2;
 /// Invite-link writers.
 const LINK_WRITERS: usize = 2;
+/// Players writing storage objects, a new key each time.
+const STORAGE_WRITERS: usize = 2;
 /// Most claims one round's world player makes (a player may own 1,000 towers).
 const CLAIMS_PER_ROUND: usize = 40;
 /// The longest wait for a server to come up or for the load to get going.
@@ -131,6 +134,7 @@ async fn run(mut machine: Machine, engine: Engine) {
             "ledger": all.ledger.len(),
             "messages": all.messages.len(),
             "links": all.links.len(),
+            "objects": all.objects.len(),
             "claims": all.claims.len(),
         })
     );
@@ -148,6 +152,7 @@ async fn run(mut machine: Machine, engine: Engine) {
             && !all.ledger.is_empty()
             && !all.messages.is_empty()
             && !all.links.is_empty()
+            && !all.objects.is_empty()
             && (!world || !all.claims.is_empty()),
         "a kind of write was never acknowledged"
     );
@@ -503,6 +508,8 @@ struct Acknowledged {
     messages: Vec<String>,
     /// (code, long URL).
     links: Vec<(String, String)>,
+    /// (device id of the owner, key, version acknowledged).
+    objects: Vec<(String, String, String)>,
     /// (device id of the player, building claimed).
     claims: Vec<(String, u32)>,
 }
@@ -513,6 +520,7 @@ impl Acknowledged {
             + self.ledger.len()
             + self.messages.len()
             + self.links.len()
+            + self.objects.len()
             + self.claims.len()
     }
 
@@ -521,6 +529,7 @@ impl Acknowledged {
         self.ledger.extend(other.ledger);
         self.messages.extend(other.messages);
         self.links.extend(other.links);
+        self.objects.extend(other.objects);
         self.claims.extend(other.claims);
     }
 }
@@ -603,6 +612,14 @@ impl Load {
             let prefix = format!("{tag}/{t}");
             writers.push(tokio::spawn(write_links(http, links, prefix, tally)));
         }
+        for s in 0..STORAGE_WRITERS {
+            let device = format!("{tag}-storage{s}");
+            let (token, _) = signed_up(http, &base, &device, &tally).await;
+            let (http, base, tally) = (http.clone(), base.clone(), tally.clone());
+            writers.push(tokio::spawn(write_objects(
+                http, base, device, token, tally,
+            )));
+        }
         if world {
             let device = format!("{tag}-world");
             let (token, _) = signed_up(http, &base, &device, &tally).await;
@@ -626,6 +643,7 @@ impl Load {
                     && !a.ledger.is_empty()
                     && !a.messages.is_empty()
                     && !a.links.is_empty()
+                    && !a.objects.is_empty()
             }),
         )
         .await;
@@ -759,6 +777,38 @@ async fn write_ledger(
         };
         let ledger_id = ledger_id.to_owned();
         tally.record(|a| a.ledger.push((device.clone(), key, ledger_id)));
+    }
+}
+
+/// Storage objects of one player, a new key each time.
+async fn write_objects(
+    http: reqwest::Client,
+    base: String,
+    device: String,
+    token: String,
+    tally: Tally,
+) {
+    for i in 0.. {
+        let key = format!("save-{i}");
+        let body = json!({"objects": [{"collection": "pc", "key": key, "value": json!({"i": i}).to_string()}]});
+        let answer = http
+            .put(format!("{base}/v2/storage"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await;
+        let Ok(answer) = answer else { return };
+        if answer.status() != 200 {
+            return;
+        }
+        let Ok(acks) = answer.json::<Value>().await else {
+            return;
+        };
+        let Some(version) = acks["acks"][0]["version"].as_str() else {
+            return;
+        };
+        let version = version.to_owned();
+        tally.record(|a| a.objects.push((device.clone(), key, version)));
     }
 }
 
@@ -956,6 +1006,47 @@ async fn check(http: &reqwest::Client, node: &Node, acked: &Acknowledged) -> Los
         .collect::<Vec<_>>()
         .await;
     lost.0.extend(links.into_iter().flatten());
+    // Storage objects: each read back at the version it was acknowledged with.
+    let mut by_owner: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for (device, key, version) in &acked.objects {
+        by_owner.entry(device).or_default().push((key, version));
+    }
+    let objects = futures_util::stream::iter(by_owner)
+        .map(|(device, objects)| async move {
+            let mut stored = HashMap::new();
+            if let Some((token, user)) = authenticate(http, base, device, false).await {
+                for chunk in objects.chunks(100) {
+                    let ids: Vec<Value> = chunk
+                        .iter()
+                        .map(|(key, _)| json!({"collection": "pc", "key": key, "user_id": user}))
+                        .collect();
+                    let read = http
+                        .post(format!("{base}/v2/storage"))
+                        .bearer_auth(&token)
+                        .json(&json!({ "object_ids": ids }))
+                        .send()
+                        .await;
+                    if let Ok(read) = read {
+                        let body: Value = read.json().await.unwrap_or_default();
+                        for object in body["objects"].as_array().into_iter().flatten() {
+                            stored.insert(
+                                object["key"].as_str().unwrap_or_default().to_owned(),
+                                object["version"].as_str().unwrap_or_default().to_owned(),
+                            );
+                        }
+                    }
+                }
+            }
+            objects
+                .into_iter()
+                .filter(|(key, version)| stored.get(*key).map(String::as_str) != Some(*version))
+                .map(|(key, _)| format!("object {key} of {device}"))
+                .collect::<Vec<_>>()
+        })
+        .buffer_unordered(CHECKS_AT_ONCE)
+        .collect::<Vec<Vec<String>>>()
+        .await;
+    lost.0.extend(objects.into_iter().flatten());
     // Claims: claiming the building again is refused (409: already claimed).
     let mut claims: HashMap<&str, Vec<u32>> = HashMap::new();
     for (device, building) in &acked.claims {
