@@ -43,28 +43,45 @@ pub fn muster_command(db: &Database) -> Command {
 /// Spawns `command` (a [`muster_command`]) listening on 127.0.0.1:`port`, its output discarded,
 /// and waits until `/healthcheck` answers; panics if it never does.
 pub async fn spawn_listening(mut command: Command, port: u16) -> Child {
+    // Its log goes to a file, so that a server that does not come up says why.
+    let log_path = std::env::temp_dir().join(format!("muster-test-{port}.log"));
+    let log = std::fs::File::create(&log_path).expect("server log");
     let mut child = command
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("spawn muster");
     let http = reqwest::Client::new();
-    for _ in 0..400 {
+    // Up to 30 s: a start after a crash on a busy machine (recovery, migrations) can be slow.
+    let mut exited = None;
+    for _ in 0..1200 {
         if http
             .get(format!("http://127.0.0.1:{port}/healthcheck"))
             .send()
             .await
             .is_ok()
         {
+            let _ = std::fs::remove_file(&log_path);
             return child;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            exited = Some(status);
+            break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("muster did not start listening on {port}");
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(30).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    panic!(
+        "muster did not start listening on {port} ({}); its log ends:\n{}",
+        exited.map_or("still running".to_string(), |s| format!("exited: {s}")),
+        tail.join("\n")
+    );
 }
 
 /// A `muster` binary serving on 127.0.0.1; killed (SIGKILL) when dropped.
