@@ -235,6 +235,20 @@ fn is_json_object(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.is_object())
 }
 
+/// A submission's metadata (a JSON object when given) and operator override (0 to 4), as Nakama
+/// checks them.
+fn check_submission(metadata: Option<&str>, operator: i32) -> Result<(), LeaderboardError> {
+    if metadata.is_some_and(|m| !is_json_object(m)) {
+        return Err(LeaderboardError::Invalid(
+            "Metadata value must be JSON, if provided.".into(),
+        ));
+    }
+    if !(0..=4).contains(&operator) {
+        return Err(LeaderboardError::Invalid("Invalid operator value.".into()));
+    }
+    Ok(())
+}
+
 fn check_id(id: &str) -> Result<(), LeaderboardError> {
     if id.is_empty() || id.len() > MAX_ID_BYTES {
         return Err(LeaderboardError::Invalid("Invalid leaderboard ID.".into()));
@@ -455,26 +469,42 @@ impl Leaderboards {
         Ok(created)
     }
 
-    /// Tells the other nodes of a record as the database answered it.
-    async fn tell_record(
+    /// Ranks a record as the database answered it, on this node and, told over the bus, on
+    /// the others.
+    async fn ranked(
         &self,
-        id: &str,
-        expiry: i64,
-        owner: Uuid,
-        score: i64,
-        subscore: i64,
-        num_score: i32,
-    ) {
+        board: &Board,
+        row: LeaderboardRecordRow,
+    ) -> Result<Record, LeaderboardError> {
+        let descending = board.descending();
+        let rank = self
+            .ranks
+            .with(
+                self.store.as_ref(),
+                &row.leaderboard_id,
+                row.expiry_time,
+                |ranks| {
+                    ranks.put(
+                        row.owner_id,
+                        row.score,
+                        row.subscore,
+                        row.num_score,
+                        descending,
+                    )
+                },
+            )
+            .await?;
         self.tell(Change::Record {
             node: self.node().to_string(),
-            id: id.to_string(),
-            expiry,
-            owner,
-            score,
-            subscore,
-            num_score,
+            id: row.leaderboard_id.clone(),
+            expiry: row.expiry_time,
+            owner: row.owner_id,
+            score: row.score,
+            subscore: row.subscore,
+            num_score: row.num_score,
         })
         .await;
+        Ok(Record { row, rank })
     }
 
     /// Deletes a leaderboard and every record of it.
@@ -528,14 +558,7 @@ impl Leaderboards {
                 "Leaderboard only allows authoritative score submissions.",
             ));
         }
-        if metadata.as_deref().is_some_and(|m| !is_json_object(m)) {
-            return Err(LeaderboardError::Invalid(
-                "Metadata value must be JSON, if provided.".into(),
-            ));
-        }
-        if !(0..=4).contains(&operator) {
-            return Err(LeaderboardError::Invalid("Invalid operator value.".into()));
-        }
+        check_submission(metadata.as_deref(), operator)?;
         let expiry_time = board.period_end(self.clock.now_secs());
         let row = self
             .store
@@ -551,23 +574,7 @@ impl Leaderboards {
                 now_ms: self.clock.now_ms(),
             })
             .await?;
-        let descending = board.descending();
-        let rank = self
-            .ranks
-            .with(self.store.as_ref(), id, expiry_time, |ranks| {
-                ranks.put(owner, row.score, row.subscore, row.num_score, descending)
-            })
-            .await?;
-        self.tell_record(
-            id,
-            expiry_time,
-            owner,
-            row.score,
-            row.subscore,
-            row.num_score,
-        )
-        .await;
-        Ok(Record { row, rank })
+        self.ranked(&board, row).await
     }
 
     /// Deletes `owner`'s record of the current period (nothing to delete is no error).

@@ -13,7 +13,7 @@ use chrono::DateTime;
 use uuid::Uuid;
 
 use super::{
-    check_id, is_json_object, parse_metadata, parse_operator, parse_schedule, parse_sort_order,
+    check_id, check_submission, parse_metadata, parse_operator, parse_schedule, parse_sort_order,
     Board, Caller, LeaderboardError, Leaderboards, Record,
 };
 use crate::store::{
@@ -165,6 +165,23 @@ impl Board {
     }
 }
 
+/// The record a join creates: no score, no submission yet.
+fn joined_row(id: &str, expiry_time: i64, owner: Uuid) -> crate::store::LeaderboardRecordRow {
+    crate::store::LeaderboardRecordRow {
+        leaderboard_id: id.to_string(),
+        expiry_time,
+        owner_id: owner,
+        username: String::new(),
+        score: 0,
+        subscore: 0,
+        num_score: 0,
+        max_num_score: 0,
+        metadata: "{}".into(),
+        create_time_ms: 0,
+        update_time_ms: 0,
+    }
+}
+
 fn refused(refusal: TournamentRefusal, joining: bool) -> LeaderboardError {
     match (refusal, joining) {
         (TournamentRefusal::Full, true) => LeaderboardError::Invalid(
@@ -296,13 +313,8 @@ impl Leaderboards {
             .await?
             .map_err(|refusal| refused(refusal, true))?;
         if joined {
-            let descending = board.descending();
-            self.ranks
-                .with(self.store.as_ref(), id, deadlines.expiry, |ranks| {
-                    ranks.put(owner, 0, 0, 0, descending)
-                })
+            self.ranked(&board, joined_row(id, deadlines.expiry, owner))
                 .await?;
-            self.tell_record(id, deadlines.expiry, owner, 0, 0, 0).await;
         }
         Ok(())
     }
@@ -321,14 +333,7 @@ impl Leaderboards {
         operator: i32,
     ) -> Result<Record, LeaderboardError> {
         let board = self.tournament(id)?;
-        if metadata.as_deref().is_some_and(|m| !is_json_object(m)) {
-            return Err(LeaderboardError::Invalid(
-                "Metadata value must be JSON, if provided.".into(),
-            ));
-        }
-        if !(0..=4).contains(&operator) {
-            return Err(LeaderboardError::Invalid("Invalid operator value.".into()));
-        }
+        check_submission(metadata.as_deref(), operator)?;
         let now = self.clock.now_secs();
         let end = board.def.tournament.end_time;
         if end > 0 && end <= now {
@@ -365,23 +370,7 @@ impl Leaderboards {
             )
             .await?
             .map_err(|refusal| refused(refusal, false))?;
-        let descending = board.descending();
-        let rank = self
-            .ranks
-            .with(self.store.as_ref(), id, deadlines.expiry, |ranks| {
-                ranks.put(owner, row.score, row.subscore, row.num_score, descending)
-            })
-            .await?;
-        self.tell_record(
-            id,
-            deadlines.expiry,
-            owner,
-            row.score,
-            row.subscore,
-            row.num_score,
-        )
-        .await;
-        Ok(Record { row, rank })
+        self.ranked(&board, row).await
     }
 
     /// A page of the tournament's records (of the current period, or the one ending at

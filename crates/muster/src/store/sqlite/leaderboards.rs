@@ -111,17 +111,18 @@ fn put(conn: &Connection, next: &LeaderboardRecordRow) -> Result<(), StoreError>
     .map_err(db_error)
 }
 
-/// How many records the period holds.
-fn period_size(
-    conn: &Connection,
-    leaderboard_id: &str,
-    expiry_time: i64,
-) -> Result<i64, StoreError> {
-    conn.prepare_cached(
-        "SELECT count(*) FROM leaderboard_records WHERE leaderboard_id = ?1 AND expiry_time = ?2",
-    )
-    .and_then(|mut s| s.query_row(params![leaderboard_id, expiry_time], |r| r.get(0)))
-    .map_err(db_error)
+/// Whether `w`'s period holds `max_size` records already (never, without a bound).
+fn is_full(conn: &Connection, w: &RecordWrite, rules: TournamentRules) -> Result<bool, StoreError> {
+    if rules.max_size <= 0 {
+        return Ok(false);
+    }
+    let size: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM leaderboard_records WHERE leaderboard_id = ?1 AND expiry_time = ?2",
+        )
+        .and_then(|mut s| s.query_row(params![w.leaderboard_id, w.expiry_time], |r| r.get(0)))
+        .map_err(db_error)?;
+    Ok(size >= i64::from(rules.max_size))
 }
 
 /// A new record of `w`'s period, before any score.
@@ -161,9 +162,7 @@ fn write_tournament_record(
         }
         None if rules.join_required => return Ok(Err(TournamentRefusal::NotJoined)),
         None => {
-            if rules.max_size > 0
-                && period_size(conn, &w.leaderboard_id, w.expiry_time)? >= i64::from(rules.max_size)
-            {
+            if is_full(conn, w, rules)? {
                 return Ok(Err(TournamentRefusal::Full));
             }
             fresh(w, rules.max_num_score)
@@ -204,9 +203,7 @@ fn join_tournament(
     {
         return Ok(Ok(false));
     }
-    if rules.max_size > 0
-        && period_size(conn, &w.leaderboard_id, w.expiry_time)? >= i64::from(rules.max_size)
-    {
+    if is_full(conn, w, rules)? {
         return Ok(Err(TournamentRefusal::Full));
     }
     put(conn, &fresh(w, rules.max_num_score))?;
