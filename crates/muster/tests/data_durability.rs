@@ -47,14 +47,18 @@ async fn acknowledged_storage_and_leaderboard_writes_survive_kill_9(backend: Bac
     }
     let tallies: Arc<Vec<Mutex<Tally>>> =
         Arc::new((0..USERS).map(|_| Mutex::new(Tally::default())).collect());
+    // Ticks at each acknowledged write: the kill waits on it, not on a timer.
+    let (ticks, mut acknowledged) = tokio::sync::watch::channel(0usize);
+    let ticks = Arc::new(ticks);
     let writers: Vec<_> = (0..USERS * 2)
         .map(|w| {
             let user = w % USERS;
-            let (http, base, token, tallies) = (
+            let (http, base, token, tallies, ticks) = (
                 http.clone(),
                 running.base(),
                 tokens[user].clone(),
                 tallies.clone(),
+                ticks.clone(),
             );
             tokio::spawn(async move {
                 for i in 0..100_000 {
@@ -101,6 +105,7 @@ async fn acknowledged_storage_and_leaderboard_writes_survive_kill_9(backend: Bac
                     if !sent {
                         return;
                     }
+                    ticks.send_modify(|n| *n += 1);
                 }
             })
         })
@@ -115,12 +120,11 @@ async fn acknowledged_storage_and_leaderboard_writes_survive_kill_9(backend: Bac
             })
             .sum()
     };
-    for _ in 0..400 {
-        if acked(&tallies) >= 1500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let _ = tokio::time::timeout(
+        Duration::from_secs(20),
+        acknowledged.wait_for(|n| *n >= 1500),
+    )
+    .await;
     let mut running = running;
     running.kill9();
     for writer in writers {
