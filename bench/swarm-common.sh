@@ -220,23 +220,28 @@ stop_postgres() {
   PG_DIR=""
 }
 
-# start_muster_on ENGINE PORT DIR: like start_muster, with the database the engine needs (a fresh
-# database in the private PostgreSQL for `postgres`); LOG is Muster's log filter (default warn).
+# start_muster_on ENGINE PORT DIR [CONFIG] [DB]: like start_muster, with the database the engine
+# needs: for `postgres`, the database DB of the private PostgreSQL when given (it exists), else a
+# fresh one; for `sqlite`, the one in DIR. CONFIG: a settings file. LOG is Muster's log filter
+# (default warn).
 start_muster_on() {
-  local engine=$1 port=$2 data=$3
+  local engine=$1 port=$2 data=$3 config=${4:-} db=${5:-}
   mkdir -p "$data"
   local url=""
   if [ "$engine" = postgres ]; then
-    local db="bench_$(basename "$data" | tr -c 'a-z0-9\n' '_')"
-    "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE $db" >/dev/null
+    if [ -z "$db" ]; then
+      db="bench_$(basename "$data" | tr -c 'a-z0-9\n' '_')"
+      "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE $db" >/dev/null
+    fi
     url="postgres://postgres@127.0.0.1:$PG_PORT/$db"
   fi
+  local args=(serve --listen "127.0.0.1:$port" --data-dir "$data" --log "${LOG:-warn}")
+  [ -n "$config" ] && args+=(--config "$config")
   limits_off
   env "${LIMITS_OFF[@]}" MUSTER_DATABASE_URL="$url" \
     MUSTER_ROOMS__TCP_LISTEN="${MUSTER_ROOMS__TCP_LISTEN:-127.0.0.1:0}" \
   MUSTER_ENET__LISTEN="${MUSTER_ENET__LISTEN:-127.0.0.1:0}" \
-    "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --log "${LOG:-warn}" \
-    >"$data/muster.log" 2>&1 &
+    "$muster_bin" "${args[@]}" >>"$data/muster.log" 2>&1 &
   MUSTER_PID=$!
   wait_for_muster "$port" "$data"
 }

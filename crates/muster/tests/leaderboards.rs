@@ -448,10 +448,18 @@ async fn listings_page_both_ways_with_owner_records(backend: Backend) {
 
 async fn records_around_an_owner(backend: Backend) {
     let db = Database::new(backend).await;
-    let server = start(&db, vec![board("around", "desc", "best")]).await;
+    let server = start(
+        &db,
+        vec![
+            board("around", "desc", "best"),
+            board("laps", "asc", "best"),
+        ],
+    )
+    .await;
     let p = players(&server, "around", 9).await;
     for (i, (token, _)) in p.iter().enumerate() {
         submit(&server, token, "around", json!({"score": 1000 - i as i64})).await;
+        submit(&server, token, "laps", json!({"score": 100 + i as i64})).await;
     }
     let viewer = &p[0].0;
     let around =
@@ -480,6 +488,20 @@ async fn records_around_an_owner(backend: Backend) {
             .map(|r| r.2)
             .collect::<Vec<_>>(),
         [6, 7, 8, 9]
+    );
+    // On an ascending board the lowest score ranks first, and the window follows.
+    let (_, laps) = get(
+        &server,
+        viewer,
+        &format!("/v2/leaderboard/laps/owner/{}?limit=5", p[1].1),
+    )
+    .await;
+    assert_eq!(
+        ranked(&laps, "records")
+            .iter()
+            .map(|r| r.2)
+            .collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
     );
     // Its cursors page on from there.
     let next = mid["next_cursor"].as_str().expect("next");

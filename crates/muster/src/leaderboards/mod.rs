@@ -724,37 +724,22 @@ impl Leaderboards {
             return self.list(id, Vec::new(), Some(limit), cursor, expiry).await;
         }
         let expiry_time = self.period(&board, expiry);
-        let Some(mine) = self
+        let Some(around) = self
             .store
-            .records_of(id.to_string(), expiry_time, vec![owner])
+            .records_around(id.to_string(), expiry_time, owner, limit)
             .await?
-            .pop()
         else {
             return Ok(RecordList::default());
         };
-        let descending = board.descending();
-        let at = crate::store::RecordPosition {
-            score: mine.score,
-            subscore: mine.subscore,
-            owner_id: owner,
-        };
+        let mine = around.mine;
         // Up to `limit` on each side, then a window of `limit` with the owner as near the middle
         // as the records allow.
-        let mut better = self
-            .store
-            .list_records(
-                id.to_string(),
-                expiry_time,
-                Some(at.clone()),
-                !descending,
-                limit,
-            )
-            .await?;
+        let (mut better, worse) = if board.descending() {
+            (around.after, around.before)
+        } else {
+            (around.before, around.after)
+        };
         better.reverse();
-        let worse = self
-            .store
-            .list_records(id.to_string(), expiry_time, Some(at), descending, limit)
-            .await?;
         let mut above = better.len().min((limit - 1) / 2);
         let below = worse.len().min(limit - 1 - above);
         above = better.len().min(limit - 1 - below);

@@ -496,6 +496,17 @@ pub struct RecordPosition {
     pub owner_id: Uuid,
 }
 
+/// An owner's record and its neighbours in ascending (score, subscore, owner) order, each side
+/// nearest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordsAround {
+    pub mine: LeaderboardRecordRow,
+    /// Records after the owner's, nearest first.
+    pub after: Vec<LeaderboardRecordRow>,
+    /// Records before the owner's, nearest first.
+    pub before: Vec<LeaderboardRecordRow>,
+}
+
 /// Leaderboards and their records. Each write is durable when its future resolves.
 #[async_trait]
 pub trait LeaderboardStore: Send + Sync {
@@ -530,6 +541,16 @@ pub trait LeaderboardStore: Send + Sync {
         descending: bool,
         limit: usize,
     ) -> Result<Vec<LeaderboardRecordRow>, StoreError>;
+
+    /// The owner's record of the period and up to `limit` records on each side of it, read
+    /// together (one read, one round trip); `None` when the owner has none.
+    async fn records_around(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+        limit: usize,
+    ) -> Result<Option<RecordsAround>, StoreError>;
 
     /// The records of the period owned by `owners` (in no particular order).
     async fn records_of(

@@ -13,8 +13,8 @@ use uuid::Uuid;
 use super::writer::{key_of, Write};
 use super::{db_error, prepared, PostgresStore};
 use crate::store::{
-    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite, ScoreOp,
-    StoreError, TournamentFields, TournamentRefusal, TournamentRules,
+    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite,
+    RecordsAround, ScoreOp, StoreError, TournamentFields, TournamentRefusal, TournamentRules,
 };
 
 const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, score, subscore,
@@ -528,6 +528,70 @@ impl LeaderboardStore for PostgresStore {
         self.metrics
             .observe_db("leaderboard_record_list", started.elapsed());
         Ok(rows.iter().map(record).collect())
+    }
+
+    async fn records_around(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+        limit: usize,
+    ) -> Result<Option<RecordsAround>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // One round trip: the owner's record (part 0), the records after it (1) and before it
+        // (2), each side nearest first once sorted below.
+        let statement = prepared(
+            &client,
+            &format!(
+                // Each side a lateral subquery, so that its row comparison with the owner's
+                // record is an index condition (as a plain join it is a filter over the period).
+                "WITH me AS (
+                    SELECT {RECORD_COLUMNS} FROM leaderboard_records
+                    WHERE leaderboard_id = $1 AND expiry_time = $2 AND owner_id = $3
+                 )
+                 SELECT {RECORD_COLUMNS}, 0::int2 FROM me
+                 UNION ALL
+                 SELECT r.*, 1::int2 FROM me CROSS JOIN LATERAL (
+                    SELECT {RECORD_COLUMNS} FROM leaderboard_records x
+                    WHERE x.leaderboard_id = $1 AND x.expiry_time = $2
+                      AND (x.score, x.subscore, x.owner_id) > (me.score, me.subscore, me.owner_id)
+                    ORDER BY x.score, x.subscore, x.owner_id LIMIT $4) r
+                 UNION ALL
+                 SELECT r.*, 2::int2 FROM me CROSS JOIN LATERAL (
+                    SELECT {RECORD_COLUMNS} FROM leaderboard_records x
+                    WHERE x.leaderboard_id = $1 AND x.expiry_time = $2
+                      AND (x.score, x.subscore, x.owner_id) < (me.score, me.subscore, me.owner_id)
+                    ORDER BY x.score DESC, x.subscore DESC, x.owner_id DESC LIMIT $4) r"
+            ),
+        )
+        .await?;
+        let rows = client
+            .query(
+                &statement,
+                &[&leaderboard_id, &expiry_time, &owner_id, &limit],
+            )
+            .await
+            .map_err(db_error)?;
+        self.metrics
+            .observe_db("leaderboard_record_around", started.elapsed());
+        let (mut mine, mut after, mut before) = (None, Vec::new(), Vec::new());
+        for row in &rows {
+            match row.get::<_, i16>(11) {
+                0 => mine = Some(record(row)),
+                1 => after.push(record(row)),
+                _ => before.push(record(row)),
+            }
+        }
+        let key = |r: &LeaderboardRecordRow| (r.score, r.subscore, r.owner_id);
+        after.sort_by_key(key);
+        before.sort_by_key(|r| std::cmp::Reverse(key(r)));
+        Ok(mine.map(|mine| RecordsAround {
+            mine,
+            after,
+            before,
+        }))
     }
 
     async fn records_of(

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::{db_error, parse_uuid, SqliteStore};
 use crate::store::{
-    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite, ScoreOp,
-    StoreError, TournamentFields, TournamentRefusal, TournamentRules,
+    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite,
+    RecordsAround, ScoreOp, StoreError, TournamentFields, TournamentRefusal, TournamentRules,
 };
 
 const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, score, subscore,
@@ -44,6 +44,57 @@ fn records(
             Ok(row)
         })
         .collect()
+}
+
+/// Up to `limit` records of the period in ascending order after `position` (from the start
+/// without one), or in descending order before it when `descending`.
+fn list(
+    conn: &Connection,
+    leaderboard_id: &str,
+    expiry_time: i64,
+    position: Option<&RecordPosition>,
+    descending: bool,
+    limit: usize,
+) -> Result<Vec<LeaderboardRecordRow>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let order = if descending { "DESC" } else { "ASC" };
+    let rows = match position {
+        None => conn
+            .prepare_cached(&format!(
+                "SELECT {RECORD_COLUMNS} FROM leaderboard_records
+                 WHERE leaderboard_id = ?1 AND expiry_time = ?2
+                 ORDER BY score {order}, subscore {order}, owner_id {order} LIMIT ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(params![leaderboard_id, expiry_time, limit], record)?
+                    .collect::<Result<Vec<_>, _>>()
+            }),
+        Some(at) => {
+            let cmp = if descending { "<" } else { ">" };
+            conn.prepare_cached(&format!(
+                "SELECT {RECORD_COLUMNS} FROM leaderboard_records
+                 WHERE leaderboard_id = ?1 AND expiry_time = ?2
+                   AND (score, subscore, owner_id) {cmp} (?4, ?5, ?6)
+                 ORDER BY score {order}, subscore {order}, owner_id {order} LIMIT ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(
+                    params![
+                        leaderboard_id,
+                        expiry_time,
+                        limit,
+                        at.score,
+                        at.subscore,
+                        at.owner_id.to_string()
+                    ],
+                    record,
+                )?
+                .collect::<Result<Vec<_>, _>>()
+            })
+        }
+    }
+    .map_err(db_error)?;
+    records(rows)
 }
 
 fn current(
@@ -402,45 +453,42 @@ impl LeaderboardStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<LeaderboardRecordRow>, StoreError> {
         self.read("leaderboard_record_list", move |conn| {
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let order = if descending { "DESC" } else { "ASC" };
-            let rows = match &position {
-                None => conn
-                    .prepare_cached(&format!(
-                        "SELECT {RECORD_COLUMNS} FROM leaderboard_records
-                         WHERE leaderboard_id = ?1 AND expiry_time = ?2
-                         ORDER BY score {order}, subscore {order}, owner_id {order} LIMIT ?3"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_map(params![leaderboard_id, expiry_time, limit], record)?
-                            .collect::<Result<Vec<_>, _>>()
-                    }),
-                Some(at) => {
-                    let cmp = if descending { "<" } else { ">" };
-                    conn.prepare_cached(&format!(
-                        "SELECT {RECORD_COLUMNS} FROM leaderboard_records
-                         WHERE leaderboard_id = ?1 AND expiry_time = ?2
-                           AND (score, subscore, owner_id) {cmp} (?4, ?5, ?6)
-                         ORDER BY score {order}, subscore {order}, owner_id {order} LIMIT ?3"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_map(
-                            params![
-                                leaderboard_id,
-                                expiry_time,
-                                limit,
-                                at.score,
-                                at.subscore,
-                                at.owner_id.to_string()
-                            ],
-                            record,
-                        )?
-                        .collect::<Result<Vec<_>, _>>()
-                    })
-                }
-            }
-            .map_err(db_error)?;
-            records(rows)
+            list(
+                conn,
+                &leaderboard_id,
+                expiry_time,
+                position.as_ref(),
+                descending,
+                limit,
+            )
+        })
+        .await
+    }
+
+    async fn records_around(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+        limit: usize,
+    ) -> Result<Option<RecordsAround>, StoreError> {
+        self.read("leaderboard_record_around", move |conn| {
+            let Some(mine) = current(conn, &leaderboard_id, expiry_time, &owner_id.to_string())?
+            else {
+                return Ok(None);
+            };
+            let at = RecordPosition {
+                score: mine.score,
+                subscore: mine.subscore,
+                owner_id,
+            };
+            let after = list(conn, &leaderboard_id, expiry_time, Some(&at), false, limit)?;
+            let before = list(conn, &leaderboard_id, expiry_time, Some(&at), true, limit)?;
+            Ok(Some(RecordsAround {
+                mine,
+                after,
+                before,
+            }))
         })
         .await
     }
