@@ -14,9 +14,11 @@
 # Usage: bench/storage.sh
 #   env: RATES="10000 20000 30000" PLAYERS=4000 RAMP_S=10 HOLD_S=20 READ_RATIO=0.5 KEYS=4
 #        VALUE_BYTES=200 ENGINES="sqlite postgres" WORKERS=2 RUNS=1 LOG=warn KEEP=0
+#        PGBENCH_CLIENTS=4 PGBENCH_S=10
 # PostgreSQL is started privately on 127.0.0.1 (as scripts/test does) with its durable defaults
 # (fsync on, synchronous_commit on): acknowledged writes are on disk, as on SQLite. PG_OPTS adds
-# server settings (before issue 25 this bench ran it with "-c shared_buffers=256MB").
+# server settings. With PostgreSQL, the physical reference follows in the same sitting: pgbench
+# running Muster's own storage write statement and a bare upsert (bench/pgbench-statements.py).
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 RATES=${RATES:-"10000 20000 30000"}
@@ -106,8 +108,26 @@ for engine in $ENGINES; do
   done
 done
 
+# The physical reference on PostgreSQL, in the same sitting: pgbench running Muster's own storage
+# write statement, and a bare upsert of the same row, on a table of the same schema
+# (PGBENCH_CLIENTS clients, PGBENCH_S seconds, RUNS runs each; every transaction its own commit).
+if [ "$ENGINES" != "${ENGINES/postgres/}" ]; then
+  "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE bench_reference" >/dev/null
+  "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d bench_reference \
+    -f "$root/crates/muster/src/store/migrations/postgres/0009_storage_objects.sql" >/dev/null
+  mkdir -p "$work/pgbench"
+  "$root/bench/pgbench-statements.py" storage "$work/pgbench"
+  for run in $(seq 1 "$RUNS"); do
+    for script in muster bare; do
+      "$PG_BIN/pgbench" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres \
+        -c "${PGBENCH_CLIENTS:-4}" -j 2 -T "${PGBENCH_S:-10}" -f "$work/pgbench/$script.sql" \
+        bench_reference 2>/dev/null | awk '/^tps/ {print $3}' >"$work/pgbench/$script-$run" || true
+    done
+  done
+fi
+
 python3 - "$work" "$ENGINES" "$RATES" "$RUNS" "$P95_BAR_MS" "$PLAYERS" "$HOLD_S" <<'PY'
-import json, re, statistics, sys
+import glob, json, re, statistics, sys
 work, engines, rates, runs, bar = sys.argv[1], sys.argv[2].split(), [int(r) for r in sys.argv[3].split()], int(sys.argv[4]), float(sys.argv[5])
 players, hold = int(sys.argv[6]), int(sys.argv[7])
 
@@ -185,6 +205,16 @@ for engine in engines:
                        "readsPerSThere": best["readsPerS"] if best else 0,
                        "atOffered": best["offered"] if best else None,
                        "p95MsThere": best["p95Ms"] if best else None, "byRate": per_rate}
+reference = {}
+for script in ("muster", "bare"):
+    tps = [float(open(p).read() or 0) for p in sorted(glob.glob(f"{work}/pgbench/{script}-*"))]
+    if tps:
+        reference[script + "StatementTps"] = round(med(tps))
+        reference[script + "StatementRuns"] = [round(x) for x in tps]
+if reference and "postgres" in summary and summary["postgres"]["writesPerSThere"]:
+    writes = summary["postgres"]["writesPerSThere"]
+    reference["postgresWritesVsMusterStatement"] = round(writes / max(1, reference.get("musterStatementTps", 0)), 2)
+    reference["postgresWritesVsBareUpsert"] = round(writes / max(1, reference.get("bareStatementTps", 0)), 2)
 print(json.dumps({"bench": "storage", "players": players, "holdS": hold, "writeP95BarMs": bar,
-                  "summary": summary, "steps": steps}, indent=2))
+                  "summary": summary, "pgbenchReference": reference, "steps": steps}, indent=2))
 PY
