@@ -36,6 +36,19 @@ test("sessionRefresh gives a new, working session token for the same user", asyn
   assert.equal(account.user.username, username);
 });
 
+test("a refresh leaves the old session token working, as Nakama does; the used refresh token is refused", async () => {
+  const session = await client.authenticateDevice(uniq("device"), true, uniqName("rk"));
+  const before = Session.restore(session.token, session.refresh_token);
+  const refreshed = await client.sessionRefresh(Session.restore(session.token, session.refresh_token));
+  // A request in flight with the old token still succeeds.
+  const account = await client.getAccount(before);
+  assert.equal(account.user.id, session.user_id);
+  assert.notEqual(refreshed.refresh_token, before.refresh_token);
+  // A refresh token works once (session.refresh_token_single_use, on by default).
+  await expectHttpError(client.sessionRefresh(Session.restore(before.token, before.refresh_token)), 401);
+  await client.sessionRefresh(Session.restore(refreshed.token, refreshed.refresh_token));
+});
+
 test("sessionRefresh carries new vars into the token", async () => {
   const session = await client.authenticateCustom(uniq("custom"), true, undefined, { a: "1" });
   assert.deepEqual(session.vars, { a: "1" });

@@ -501,11 +501,14 @@ async fn housekeeping(state: AppState) {
     }
 }
 
-/// Logs to stderr with `filter` (overridden by RUST_LOG when set).
-pub fn init_logging(filter: &str) {
+/// Logs to stderr with `filter` (overridden by RUST_LOG when set), as text or as JSON lines.
+pub fn init_logging(filter: &str, format: crate::base::config::LogFormat) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_owned());
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        crate::base::config::LogFormat::Text => builder.try_init(),
+        crate::base::config::LogFormat::Json => builder.json().try_init(),
+    };
 }

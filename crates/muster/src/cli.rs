@@ -1,17 +1,15 @@
-//! The `muster` binary: parses flags and calls the library. `muster` alone serves.
+//! The `muster` command line: flags, settings, logging, the open-file limit, the async runtime,
+//! and every command (`serve`, `migrate`, `config`, `world`, `autoscale`). The `muster` binary is
+//! [`main_with`] with no game logic of its own; a studio's binary calls it with its own
+//! (docs/extending.md) and keeps all of the above.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use muster::base::config::{Config, EXAMPLE_TOML};
 
-/// jemalloc rather than glibc's malloc: a durable write is allocated on a socket's task and freed
-/// on the database writer thread, and its answer the other way round, which glibc serves from its
-/// locked slow path (~4 µs of CPU per economy call). jemalloc cost 4.6 µs less per call at
-/// 20,000 calls/s and 2 % more memory for 18,000 idle sockets (bench/RESULTS.md).
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+use crate::app::GameLogic;
+use crate::base::config::{Config, EXAMPLE_TOML};
 
 #[derive(Parser)]
 #[command(
@@ -161,7 +159,7 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
         ..RunSettings::new(args.sources.clone())
     };
     settings.validate()?;
-    muster::app::init_logging("info");
+    crate::app::init_logging("info", Default::default());
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let bind = |address: String, flag: &'static str| async move {
@@ -177,7 +175,7 @@ fn autoscale_run(args: &RunArgs) -> Result<(), String> {
             grpc,
             http,
             args.api_token.clone(),
-            muster::app::termination(),
+            crate::app::termination(),
         )
         .await
     })
@@ -277,7 +275,9 @@ impl Settings {
     }
 }
 
-fn main() -> ExitCode {
+/// Runs the command line given to this process, serving `game` (the studio's match handlers and
+/// server functions) when the command is `serve` or none; returns the process's exit code.
+pub fn main_with(game: GameLogic) -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::Config) => {
@@ -285,7 +285,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Some(Command::FleetExec { parent, command }) => {
-            let why = muster::fleet::exec::become_game_server(*parent, command);
+            let why = crate::fleet::exec::become_game_server(*parent, command);
             eprintln!("muster fleet-exec: {why}");
             return ExitCode::from(127);
         }
@@ -314,11 +314,11 @@ fn main() -> ExitCode {
     if let Some(Command::World { command }) = &cli.command {
         let result = match command {
             WorldCommand::Seed { force } => {
-                muster::world::seed_offline(&config.world, &config.data_dir, *force)
+                crate::world::seed_offline(&config.world, &config.data_dir, *force)
             }
-            WorldCommand::Stats => muster::world::stats_offline(&config.world, &config.data_dir),
+            WorldCommand::Stats => crate::world::stats_offline(&config.world, &config.data_dir),
             WorldCommand::Checkpoint => {
-                muster::world::checkpoint_offline(&config.world, &config.data_dir)
+                crate::world::checkpoint_offline(&config.world, &config.data_dir)
             }
         };
         return match result {
@@ -332,7 +332,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    muster::app::init_logging(&config.log);
+    crate::app::init_logging(&config.log, config.log_format);
     // Every socket is a file: take the whole allowance the system grants (soft up to hard).
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::debug!(limit, "open file limit"),
@@ -353,11 +353,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Some(Command::Migrate) => {
-                let (applied, version) = muster::store::migrate(&config).await?;
+                let (applied, version) = crate::store::migrate(&config).await?;
                 println!("applied {applied} migration(s); schema at version {version}");
                 Ok(())
             }
-            _ => muster::app::serve(config).await,
+            _ => crate::app::serve_with(config, game).await,
         }
     });
     match result {

@@ -11,6 +11,7 @@ on_both_backends!(
     email_authentication,
     server_key_is_required,
     refresh_rotates_tokens,
+    reusable_refresh_tokens_work_until_logout,
     logout_revokes_and_survives_restart,
     account_read_and_update,
     bad_requests_get_clear_errors,
@@ -287,16 +288,52 @@ async fn refresh_rotates_tokens(backend: Backend) {
     assert_eq!(claims(new_token)["vrs"]["k"], "v");
     assert_eq!(server.get_with_token("/v2/account", new_token).await.0, 200);
 
-    // The used refresh token, and the session token of its pair, are now revoked.
+    // The used refresh token works no more; the session token it replaced works on until it
+    // expires (as in Nakama: a refresh while requests are in flight breaks none of them).
     let reused = refresh(&server, &refresh_token, json!({})).await;
     assert!(assert_error(&reused, 401, 16).contains("revoked"));
-    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+    assert_eq!(server.get_with_token("/v2/account", &token).await.0, 200);
+    // The new refresh token works (once).
+    let next = renewed["refresh_token"].as_str().expect("refresh token");
+    assert_eq!(refresh(&server, next, json!({})).await.0, 200);
+    assert_error(&refresh(&server, next, json!({})).await, 401, 16);
 
     // A session token is not a refresh token (different signing key).
     let confused = refresh(&server, new_token, json!({})).await;
     assert_error(&confused, 401, 16);
     assert_error(&refresh(&server, "", json!({})).await, 400, 3);
     assert_error(&refresh(&server, "not.a.jwt", json!({})).await, 401, 16);
+}
+
+/// `session.refresh_token_single_use = false`: a refresh token works until it expires, as in
+/// Nakama, and a logout of its pair still ends it.
+async fn reusable_refresh_tokens_work_until_logout(backend: Backend) {
+    let db = Database::new(backend).await;
+    let mut config = db.config();
+    config.session.refresh_token_single_use = false;
+    let server = TestServer::start(config).await;
+    let (token, refresh_token) = server.device_session("device-reuse-1").await;
+    for _ in 0..3 {
+        let (status, renewed) = refresh(&server, &refresh_token, json!({})).await;
+        assert_eq!(status, 200, "{renewed}");
+    }
+    assert_eq!(server.get_with_token("/v2/account", &token).await.0, 200);
+    let response = server
+        .http
+        .post(server.url("/v2/session/logout"))
+        .bearer_auth(&token)
+        .json(&json!({"token": token, "refresh_token": refresh_token}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 200);
+    assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);
+    server.stop().await.expect("stop");
+    // After a restart too (the decision is the store's, not a node's memory).
+    let mut config = db.config();
+    config.session.refresh_token_single_use = false;
+    let server = TestServer::start(config).await;
+    assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);
 }
 
 async fn logout_revokes_and_survives_restart(backend: Backend) {
@@ -658,8 +695,9 @@ async fn revocations_reach_other_nodes_and_expire(backend: Backend) {
         .revocations_since(i64::MIN, i64::MIN)
         .await
         .expect("read");
-    assert_eq!(stored.len(), 1);
-    assert_eq!(stored[0].0.token_id, session.tid);
+    // The pair's id (its session token) and its refresh id (its refresh token).
+    assert_eq!(stored.len(), 2);
+    assert!(stored.iter().any(|(r, _)| r.token_id == session.tid));
     // Past the refresh token's life the row is pruned.
     clock.advance(Duration::from_secs(config.session.refresh_token_expiry_sec));
     b.reload_revocations().await.expect("reload");

@@ -143,3 +143,48 @@ fn config_command_prints_documented_defaults() {
     let parsed: muster::base::config::Config = toml::from_str(&text).expect("valid TOML");
     assert_eq!(parsed, muster::base::config::Config::default());
 }
+
+#[test]
+fn version_flag_names_the_build() {
+    let output = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("--version")
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("muster {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// `log_format = "json"`: every log line is one JSON object (a start refused for want of
+/// migrations is logged as an error).
+#[tokio::test]
+async fn json_log_lines() {
+    let db = Database::new(Backend::Sqlite).await;
+    let output = muster(&db)
+        .env("MUSTER_DATABASE__MIGRATE_ON_START", "false")
+        .env("MUSTER_LOG_FORMAT", "json")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let logged: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let error = logged
+        .iter()
+        .find(|line| line["level"] == "ERROR")
+        .unwrap_or_else(|| panic!("no error line in {stderr}"));
+    assert!(
+        error["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("muster migrate")),
+        "{error}"
+    );
+    assert!(error["timestamp"].is_string(), "{error}");
+}

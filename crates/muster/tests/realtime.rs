@@ -425,4 +425,16 @@ async fn metrics_count_sockets(backend: Backend) {
     assert_eq!(value("muster_accounts_created_total"), 1.0);
     assert!(text.contains("muster_http_request_duration_seconds_bucket"));
     assert!(text.contains("muster_db_operation_duration_seconds_bucket{op=\"find_or_create\""));
+    // The build and the process: its version, memory, open files and threads.
+    assert!(
+        text.contains(&format!(
+            "muster_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
+    assert!(value("muster_process_resident_memory_bytes") > 1e6);
+    assert!(value("muster_process_open_fds") >= 4.0);
+    assert!(value("muster_process_threads") >= 2.0);
+    assert!(value("muster_process_max_fds") >= value("muster_process_open_fds"));
 }

@@ -252,8 +252,10 @@ impl Accounts {
         }
     }
 
-    /// A new token pair for a valid refresh token; the old pair is revoked (rotation). A refresh
-    /// token works once: of concurrent refreshes with it, on any nodes, one succeeds.
+    /// A new token pair for a valid refresh token. The old session token works on until it
+    /// expires (as in Nakama); the refresh token works once unless
+    /// `session.refresh_token_single_use` is off: of concurrent refreshes with it, on any nodes,
+    /// one succeeds.
     pub async fn refresh(
         &self,
         refresh_token: &str,

@@ -1,15 +1,21 @@
 //! Session and refresh tokens: HS256 JWTs carrying the claims Nakama's clients read
 //! (`uid` user id, `usn` username, `vrs` session variables, `exp` expiry) plus `tid`, the token
-//! pair's id, by which a logout or a refresh revokes both tokens of a pair.
+//! pair's id, by which a logout revokes both tokens of a pair.
 //!
 //! Session and refresh tokens are signed with different keys, so one can never pass for the other.
+//!
+//! A refresh issues a new pair and leaves the old session token working until it expires, as
+//! Nakama does (a client refreshing while requests are in flight gets no 401s). The refresh
+//! token itself works once by default (`session.refresh_token_single_use`): using it records the
+//! revocation of its *refresh id* (derived from the pair's id) with one conditional write in the
+//! store, so of two refreshes with it, on one node or many, one succeeds. With the setting off it
+//! works until it expires or its pair is logged out, as in Nakama.
 //!
 //! Revocations live in the store until both tokens of their pair would have expired (a restart
 //! forgets nothing, every node sees them). Each node also keeps in memory the revocations whose
 //! *session* token may still be alive (at most `session.token_expiry_sec` after it learned of
 //! them), so a session check is a map look-up, never a database read. A refresh token is not
-//! trusted to that map: a refresh is decided by one conditional write in the store (see
-//! [`TokenService::consume_refresh`]), so it works once, on one node or many.
+//! trusted to that map: a refresh is decided in the store (see [`TokenService::consume_refresh`]).
 //!
 //! Nodes learn of other nodes' revocations over the cluster's bus at once and, as a backstop,
 //! by reading what was stored since their last look ([`TokenService::reload_revocations`]),
@@ -78,6 +84,8 @@ pub struct TokenService {
     refresh: Keys,
     token_ttl: i64,
     refresh_ttl: i64,
+    /// A refresh token works once (else until it expires or is logged out).
+    refresh_single_use: bool,
     validation: Validation,
     /// Issue and expiry times come from here (a test moves it instead of sleeping).
     clock: Clock,
@@ -127,6 +135,7 @@ impl TokenService {
             refresh: Keys::new(&refresh_key),
             token_ttl: config.token_expiry_sec as i64,
             refresh_ttl: config.refresh_token_expiry_sec as i64,
+            refresh_single_use: config.refresh_token_single_use,
             validation,
             clock: clock.clone(),
             revoked: DashMap::new(),
@@ -168,9 +177,14 @@ impl TokenService {
         self.verify(token, &self.session)
     }
 
-    /// The claims of a valid, unexpired, unrevoked refresh token.
+    /// The claims of a valid, unexpired refresh token whose pair this node does not know to be
+    /// revoked (the store has the last word: [`TokenService::consume_refresh`]).
     pub fn verify_refresh(&self, token: &str) -> Result<Claims, TokenError> {
-        self.verify(token, &self.refresh)
+        let claims = self.verify(token, &self.refresh)?;
+        if self.revoked.contains_key(&refresh_id(claims.tid)) {
+            return Err(TokenError::Revoked);
+        }
+        Ok(claims)
     }
 
     fn verify(&self, token: &str, keys: &Keys) -> Result<Claims, TokenError> {
@@ -191,18 +205,29 @@ impl TokenService {
 
     /// Revokes token pairs: refused from now on, here and after a restart.
     pub async fn revoke(&self, pairs: &[(Uuid, i64)]) -> Result<(), StoreError> {
-        let revocations = self.revocations(pairs);
+        // Both tokens of each pair: the session token by the pair's id, the refresh token by its
+        // refresh id too, so that no later refresh with it can record that id first.
+        let both: Vec<(Uuid, i64)> = pairs
+            .iter()
+            .flat_map(|&(tid, iat)| [(tid, iat), (refresh_id(tid), iat)])
+            .collect();
+        let revocations = self.revocations(&both);
         self.store.revoke(revocations.clone()).await?;
         self.remember(&revocations);
         Ok(())
     }
 
-    /// Uses up the refresh token of pair `claims` (revoking the pair): true for the one call
-    /// that recorded the revocation, false when the pair was already revoked — by an earlier
-    /// refresh or logout, or by a concurrent refresh of the same token on any node. The store's
-    /// conditional write decides, so a refresh token works once.
+    /// Whether the refresh token of pair `claims` may be used, deciding in the store. Single use
+    /// (the default): true for the one call that records the revocation of its refresh id, false
+    /// when it was already recorded — by an earlier refresh, a logout of the pair, or a
+    /// concurrent refresh of the same token on any node; one conditional write decides. Reusable:
+    /// true unless the pair was logged out. The pair's session token is left as it is.
     pub async fn consume_refresh(&self, claims: &Claims) -> Result<bool, StoreError> {
-        let revocations = self.revocations(&[(claims.tid, claims.iat)]);
+        let id = refresh_id(claims.tid);
+        if !self.refresh_single_use {
+            return Ok(!self.store.is_revoked(id).await?);
+        }
+        let revocations = self.revocations(&[(id, claims.iat)]);
         let recorded = self.store.revoke(revocations.clone()).await?;
         self.remember(&revocations);
         Ok(recorded == 1)
@@ -289,6 +314,12 @@ impl TokenService {
         )
         .unwrap_or_default()
     }
+}
+
+/// The id under which a pair's refresh token is used up or revoked: the pair's id with its bits
+/// flipped (a pair's id is random, so it names no other pair).
+fn refresh_id(pair: Uuid) -> Uuid {
+    Uuid::from_u128(!pair.as_u128())
 }
 
 async fn key_or_stored(

@@ -85,6 +85,21 @@ impl Metrics {
         let latency = |name: &str, help: &str| {
             HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())
         };
+        // The process's CPU seconds, resident and virtual memory, open and maximum file
+        // descriptors, threads and start time (muster_process_*), read from /proc at each scrape.
+        #[cfg(target_os = "linux")]
+        let _ = registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ));
+        register!(IntGaugeVec::new(
+            Opts::new(
+                "build_info",
+                "Always 1; the labels name the running build (the crate version)."
+            ),
+            &["version"]
+        ))
+        .with_label_values(&[env!("CARGO_PKG_VERSION")])
+        .set(1);
         Metrics {
             sockets_open: register!(IntGauge::new("sockets_open", "Realtime sockets open now.")),
             users_online: register!(IntGauge::new(

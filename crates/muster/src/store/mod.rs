@@ -198,6 +198,9 @@ pub trait TokenStore: Send + Sync {
         now: i64,
     ) -> Result<(Vec<(Revocation, i64)>, i64), StoreError>;
 
+    /// Whether `token_id` has been revoked (and its revocation not yet pruned).
+    async fn is_revoked(&self, token_id: Uuid) -> Result<bool, StoreError>;
+
     /// Deletes the revocations whose tokens have expired by `now` (Unix seconds).
     async fn prune_revocations(&self, now: i64) -> Result<(), StoreError>;
 }

@@ -59,6 +59,8 @@ pub struct Config {
     pub server_key: String,
     /// Log filter, in `tracing_subscriber::EnvFilter` syntax.
     pub log: String,
+    /// How log lines are written: text or JSON.
+    pub log_format: LogFormat,
     /// How long shutdown waits for requests and sockets to finish.
     pub shutdown_grace_ms: u64,
     /// Threads running requests and sockets; 0: one per core (or `TOKIO_WORKER_THREADS`).
@@ -90,6 +92,17 @@ pub struct Config {
     pub world: WorldConfig,
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines, for a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (time, level, target, fields), for a log collector.
+    Json,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionConfig {
@@ -101,6 +114,9 @@ pub struct SessionConfig {
     pub token_expiry_sec: u64,
     /// Lifetime of a refresh token, in seconds.
     pub refresh_token_expiry_sec: u64,
+    /// A refresh token works once (a refresh answers a new one); false: it works until it
+    /// expires or its session is logged out, as in Nakama.
+    pub refresh_token_single_use: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,6 +191,8 @@ pub struct DatabaseConfig {
     pub write_queue_size: usize,
     /// SQLite read connections used in parallel.
     pub read_connections: usize,
+    /// How much of the SQLite database each read connection maps into memory, in MiB (0: off).
+    pub sqlite_reader_mmap_mb: u64,
     /// PostgreSQL connections in the read pool (reads, and the rare writes that are not batched).
     pub pool_size: usize,
     /// PostgreSQL connections dedicated to group-commit writers. Writes are partitioned over
@@ -282,6 +300,7 @@ impl Default for Config {
             database_url: String::new(),
             server_key: "defaultkey".into(),
             log: "info".into(),
+            log_format: LogFormat::Text,
             shutdown_grace_ms: 10_000,
             worker_threads: 0,
             session: SessionConfig::default(),
@@ -327,6 +346,7 @@ impl Default for SessionConfig {
             refresh_encryption_key: String::new(),
             token_expiry_sec: 3600,
             refresh_token_expiry_sec: 7 * 24 * 3600,
+            refresh_token_single_use: true,
         }
     }
 }
@@ -372,6 +392,7 @@ impl Default for DatabaseConfig {
             max_batch: 512,
             write_queue_size: 16 * 1024,
             read_connections: 4,
+            sqlite_reader_mmap_mb: 0,
             pool_size: 16,
             writer_connections: 4,
             migrate_on_start: true,

@@ -379,6 +379,20 @@ impl TokenStore for PostgresStore {
         self.writers.write(key, write).await
     }
 
+    async fn is_revoked(&self, token_id: Uuid) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "SELECT EXISTS (SELECT 1 FROM revoked_tokens WHERE token_id = $1)",
+        )
+        .await?;
+        client
+            .query_one(&statement, &[&token_id])
+            .await
+            .map(|row| row.get(0))
+            .map_err(db_error)
+    }
+
     async fn revocations_since(
         &self,
         since_ms: i64,

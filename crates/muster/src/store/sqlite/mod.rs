@@ -184,7 +184,11 @@ impl SqliteStore {
             jobs: Mutex::new(Some(jobs)),
             writer: Mutex::new(Some(writer)),
             checkpointer: Mutex::new(Some((stop_checkpoints, checkpointer))),
-            readers: Arc::new(ReaderPool::new(path, config.database.read_connections)),
+            readers: Arc::new(ReaderPool::new(
+                path,
+                config.database.read_connections,
+                config.database.sqlite_reader_mmap_mb,
+            )),
             metrics,
         })
     }
@@ -297,15 +301,26 @@ struct ReaderPool {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
+    /// `mmap_size` of each read connection, in bytes (0: reads copy pages with `pread`).
+    mmap_bytes: i64,
 }
 
 impl ReaderPool {
-    fn new(path: PathBuf, size: usize) -> Self {
+    fn new(path: PathBuf, size: usize, mmap_mb: u64) -> Self {
         ReaderPool {
             path,
             idle: Mutex::new(Vec::with_capacity(size)),
             permits: Arc::new(Semaphore::new(size)),
+            mmap_bytes: i64::try_from(mmap_mb.saturating_mul(1 << 20)).unwrap_or(i64::MAX),
         }
+    }
+
+    fn open(&self) -> rusqlite::Result<Connection> {
+        let conn = open_connection(&self.path, true)?;
+        if self.mmap_bytes > 0 {
+            conn.pragma_update(None, "mmap_size", self.mmap_bytes)?;
+        }
+        Ok(conn)
     }
 
     async fn run<T: Send + 'static>(
@@ -323,7 +338,7 @@ impl ReaderPool {
             let idle = pool.idle.lock().pop();
             let conn = match idle {
                 Some(conn) => conn,
-                None => open_connection(&pool.path, true).map_err(db_error)?,
+                None => pool.open().map_err(db_error)?,
             };
             let result = f(&conn);
             pool.idle.lock().push(conn);
@@ -540,6 +555,15 @@ impl TokenStore for SqliteStore {
                     .map_err(db_error)?;
             }
             Ok(recorded)
+        })
+        .await
+    }
+
+    async fn is_revoked(&self, token_id: Uuid) -> Result<bool, StoreError> {
+        self.read("is_revoked", move |conn| {
+            conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM revoked_tokens WHERE token_id = ?1)")
+                .and_then(|mut s| s.query_row(params![token_id.to_string()], |r| r.get(0)))
+                .map_err(db_error)
         })
         .await
     }
