@@ -6,8 +6,8 @@
 //! directory too, with `fsync=on` — on a [`powercut::Disk`], which holds every write in memory
 //! until it is fsynced. Each round starts the servers, checks that everything acknowledged
 //! before the last cut is there, runs a concurrent load of writes (accounts, ledger rows by
-//! server-to-server calls, chat messages, invite links, storage objects, and on SQLite the
-//! world's claims),
+//! server-to-server calls, chat messages, invite links, storage objects, leaderboard scores, and
+//! on SQLite the world's claims),
 //! kills the servers with SIGKILL in the middle of it, cuts the power and mounts the disk again
 //! (the machine restarting). After the last round everything acknowledged is checked once more.
 //! Each engine prints one JSON line of figures.
@@ -53,6 +53,10 @@ const CHAT_WRITERS: usize = 2;
 const LINK_WRITERS: usize = 2;
 /// Players writing storage objects, a new key each time.
 const STORAGE_WRITERS: usize = 2;
+/// Players adding 1 to their record on the [`BOARD`] leaderboard, one submission at a time.
+const SCORE_WRITERS: usize = 2;
+/// The leaderboard the score writers submit to (operator `incr`, from the settings).
+const BOARD: &str = "powercut";
 /// Most claims one round's world player makes (a player may own 1,000 towers).
 const CLAIMS_PER_ROUND: usize = 40;
 /// The longest wait for a server to come up or for the load to get going.
@@ -135,6 +139,7 @@ async fn run(mut machine: Machine, engine: Engine) {
             "messages": all.messages.len(),
             "links": all.links.len(),
             "objects": all.objects.len(),
+            "scores": all.scores.len(),
             "claims": all.claims.len(),
         })
     );
@@ -153,6 +158,7 @@ async fn run(mut machine: Machine, engine: Engine) {
             && !all.messages.is_empty()
             && !all.links.is_empty()
             && !all.objects.is_empty()
+            && !all.scores.is_empty()
             && (!world || !all.claims.is_empty()),
         "a kind of write was never acknowledged"
     );
@@ -474,7 +480,11 @@ impl Node {
             .env("MUSTER_LINKS__API_KEY", LINKS_KEY)
             .env("MUSTER_LINKS__REQUESTS_PER_IP_PER_SEC", "0")
             .env("MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP", "0")
-            .env("MUSTER_CHAT__MESSAGES_PER_SEC", "0");
+            .env("MUSTER_CHAT__MESSAGES_PER_SEC", "0")
+            .env(
+                "MUSTER_LEADERBOARDS__BOARDS",
+                format!("[{{id=\"{BOARD}\",sort_order=\"desc\",operator=\"incr\"}}]"),
+            );
         if let Some(map) = map {
             command
                 .env("MUSTER_WORLD__MAP", map)
@@ -510,6 +520,8 @@ struct Acknowledged {
     links: Vec<(String, String)>,
     /// (device id of the owner, key, version acknowledged).
     objects: Vec<(String, String, String)>,
+    /// (device id of the owner, its score on [`BOARD`] as acknowledged).
+    scores: Vec<(String, i64)>,
     /// (device id of the player, building claimed).
     claims: Vec<(String, u32)>,
 }
@@ -521,6 +533,7 @@ impl Acknowledged {
             + self.messages.len()
             + self.links.len()
             + self.objects.len()
+            + self.scores.len()
             + self.claims.len()
     }
 
@@ -530,6 +543,7 @@ impl Acknowledged {
         self.messages.extend(other.messages);
         self.links.extend(other.links);
         self.objects.extend(other.objects);
+        self.scores.extend(other.scores);
         self.claims.extend(other.claims);
     }
 }
@@ -620,6 +634,12 @@ impl Load {
                 http, base, device, token, tally,
             )));
         }
+        for s in 0..SCORE_WRITERS {
+            let device = format!("{tag}-score{s}");
+            let (token, _) = signed_up(http, &base, &device, &tally).await;
+            let (http, base, tally) = (http.clone(), base.clone(), tally.clone());
+            writers.push(tokio::spawn(write_scores(http, base, device, token, tally)));
+        }
         if world {
             let device = format!("{tag}-world");
             let (token, _) = signed_up(http, &base, &device, &tally).await;
@@ -644,6 +664,7 @@ impl Load {
                     && !a.messages.is_empty()
                     && !a.links.is_empty()
                     && !a.objects.is_empty()
+                    && !a.scores.is_empty()
             }),
         )
         .await;
@@ -809,6 +830,35 @@ async fn write_objects(
         };
         let version = version.to_owned();
         tally.record(|a| a.objects.push((device.clone(), key, version)));
+    }
+}
+
+/// One player's record on [`BOARD`], 1 added per submission; each answer is the record's score.
+async fn write_scores(
+    http: reqwest::Client,
+    base: String,
+    device: String,
+    token: String,
+    tally: Tally,
+) {
+    loop {
+        let answer = http
+            .post(format!("{base}/v2/leaderboard/{BOARD}"))
+            .bearer_auth(&token)
+            .json(&json!({"score": 1}))
+            .send()
+            .await;
+        let Ok(answer) = answer else { return };
+        if answer.status() != 200 {
+            return;
+        }
+        let Ok(record) = answer.json::<Value>().await else {
+            return;
+        };
+        let Some(score) = record["score"].as_str().and_then(|s| s.parse().ok()) else {
+            return;
+        };
+        tally.record(|a| a.scores.push((device.clone(), score)));
     }
 }
 
@@ -1047,6 +1097,37 @@ async fn check(http: &reqwest::Client, node: &Node, acked: &Acknowledged) -> Los
         .collect::<Vec<Vec<String>>>()
         .await;
     lost.0.extend(objects.into_iter().flatten());
+    // Scores: each player's record holds at least the last score it was acknowledged with.
+    let mut best: BTreeMap<&str, i64> = BTreeMap::new();
+    for (device, score) in &acked.scores {
+        let top = best.entry(device).or_default();
+        *top = (*top).max(*score);
+    }
+    let scores = futures_util::stream::iter(best)
+        .map(|(device, acknowledged)| async move {
+            let stored = match authenticate(http, base, device, false).await {
+                Some((token, user)) => http
+                    .get(format!("{base}/v2/leaderboard/{BOARD}?owner_ids={user}"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .ok()
+                    .map(|r| r.json::<Value>()),
+                None => None,
+            };
+            let stored = match stored {
+                Some(body) => body.await.unwrap_or_default()["owner_records"][0]["score"]
+                    .as_str()
+                    .and_then(|s| s.parse::<i64>().ok()),
+                None => None,
+            };
+            (stored.unwrap_or(0) < acknowledged)
+                .then(|| format!("score {acknowledged} of {device} (stored {stored:?})"))
+        })
+        .buffer_unordered(CHECKS_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await;
+    lost.0.extend(scores.into_iter().flatten());
     // Claims: claiming the building again is refused (409: already claimed).
     let mut claims: HashMap<&str, Vec<u32>> = HashMap::new();
     for (device, building) in &acked.claims {

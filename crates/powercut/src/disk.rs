@@ -171,7 +171,19 @@ impl Disk {
         loop {
             match nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::empty()) {
                 // The kernel let go of the connection: the threads end, the session with them.
-                Ok(()) => return session.join(),
+                // Their last read of the device may see the connection ended as aborted
+                // (ECONNABORTED) rather than gone (ENODEV), depending on the moment: both are
+                // the end of an unmounted filesystem.
+                Ok(()) => {
+                    return match session.join() {
+                        Err(e)
+                            if e.raw_os_error() == Some(nix::errno::Errno::ECONNABORTED as i32) =>
+                        {
+                            Ok(())
+                        }
+                        other => other,
+                    }
+                }
                 // Files still open under the mount: their processes may be being reaped.
                 // (Polled: the kernel offers nothing to wait on.)
                 Err(nix::errno::Errno::EBUSY) if Instant::now() < deadline => {
