@@ -43,7 +43,7 @@ for e in container["env"]:
     elif "secretKeyRef" in e.get("valueFrom", {}):
         env[e["name"]] = "" if e["name"] == "MUSTER_DATABASE_URL" else "check-" + e["valueFrom"]["secretKeyRef"]["key"]
     else:
-        env[e["name"]] = {"metadata.name": "muster-check-0", "status.podIP": "127.0.0.1"}[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        env[e["name"]] = {"metadata.name": "muster-check-0", "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}[e["valueFrom"]["fieldRef"]["fieldPath"]]
 args = [a.replace("/etc/muster/muster.toml", f"{work}/muster.toml").replace("/home/muster/data", f"{work}/data") for a in container["args"]]
 probe = container["readinessProbe"]["httpGet"]["path"]
 grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]

@@ -98,6 +98,18 @@ async fn build(
     } else {
         None
     };
+    // Bans: the banned accounts' tokens refused from the start, their sockets ended at once on
+    // every node when a ban is made.
+    let bans = Arc::new(crate::accounts::bans::Enforcer::new(
+        registry.clone(),
+        cluster.as_ref().map(|c| c.bus.clone()),
+    ));
+    accounts.observe_bans(bans.clone());
+    accounts
+        .reload_bans()
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the banned accounts: {e}"))?;
+    bans.follow(tokens.clone()).await?;
     let (router, sessions_end): (Arc<dyn Router>, Arc<dyn SessionObserver>) = match &cluster {
         Some(cluster) => (cluster.router.clone(), cluster.router.clone()),
         None => (local.clone(), local),
@@ -136,6 +148,7 @@ async fn build(
     let rpc = Arc::new(Rpc::new(
         functions,
         economy,
+        accounts.clone(),
         storage,
         leaderboards,
         metrics.clone(),
@@ -497,6 +510,9 @@ async fn housekeeping(state: AppState) {
         }
         if let Err(error) = state.tokens.reload_revocations().await {
             tracing::warn!(%error, "pruning revoked tokens failed");
+        }
+        if let Err(error) = state.accounts.reload_bans().await {
+            tracing::warn!(%error, "reading the banned accounts failed");
         }
     }
 }

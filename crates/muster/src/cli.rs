@@ -32,6 +32,12 @@ enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Write a consistent copy of the SQLite database to FILE, while the server runs or not
+    /// (docs/deploy.md); prints its size as JSON.
+    Backup {
+        /// Where to write the copy (must not exist).
+        file: PathBuf,
+    },
     /// Print every setting with its default and documentation.
     Config,
     /// Capacity autoscaling (docs/autoscaling.md).
@@ -355,6 +361,14 @@ pub fn main_with(game: GameLogic) -> ExitCode {
             Some(Command::Migrate) => {
                 let (applied, version) = crate::store::migrate(&config).await?;
                 println!("applied {applied} migration(s); schema at version {version}");
+                Ok(())
+            }
+            Some(Command::Backup { file }) => {
+                let bytes = crate::store::backup(&config, &file).await?;
+                println!(
+                    "{}",
+                    serde_json::json!({ "backup": file.display().to_string(), "bytes": bytes })
+                );
                 Ok(())
             }
             _ => crate::app::serve_with(config, game).await,

@@ -763,3 +763,55 @@ async fn server_code_sets_metadata_players_cannot(backend: Backend) {
     // Server code is held to a JSON object.
     assert!(accounts.set_metadata(user, "[1]").await.is_err());
 }
+
+/// Every answer carries the request's id: the caller's `x-request-id` when it sent a usable one,
+/// else a new one (the same id is in the request's log line at `debug`).
+#[tokio::test]
+async fn answers_name_their_request() {
+    let db = Database::new(Backend::Sqlite).await;
+    let server = TestServer::start(db.config()).await;
+    let id_of = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let given = server
+        .http
+        .get(server.url("/healthcheck"))
+        .header("x-request-id", "lb-7f3a-0001")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(id_of(&given).as_deref(), Some("lb-7f3a-0001"));
+    let (a, b) = (
+        server
+            .http
+            .get(server.url("/healthcheck"))
+            .send()
+            .await
+            .expect("send"),
+        server
+            .http
+            .get(server.url("/v2/nope"))
+            .send()
+            .await
+            .expect("send"),
+    );
+    let (a, b) = (
+        id_of(&a).expect("an id"),
+        id_of(&b).expect("an id on a 404 too"),
+    );
+    assert_eq!(a.len(), 16);
+    assert_ne!(a, b);
+    // One too long (or not printable) is replaced, not echoed.
+    let long = server
+        .http
+        .get(server.url("/healthcheck"))
+        .header("x-request-id", "x".repeat(65))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(id_of(&long).map(|id| id.len()), Some(16));
+}

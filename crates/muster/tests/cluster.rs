@@ -1025,3 +1025,65 @@ async fn post_json(
         .expect("request");
     support::status_and_json(response).await
 }
+
+/// A ban made through node a ends the player's sockets on both nodes at once, and b refuses
+/// their token without waiting for its periodic reload.
+#[tokio::test]
+async fn a_ban_on_one_node_ends_the_players_sockets_on_every_node() {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let Some((_dbs, a, b)) = two_nodes_on_postgres().await else {
+        return;
+    };
+    let (token, _) = session(&a, "cluster-banned-device").await;
+    let user = support::claims(&token)["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let open = |node: &Binary| {
+        let url = format!("ws://127.0.0.1:{}/ws?token={token}&format=json", node.port);
+        async move {
+            tokio_tungstenite::connect_async(url)
+                .await
+                .expect("socket")
+                .0
+        }
+    };
+    let mut sockets = vec![open(&a).await, open(&b).await];
+    // Both sockets serve (a ping is answered) before the ban.
+    for socket in &mut sockets {
+        use futures_util::SinkExt as _;
+        socket
+            .send(Message::text(r#"{"cid":"1","ping":{}}"#))
+            .await
+            .expect("ping");
+        let pong: serde_json::Value = support::next_json(socket).await;
+        assert_eq!(pong["cid"], "1");
+    }
+    let banned = reqwest::Client::new()
+        .post(format!("{}/v2/rpc/ban_users?unwrap", a.base()))
+        .basic_auth("defaulthttpkey", Some(""))
+        .body(serde_json::json!({ "user_ids": [user] }).to_string())
+        .send()
+        .await
+        .expect("ban");
+    assert_eq!(banned.status(), 200);
+    for socket in &mut sockets {
+        let close = loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+                .await
+                .expect("closed within 10 s")
+            {
+                Some(Ok(Message::Close(frame))) => break frame,
+                Some(Ok(_)) => continue,
+                other => panic!("socket ended without a close frame: {other:?}"),
+            }
+        };
+        assert_eq!(
+            close.map(|f| f.reason.to_string()).as_deref(),
+            Some("banned")
+        );
+    }
+    assert_eq!(account_status(&b, &token).await, 401);
+}

@@ -188,3 +188,113 @@ async fn json_log_lines() {
     );
     assert!(error["timestamp"].is_string(), "{error}");
 }
+
+/// `muster backup` under write load: the copy, restored into a fresh data directory, holds every
+/// account acknowledged before the backup began; a backup never overwrites a file; on
+/// PostgreSQL the command says to use PostgreSQL's own tools.
+#[tokio::test]
+async fn a_backup_taken_under_load_restores_every_acknowledged_write() {
+    let db = Database::new(Backend::Sqlite).await;
+    let running = Binary::start(&db).await;
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let http = reqwest::Client::new();
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (http, base) = (http.clone(), running.base());
+            let (acknowledged, stop) = (acknowledged.clone(), stop.clone());
+            tokio::spawn(async move {
+                for i in 0..100_000 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    let id = format!("device-backup-{w}-{i}");
+                    let response = http
+                        .post(format!("{base}/v2/account/authenticate/device?create=true"))
+                        .basic_auth("defaultkey", Some(""))
+                        .json(&json!({ "id": id }))
+                        .send()
+                        .await;
+                    match response {
+                        Ok(r) if r.status() == 200 => acknowledged.lock().expect("lock").push(id),
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    eventually("200 acknowledged accounts", || async {
+        acknowledged.lock().expect("lock").len() >= 200
+    })
+    .await;
+    // What was acknowledged before the backup began must be in it; the load goes on meanwhile.
+    let before: Vec<String> = acknowledged.lock().expect("lock").clone();
+    let copy = db.data_dir().join("backup.sqlite3");
+    let output = muster(&db)
+        .arg("backup")
+        .arg(&copy)
+        .output()
+        .expect("run backup");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert!(answer["bytes"].as_u64().is_some_and(|b| b > 0), "{answer}");
+    // The load was running before the backup and goes on after it.
+    eventually("more accounts acknowledged after the backup", || async {
+        acknowledged.lock().expect("lock").len() >= before.len() + 100
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.await.expect("writer");
+    }
+    drop(running);
+
+    // A second backup to the same file is refused, and the first is left as it was.
+    let again = muster(&db).arg("backup").arg(&copy).output().expect("run");
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+
+    // Restore: the copy as the database of a fresh data directory.
+    let restored = Database::new(Backend::Sqlite).await;
+    std::fs::copy(&copy, restored.data_dir().join("muster.sqlite3")).expect("restore");
+    let running = Binary::start(&restored).await;
+    let mut lost = Vec::new();
+    for id in &before {
+        let status = http
+            .post(format!(
+                "{}/v2/account/authenticate/device?create=false",
+                running.base()
+            ))
+            .basic_auth("defaultkey", Some(""))
+            .json(&json!({ "id": id }))
+            .send()
+            .await
+            .expect("request")
+            .status();
+        if status != 200 {
+            lost.push(id.clone());
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {} accounts acknowledged before the backup are not in it: {:?}",
+        lost.len(),
+        before.len(),
+        &lost[..lost.len().min(5)]
+    );
+
+    // PostgreSQL's backups are PostgreSQL's.
+    let refused = muster_command(&restored)
+        .arg("--database-url")
+        .arg("postgres://nobody@127.0.0.1:1/none")
+        .arg("backup")
+        .arg(restored.data_dir().join("other.sqlite3"))
+        .output()
+        .expect("run");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("pg_dump"));
+}

@@ -27,6 +27,7 @@ on_both_backends!(
     a_vanished_client_is_counted_apart_from_a_closing_one,
     socket_limit_and_rate_limit,
     metrics_count_sockets,
+    a_ban_ends_sockets_and_refuses_tokens,
 );
 
 async fn connect(server: &TestServer, token: &str, format: &str) -> Socket {
@@ -437,4 +438,105 @@ async fn metrics_count_sockets(backend: Backend) {
     assert!(value("muster_process_open_fds") >= 4.0);
     assert!(value("muster_process_threads") >= 2.0);
     assert!(value("muster_process_max_fds") >= value("muster_process_open_fds"));
+}
+
+/// `ban_users` with the HTTP key: the player's sockets close at once (1008 "banned"), their
+/// token and refresh token are refused, they cannot authenticate; a player cannot ban anyone;
+/// `unban_users` lets them back in.
+async fn a_ban_ends_sockets_and_refuses_tokens(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, refresh_token) = server.device_session("device-banned-1").await;
+    let (other, _) = server.device_session("device-banned-bystander").await;
+    let user = support::claims(&token)["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let mut first = connect(&server, &token, "json").await;
+    let mut second = connect(&server, &token, "protobuf").await;
+    let mut bystander = connect(&server, &other, "json").await;
+    let rpc = |id: &str, body: Value, bearer: Option<&str>| {
+        let mut request = server
+            .http
+            .post(server.url(&format!("/v2/rpc/{id}?unwrap")));
+        request = match bearer {
+            Some(token) => request.bearer_auth(token),
+            None => request.basic_auth("defaulthttpkey", Some("")),
+        };
+        request.body(body.to_string()).send()
+    };
+    // A player cannot ban, not even themselves; bad ids are refused; nothing changes.
+    let refused = rpc("ban_users", json!({"user_ids": [user]}), Some(&other))
+        .await
+        .expect("send");
+    assert_eq!(refused.status(), 403);
+    let bad = rpc("ban_users", json!({"user_ids": ["not-an-id"]}), None)
+        .await
+        .expect("send");
+    assert_eq!(bad.status(), 400);
+    assert_eq!(server.get_with_token("/v2/account", &token).await.0, 200);
+
+    let banned = rpc(
+        "ban_users",
+        json!({"user_ids": [user, uuid::Uuid::new_v4()]}),
+        None,
+    )
+    .await
+    .expect("send");
+    assert_eq!(banned.status(), 200);
+    let answer: Value = banned.json().await.expect("json");
+    assert_eq!(
+        answer["user_ids"],
+        json!([user]),
+        "only accounts that exist"
+    );
+    for socket in [&mut first, &mut second] {
+        let (code, reason) = close_of(socket).await;
+        assert_eq!((code, reason.as_str()), (CloseCode::Policy, "banned"));
+    }
+    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+    let again = server
+        .http
+        .post(server.url("/v2/account/authenticate/device?create=true"))
+        .basic_auth("defaultkey", Some(""))
+        .json(&json!({"id": "device-banned-1"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(again.status(), 403);
+    let refresh = server
+        .http
+        .post(server.url("/v2/account/session/refresh"))
+        .basic_auth("defaultkey", Some(""))
+        .json(&json!({"token": refresh_token}))
+        .send()
+        .await
+        .expect("send");
+    assert!(
+        refresh.status() == 401 || refresh.status() == 403,
+        "{}",
+        refresh.status()
+    );
+    // Others are untouched.
+    bystander
+        .send(Message::text(json!({"cid": "1", "ping": {}}).to_string()))
+        .await
+        .expect("send");
+    assert_eq!(next_json(&mut bystander).await["cid"], "1");
+    // The ban survives a restart of the node.
+    server.stop().await.expect("stop");
+    let server = TestServer::start(db.config()).await;
+    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+
+    let unbanned = server
+        .http
+        .post(server.url("/v2/rpc/unban_users?unwrap"))
+        .basic_auth("defaulthttpkey", Some(""))
+        .body(json!({"user_ids": [user]}).to_string())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(unbanned.status(), 200);
+    let (fresh, _) = server.device_session("device-banned-1").await;
+    assert_eq!(server.get_with_token("/v2/account", &fresh).await.0, 200);
 }

@@ -2,6 +2,7 @@
 //! profile, and how a session is issued, refreshed and ended. HTTP handlers call in here; this
 //! module calls the store and never sees HTTP.
 
+pub mod bans;
 pub mod cluster;
 pub mod password;
 pub mod tokens;
@@ -71,7 +72,13 @@ pub struct Accounts {
     metrics: Arc<Metrics>,
     /// Given to every new account in the transaction creating it (the after-authenticate hook).
     starting_grant: Option<Arc<StartingGrant>>,
+    /// Told of every ban and unban made here (the app ends the banned players' sockets, on
+    /// every node).
+    ban_observer: std::sync::OnceLock<Arc<dyn bans::BanObserver>>,
 }
+
+/// Most accounts one ban or unban names.
+pub const MAX_BAN_IDS: usize = 1000;
 
 impl Accounts {
     pub fn new(
@@ -86,6 +93,7 @@ impl Accounts {
             hasher,
             metrics,
             starting_grant: None,
+            ban_observer: std::sync::OnceLock::new(),
         }
     }
 
@@ -362,6 +370,47 @@ impl Accounts {
         self.store
             .update_account(user_id, update, crate::base::clock::now_ms())
             .await?;
+        Ok(())
+    }
+
+    /// Bans the accounts of `user_ids` (as Nakama's `usersBanId`): they cannot authenticate or
+    /// refresh, every token of theirs is refused at once, and every socket of theirs ends, on
+    /// every node. Answers the ids that exist (the others are ignored). Server code only.
+    pub async fn ban(&self, user_ids: &[Uuid]) -> Result<Vec<Uuid>, AccountError> {
+        self.set_banned(user_ids, true).await
+    }
+
+    /// Lifts the ban of `user_ids` (as Nakama's `usersUnbanId`): they may authenticate again,
+    /// and their tokens that have not expired work again (Nakama's stay refused).
+    pub async fn unban(&self, user_ids: &[Uuid]) -> Result<Vec<Uuid>, AccountError> {
+        self.set_banned(user_ids, false).await
+    }
+
+    async fn set_banned(&self, user_ids: &[Uuid], banned: bool) -> Result<Vec<Uuid>, AccountError> {
+        if user_ids.len() > MAX_BAN_IDS {
+            return Err(AccountError::Invalid(format!(
+                "At most {MAX_BAN_IDS} user IDs at once."
+            )));
+        }
+        let when = banned.then(crate::base::clock::now_ms);
+        let found = self.store.set_disabled(user_ids.to_vec(), when).await?;
+        self.tokens.set_banned(&found, banned);
+        if let Some(observer) = self.ban_observer.get() {
+            observer.changed(&found, banned);
+        }
+        Ok(found)
+    }
+
+    /// Sets who is told of bans made here (once; later calls are ignored).
+    pub fn observe_bans(&self, observer: Arc<dyn bans::BanObserver>) {
+        let _ = self.ban_observer.set(observer);
+    }
+
+    /// Reads the banned accounts from the store into the token checks (at start, and
+    /// periodically, in case another node's message was lost).
+    pub async fn reload_bans(&self) -> Result<(), AccountError> {
+        let banned = self.store.disabled_users().await?;
+        self.tokens.replace_banned(&banned);
         Ok(())
     }
 

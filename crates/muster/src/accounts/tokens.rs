@@ -91,6 +91,8 @@ pub struct TokenService {
     clock: Clock,
     /// Revoked pair ids whose session token may still be alive, with when to forget them.
     revoked: DashMap<Uuid, i64>,
+    /// Banned users: every token of theirs is refused (`Accounts::ban`).
+    banned: dashmap::DashSet<Uuid>,
     /// Where the next [`TokenService::reload_revocations`] reads from (the store's clock, ms).
     reload_from_ms: std::sync::atomic::AtomicI64,
     store: Arc<dyn TokenStore>,
@@ -139,6 +141,7 @@ impl TokenService {
             validation,
             clock: clock.clone(),
             revoked: DashMap::new(),
+            banned: dashmap::DashSet::new(),
             // At start: every revocation whose session token may still be alive.
             reload_from_ms: std::sync::atomic::AtomicI64::new(
                 (clock.now_secs() - config.token_expiry_sec as i64) * 1000 - RELOAD_OVERLAP_MS,
@@ -197,7 +200,7 @@ impl TokenService {
         if claims.exp < self.clock.now_secs() {
             return Err(TokenError::Expired);
         }
-        if self.revoked.contains_key(&claims.tid) {
+        if self.revoked.contains_key(&claims.tid) || self.banned.contains(&claims.uid) {
             return Err(TokenError::Revoked);
         }
         Ok(claims)
@@ -298,6 +301,31 @@ impl TokenService {
         self.reload_from_ms
             .store(clock_ms - RELOAD_OVERLAP_MS, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Refuses (`banned`) or accepts again every token of `users`.
+    pub fn set_banned(&self, users: &[Uuid], banned: bool) {
+        for user in users {
+            if banned {
+                self.banned.insert(*user);
+            } else {
+                self.banned.remove(user);
+            }
+        }
+    }
+
+    /// Whether `user` is banned.
+    pub fn is_banned(&self, user: &Uuid) -> bool {
+        self.banned.contains(user)
+    }
+
+    /// The banned users are exactly `users` (as the store lists them).
+    pub fn replace_banned(&self, users: &[Uuid]) {
+        let keep: std::collections::HashSet<&Uuid> = users.iter().collect();
+        self.banned.retain(|user| keep.contains(user));
+        for user in users {
+            self.banned.insert(*user);
+        }
     }
 
     /// Revocations held in memory now (a gauge for tests and metrics).

@@ -1,7 +1,8 @@
-//! The built-in server functions, for seed 001's scenario 3 ("spend some coins", "grant an item")
-//! and their counterpart. Each is registered when listed in `runtime.builtin_functions`.
+//! The built-in server functions: spending and granting value ("spend some coins", "grant an
+//! item", what a load test of wallet and inventory writes calls) and their counterpart, and
+//! banning players. Each is registered when listed in `runtime.builtin_functions`.
 //!
-//! They spend and grant value, so players may not call them unless the studio opts in
+//! The value functions spend and grant, so players may not call them unless the studio opts in
 //! (`runtime.player_builtin_functions`): by default only server code and HTTP-key calls may, and
 //! a player's call is refused with `PERMISSION_DENIED` before its payload is read.
 //!
@@ -10,6 +11,7 @@
 //! | `wallet_spend` | `{"amount": 10, "currency": "coins"}` (currency defaults to `coins`), or `{"amounts": {"coins": 10, "gems": 1}}` to spend several currencies at once | `{"ledger_id": "42", "wallet": {"coins": 999990}}` |
 //! | `inventory_grant` | `{"item": "sword", "count": 1, "kind": "weapon", "properties": {...}}` (count defaults to 1, kind to `default`) | `{"ledger_id": "43", "items": {"sword": 3}}` |
 //! | `inventory_consume` | `{"item": "sword", "count": 1}` | `{"ledger_id": "44", "items": {"sword": 2}}` |
+//! | `ban_users`, `unban_users` | `{"user_ids": ["..."]}` | `{"user_ids": [...]}` (those that exist); never callable by players |
 //!
 //! Every payload may also carry `"metadata": {...}` (stored in the ledger row),
 //! `"idempotency_key": "..."` (a retry with the same key applies once and gets the first answer)
@@ -17,9 +19,9 @@
 //! account. The answer's `wallet` / `items` hold the new balances of what the call touched.
 //! Unknown payload keys are refused, so a typo cannot silently spend nothing.
 //!
-//! `inventory_grant` trusts its caller, as the seed's scenario does; a real game would rather
-//! register its own function deciding what to grant, and drop `inventory_grant` from the list.
-//! Load tests that replay the seed's scenario opt players in to it.
+//! `inventory_grant` trusts its caller, as a load test of inventory writes needs; a real game
+//! would rather register its own function deciding what to grant, and drop `inventory_grant`
+//! from the list. Load tests opt players in to it.
 
 use std::collections::BTreeMap;
 
@@ -46,8 +48,45 @@ pub fn register(functions: &mut Functions, names: &[String], for_players: &[Stri
             "inventory_consume" => {
                 functions.register(name, Guarded::new(InventoryConsume, players))
             }
+            // Never a player's: the configuration refuses them in the players' list.
+            "ban_users" => functions.register(name, Guarded::new(Ban { ban: true }, false)),
+            "unban_users" => functions.register(name, Guarded::new(Ban { ban: false }, false)),
             _ => continue,
         };
+    }
+}
+
+/// `ban_users` / `unban_users`: `{"user_ids": ["..."]}` (at most 1,000) →
+/// `{"user_ids": [...]}`, the accounts that exist, now banned (or no longer). A ban refuses the
+/// players' tokens and ends their sockets at once, on every node (see `Accounts::ban`).
+struct Ban {
+    ban: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BanPayload {
+    user_ids: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl ServerFunction for Ban {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let payload: BanPayload = call.json()?;
+        let ids = payload
+            .user_ids
+            .iter()
+            .map(|id| {
+                uuid::Uuid::parse_str(id)
+                    .map_err(|_| RpcError::invalid(format!("Invalid user ID {id:?}.")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let done = if self.ban {
+            call.accounts.ban(&ids).await?
+        } else {
+            call.accounts.unban(&ids).await?
+        };
+        Ok(serde_json::json!({ "user_ids": done }).to_string())
     }
 }
 

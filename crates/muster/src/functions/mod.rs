@@ -45,6 +45,7 @@ use std::time::Instant;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+use crate::accounts::{AccountError, Accounts};
 use crate::base::metrics::Metrics;
 use crate::economy::{Economy, EconomyError};
 use crate::leaderboards::{LeaderboardError, Leaderboards};
@@ -66,6 +67,8 @@ pub struct Call<'a> {
     /// The payload as sent (JSON by convention; empty when none was sent).
     pub payload: &'a str,
     pub economy: &'a Economy,
+    /// Accounts, as the server: ban and unban players, set their metadata.
+    pub accounts: &'a Accounts,
     /// Storage objects, as the server: any owner's, system objects, every permission.
     pub storage: &'a Storage,
     /// Leaderboards: create them, and write any owner's records (authoritative ones too).
@@ -181,6 +184,19 @@ impl RpcError {
     }
 }
 
+impl From<AccountError> for RpcError {
+    fn from(error: AccountError) -> Self {
+        let code = match &error {
+            AccountError::Invalid(_) => RpcCode::InvalidArgument,
+            AccountError::NotFound(_) => RpcCode::NotFound,
+            AccountError::Unauthenticated(_) | AccountError::Banned => RpcCode::PermissionDenied,
+            AccountError::Store(crate::store::StoreError::Unavailable(_)) => RpcCode::Unavailable,
+            AccountError::Store(_) | AccountError::Internal => return RpcError::internal(),
+        };
+        RpcError::new(code, error.to_string())
+    }
+}
+
 impl From<EconomyError> for RpcError {
     fn from(error: EconomyError) -> Self {
         let code = match &error {
@@ -291,6 +307,7 @@ pub enum CallError {
 pub struct Rpc {
     functions: HashMap<String, Arc<dyn ServerFunction>>,
     economy: Arc<Economy>,
+    accounts: Arc<Accounts>,
     storage: Arc<Storage>,
     leaderboards: Arc<Leaderboards>,
     metrics: Arc<Metrics>,
@@ -300,6 +317,7 @@ impl Rpc {
     pub fn new(
         functions: Functions,
         economy: Arc<Economy>,
+        accounts: Arc<Accounts>,
         storage: Arc<Storage>,
         leaderboards: Arc<Leaderboards>,
         metrics: Arc<Metrics>,
@@ -307,6 +325,7 @@ impl Rpc {
         Rpc {
             functions: functions.functions,
             economy,
+            accounts,
             storage,
             leaderboards,
             metrics,
@@ -335,6 +354,7 @@ impl Rpc {
             caller,
             payload,
             economy: &self.economy,
+            accounts: &self.accounts,
             storage: &self.storage,
             leaderboards: &self.leaderboards,
         };

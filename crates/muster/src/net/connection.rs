@@ -50,9 +50,19 @@ pub enum Ending {
     JoinFailed,
     /// The match a native (TCP or ENet) connection was for has ended.
     MatchEnded,
+    /// The player was banned (`Accounts::ban`): every socket of theirs ends, on every node.
+    Banned,
 }
 
 impl Ending {
+    /// The ending of a socket whose outbox closed.
+    pub fn of_closed(closed: crate::session::outbox::Closed) -> Ending {
+        match closed {
+            crate::session::outbox::Closed::Overflowed => Ending::QueueFull,
+            crate::session::outbox::Closed::Kicked => Ending::Banned,
+        }
+    }
+
     /// The WebSocket close frame (code, reason); `None` where the peer is gone or never spoke
     /// WebSocket.
     pub fn close_frame(self) -> Option<(u16, &'static str)> {
@@ -63,6 +73,7 @@ impl Ending {
             Ending::QueueFull => Some((1008, "outgoing queue full: client too slow")),
             Ending::MessageTooBig => Some((1009, "message too big")),
             Ending::ProtocolError => Some((1002, "protocol error")),
+            Ending::Banned => Some((1008, "banned")),
             Ending::JoinFailed | Ending::MatchEnded => None,
         }
     }
@@ -81,6 +92,7 @@ impl Ending {
                 Ending::WriteFailed => "write_failed",
                 Ending::JoinFailed => "join_failed",
                 Ending::MatchEnded => "match_ended",
+                Ending::Banned => "banned",
             },
             Transport::Tcp => match self {
                 Ending::ClientClosed => "tcp_client_closed",
@@ -92,6 +104,7 @@ impl Ending {
                 Ending::WriteFailed => "tcp_write_failed",
                 Ending::JoinFailed => "tcp_join_failed",
                 Ending::MatchEnded => "tcp_match_ended",
+                Ending::Banned => "tcp_banned",
             },
             Transport::Enet => match self {
                 Ending::ClientClosed => "enet_client_closed",
@@ -103,6 +116,7 @@ impl Ending {
                 Ending::WriteFailed => "enet_write_failed",
                 Ending::JoinFailed => "enet_join_failed",
                 Ending::MatchEnded => "enet_match_ended",
+                Ending::Banned => "enet_banned",
             },
         }
     }

@@ -305,8 +305,8 @@ async fn run(
             () = &mut ready => {
                 ready.set(session.outbox.ready());
                 let drained = session.outbox.drain();
-                if drained.overflowed {
-                    return Ending::QueueFull;
+                if let Some(closed) = drained.closed {
+                    return Ending::of_closed(closed);
                 }
                 let mut out = Vec::new();
                 for message in drained.messages {

@@ -77,8 +77,8 @@ async fn write_pending(
             }
             loop {
                 let drained = outbox.drain();
-                if drained.overflowed {
-                    return Err(Ending::QueueFull);
+                if let Some(closed) = drained.closed {
+                    return Err(Ending::of_closed(closed));
                 }
                 for frame in drained.messages {
                     socket.feed(frame).await.map_err(|_| Ending::WriteFailed)?;
@@ -92,9 +92,9 @@ async fn write_pending(
         tokio::select! {
             biased;
             written = timeout(limit, write) => written.unwrap_or(Err(Ending::WriteFailed))?,
-            () = outbox.overflowed() => return Err(Ending::QueueFull),
+            closed = outbox.closed() => return Err(Ending::of_closed(closed)),
         }
-        // `overflowed` may have taken the wake-up of a push made during the write.
+        // `closed` may have taken the wake-up of a push made during the write.
         if outbox.is_empty() {
             return Ok(());
         }
@@ -147,6 +147,11 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         config.outgoing_queue_size,
     );
     let session = &guard.entry;
+    // A ban made between the token's check and this registration found no socket to end.
+    if state.tokens.is_banned(&session.user_id) {
+        session.outbox.kick();
+    }
+    tracing::debug!(session = %session.session_id, user = %session.user_id, format = ?session.format, "socket opened");
     let ping_period = Duration::from_millis(config.ping_period_ms);
     let pong_wait = Duration::from_millis(config.pong_wait_ms);
     let mut keepalive = interval_at(Instant::now() + ping_period, ping_period);

@@ -3,7 +3,8 @@
 //! An empty outbox allocates nothing, which matters at a million idle sockets. When a producer
 //! finds it full, the outbox is marked overflowed and the socket's task closes the connection
 //! with a reason: a client that does not read must not grow the server's memory, and a reliable
-//! stream with a hole in it is worse than a reconnect.
+//! stream with a hole in it is worse than a reconnect. An outbox can also be closed on purpose
+//! ([`Outbox::kick`]: the player was banned): the socket's task ends the connection the same way.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -28,13 +29,23 @@ pub type OutboxWake = Arc<dyn Fn() + Send + Sync>;
 
 struct State {
     queue: VecDeque<Message>,
-    overflowed: bool,
+    closed: Option<Closed>,
+}
+
+/// Why an outbox takes nothing more, and its socket must end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// A push found it full: the client does not read fast enough.
+    Overflowed,
+    /// The server ended the session ([`Outbox::kick`]).
+    Kicked,
 }
 
 /// What the socket task takes out at once.
 pub struct Drained {
     pub messages: VecDeque<Message>,
-    pub overflowed: bool,
+    /// Set once the outbox is closed: end the socket, for this reason.
+    pub closed: Option<Closed>,
 }
 
 impl Outbox {
@@ -42,7 +53,7 @@ impl Outbox {
         Outbox {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
-                overflowed: false,
+                closed: None,
             }),
             ready: Notify::new(),
             drained: Notify::new(),
@@ -67,7 +78,7 @@ impl Outbox {
     /// again), so later pushes ride on that wake-up instead of scheduling the task once each.
     pub fn push(&self, message: Message) -> bool {
         let mut state = self.state.lock();
-        if state.overflowed {
+        if state.closed.is_some() {
             return false;
         }
         let was_empty = state.queue.is_empty();
@@ -75,7 +86,7 @@ impl Outbox {
         if accepted {
             state.queue.push_back(message);
         } else {
-            state.overflowed = true;
+            state.closed = Some(Closed::Overflowed);
             state.queue = VecDeque::new();
         }
         drop(state);
@@ -93,12 +104,29 @@ impl Outbox {
         self.ready.notified().await;
     }
 
-    /// Resolves once the outbox has overflowed. Consumes wake-ups meant for [`Outbox::ready`],
-    /// so whoever waits on it must check [`Outbox::is_empty`] afterwards.
-    pub async fn overflowed(&self) {
+    /// Closes the outbox and wakes its socket's task, which ends the connection: what is queued
+    /// is dropped and nothing more is taken.
+    pub fn kick(&self) {
+        let mut state = self.state.lock();
+        if state.closed.is_some() {
+            return;
+        }
+        state.closed = Some(Closed::Kicked);
+        state.queue = VecDeque::new();
+        drop(state);
+        match &self.wake {
+            Some(wake) => wake(),
+            None => self.ready.notify_one(),
+        }
+    }
+
+    /// Resolves once the outbox is closed (overflowed or kicked), with why. Consumes wake-ups
+    /// meant for [`Outbox::ready`], so whoever waits on it must check [`Outbox::is_empty`]
+    /// afterwards.
+    pub async fn closed(&self) -> Closed {
         loop {
-            if self.state.lock().overflowed {
-                return;
+            if let Some(closed) = self.state.lock().closed {
+                return closed;
             }
             self.ready.notified().await;
         }
@@ -112,7 +140,7 @@ impl Outbox {
         let mut state = self.state.lock();
         let drained = Drained {
             messages: std::mem::take(&mut state.queue),
-            overflowed: state.overflowed,
+            closed: state.closed,
         };
         drop(state);
         self.drained.notify_waiters();
@@ -144,13 +172,13 @@ mod tests {
         outbox.ready().await;
         let drained = outbox.drain();
         assert_eq!(drained.messages.len(), 2);
-        assert!(!drained.overflowed);
+        assert!(drained.closed.is_none());
         assert!(outbox.push(Message::Text("c".into())));
         assert!(outbox.push(Message::Text("d".into())));
         assert!(!outbox.push(Message::Text("e".into())));
         assert!(!outbox.push(Message::Text("f".into())), "stays overflowed");
         let drained = outbox.drain();
-        assert!(drained.overflowed);
+        assert_eq!(drained.closed, Some(Closed::Overflowed));
         assert!(
             drained.messages.is_empty(),
             "an overflowed queue is released at once"

@@ -65,6 +65,11 @@ pub const SQLITE: &[Migration] = &[
         name: "tournaments",
         sql: include_str!("migrations/sqlite/0011_tournaments.sql"),
     },
+    Migration {
+        version: 12,
+        name: "banned_users",
+        sql: include_str!("migrations/sqlite/0012_banned_users.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -122,6 +127,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "tournaments",
         sql: include_str!("migrations/postgres/0011_tournaments.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "banned_users",
+        sql: include_str!("migrations/postgres/0012_banned_users.sql"),
     },
 ];
 

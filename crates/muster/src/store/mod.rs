@@ -178,6 +178,17 @@ pub trait AccountStore: Send + Sync {
         update: AccountUpdate,
         now_ms: i64,
     ) -> Result<(), StoreError>;
+
+    /// Bans (`disable_time_ms` set) or unbans (`None`) the accounts of `user_ids`; answers the
+    /// ids that exist (the others are ignored).
+    async fn set_disabled(
+        &self,
+        user_ids: Vec<Uuid>,
+        disable_time_ms: Option<i64>,
+    ) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Every banned account's id.
+    async fn disabled_users(&self) -> Result<Vec<Uuid>, StoreError>;
 }
 
 /// Session tokens: revocations that every node honours.
@@ -727,6 +738,18 @@ pub async fn open(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Arc<
 }
 
 /// Applies pending migrations and returns (applied now, schema version).
+/// A consistent copy of the SQLite database at `to`, taken while the server runs (the `muster
+/// backup` command); on PostgreSQL, `pg_dump` or the database's own backups do this.
+pub async fn backup(config: &Config, to: &std::path::Path) -> anyhow::Result<u64> {
+    if !config.database_url.is_empty() {
+        anyhow::bail!(
+            "muster backup copies the embedded SQLite database; on PostgreSQL use pg_dump or its \
+             continuous archiving (docs/deploy.md)"
+        );
+    }
+    sqlite::backup(config, to).await
+}
+
 pub async fn migrate(config: &Config) -> anyhow::Result<(usize, i64)> {
     if config.database_url.is_empty() {
         sqlite::migrate(config).await

@@ -22,7 +22,17 @@ pub use world::WorldConfig;
 
 /// The built-in server functions, by id: what `runtime.builtin_functions` may name and
 /// `crate::functions::builtins` registers.
-pub const BUILTIN_FUNCTIONS: &[&str] = &["wallet_spend", "inventory_grant", "inventory_consume"];
+pub const BUILTIN_FUNCTIONS: &[&str] = &[
+    "wallet_spend",
+    "inventory_grant",
+    "inventory_consume",
+    "ban_users",
+    "unban_users",
+];
+
+/// Built-in functions no player may ever call (not even listed in
+/// `runtime.player_builtin_functions`).
+pub const SERVER_ONLY_FUNCTIONS: &[&str] = &["ban_users", "unban_users"];
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -515,6 +525,11 @@ impl Config {
             }
         }
         for name in &self.runtime.player_builtin_functions {
+            if SERVER_ONLY_FUNCTIONS.contains(&name.as_str()) {
+                return Err(format!(
+                    "runtime.player_builtin_functions: {name:?} is for the server only"
+                ));
+            }
             if !self.runtime.builtin_functions.contains(name) {
                 return Err(format!(
                     "runtime.player_builtin_functions: {name:?} is not in runtime.builtin_functions"

@@ -615,7 +615,7 @@ impl Node {
     /// Sends what every woken outbox holds, each message on the channel its delivery asks for.
     fn drain_outboxes(&mut self) {
         std::mem::swap(&mut *self.wakes.dirty.lock(), &mut self.draining);
-        let mut overflowed = Vec::new();
+        let mut closed = Vec::new();
         for key in self.draining.drain(..) {
             let Some(shard) = self.shards.get_mut(usize::from(key.host)) else {
                 continue;
@@ -630,8 +630,8 @@ impl Node {
                 continue;
             };
             let drained = session.outbox.drain();
-            if drained.overflowed {
-                overflowed.push(key);
+            if let Some(why) = drained.closed {
+                closed.push((key, Ending::of_closed(why)));
                 continue;
             }
             shard.active = true;
@@ -649,8 +649,8 @@ impl Node {
                 let _ = peer.send(channel, &packet);
             }
         }
-        for key in overflowed {
-            self.close(key, Ending::QueueFull);
+        for (key, ending) in closed {
+            self.close(key, ending);
         }
     }
 

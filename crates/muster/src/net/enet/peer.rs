@@ -47,6 +47,7 @@ pub fn disconnect_code(ending: Ending) -> u32 {
         Ending::MessageTooBig | Ending::ProtocolError | Ending::WriteFailed => 4,
         Ending::JoinFailed => 5,
         Ending::MatchEnded => 6,
+        Ending::Banned => 8,
     }
 }
 

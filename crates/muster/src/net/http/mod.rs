@@ -130,21 +130,52 @@ pub fn edge_layers(
         .layer(cors)
 }
 
-/// Observes every request's latency by route template (not raw path, so labels stay bounded).
+/// Observes every request's latency by route template (not raw path, so labels stay bounded),
+/// and names each request: its `x-request-id` (the client's or proxy's when it sent a short,
+/// printable one, else a new one) is answered back and, at `debug`, logged with the request.
 async fn record_latency(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let response = next.run(request).await;
+    let request_id = request_id(&request);
+    let method = request.method().clone();
+    let mut response = next.run(request).await;
     let status = response.status();
+    let elapsed = started.elapsed();
     state
         .metrics
         .http_requests
         .with_label_values(&[route.as_str(), status.as_str()])
-        .observe(started.elapsed().as_secs_f64());
+        .observe(elapsed.as_secs_f64());
+    tracing::debug!(
+        request_id = %request_id.to_str().unwrap_or_default(),
+        %method,
+        route,
+        status = status.as_u16(),
+        micros = elapsed.as_micros() as u64,
+        "request"
+    );
+    response.headers_mut().insert(REQUEST_ID, request_id);
     response
+}
+
+const REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
+
+/// The request's id: the one it came with when short and printable, else a new random one.
+fn request_id(request: &Request) -> header::HeaderValue {
+    request
+        .headers()
+        .get(&REQUEST_ID)
+        .filter(|v| {
+            (1..=64).contains(&v.len()) && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
+        })
+        .cloned()
+        .unwrap_or_else(|| {
+            let id = format!("{:016x}", rand::random::<u64>());
+            header::HeaderValue::from_str(&id).unwrap_or(header::HeaderValue::from_static("-"))
+        })
 }
 
 async fn metrics(_: MetricsScraper, State(state): State<AppState>) -> Response {

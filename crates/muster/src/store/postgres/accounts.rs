@@ -304,6 +304,36 @@ impl AccountStore for PostgresStore {
             false => Err(StoreError::NotFound),
         }
     }
+
+    async fn set_disabled(
+        &self,
+        user_ids: Vec<Uuid>,
+        disable_time_ms: Option<i64>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        // Rare (a moderator's call): one statement on the read pool, not the writers.
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "UPDATE users SET disable_time_ms = $2 WHERE id = ANY($1) RETURNING id",
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&user_ids, &disable_time_ms])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    async fn disabled_users(&self) -> Result<Vec<Uuid>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "SELECT id FROM users WHERE disable_time_ms IS NOT NULL",
+        )
+        .await?;
+        let rows = client.query(&statement, &[]).await.map_err(db_error)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
 }
 
 /// A profile change; NULL fields are left as they are.

@@ -139,6 +139,30 @@ pub async fn migrate(config: &Config) -> anyhow::Result<(usize, i64)> {
     .await?
 }
 
+/// Writes a consistent copy of the database to `to` while the server may be running (the
+/// `muster backup` command): one read transaction (`VACUUM INTO`), which in WAL mode holds up no
+/// writer, so the copy holds exactly the writes committed when it began. `to` must not exist.
+/// Answers the copy's size in bytes.
+pub async fn backup(config: &Config, to: &Path) -> anyhow::Result<u64> {
+    let path = database_path(config);
+    if !path.exists() {
+        anyhow::bail!("no database at {}", path.display());
+    }
+    if to.exists() {
+        anyhow::bail!("{} exists: a backup never overwrites a file", to.display());
+    }
+    let to = to.to_path_buf();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<u64> {
+        let conn = open_connection(&path, true)?;
+        let target = to
+            .to_str()
+            .ok_or_else(|| anyhow::anyhow!("{} is not UTF-8", to.display()))?;
+        conn.execute("VACUUM INTO ?1", params![target])?;
+        Ok(std::fs::metadata(&to)?.len())
+    })
+    .await?
+}
+
 impl SqliteStore {
     pub async fn open(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<SqliteStore> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
@@ -533,6 +557,44 @@ impl AccountStore for SqliteStore {
                 return Err(StoreError::NotFound);
             }
             Ok(())
+        })
+        .await
+    }
+
+    async fn set_disabled(
+        &self,
+        user_ids: Vec<Uuid>,
+        disable_time_ms: Option<i64>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.write("set_disabled", move |conn| {
+            let mut update = conn
+                .prepare_cached("UPDATE users SET disable_time_ms = ?2 WHERE id = ?1")
+                .map_err(db_error)?;
+            let mut found = Vec::with_capacity(user_ids.len());
+            for id in user_ids {
+                if update
+                    .execute(params![id.to_string(), disable_time_ms])
+                    .map_err(db_error)?
+                    > 0
+                {
+                    found.push(id);
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn disabled_users(&self) -> Result<Vec<Uuid>, StoreError> {
+        self.read("disabled_users", |conn| {
+            let ids = conn
+                .prepare_cached("SELECT id FROM users WHERE disable_time_ms IS NOT NULL")
+                .and_then(|mut s| {
+                    s.query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(db_error)?;
+            ids.iter().map(|id| parse_uuid(id)).collect()
         })
         .await
     }

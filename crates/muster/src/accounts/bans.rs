@@ -1,0 +1,93 @@
+//! Bans enforced at once, on every node: a ban made on one node refuses the players' tokens
+//! there ([`crate::accounts::Accounts::ban`]), ends their sockets there, and is published on the
+//! bus topic `banned` so that every other node does the same. A message lost while NATS is away
+//! is caught by each node's periodic reload of the banned accounts from the store (their tokens);
+//! their sockets on that node then end at their next reconnect, which is refused.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::tokens::TokenService;
+use crate::cluster::bus::Bus;
+use crate::session::registry::SessionRegistry;
+
+const TOPIC: &str = "banned";
+
+/// Told of every ban and unban made on this node, once it is stored.
+pub trait BanObserver: Send + Sync {
+    fn changed(&self, users: &[Uuid], banned: bool);
+}
+
+/// What travels on the bus.
+#[derive(Debug, Serialize, Deserialize)]
+struct Changed {
+    node: String,
+    users: Vec<Uuid>,
+    banned: bool,
+}
+
+/// Ends the sockets of banned players on this node and tells the other nodes.
+pub struct Enforcer {
+    registry: Arc<SessionRegistry>,
+    bus: Option<Bus>,
+}
+
+impl Enforcer {
+    pub fn new(registry: Arc<SessionRegistry>, bus: Option<Bus>) -> Enforcer {
+        Enforcer { registry, bus }
+    }
+
+    /// Applies other nodes' bans here (their tokens and sockets); runs until the bus closes.
+    pub async fn follow(self: &Arc<Self>, tokens: Arc<TokenService>) -> anyhow::Result<()> {
+        let Some(bus) = self.bus.clone() else {
+            return Ok(());
+        };
+        let mut incoming = bus.subscribe(TOPIC).await?;
+        let enforcer = self.clone();
+        tokio::spawn(async move {
+            while let Some(message) = incoming.next().await {
+                match serde_json::from_slice::<Changed>(&message.payload) {
+                    Ok(changed) if changed.node != bus.node() => {
+                        tokens.set_banned(&changed.users, changed.banned);
+                        if changed.banned {
+                            enforcer.end_sockets(&changed.users);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("cluster: unreadable ban: {e}"),
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Ends every socket of `users` on this node.
+    fn end_sockets(&self, users: &[Uuid]) {
+        for user in users {
+            for session in self.registry.sessions_of(*user) {
+                session.outbox.kick();
+            }
+        }
+    }
+}
+
+impl BanObserver for Enforcer {
+    fn changed(&self, users: &[Uuid], banned: bool) {
+        if banned {
+            self.end_sockets(users);
+        }
+        if let Some(bus) = &self.bus {
+            let message = Changed {
+                node: bus.node().to_string(),
+                users: users.to_vec(),
+                banned,
+            };
+            if let Ok(body) = serde_json::to_vec(&message) {
+                bus.publish_soon(TOPIC, body);
+            }
+        }
+    }
+}
