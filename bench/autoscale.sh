@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Autoscaling (docs/autoscaling.md). Prints JSON:
-#  - the simulator: every policy on the four traces (the seed's bell curve and top heavy, a step,
-#    a sawtooth) at targets 30-80 % on DynamoDB, and Muster's policy against the same policy
-#    sizing from the level only, on DynamoDB and on Kubernetes (replicas set again any second, as
-#    the live loop does): % served, mean headroom, peak over-provisioning; and how long it takes;
+#  - the simulator: every policy on the four traces (the two load traces of Space Ape's DynamoDB
+#    autoscaling study, a bell curve and a top-heavy curve; a step; a sawtooth) at targets 30-80 %
+#    on DynamoDB, and Muster's policy against the same policy sizing from the level only, on
+#    DynamoDB and on Kubernetes (replicas set again any second, as the live loop does): % served,
+#    mean headroom, peak over-provisioning; and how long it takes;
 #  - the reaction from a breach at a node's /metrics to new replicas as a cluster sees it: the
 #    real run loop and gRPC scaler, KEDA and the HPA emulated (StreamIsActive pushes handled as
 #    KEDA does, GetMetrics read on the HPA's 15 s sync, its default scale-up limits), 20 trials

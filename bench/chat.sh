@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Chat fanout (issue 4, seed 001 scenario 2 scaled): 10,000 sockets in 2,000 rooms of 5 against ONE
-# muster process, 2 swarm workers on 127.0.0.2 and 127.0.0.3. The send rate per socket is raised
-# level by level (LEVELS, messages per socket per second); each level is one swarm run against the
-# same server (accounts reused, so only the first level creates them). Prints JSON: for every level
-# sent/s and delivered/s over the seconds when every player was sending, delivery latency p50 / p99
-# / p99.9 (from each message's intended send time, carried in the message), failures and muster's
-# peak RSS; and the highest delivered/s whose delivery p99 stayed <= P99_LIMIT_MS. The sweep stops
-# at the first level that misses the limit or has a failure. Muster, like Nakama, delivers each
-# message to its sender too, so a full room delivers 5 messages per message sent.
+# Chat fanout (Nakama's 2,000,000-player chat test scaled to one machine): 10,000 sockets in 2,000
+# rooms of 5 against ONE muster process, 2 swarm workers on 127.0.0.2 and 127.0.0.3. The send rate
+# per socket is raised level by level (LEVELS, messages per socket per second); each level is one
+# swarm run against the same server (accounts reused, so only the first level creates them). Prints
+# JSON: for every level sent/s and delivered/s over the seconds when every player was sending,
+# delivery latency p50 / p99 / p99.9 (from each message's intended send time, carried in the
+# message), failures and muster's peak RSS; and the highest delivered/s whose delivery p99 stayed
+# <= P99_LIMIT_MS. The sweep stops at the first level that misses the limit or has a failure.
+# Muster, like Nakama, delivers each message to its sender too, so a full room delivers 5 messages
+# per message sent.
 #
 # NODES=3: the same against a cluster of 3 nodes over a private nats-server (docs/cluster.md),
 # one swarm worker per node (WORKERS defaults to NODES when that is more than 2); players are dealt

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Chat across a cluster against one node, in one sitting (issue 16): bench/chat.sh's sweep (10,000
-# sockets in 2,000 rooms of 5, send rate raised level by level until delivery p99 passes
+# Chat across a cluster (docs/cluster.md) against one node, in one sitting: bench/chat.sh's sweep
+# (10,000 sockets in 2,000 rooms of 5, send rate raised level by level until delivery p99 passes
 # P99_LIMIT_MS) against ONE node, then against NODES=3 clustered nodes (every room has members on
 # every node), RUNS times alternating. Prints JSON: each side's best delivered/s within the limit
 # (median over runs) and the ratio cluster / one node. Same env as bench/chat.sh.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 100 kill -9s of cluster nodes (issue 16): 3 release-build nodes over a private nats-server,
+# 100 kill -9s of cluster nodes (docs/cluster.md): 3 release-build nodes over a private nats-server,
 # 10 players per node in one chat room and a room (authoritative match) per node; each kill
 # (nodes in turn) is timed until every other player has been told the dead node's players left,
 # then the node restarts under its name and its players come back; after each, no node may show

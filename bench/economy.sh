@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Seed 001 scenario 3 on one machine: server-function writes (wallet_spend, inventory_grant, half
-# each, over the realtime socket) against one Muster, on SQLite and on PostgreSQL, stepping the
-# offered rate up. Each step uses a fresh server and database: PLAYERS new accounts (each granted
-# 1,000,000 coins and 1,000,000 items) ramp in over RAMP_S, then call at random intervals whose
-# mean gives the step's rate, for HOLD_S. Latency percentiles, the achieved rate, Muster's CPU and
-# the group-commit batch sizes are read over the hold only (its first 2 s and last 1 s left out).
-# Prints JSON: every step (achieved calls/s; p50/p95/p99 of the slower function; Muster's and
-# swarm's CPU in cores and Muster's CPU per call; bytes Muster wrote to storage per call; how busy
-# the whole machine was; group-commit batch sizes from Muster's /metrics), and per engine the
-# highest rate sustained with p95 <= 26.7 ms (the seed's bar), no errors, and at least 95 % of the
-# offered rate (medians over RUNS runs).
+# Nakama's 2,000,000-player wallet and inventory test on one machine: server-function writes
+# (wallet_spend, inventory_grant, half each, over the realtime socket) against one Muster, on
+# SQLite and on PostgreSQL, stepping the offered rate up. Each step uses a fresh server and
+# database: PLAYERS new accounts (each granted 1,000,000 coins and 1,000,000 items) ramp in over
+# RAMP_S, then call at random intervals whose mean gives the step's rate, for HOLD_S. Latency
+# percentiles, the achieved rate, Muster's CPU and the group-commit batch sizes are read over the
+# hold only (its first 2 s and last 1 s left out). Prints JSON: every step (achieved calls/s;
+# p50/p95/p99 of the slower function; Muster's and swarm's CPU in cores and Muster's CPU per call;
+# bytes Muster wrote to storage per call; how busy the whole machine was; group-commit batch sizes
+# from Muster's /metrics), and per engine the highest rate sustained with p95 <= 26.7 ms (the p95
+# the Nakama test reported), no errors, and at least 95 % of the offered rate (medians over RUNS
+# runs).
 #
 # Usage: bench/economy.sh
 #   env: RATES="5000 10000 15000 20000 25000 30000" PLAYERS=4000 RAMP_S=10 HOLD_S=30
 #        ENGINES="sqlite postgres" WORKERS=2 RUNS=1 LOG=warn KEEP=0 (KEEP=1: keep the work directory)
 # PostgreSQL is started privately on 127.0.0.1 (as scripts/test does) with its durable defaults
 # (fsync on, synchronous_commit on): acknowledged writes are on disk, as on SQLite. PG_OPTS adds
-# server settings (before issue 25 this bench ran it with "-c shared_buffers=256MB").
+# server settings (the first PostgreSQL figures in bench/RESULTS.md were taken with
+# "-c shared_buffers=256MB").
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
 RATES=${RATES:-"5000 10000 15000 20000 25000 30000"}

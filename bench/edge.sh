@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The edge under a slow-connection attack (issue "the edge, hardened"), printed as JSON:
+# The edge under a slow-connection attack, printed as JSON:
 #   - device-auth latency of an honest client (p50, p99 over AUTHS sequential calls) with the
 #     node idle, then while SILENT connections that never send a byte are held against it from
 #     SOURCES local addresses (reopened as the server closes them at its head timeout);

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Process rooms (issue 24, seed 002): Muster (release build) runs clients/fleet-server/relay.py
-# — a Python game server on the Agones SDK's REST API — as rooms, driven by bench/fleet/drive.mjs.
+# Process rooms (docs/fleet.md) in the flow of Hathora's room-hosting test with Frost Giant:
+# Muster (release build) runs clients/fleet-server/relay.py — a Python game server on the Agones
+# SDK's REST API — as rooms, driven by bench/fleet/drive.mjs.
 #   1. warm: creates at WARM_RATE/s for WARM_S s from a warm pool (each room destroyed at once):
 #      allocation latency from the pool;
 #   2. cold: the same with no warm pool (buffer 0): every create starts its process;
 #   3. burst: creates at BURST_RATE/s for BURST_S s (destroyed at once) against a pool of
 #      BUFFER warm processes and at most MAX: queued creates count their wait; "no server" is a
 #      create that failed for want of a process;
-#   4. play: seed 002's flow at PLAY_RATE rooms/s for PLAY_S s — create, two players fetch
+#   4. play: that test's flow at PLAY_RATE rooms/s for PLAY_S s — create, two players fetch
 #      their tickets, connect over TCP, redeem them, exchange GAME_LINES lines (each answered),
 #      leave; the server then shuts down.
 # Prints one JSON object with every phase's result (PHASES="warm cold burst play" picks some;
 # queued creates wait at most 20 s, under Muster's 30 s request timeout).
 #
 #   bench/fleet.sh    # WARM_RATE=5 WARM_S=20 COLD_RATE=2 COLD_S=10 BURST_RATE=200 BURST_S=10
-#                     # PLAY_RATE=30 PLAY_S=60 BUFFER=16 MAX=200 (PLAY_S=600: seed 002's 10 minutes)
+#                     # PLAY_RATE=30 PLAY_S=60 BUFFER=16 MAX=200 (PLAY_S=600: the 10 minutes
+#                     # of scenarios/seeds/seed-002-process-rooms.toml)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/swarm-common.sh"

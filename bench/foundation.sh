@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Foundation figures (issue 2), measured with swarm against ONE release Muster (SQLite) on
+# Foundation figures, measured with swarm against ONE release Muster (SQLite) on
 # 127.0.0.1, server and load generator on this machine. Prints one JSON object:
 #   - accounts: ACCOUNTS players arrive at ACCOUNT_RATE per second, each creating a device account
 #     (authenticate, create=true): the accounts created per second while they arrived (the report's

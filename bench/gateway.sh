@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GraphQL read gateway (issue 18), against mock origins on this machine. Prints one JSON object
-# with three parts:
-#   - seed: the seed's experiment. USERS swarm players ramp in over 10 s, then each queries
-#     `items(category: "c<1..KEYS>")` at random intervals giving RATE queries/s in all, for
-#     DURATION_S; the origin answers after DELAY_MS; the field's TTL is TTL_S (stale-while-
-#     revalidate as long again, XFetch β = 1). Reported: queries/s, origin calls per key per TTL
-#     over the hold (the seed without protection: ~500), and the query p99 in every 5 s window of
-#     the hold — the highest window against the median one (a spike after expiries would show).
+# The GraphQL read gateway (docs/gateway.md), against mock origins on this machine. Prints one
+# JSON object with three parts:
+#   - seed: the cache-stampede experiment published for AWS AppSync's resolver cache. USERS swarm
+#     players ramp in over 10 s, then each queries `items(category: "c<1..KEYS>")` at random
+#     intervals giving RATE queries/s in all, for DURATION_S; the origin answers after DELAY_MS;
+#     the field's TTL is TTL_S (stale-while-revalidate as long again, XFetch β = 1). Reported:
+#     queries/s, origin calls per key per TTL over the hold (AppSync without protection: ~500), and
+#     the query p99 in every 5 s window of the hold — the highest window against the median one (a
+#     spike after expiries would show).
 #   - hits: wrk (keep-alive, HIT_CONNS connections, HIT_S seconds) on one cached key: queries/s,
 #     p50/p99, Muster's CPU, queries/s per Muster core; and in the same sitting wrk on
 #     /healthcheck (a static answer of the same HTTP stack) for the ratio and the p99 added.
@@ -108,7 +109,7 @@ MUSTER_CONFIG="$work/muster.toml" start_muster "$port" "$work/muster"
 metrics() { curl -s "$base/metrics"; }
 mock_calls() { curl -s "http://127.0.0.1:$1/_stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["calls"])'; }
 
-# --- 1. The seed's experiment --------------------------------------------------------------------
+# --- 1. The AppSync cache-stampede experiment (the JSON's `seed`) -------------------------------
 mean=$(python3 -c "print($USERS / $RATE)")
 cat >"$work/seed.toml" <<TOML
 name = "gateway-seed"

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Players in 2-player authoritative matches at 15 Hz (seed 000, Space Ape): PLAYERS swarm players
-# authenticate, find a match with the matchmaker (2 per match, the built-in "arena" handler at
-# 15 ticks/s), join it over a native transport (TCP, or ENet over UDP) with their token and
-# play, sending a
-# movement input 15 times a second, tick-aligned (10 ms ahead of the server's tick). Swarm
-# measures RTT (input's intended send → first state echoing it) and client-interval. Muster's
-# CPU is read from /proc over the window when every player is playing, with its tick and late
-# tick counters from /metrics, and for ENet its datagrams and system calls (recvmmsg, sendmmsg).
-# With several TRANSPORTS each run plays them one after the other, so their figures come from
-# the same sitting; the JSON gives each transport's medians.
+# Players in 2-player authoritative matches at 15 Hz (Space Ape Games' match test): PLAYERS swarm
+# players authenticate, find a match with the matchmaker (2 per match, the built-in "arena" handler
+# at 15 ticks/s), join it over a native transport (TCP, or ENet over UDP) with their token and
+# play, sending a movement input 15 times a second, tick-aligned (10 ms ahead of the server's
+# tick). Swarm measures RTT (input's intended send → first state echoing it) and client-interval.
+# Muster's CPU is read from /proc over the window when every player is playing, with its tick and
+# late tick counters from /metrics, and for ENet its datagrams and system calls (recvmmsg,
+# sendmmsg). With several TRANSPORTS each run plays them one after the other, so their figures come
+# from the same sitting; the JSON gives each transport's medians.
 #
 # Prints JSON. Usage: bench/matches.sh   (env: PLAYERS=10000 RAMP_S=30 PLAY_S=90 WORKERS=2
 #                                          RUNS=1 ALIGN=tick LEAD_MS=10 TRANSPORTS=tcp KEEP=0)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# PostgreSQL at full speed (issue 25): new device accounts per second against one release Muster
-# on a private PostgreSQL (Debian's, durable defaults: fsync and synchronous_commit on), and the
-# physical reference in the same sitting: pgbench running a comparable single-row insert (an
-# account-shaped row: uuid, unique name, two timestamps), one transaction per insert, as a
-# server without group commit would.
+# PostgreSQL at full speed (docs/storage.md): new device accounts per second against one release
+# Muster on a private PostgreSQL (Debian's, durable defaults: fsync and synchronous_commit on), and
+# the physical reference in the same sitting: pgbench running a comparable single-row insert (an
+# account-shaped row: uuid, unique name, two timestamps), one transaction per insert, as a server
+# without group commit would.
 #
 # Accounts: for each rate in ACCOUNT_RATES and each of RUNS runs, a fresh Muster on a fresh
 # database; ACCOUNT_RATE * ACCOUNTS_S players arrive at an even rate, each creating a device account

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Room creation + connection lookup per second (seed 002, Hathora: 30 new rooms/s was theirs):
-# swarm players arrive at RATE per second for DURATION_S; each authenticates (an account made
-# beforehand by a warm-up run, so account creation is not counted), creates an "arena" room
-# (POST /v2/rooms) and looks up its connection info with a join ticket (GET
+# Room creation + connection lookup per second (Hathora's room-hosting test with Frost Giant
+# created 30 rooms/s): swarm players arrive at RATE per second for DURATION_S; each authenticates
+# (an account made beforehand by a warm-up run, so account creation is not counted), creates an
+# "arena" room (POST /v2/rooms) and looks up its connection info with a join ticket (GET
 # /v2/rooms/{id}/connection). Rooms are never joined and expire after matches.empty_timeout_ms.
 # Muster's CPU is read from /proc over the measured phase.
 #

