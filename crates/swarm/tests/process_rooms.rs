@@ -1,5 +1,5 @@
-//! Seed 002's flow against rooms run by a studio's own game server (issue 24): swarm creates
-//! process rooms on a real Muster whose fleet runs `clients/fleet-server/relay.py` (a Python
+//! Hathora's room flow against rooms run by a studio's own game server (docs/fleet.md): swarm
+//! creates process rooms on a real Muster whose fleet runs `clients/fleet-server/relay.py` (a Python
 //! server written against the Agones SDK's REST API), asks each room's host and port, opens two
 //! TCP connections that join with their tickets, and replays a recorded game through the
 //! server's relay.

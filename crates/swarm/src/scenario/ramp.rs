@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 pub enum Shape {
     /// Constant arrival rate: the player count climbs in a straight line.
     Linear,
-    /// Seed 000's bell curve: the rate builds slowly to a peak late in the phase (at `peak`,
-    /// default 0.7), then drops off faster.
+    /// The bell curve of Space Ape's DynamoDB autoscaling study: the rate builds slowly to a
+    /// peak late in the phase (at `peak`, default 0.7), then drops off faster.
     Bell,
-    /// Seed 000's top-heavy spike: the rate climbs sharply to an early peak (default 0.1), then
+    /// That study's top-heavy curve: the rate climbs sharply to an early peak (default 0.1), then
     /// declines slowly.
     Spike,
 }

@@ -217,8 +217,8 @@ pub fn count(report: &serde_json::Value, metric: &str) -> u64 {
     report["metrics"][metric]["count"].as_u64().unwrap_or(0)
 }
 
-/// Seed 000's flow at test size: 6 players matchmake in pairs on the socket, close it, join the
-/// match with `join` (the `join_match` step's transport keys) and play 1.5 s at 15 Hz.
+/// Space Ape's match flow at test size: 6 players matchmake in pairs on the socket, close it,
+/// join the match with `join` (the `join_match` step's transport keys) and play 1.5 s at 15 Hz.
 pub fn space_ape_scenario(name: &str, join: &str) -> String {
     format!(
         r#"
@@ -248,7 +248,7 @@ duration_s = 1.5
     )
 }
 
-/// Seed 002's flow at test size: `players` rooms created in 1 s, each with two connections
+/// Hathora's room flow at test size: `players` rooms created in 1 s, each with two connections
 /// replaying `file`, then `finish_s` seconds for the replays to end.
 pub fn rooms_replay_scenario(name: &str, players: u32, finish_s: u32, file: &str) -> String {
     format!(
