@@ -42,33 +42,15 @@ cleanup() {
 trap cleanup EXIT
 
 scenario() { # FILE RATE
-  local mean lo hi
-  mean=$(python3 -c "print($PLAYERS / $2)")
-  lo=$(python3 -c "print(round($mean * 0.5, 4))")
-  hi=$(python3 -c "print(round($mean * 1.5, 4))")
-  cat >"$1" <<TOML
-name = "economy-bench-$2"
-timeout_s = 10
-grace_s = 10
-
-[[phases]]
-name = "ramp"
-duration_s = $RAMP_S
-players = $PLAYERS
-
-[[phases]]
-name = "hold"
-duration_s = $HOLD_S
-
-[[steps]]
-do = "authenticate"
+  ramp_and_hold "economy-bench-$2" >"$1"
+  cat >>"$1" <<TOML
 
 [[steps]]
 do = "connect"
 
 [[steps]]
 do = "rpc"
-interval_s = [$lo, $hi]
+interval_s = $(paced_interval "$PLAYERS" "$2")
 functions = [
   { id = "wallet_spend", payload = '{"amount": \${rand:1:10}}' },
   { id = "inventory_grant", payload = '{"item": "gem\${rand:1:4}", "count": 1}' },
@@ -95,18 +77,8 @@ for engine in $ENGINES; do
       scenario "$work/$tag.toml" "$rate"
       "$swarm_bin" run "$work/$tag.toml" --target "http://127.0.0.1:$port" --workers "$WORKERS" \
         --progress never --out "$work/$tag/out" >"$work/$tag/swarm.log" 2>&1 &
-      swarm_pid=$!
       # The hold window, measured from the server's side too.
-      sleep "$from_s"
-      curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-from"
-      cpu_from=$(cpu_ticks "$MUSTER_PID"); machine_from=$(machine_ticks)
-      swarm_from=$(tree_ticks "$swarm_pid"); disk_from=$(disk_bytes "$MUSTER_PID")
-      sleep $((to_s - from_s))
-      curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-to"
-      cpu_to=$(cpu_ticks "$MUSTER_PID"); machine_to=$(machine_ticks)
-      swarm_to=$(tree_ticks "$swarm_pid"); disk_to=$(disk_bytes "$MUSTER_PID")
-      wait "$swarm_pid" || true
-      echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK) $swarm_from $swarm_to $disk_from $disk_to" >"$work/$tag/cpu"
+      measure_hold "$port" $! "$work/$tag" "$from_s" "$to_s"
       "$swarm_bin" window "$work/$tag/out/report.json" --from-s "$from_s" --to-s "$to_s" \
         >"$work/$tag/window.json"
       stop_muster
@@ -114,34 +86,11 @@ for engine in $ENGINES; do
   done
 done
 
-python3 - "$work" "$ENGINES" "$RATES" "$RUNS" "$P95_BAR_MS" "$PLAYERS" "$HOLD_S" <<'PY'
-import json, re, statistics, sys
+PYTHONPATH="$root/bench" python3 - "$work" "$ENGINES" "$RATES" "$RUNS" "$P95_BAR_MS" "$PLAYERS" "$HOLD_S" <<'PY'
+import json, sys
+from benchlib import group_commits, hold as hold_window, median as med
 work, engines, rates, runs, bar = sys.argv[1], sys.argv[2].split(), [int(r) for r in sys.argv[3].split()], int(sys.argv[4]), float(sys.argv[5])
 players, hold = int(sys.argv[6]), int(sys.argv[7])
-
-def histogram(path):
-    buckets, total, count = {}, 0.0, 0
-    for line in open(path):
-        m = re.match(r'muster_db_group_commit_size_bucket\{le="([^"]+)"\} (\S+)', line)
-        if m: buckets[m.group(1)] = float(m.group(2))
-        if line.startswith("muster_db_group_commit_size_sum "): total = float(line.split()[1])
-        if line.startswith("muster_db_group_commit_size_count "): count = float(line.split()[1])
-    return buckets, total, count
-
-def batches(tag):
-    b1, s1, c1 = histogram(f"{work}/{tag}/metrics-from")
-    b2, s2, c2 = histogram(f"{work}/{tag}/metrics-to")
-    commits = c2 - c1
-    if commits <= 0: return {"commits": 0}
-    # Cumulative bucket counts over the window, and the smallest bound holding half / 99 %.
-    cum = sorted(((float("inf") if k == "+Inf" else float(k), b2.get(k, 0) - b1.get(k, 0)) for k in b2))
-    def bound(q):
-        for le, n in cum:
-            if n >= q * commits: return le
-        return None
-    return {"commits": int(commits), "commitsPerS": round(commits / max(1, hold - 3), 1),
-            "meanBatch": round((s2 - s1) / commits, 1), "p50BatchAtMost": bound(0.5), "p99BatchAtMost": bound(0.99),
-            "writesPerCommitBuckets": {("inf" if le == float("inf") else int(le)): int(n) for le, n in cum}}
 
 steps = []
 for engine in engines:
@@ -156,7 +105,6 @@ for engine in engines:
             spend, grant = m.get("rpc_wallet_spend", {}), m.get("rpc_inventory_grant", {})
             calls = spend.get("count", 0) + grant.get("count", 0)
             # Percentiles of both functions together: the slower function's are a bound; report each.
-            cf, ct, mf_busy, mf_total, mt_busy, mt_total, hz, sf, st, df, dt = map(float, open(f"{work}/{tag}/cpu").read().split())
             secs = w["seconds"] or 1
             report = json.load(open(f"{work}/{tag}/out/report.json"))
             steps.append({
@@ -168,15 +116,10 @@ for engine in engines:
                 "byFunction": {k: {x: v[x] for x in ("count", "p50", "p95", "p99", "max")} for k, v in m.items() if k.startswith("rpc_")},
                 "clientLagP95Ms": m.get("client_lag", {}).get("p95"),
                 "errors": w["errors"], "failedPlayers": report["failed"], "errorKinds": report["errors"],
-                "musterCpuCores": round((ct - cf) / hz / secs, 2),
-                "musterCpuUsPerCall": round((ct - cf) / hz / max(1, calls) * 1e6, 1),
-                "swarmCpuCores": round((st - sf) / hz / secs, 2),
-                "musterDiskBytesPerCall": round((dt - df) / max(1, calls)),
-                "machineBusy": round((mt_busy - mf_busy) / max(1, mt_total - mf_total), 2),
-                "groupCommit": batches(tag),
+                **hold_window(f"{work}/{tag}", secs, calls),
+                "groupCommit": group_commits(f"{work}/{tag}", hold),
             })
 
-def med(xs): return statistics.median(xs) if xs else None
 summary = {}
 for engine in engines:
     per_rate = []

@@ -60,27 +60,7 @@ TOML
 
 # scenario FILE KIND RATE: write steps submit at RATE; around steps submit once, then list at RATE.
 scenario() {
-  local mean lo hi
-  mean=$(python3 -c "print($PLAYERS / $3)")
-  lo=$(python3 -c "print(round($mean * 0.5, 4))")
-  hi=$(python3 -c "print(round($mean * 1.5, 4))")
-  cat >"$1" <<TOML
-name = "leaderboard-bench-$2-$3"
-timeout_s = 10
-grace_s = 10
-
-[[phases]]
-name = "ramp"
-duration_s = $RAMP_S
-players = $PLAYERS
-
-[[phases]]
-name = "hold"
-duration_s = $HOLD_S
-
-[[steps]]
-do = "authenticate"
-TOML
+  ramp_and_hold "leaderboard-bench-$2-$3" >"$1"
   if [ "$2" = around ]; then
     cat >>"$1" <<TOML
 
@@ -101,7 +81,7 @@ leaderboard = "bench"
 score = [0, $SCORES]
 limit = $LIMIT
 read_ratio = $([ "$2" = around ] && echo 1.0 || echo 0.0)
-interval_s = [$lo, $hi]
+interval_s = $(paced_interval "$PLAYERS" "$3")
 TOML
 }
 
@@ -171,18 +151,7 @@ for engine in $ENGINES; do
         scenario "$work/$tag.toml" "$kind" "$rate"
         "$swarm_bin" run "$work/$tag.toml" --target "http://127.0.0.1:$port" --workers "$WORKERS" \
           --progress never --out "$work/$tag/out" >"$work/$tag/swarm.log" 2>&1 &
-        swarm_pid=$!
-        sleep "$from_s"
-        curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-from"
-        cpu_from=$(cpu_ticks "$MUSTER_PID"); machine_from=$(machine_ticks)
-        swarm_from=$(tree_ticks "$swarm_pid")
-        sleep $((to_s - from_s))
-        curl -s "http://127.0.0.1:$port/metrics" >"$work/$tag/metrics-to"
-        cpu_to=$(cpu_ticks "$MUSTER_PID"); machine_to=$(machine_ticks)
-        swarm_to=$(tree_ticks "$swarm_pid")
-        rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$MUSTER_PID/status")
-        wait "$swarm_pid" || true
-        echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK) $swarm_from $swarm_to $rss_kb" >"$work/$tag/cpu"
+        measure_hold "$port" $! "$work/$tag" "$from_s" "$to_s"
         "$swarm_bin" window "$work/$tag/out/report.json" --from-s "$from_s" --to-s "$to_s" \
           >"$work/$tag/window.json" || true
         stop_muster
@@ -190,33 +159,12 @@ for engine in $ENGINES; do
     done
   done
   if [ "$engine" = postgres ]; then
-    # Muster's write statement (store/postgres/leaderboards.rs), `best` on a descending board,
-    # on random owners of the seeded table (most of them new: the insert half of the upsert).
-    cat >"$work/pgbench.sql" <<SQL
-\\set n random(1, 1000000000)
-\\set score random(0, $SCORES)
-WITH up AS (
-    INSERT INTO leaderboard_records AS r (leaderboard_id, expiry_time, owner_id, username, score,
-        subscore, num_score, max_num_score, metadata, create_time_ms, update_time_ms)
-    VALUES ('bench', 0, md5(:n::text)::uuid, 'p', :score, 0, 1, 0, '{}', 1, 1)
-    ON CONFLICT (leaderboard_id, expiry_time, owner_id) DO UPDATE SET
-        score = GREATEST(r.score, :score), subscore = GREATEST(r.subscore, 0),
-        num_score = r.num_score + 1, metadata = r.metadata, update_time_ms = 1
-    WHERE (GREATEST(r.score, :score), GREATEST(r.subscore, 0)) IS DISTINCT FROM (r.score, r.subscore)
-    RETURNING leaderboard_id, expiry_time, owner_id, username, score, subscore, num_score,
-        max_num_score, metadata, create_time_ms, update_time_ms
-)
-SELECT * FROM up
-UNION ALL
-SELECT leaderboard_id, expiry_time, owner_id, username, score, subscore, num_score,
-    max_num_score, metadata, create_time_ms, update_time_ms
-FROM leaderboard_records
-WHERE leaderboard_id = 'bench' AND expiry_time = 0 AND owner_id = md5(:n::text)::uuid
-  AND NOT EXISTS (SELECT 1 FROM up);
-SQL
+    # Muster's own write statement (read from its source), `best` on a descending board, on
+    # random owners of the seeded table (most of them new: the insert half of the upsert).
+    "$root/bench/pgbench-statements.py" leaderboard "$work" "$SCORES"
     for run in $(seq 1 "$RUNS"); do
       "$PG_BIN/pgbench" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "$PGBENCH_CLIENTS" \
-        -j 2 -T "$PGBENCH_S" -f "$work/pgbench.sql" "$DB" 2>/dev/null |
+        -j 2 -T "$PGBENCH_S" -f "$work/muster.sql" "$DB" 2>/dev/null |
         awk '/^tps/ {print $3}' >"$work/pgbench-$run"
     done
   fi
@@ -224,27 +172,12 @@ done
 
 "$release_dir/examples/rank_reference" "$RECORDS" 1000000 "$RUNS" "$LIMIT" >"$work/rank-reference.json"
 
-python3 - "$work" "$ENGINES" "$WRITE_RATES" "$AROUND_RATES" "$RUNS" "$P95_BAR_MS" "$PLAYERS" "$HOLD_S" "$RECORDS" <<'PY'
-import glob, json, re, statistics, sys
+PYTHONPATH="$root/bench" python3 - "$work" "$ENGINES" "$WRITE_RATES" "$AROUND_RATES" "$RUNS" "$P95_BAR_MS" "$PLAYERS" "$HOLD_S" "$RECORDS" <<'PY'
+import glob, json, sys
+from benchlib import group_commits, hold as hold_window, median as med
 work, engines = sys.argv[1], sys.argv[2].split()
 write_rates, around_rates = [int(r) for r in sys.argv[3].split()], [int(r) for r in sys.argv[4].split()]
 runs, bar, players, hold, records = int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
-
-def histogram(path):
-    total = count = 0.0
-    for line in open(path):
-        if line.startswith("muster_db_group_commit_size_sum "): total = float(line.split()[1])
-        if line.startswith("muster_db_group_commit_size_count "): count = float(line.split()[1])
-    return total, count
-
-def mean_batch(tag):
-    s1, c1 = histogram(f"{work}/{tag}/metrics-from")
-    s2, c2 = histogram(f"{work}/{tag}/metrics-to")
-    return round((s2 - s1) / (c2 - c1), 1) if c2 > c1 else None
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
 
 steps = []
 for engine in engines:
@@ -262,7 +195,6 @@ for engine in engines:
                 name = "leaderboard_write" if kind == "write" else "leaderboard_around"
                 got = m.get(name, {})
                 calls = sum(v.get("count", 0) for k, v in m.items() if k.startswith("leaderboard_"))
-                cf, ct, mf_busy, mf_total, mt_busy, mt_total, hz, sf, st, rss = map(float, open(f"{work}/{tag}/cpu").read().split())
                 secs = w["seconds"] or 1
                 steps.append({**base,
                     "achieved": round(got.get("count", 0) / secs),
@@ -270,12 +202,8 @@ for engine in engines:
                     "maxMs": got.get("max", 0),
                     "rankLoadS": round(float(open(f"{work}/{tag}/rank-load").read() or 0), 2),
                     "errors": w["errors"], "failedPlayers": report["failed"], "errorKinds": report["errors"],
-                    "musterCpuCores": round((ct - cf) / hz / secs, 2),
-                    "musterCpuUsPerCall": round((ct - cf) / hz / max(1, calls) * 1e6, 1),
-                    "swarmCpuCores": round((st - sf) / hz / secs, 2),
-                    "machineBusy": round((mt_busy - mf_busy) / max(1, mt_total - mf_total), 2),
-                    "musterRssMiB": round(rss / 1024),
-                    "meanGroupCommit": mean_batch(tag)})
+                    **hold_window(f"{work}/{tag}", secs, calls),
+                    "meanGroupCommit": group_commits(f"{work}/{tag}", hold).get("meanBatch")})
 
 reference = json.load(open(f"{work}/rank-reference.json"))
 summary = {}

@@ -259,3 +259,55 @@ tree_ticks() {
 disk_bytes() { awk '/^write_bytes:/ {print $2}' "/proc/$1/io" 2>/dev/null || echo 0; }
 # machine_ticks: busy and total CPU ticks of the whole machine.
 machine_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
+
+# --- The stepping benches (economy, storage, leaderboard): scenario, hold window -------------------
+
+# paced_interval PLAYERS RATE: swarm's `interval_s` so that PLAYERS players make RATE calls a second
+# in all: uniform within ±50 % of the mean, PLAYERS / RATE seconds. Prints "[lo, hi]".
+paced_interval() {
+  python3 -c "m = $1 / $2; print(f'[{round(m * 0.5, 4)}, {round(m * 1.5, 4)}]')"
+}
+
+# ramp_and_hold NAME: the head of a stepping bench's scenario: PLAYERS new players arrive over
+# RAMP_S, a HOLD_S hold follows, and each player authenticates first; the bench appends its steps.
+ramp_and_hold() {
+  cat <<TOML
+name = "$1"
+timeout_s = 10
+grace_s = 10
+
+[[phases]]
+name = "ramp"
+duration_s = $RAMP_S
+players = $PLAYERS
+
+[[phases]]
+name = "hold"
+duration_s = $HOLD_S
+
+[[steps]]
+do = "authenticate"
+TOML
+}
+
+# measure_hold PORT SWARM_PID DIR FROM_S TO_S: the hold window from the server's side, FROM_S and
+# TO_S seconds after the run began: Muster's /metrics at both ends (DIR/metrics-from, -to) and, in
+# DIR/cpu, Muster's CPU ticks, the machine's busy and total ticks at both ends, the clock tick,
+# swarm's CPU ticks, Muster's bytes written to storage, and Muster's RSS (KiB) at the end — read
+# by bench/benchlib.py's `hold`. Then waits for swarm to end.
+measure_hold() {
+  local port=$1 swarm_pid=$2 dir=$3 from_s=$4 to_s=$5
+  local cpu_from cpu_to machine_from machine_to swarm_from swarm_to disk_from disk_to rss_kb
+  sleep "$from_s"
+  curl -s "http://127.0.0.1:$port/metrics" >"$dir/metrics-from"
+  cpu_from=$(cpu_ticks "$MUSTER_PID"); machine_from=$(machine_ticks)
+  swarm_from=$(tree_ticks "$swarm_pid"); disk_from=$(disk_bytes "$MUSTER_PID")
+  sleep $((to_s - from_s))
+  curl -s "http://127.0.0.1:$port/metrics" >"$dir/metrics-to"
+  cpu_to=$(cpu_ticks "$MUSTER_PID"); machine_to=$(machine_ticks)
+  swarm_to=$(tree_ticks "$swarm_pid"); disk_to=$(disk_bytes "$MUSTER_PID")
+  rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$MUSTER_PID/status" 2>/dev/null || echo 0)
+  wait "$swarm_pid" || true
+  echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK) $swarm_from $swarm_to" \
+    "$disk_from $disk_to $rss_kb" >"$dir/cpu"
+}

@@ -100,16 +100,17 @@ async fn build(
     };
     // Bans: the banned accounts' tokens refused from the start, their sockets ended at once on
     // every node when a ban is made.
-    let bans = Arc::new(crate::accounts::bans::Enforcer::new(
+    let bans = crate::accounts::bans::Enforcer::start(
         registry.clone(),
+        tokens.clone(),
         cluster.as_ref().map(|c| c.bus.clone()),
-    ));
+    );
     accounts.observe_bans(bans.clone());
     accounts
         .reload_bans()
         .await
         .map_err(|e| anyhow::anyhow!("reading the banned accounts: {e}"))?;
-    bans.follow(tokens.clone()).await?;
+    bans.follow().await?;
     let (router, sessions_end): (Arc<dyn Router>, Arc<dyn SessionObserver>) = match &cluster {
         Some(cluster) => (cluster.router.clone(), cluster.router.clone()),
         None => (local.clone(), local),
@@ -458,7 +459,9 @@ fn http_edge(state: &AppState) -> HttpEdge {
     }
 }
 
-/// Binds `config.listen` and serves until SIGTERM or SIGINT (the `muster serve` command).
+/// Binds `config.listen` and serves until SIGTERM or SIGINT, with no game logic of a studio's
+/// own (the `muster serve` command is [`crate::cli::main_with`], which also sets up logging and
+/// the runtime).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     serve_with(config, GameLogic::default()).await
 }

@@ -275,6 +275,20 @@ async fn refresh(
     status_and_json(response).await
 }
 
+/// Logs the session of `token` out, naming both tokens; the answer's status.
+async fn logout(server: &TestServer, token: &str, refresh_token: &str) -> u16 {
+    server
+        .http
+        .post(server.url("/v2/session/logout"))
+        .bearer_auth(token)
+        .json(&json!({"token": token, "refresh_token": refresh_token}))
+        .send()
+        .await
+        .expect("send")
+        .status()
+        .as_u16()
+}
+
 async fn refresh_rotates_tokens(backend: Backend) {
     let db = Database::new(backend).await;
     let server = TestServer::start(db.config()).await;
@@ -309,30 +323,23 @@ async fn refresh_rotates_tokens(backend: Backend) {
 /// Nakama, and a logout of its pair still ends it.
 async fn reusable_refresh_tokens_work_until_logout(backend: Backend) {
     let db = Database::new(backend).await;
-    let mut config = db.config();
-    config.session.refresh_token_single_use = false;
-    let server = TestServer::start(config).await;
+    let reusable = || {
+        let mut config = db.config();
+        config.session.refresh_token_single_use = false;
+        config
+    };
+    let server = TestServer::start(reusable()).await;
     let (token, refresh_token) = server.device_session("device-reuse-1").await;
     for _ in 0..3 {
         let (status, renewed) = refresh(&server, &refresh_token, json!({})).await;
         assert_eq!(status, 200, "{renewed}");
     }
     assert_eq!(server.get_with_token("/v2/account", &token).await.0, 200);
-    let response = server
-        .http
-        .post(server.url("/v2/session/logout"))
-        .bearer_auth(&token)
-        .json(&json!({"token": token, "refresh_token": refresh_token}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(response.status(), 200);
+    assert_eq!(logout(&server, &token, &refresh_token).await, 200);
     assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);
     server.stop().await.expect("stop");
     // After a restart too (the decision is the store's, not a node's memory).
-    let mut config = db.config();
-    config.session.refresh_token_single_use = false;
-    let server = TestServer::start(config).await;
+    let server = TestServer::start(reusable()).await;
     assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);
 }
 
@@ -341,15 +348,7 @@ async fn logout_revokes_and_survives_restart(backend: Backend) {
     let server = TestServer::start(db.config()).await;
     let (token, refresh_token) = server.device_session("device-logout-1").await;
     let (other_token, _) = server.device_session("device-logout-2").await;
-    let response = server
-        .http
-        .post(server.url("/v2/session/logout"))
-        .bearer_auth(&token)
-        .json(&json!({"token": token, "refresh_token": refresh_token}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(response.status(), 200);
+    assert_eq!(logout(&server, &token, &refresh_token).await, 200);
     let refused = server.get_with_token("/v2/account", &token).await;
     assert!(assert_error(&refused, 401, 16).contains("revoked"));
     assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);

@@ -3,15 +3,109 @@
 mod support;
 
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
-use support::{eventually, muster_command, Backend, Binary, Database};
+use support::{muster_command, Backend, Binary, Database};
+use tokio::sync::watch;
 
 on_both_backends!(
     acknowledged_accounts_survive_kill_9,
     migrate_command_and_schema_check
 );
+
+/// Tasks creating device accounts (`device-{tag}-{writer}-{n}`), each until it is stopped or a
+/// call fails (the server died); every acknowledged id is published on a watch channel, so a
+/// test waits for a count instead of polling.
+struct AccountLoad {
+    acknowledged: watch::Sender<Vec<String>>,
+    stop: Arc<AtomicBool>,
+    writers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl AccountLoad {
+    fn start(base: String, tag: &str, writers: usize) -> AccountLoad {
+        let (acknowledged, _) = watch::channel(Vec::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let http = reqwest::Client::new();
+        let writers = (0..writers)
+            .map(|w| {
+                let (http, base, tag) = (http.clone(), base.clone(), tag.to_owned());
+                let (acknowledged, stop) = (acknowledged.clone(), stop.clone());
+                tokio::spawn(async move {
+                    for i in 0..100_000 {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let id = format!("device-{tag}-{w}-{i}");
+                        let response = http
+                            .post(format!("{base}/v2/account/authenticate/device?create=true"))
+                            .basic_auth("defaultkey", Some(""))
+                            .json(&json!({ "id": id }))
+                            .send()
+                            .await;
+                        match response {
+                            Ok(r) if r.status() == 200 => acknowledged.send_modify(|a| a.push(id)),
+                            _ => return,
+                        }
+                    }
+                })
+            })
+            .collect();
+        AccountLoad {
+            acknowledged,
+            stop,
+            writers,
+        }
+    }
+
+    /// Waits (at most 10 s) until `count` accounts are acknowledged.
+    async fn until(&self, count: usize) {
+        let mut seen = self.acknowledged.subscribe();
+        tokio::time::timeout(Duration::from_secs(10), seen.wait_for(|a| a.len() >= count))
+            .await
+            .unwrap_or_else(|_| panic!("{count} acknowledged accounts within 10 s"))
+            .expect("the load's channel");
+    }
+
+    /// The accounts acknowledged so far.
+    fn acknowledged(&self) -> Vec<String> {
+        self.acknowledged.borrow().clone()
+    }
+
+    /// Stops the writers, waits for them, and answers every acknowledged account.
+    async fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        for writer in self.writers {
+            writer.await.expect("writer");
+        }
+        self.acknowledged.borrow().clone()
+    }
+}
+
+/// The accounts of `ids` that the server at `base` does not have.
+async fn missing_accounts(base: &str, ids: &[String]) -> Vec<String> {
+    let http = reqwest::Client::new();
+    let mut missing = Vec::new();
+    for id in ids {
+        let status = http
+            .post(format!(
+                "{base}/v2/account/authenticate/device?create=false"
+            ))
+            .basic_auth("defaultkey", Some(""))
+            .json(&json!({ "id": id }))
+            .send()
+            .await
+            .expect("request")
+            .status();
+        if status != 200 {
+            missing.push(id.clone());
+        }
+    }
+    missing
+}
 
 /// The binary with its output captured, for tests that read what it prints.
 fn muster(db: &Database) -> Command {
@@ -23,38 +117,11 @@ fn muster(db: &Database) -> Command {
 async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
     let db = Database::new(backend).await;
     let mut running = Binary::start(&db).await;
-    let acknowledged = Arc::new(Mutex::new(Vec::new()));
-    let http = reqwest::Client::new();
-    let writers: Vec<_> = (0..16)
-        .map(|w| {
-            let (http, base, acknowledged) = (http.clone(), running.base(), acknowledged.clone());
-            tokio::spawn(async move {
-                for i in 0..100_000 {
-                    let id = format!("device-crash-{w}-{i}");
-                    let response = http
-                        .post(format!("{base}/v2/account/authenticate/device?create=true"))
-                        .basic_auth("defaultkey", Some(""))
-                        .json(&json!({ "id": id }))
-                        .send()
-                        .await;
-                    match response {
-                        Ok(r) if r.status() == 200 => acknowledged.lock().expect("lock").push(id),
-                        _ => return,
-                    }
-                }
-            })
-        })
-        .collect();
+    let load = AccountLoad::start(running.base(), "crash", 16);
     // Kill in the middle of the load, once a fair number of accounts is acknowledged.
-    eventually("300 acknowledged accounts", || async {
-        acknowledged.lock().expect("lock").len() >= 300
-    })
-    .await;
+    load.until(300).await;
     running.kill9();
-    for writer in writers {
-        writer.await.expect("writer");
-    }
-    let acknowledged = acknowledged.lock().expect("lock").clone();
+    let acknowledged = load.finish().await;
     assert!(
         acknowledged.len() > 50,
         "only {} writes acknowledged before the kill",
@@ -62,23 +129,7 @@ async fn acknowledged_accounts_survive_kill_9(backend: Backend) {
     );
 
     let running = Binary::start(&db).await;
-    let mut lost = Vec::new();
-    for id in &acknowledged {
-        let status = http
-            .post(format!(
-                "{}/v2/account/authenticate/device?create=false",
-                running.base()
-            ))
-            .basic_auth("defaultkey", Some(""))
-            .json(&json!({ "id": id }))
-            .send()
-            .await
-            .expect("request")
-            .status();
-        if status != 200 {
-            lost.push(id.clone());
-        }
-    }
+    let lost = missing_accounts(&running.base(), &acknowledged).await;
     drop(running);
     assert!(
         lost.is_empty(),
@@ -196,39 +247,10 @@ async fn json_log_lines() {
 async fn a_backup_taken_under_load_restores_every_acknowledged_write() {
     let db = Database::new(Backend::Sqlite).await;
     let running = Binary::start(&db).await;
-    let acknowledged = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let http = reqwest::Client::new();
-    let writers: Vec<_> = (0..8)
-        .map(|w| {
-            let (http, base) = (http.clone(), running.base());
-            let (acknowledged, stop) = (acknowledged.clone(), stop.clone());
-            tokio::spawn(async move {
-                for i in 0..100_000 {
-                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        return;
-                    }
-                    let id = format!("device-backup-{w}-{i}");
-                    let response = http
-                        .post(format!("{base}/v2/account/authenticate/device?create=true"))
-                        .basic_auth("defaultkey", Some(""))
-                        .json(&json!({ "id": id }))
-                        .send()
-                        .await;
-                    match response {
-                        Ok(r) if r.status() == 200 => acknowledged.lock().expect("lock").push(id),
-                        _ => return,
-                    }
-                }
-            })
-        })
-        .collect();
-    eventually("200 acknowledged accounts", || async {
-        acknowledged.lock().expect("lock").len() >= 200
-    })
-    .await;
+    let load = AccountLoad::start(running.base(), "backup", 8);
+    load.until(200).await;
     // What was acknowledged before the backup began must be in it; the load goes on meanwhile.
-    let before: Vec<String> = acknowledged.lock().expect("lock").clone();
+    let before = load.acknowledged();
     let copy = db.data_dir().join("backup.sqlite3");
     let output = muster(&db)
         .arg("backup")
@@ -243,14 +265,8 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_write() {
     let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
     assert!(answer["bytes"].as_u64().is_some_and(|b| b > 0), "{answer}");
     // The load was running before the backup and goes on after it.
-    eventually("more accounts acknowledged after the backup", || async {
-        acknowledged.lock().expect("lock").len() >= before.len() + 100
-    })
-    .await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for writer in writers {
-        writer.await.expect("writer");
-    }
+    load.until(before.len() + 100).await;
+    load.finish().await;
     drop(running);
 
     // A second backup to the same file is refused, and the first is left as it was.
@@ -262,23 +278,7 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_write() {
     let restored = Database::new(Backend::Sqlite).await;
     std::fs::copy(&copy, restored.data_dir().join("muster.sqlite3")).expect("restore");
     let running = Binary::start(&restored).await;
-    let mut lost = Vec::new();
-    for id in &before {
-        let status = http
-            .post(format!(
-                "{}/v2/account/authenticate/device?create=false",
-                running.base()
-            ))
-            .basic_auth("defaultkey", Some(""))
-            .json(&json!({ "id": id }))
-            .send()
-            .await
-            .expect("request")
-            .status();
-        if status != 200 {
-            lost.push(id.clone());
-        }
-    }
+    let lost = missing_accounts(&running.base(), &before).await;
     assert!(
         lost.is_empty(),
         "{} of {} accounts acknowledged before the backup are not in it: {:?}",

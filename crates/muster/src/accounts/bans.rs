@@ -1,6 +1,8 @@
 //! Bans enforced at once, on every node: a ban made on one node refuses the players' tokens
 //! there ([`crate::accounts::Accounts::ban`]), ends their sockets there, and is published on the
-//! bus topic `banned` so that every other node does the same. A message lost while NATS is away
+//! bus topic `banned` so that every other node does the same; a session that registers after a
+//! ban (its token checked just before) ends at once too, whatever its transport. A message lost
+//! while NATS is away
 //! is caught by each node's periodic reload of the banned accounts from the store (their tokens);
 //! their sockets on that node then end at their next reconnect, which is refused.
 
@@ -12,7 +14,7 @@ use uuid::Uuid;
 
 use super::tokens::TokenService;
 use crate::cluster::bus::Bus;
-use crate::session::registry::SessionRegistry;
+use crate::session::registry::{Session, SessionObserver, SessionRegistry};
 
 const TOPIC: &str = "banned";
 
@@ -32,16 +34,28 @@ struct Changed {
 /// Ends the sockets of banned players on this node and tells the other nodes.
 pub struct Enforcer {
     registry: Arc<SessionRegistry>,
+    tokens: Arc<TokenService>,
     bus: Option<Bus>,
 }
 
 impl Enforcer {
-    pub fn new(registry: Arc<SessionRegistry>, bus: Option<Bus>) -> Enforcer {
-        Enforcer { registry, bus }
+    /// The enforcer of this node's sessions; it sees every session that opens from now on.
+    pub fn start(
+        registry: Arc<SessionRegistry>,
+        tokens: Arc<TokenService>,
+        bus: Option<Bus>,
+    ) -> Arc<Enforcer> {
+        let enforcer = Arc::new(Enforcer {
+            registry: registry.clone(),
+            tokens,
+            bus,
+        });
+        registry.on_session_closed(enforcer.clone());
+        enforcer
     }
 
     /// Applies other nodes' bans here (their tokens and sockets); runs until the bus closes.
-    pub async fn follow(self: &Arc<Self>, tokens: Arc<TokenService>) -> anyhow::Result<()> {
+    pub async fn follow(self: &Arc<Self>) -> anyhow::Result<()> {
         let Some(bus) = self.bus.clone() else {
             return Ok(());
         };
@@ -51,7 +65,7 @@ impl Enforcer {
             while let Some(message) = incoming.next().await {
                 match serde_json::from_slice::<Changed>(&message.payload) {
                     Ok(changed) if changed.node != bus.node() => {
-                        tokens.set_banned(&changed.users, changed.banned);
+                        enforcer.tokens.set_banned(&changed.users, changed.banned);
                         if changed.banned {
                             enforcer.end_sockets(&changed.users);
                         }
@@ -90,4 +104,16 @@ impl BanObserver for Enforcer {
             }
         }
     }
+}
+
+impl SessionObserver for Enforcer {
+    /// A ban made between the session's token check and its registration found no socket to
+    /// end: this one ends at once.
+    fn session_opened(&self, session: &Arc<Session>) {
+        if self.tokens.is_banned(&session.user_id) {
+            session.outbox.kick();
+        }
+    }
+
+    fn session_closed(&self, _session: &Arc<Session>) {}
 }

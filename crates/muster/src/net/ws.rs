@@ -147,10 +147,6 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         config.outgoing_queue_size,
     );
     let session = &guard.entry;
-    // A ban made between the token's check and this registration found no socket to end.
-    if state.tokens.is_banned(&session.user_id) {
-        session.outbox.kick();
-    }
     tracing::debug!(session = %session.session_id, user = %session.user_id, format = ?session.format, "socket opened");
     let ping_period = Duration::from_millis(config.ping_period_ms);
     let pong_wait = Duration::from_millis(config.pong_wait_ms);

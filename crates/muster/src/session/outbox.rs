@@ -91,12 +91,18 @@ impl Outbox {
         }
         drop(state);
         if was_empty || !accepted {
-            match &self.wake {
-                Some(wake) => wake(),
-                None => self.ready.notify_one(),
-            }
+            self.wake();
         }
         accepted
+    }
+
+    /// Tells the socket's side there is something to take: its transport's wake, or the task
+    /// waiting in [`Outbox::ready`].
+    fn wake(&self) {
+        match &self.wake {
+            Some(wake) => wake(),
+            None => self.ready.notify_one(),
+        }
     }
 
     /// Resolves when something was pushed since the last [`Outbox::drain`].
@@ -114,10 +120,7 @@ impl Outbox {
         state.closed = Some(Closed::Kicked);
         state.queue = VecDeque::new();
         drop(state);
-        match &self.wake {
-            Some(wake) => wake(),
-            None => self.ready.notify_one(),
-        }
+        self.wake();
     }
 
     /// Resolves once the outbox is closed (overflowed or kicked), with why. Consumes wake-ups

@@ -737,7 +737,6 @@ pub async fn open(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Arc<
     }
 }
 
-/// Applies pending migrations and returns (applied now, schema version).
 /// A consistent copy of the SQLite database at `to`, taken while the server runs (the `muster
 /// backup` command); on PostgreSQL, `pg_dump` or the database's own backups do this.
 pub async fn backup(config: &Config, to: &std::path::Path) -> anyhow::Result<u64> {
@@ -750,6 +749,7 @@ pub async fn backup(config: &Config, to: &std::path::Path) -> anyhow::Result<u64
     sqlite::backup(config, to).await
 }
 
+/// Applies pending migrations and returns (applied now, schema version).
 pub async fn migrate(config: &Config) -> anyhow::Result<(usize, i64)> {
     if config.database_url.is_empty() {
         sqlite::migrate(config).await
