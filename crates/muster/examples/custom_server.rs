@@ -34,7 +34,7 @@ impl ServerFunction for BuySword {
 fn main() -> ExitCode {
     let mut functions = Functions::new();
     if let Err(error) = functions.register("buy_sword", BuySword) {
-        eprintln!("custom_server: {error}");
+        eprintln!("my-game-server: {error}");
         return ExitCode::FAILURE;
     }
     muster::cli::main_with(GameLogic {

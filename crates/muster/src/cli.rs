@@ -284,7 +284,38 @@ impl Settings {
 /// Runs the command line given to this process, serving `game` (the studio's match handlers and
 /// server functions) when the command is `serve` or none; returns the process's exit code.
 pub fn main_with(game: GameLogic) -> ExitCode {
-    let cli = Cli::parse();
+    run(Cli::parse(), game)
+}
+
+/// [`main_with`] on the given command line (`args[0]` is the program's name) instead of the
+/// process's: a bad command line prints clap's message and answers exit code 2.
+pub fn main_with_args<I, T>(args: I, game: GameLogic) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => run(cli, game),
+        Err(error) => {
+            let _ = error.print();
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Whether `args` (`args[0]` is the program's name) is a valid `muster` command line, without
+/// running it; clap's message when it is not.
+pub fn check_args<I, T>(args: I) -> Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::try_parse_from(args)
+        .map(drop)
+        .map_err(|error| error.to_string())
+}
+
+fn run(cli: Cli, game: GameLogic) -> ExitCode {
     match &cli.command {
         Some(Command::Config) => {
             print!("{EXAMPLE_TOML}");

@@ -43,3 +43,20 @@ pub mod world;
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The README's and the docs' Rust snippets, compiled by the doctests (`cargo test --doc`), so
+/// that what they show always builds against this crate. Code blocks that are not Rust are
+/// labelled with their language; `tests/doc_snippets.rs` checks the shell, TOML and JSON ones.
+#[cfg(doctest)]
+mod doc_snippets {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/extending.md")]
+    struct Extending;
+    #[doc = include_str!("../../../docs/leaderboards.md")]
+    struct Leaderboards;
+    #[doc = include_str!("../../../docs/matches.md")]
+    struct Matches;
+    #[doc = include_str!("../../../docs/storage-objects.md")]
+    struct StorageObjects;
+}
