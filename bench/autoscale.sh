@@ -25,7 +25,7 @@ python3 - "$elapsed" "$runs" "$reaction" <<'PY'
 import json, sys
 elapsed, runs, reaction = float(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 at80 = [r for r in runs if r["target"] == 0.8]
-seed = {f'{r["trace"]} / {r["policy"]}': {k: r[k] for k in ("served_pct", "throttled", "mean_headroom_pct", "peak_over_provisioning", "max_direction_changes_per_10_min", "changes")}
+at80_table = {f'{r["trace"]} / {r["policy"]}': {k: r[k] for k in ("served_pct", "throttled", "mean_headroom_pct", "peak_over_provisioning", "max_direction_changes_per_10_min", "changes")}
         for r in at80 if r["platform"] == "dynamodb"}
 trend = {}
 for r in at80:
@@ -37,7 +37,7 @@ print(json.dumps({
     "simulated_runs": len(runs),
     "simulated_minutes_total": round(sum(r["simulated_s"] for r in runs) / 60),
     "wall_s_for_all_runs": round(elapsed, 3),
-    "at_80_percent_on_dynamodb": seed,
+    "at_80_percent_on_dynamodb": at80_table,
     "trend_against_level_at_80_percent": trend,
     "reaction_as_a_cluster_sees_it": reaction,
     "runs": runs,

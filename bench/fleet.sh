@@ -16,7 +16,7 @@
 #
 #   bench/fleet.sh    # WARM_RATE=5 WARM_S=20 COLD_RATE=2 COLD_S=10 BURST_RATE=200 BURST_S=10
 #                     # PLAY_RATE=30 PLAY_S=60 BUFFER=16 MAX=200 (PLAY_S=600: the 10 minutes
-#                     # of scenarios/seeds/seed-002-process-rooms.toml)
+#                     # of scenarios/published/hathora-process-rooms.toml)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/swarm-common.sh"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GraphQL read gateway (docs/gateway.md), against mock origins on this machine. Prints one
 # JSON object with three parts:
-#   - seed: the cache-stampede experiment published for AWS AppSync's resolver cache. USERS swarm
+#   - stampede: the cache-stampede experiment published for AWS AppSync's resolver cache. USERS swarm
 #     players ramp in over 10 s, then each queries `items(category: "c<1..KEYS>")` at random
 #     intervals giving RATE queries/s in all, for DURATION_S; the origin answers after DELAY_MS;
 #     the field's TTL is TTL_S (stale-while-revalidate as long again, XFetch β = 1). Reported:
@@ -109,10 +109,10 @@ MUSTER_CONFIG="$work/muster.toml" start_muster "$port" "$work/muster"
 metrics() { curl -s "$base/metrics"; }
 mock_calls() { curl -s "http://127.0.0.1:$1/_stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["calls"])'; }
 
-# --- 1. The AppSync cache-stampede experiment (the JSON's `seed`) -------------------------------
+# --- 1. The AppSync cache-stampede experiment (the JSON's `stampede`) -------------------------------
 mean=$(python3 -c "print($USERS / $RATE)")
-cat >"$work/seed.toml" <<TOML
-name = "gateway-seed"
+cat >"$work/stampede.toml" <<TOML
+name = "gateway-stampede"
 timeout_s = 10
 grace_s = 10
 
@@ -135,20 +135,20 @@ queries = [{ id = "items", query = '{ items(category: "c\${rand:1:$KEYS}") { id 
 TOML
 hold_from=12
 hold_to=$((10 + DURATION_S - 1))
-"$swarm_bin" run "$work/seed.toml" --target "$base" --workers "$WORKERS" --progress never \
-  --out "$work/seed" >"$work/seed.log" 2>&1 &
+"$swarm_bin" run "$work/stampede.toml" --target "$base" --workers "$WORKERS" --progress never \
+  --out "$work/stampede" >"$work/stampede.log" 2>&1 &
 swarm_pid=$!
 sleep "$hold_from"
 calls_from=$(mock_calls "$slow_port")
 sleep $((hold_to - hold_from))
 calls_to=$(mock_calls "$slow_port")
 wait "$swarm_pid" || true
-"$swarm_bin" window "$work/seed/report.json" --from-s "$hold_from" --to-s "$hold_to" >"$work/seed-hold.json"
-: >"$work/seed-windows"
+"$swarm_bin" window "$work/stampede/report.json" --from-s "$hold_from" --to-s "$hold_to" >"$work/stampede-hold.json"
+: >"$work/stampede-windows"
 for from in $(seq "$hold_from" 5 $((hold_to - 5))); do
-  "$swarm_bin" window "$work/seed/report.json" --from-s "$from" --to-s $((from + 5)) \
+  "$swarm_bin" window "$work/stampede/report.json" --from-s "$from" --to-s $((from + 5)) \
     | python3 -c 'import json,sys; m=json.load(sys.stdin)["metrics"].get("graphql_items",{}); print(m.get("p99","null"))' \
-    >>"$work/seed-windows"
+    >>"$work/stampede-windows"
 done
 
 # --- 2. Cache hits, and the static reference -----------------------------------------------------
@@ -194,13 +194,13 @@ def metric(path, name):
             return float(line.split()[1])
     return 0.0
 
-hold = json.load(open(f"{work}/seed-hold.json"))
+hold = json.load(open(f"{work}/stampede-hold.json"))
 items = hold["metrics"].get("graphql_items", {})
-report = json.load(open(f"{work}/seed/report.json"))
-windows = [float(x) for x in open(f"{work}/seed-windows").read().split() if x not in ("null", "None")]
+report = json.load(open(f"{work}/stampede/report.json"))
+windows = [float(x) for x in open(f"{work}/stampede-windows").read().split() if x not in ("null", "None")]
 hold_s = hold.get("seconds") or 1
 ttls = max(1.0, hold_s / ttl)
-seed = {
+stampede = {
     "users": int(users), "offeredPerS": rate, "holdS": hold_s, "ttlS": ttl, "keys": int(keys),
     "queriesPerS": round(items.get("count", 0) / hold_s, 1),
     "p50Ms": items.get("p50"), "p99Ms": items.get("p99"), "maxMs": items.get("max"),
@@ -233,5 +233,5 @@ mass = {"keys": mass_keys, "originConcurrency": mass_conc, "primedOriginCalls": 
         "fetchFailures": int(metric(a, 'muster_gateway_fetches_total{kind="failed"}')),
         "originCallsAfterExpiry": stats["calls"] - primed,
         "originMostInFlight": stats["mostInFlight"]}
-print(json.dumps({"bench": "gateway", "seed": seed, "hits": hit, "mass": mass}, indent=2))
+print(json.dumps({"bench": "gateway", "stampede": stampede, "hits": hit, "mass": mass}, indent=2))
 PY

@@ -2,7 +2,7 @@
 # Hathora's room-hosting test (30 room creations a second, each joined by two TCP players) against
 # process rooms (docs/fleet.md), driven by swarm: Muster (release build) runs
 # clients/fleet-server/relay.py — a Python game server on the Agones SDK's REST API — as rooms of
-# kind "relay"; swarm runs scenarios/seeds/seed-002-process-rooms.toml: RATE room creates a second
+# kind "relay"; swarm runs scenarios/published/hathora-process-rooms.toml: RATE room creates a second
 # for CREATE_S s, each room's host and port looked up, two TCP connections opened to the game
 # server (tickets redeemed through Muster), a recorded game of REPLAY_S s replayed through the
 # server's relay (metric `relay`: a line's send on one connection → its arrival on the other).
@@ -30,7 +30,7 @@ work=$(mktemp -d /tmp/swarm-process-rooms.XXXXXX)
 trap 'stop_muster; remove_work_dir "$work"' EXIT
 python=$(command -v python3)
 
-# scenarios/seeds/seed-002-process-rooms.toml at this rate and length, replaying the first
+# scenarios/published/hathora-process-rooms.toml at this rate and length, replaying the first
 # REPLAY_S s of the recorded 60 s arena game.
 python3 - "$root" "$work" "$RATE" "$CREATE_S" "$REPLAY_S" <<'PY'
 import json, re, sys
@@ -38,7 +38,7 @@ root, work, rate, create_s, replay_s = sys.argv[1], sys.argv[2], float(sys.argv[
 lines = open(f"{root}/scenarios/replays/arena-2p-60s.jsonl").read().splitlines()
 kept = [lines[0]] + [l for l in lines[1:] if json.loads(l)["t_ms"] <= replay_s * 1000]
 open(f"{work}/game.jsonl", "w").write("\n".join(kept) + "\n")
-text = open(f"{root}/scenarios/seeds/seed-002-process-rooms.toml").read()
+text = open(f"{root}/scenarios/published/hathora-process-rooms.toml").read()
 text = text.replace('file = "../replays/arena-2p-5s.jsonl"', f'file = "{work}/game.jsonl"')
 text = re.sub(r'(name = "create"\nduration_s = )\d+\narrival_rate = \d+', rf'\g<1>{create_s:g}\narrival_rate = {rate:g}', text)
 text = re.sub(r'(name = "finish"\nduration_s = )\d+', rf'\g<1>{replay_s + 25:g}', text)

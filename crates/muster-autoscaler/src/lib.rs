@@ -13,7 +13,7 @@
 //!   HPA's sync and arithmetic), to measure reaction as a cluster sees it.
 //! - [`simulate`]: a provisioned-capacity model with DynamoDB's behaviour (burst credit,
 //!   throttling, delay before new capacity applies, minute metrics that arrive late) and with
-//!   Kubernetes' as the live loop drives it (a new count any second), the seed's two traffic
+//!   Kubernetes' as the live loop drives it (a new count any second), Space Ape's two traffic
 //!   traces beside a step and a sawtooth, and the table and charts comparing the policies.
 //!
 //! Capacity is counted in the demand's own units: one unit serves one request per second (a rate

@@ -1,6 +1,7 @@
-//! A mock origin for tests and benches, like the WireMock of the seed's experiment: it answers
-//! every `GET` after a configurable delay, fails a configurable share of them, and counts what it
-//! receives (`GET /_stats`: calls in total, by path, and the most in flight at once).
+//! A mock origin for tests and benches, like the WireMock of the published AppSync
+//! cache-stampede experiment: it answers every `GET` after a configurable delay, fails a
+//! configurable share of them, and counts what it receives (`GET /_stats`: calls in total, by path,
+//! and the most in flight at once).
 //!
 //! Answers: `/malformed/...` is not JSON; `/slow/...` waits ten times the delay;
 //! `/busy/{seconds}` is a 429 with `Retry-After: {seconds}` (the segment verbatim) the first time

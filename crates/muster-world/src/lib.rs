@@ -1,4 +1,4 @@
-//! A persistent spatial world for a location-based MMO (seed 003, TDWorld's tower defence on
+//! A persistent spatial world for a location-based MMO (after TDWorld's tower defence on
 //! real roads): players claim buildings as towers and connect them; creeps drive the real road
 //! network between towers; towers shoot the creeps in range; a creep that arrives pays its owner.
 //!

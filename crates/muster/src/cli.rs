@@ -80,7 +80,7 @@ enum WorldCommand {
 
 #[derive(Subcommand)]
 enum AutoscaleCommand {
-    /// Reproduce the seed's DynamoDB experiment: every policy on the bell-curve and top-heavy
+    /// Reproduce Space Ape's DynamoDB experiment: every policy on the bell-curve and top-heavy
     /// traces at utilisation targets 30-80 %; prints the table (or JSON) and can write charts.
     Simulate(SimulateArgs),
     /// Run the autoscaler: read demand from the nodes' /metrics every second, decide, and serve

@@ -133,7 +133,7 @@ async fn socket_rpc(client: &mut Client, id: &str, payload: &str) -> Value {
 
 async fn new_accounts_get_the_starting_grant(backend: Backend) {
     let db = Database::new(backend).await;
-    // The defaults: the seed's 1,000,000 coins and 1,000,000 items.
+    // The defaults: Nakama's 2M-CCU test's 1,000,000 coins and 1,000,000 items.
     let server = TestServer::start(db.config()).await;
     let (token, _) = server.device_session("device-grant-0001").await;
     let (_, account) = server.get_with_token("/v2/account", &token).await;

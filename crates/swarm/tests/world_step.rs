@@ -1,4 +1,4 @@
-//! swarm's `world` step against a real Muster running a world of Helsinki (issue 17): players
+//! swarm's `world` step against a real Muster running a world of Helsinki: players
 //! pan viewports and claim buildings; the report counts snapshots, updates and their bytes, and
 //! Muster counts the claims it applied.
 

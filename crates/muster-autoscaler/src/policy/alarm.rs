@@ -1,12 +1,12 @@
 //! DynamoDB auto scaling as it works behind its CloudWatch alarms, and the two changes Space Ape
-//! tried (seed 000): the alarm evaluates one-minute metrics that arrive minutes late; it fires
+//! tried: the alarm evaluates one-minute metrics that arrive minutes late; it fires
 //! after `breaches` consecutive minutes above the target utilisation and sets capacity to the
 //! metric divided by the target; a second alarm scales down after 15 minutes below the target
 //! less 20 points.
 
 use super::{Decision, Observation, Policy};
 
-/// Which of the seed's policies.
+/// Which of Space Ape's policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AlarmKind {
     /// DynamoDB's own: five breaches, on consumed capacity.

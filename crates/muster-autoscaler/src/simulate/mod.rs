@@ -27,11 +27,11 @@ pub struct Model {
 }
 
 impl Default for Model {
-    /// The seed's setting: a table starting at 50 write units; capacity effective a minute after
+    /// Space Ape's setting: a table starting at 50 write units; capacity effective a minute after
     /// it is asked for; CloudWatch three minutes late ("typically a few minutes behind"); a
     /// server's own counters 5 s late; no burst credit. DynamoDB keeps up to 300 s of unused
     /// capacity as burst only on a best-effort basis (it may spend it on maintenance without
-    /// notice); assuming none is the cautious case, and the one whose results match the seed's
+    /// notice); assuming none is the cautious case, and the one whose results match Space Ape's
     /// (with 300 s of burst, vanilla survives the bell curve at 70 %). `burst_window_s = 300`
     /// models it.
     fn default() -> Self {
@@ -48,8 +48,8 @@ impl Default for Model {
 /// How capacity changes are made, and what the policy is told about them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
-    /// DynamoDB, the seed's: one change at a time; the policy sees the capacity in force and the
-    /// change pending until it applies (and so decides once per change).
+    /// DynamoDB, as in Space Ape's experiment: one change at a time; the policy sees the capacity
+    /// in force and the change pending until it applies (and so decides once per change).
     DynamoDb,
     /// Kubernetes as `muster autoscale run` drives it: the policy is asked every second and may
     /// set the desired count again at any time; it sees the count it last asked for as its
@@ -150,7 +150,7 @@ impl Run {
     }
 }
 
-/// Runs `policy` on `trace` under `model`, on DynamoDB (the seed's setting).
+/// Runs `policy` on `trace` under `model`, on DynamoDB (Space Ape's setting).
 pub fn run(trace: &Trace, model: &Model, policy: &mut dyn Policy) -> Run {
     run_on(Platform::DynamoDb, trace, model, policy)
 }

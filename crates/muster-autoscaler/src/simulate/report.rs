@@ -1,8 +1,8 @@
-//! The seed's experiment and the trend check, as a table and as an HTML page of charts
-//! (provisioned, consumed, requested and throttled over time, per minute, as the seed's
+//! Space Ape's DynamoDB experiment and the trend check, as a table and as an HTML page of charts
+//! (provisioned, consumed, requested and throttled over time, per minute, as Space Ape's
 //! CloudWatch graphs):
 //!
-//! - on DynamoDB (the seed's model), every policy on the four traces (the seed's bell curve and
+//! - on DynamoDB (Space Ape's model), every policy on the four traces (Space Ape's bell curve and
 //!   top heavy, a step, a sawtooth) at utilisation targets 30–80 %: share of requests served and
 //!   requests throttled;
 //! - on DynamoDB and on Kubernetes (desired replicas set again any second, as the live loop
@@ -14,10 +14,10 @@ use std::fmt::Write as _;
 use super::{run_on, Model, Platform, Run, Trace};
 use crate::policy::{Alarm, AlarmKind, Muster, MusterSettings, Policy};
 
-/// The utilisation targets of the seed's experiment.
+/// The utilisation targets of Space Ape's experiment.
 pub const TARGETS: [f64; 6] = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
 
-/// The policies at `target`: the seed's three, Muster's sizing from the level only, Muster's.
+/// The policies at `target`: Space Ape's three, Muster's sizing from the level only, Muster's.
 pub fn policies(target: f64) -> Vec<Box<dyn Policy>> {
     vec![
         Box::new(Alarm::new(AlarmKind::Vanilla, target, 1.0, 1e6)),

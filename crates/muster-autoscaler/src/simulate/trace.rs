@@ -1,6 +1,6 @@
-//! Traffic traces, one demand value per second: the seed's two (Space Ape's experiment) and two
-//! that tell a trend from a jump — a step (a launch: everyone at once, then flat) and a sawtooth
-//! (steady climbs, each ended by a sudden drop).
+//! Traffic traces, one demand value per second: Space Ape's two (from its DynamoDB experiment) and
+//! two that tell a trend from a jump — a step (a launch: everyone at once, then flat) and a
+//! sawtooth (steady climbs, each ended by a sudden drop).
 
 /// Demand, in requests per second, for each second of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +74,7 @@ impl Trace {
         }
     }
 
-    /// The four traces of the experiment: the seed's two, then the step and the sawtooth.
+    /// The four traces of the experiment: Space Ape's two, then the step and the sawtooth.
     pub fn all() -> [Trace; 4] {
         [
             Trace::bell_curve(),

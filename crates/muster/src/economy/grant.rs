@@ -1,6 +1,6 @@
 //! The after-authenticate hook: the starting wallet and inventory every new account gets
-//! (`economy.starting_wallet`, `economy.starting_items`; the seed's scenario 3 gives 1,000,000
-//! coins and 1,000,000 items).
+//! (`economy.starting_wallet`, `economy.starting_items`; Nakama's 2M-CCU economy test gives
+//! 1,000,000 coins and 1,000,000 items).
 //!
 //! It runs inside the store's account creation, in the same transaction as the account insert,
 //! not after it: a crash between "account created" and "grant given" cannot happen, so no

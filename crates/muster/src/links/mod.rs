@@ -1,5 +1,5 @@
 //! Invite links: a URL shortener for a game's invite and referral links, with iOS and Android
-//! deep links (the seed's "URL shortener in 2 hours", grown up).
+//! deep links (the published "URL shortener in 2 hours", grown up).
 //!
 //! - A link maps a code (random base62, [`code`], or a creator's custom slug) to a long URL
 //!   ([`target`]: http(s) only, no credentials, not blocked, not the shortener itself), with an

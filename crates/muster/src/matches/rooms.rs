@@ -1,4 +1,4 @@
-//! Rooms: authoritative matches created over HTTP, in the spirit of Hathora's flow (seed 002):
+//! Rooms: authoritative matches created over HTTP, in the spirit of Hathora's flow:
 //! a game creates a room of a registered handler with a capacity, each player asks where it
 //! lives (host, port, transport, and a join ticket of their own), connects — over the native TCP
 //! transport ([`crate::net::tcp`]) or the WebSocket — and plays. An empty room ends after

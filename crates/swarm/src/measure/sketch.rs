@@ -193,7 +193,7 @@ impl Sketch {
         Ok(Sketch { hist })
     }
 
-    /// The seed aggregator's summary of this sketch, in milliseconds.
+    /// Space Ape's aggregator's summary of this sketch, in milliseconds.
     pub fn summary(&self) -> MetricSummary {
         let ms = |micros: u64| micros as f64 / 1000.0;
         MetricSummary {
@@ -210,7 +210,7 @@ impl Sketch {
     }
 }
 
-/// One metric in the report, in the shape of the seed's aggregator; values in milliseconds.
+/// One metric in the report, in the shape of Space Ape's aggregator; values in milliseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricSummary {
@@ -222,7 +222,7 @@ pub struct MetricSummary {
     pub percentile99: f64,
     pub percentile99point9: f64,
     pub percentile99point99: f64,
-    /// The median; after the seed's keys (reports written before it was added read as 0).
+    /// The median; after the aggregator's keys (reports written before it was added read as 0).
     #[serde(default)]
     pub percentile50: f64,
 }

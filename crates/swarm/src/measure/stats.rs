@@ -37,10 +37,10 @@ pub enum Metric {
     Matchmake,
     /// Joining a match (WebSocket or TCP with a token): intended → `match` received.
     Join,
-    /// Match input round trip (seed 000's `RTT`): an input's intended send time → the first
+    /// Match input round trip (Space Ape's `RTT`): an input's intended send time → the first
     /// state from the server that echoes it.
     Rtt,
-    /// Time between a player's consecutive input sends (seed 000's `client-interval`).
+    /// Time between a player's consecutive input sends (Space Ape's `client-interval`).
     ClientInterval,
     /// `POST /v2/rooms`: intended → created.
     RoomCreate,

@@ -1,10 +1,11 @@
-//! The final report: JSON in the shape of the seed's aggregator, plus time series and the
-//! sketches needed to merge reports from several machines.
+//! The final report: JSON in the shape of Space Ape's load-test aggregator, plus time series and
+//! the sketches needed to merge reports from several machines.
 //!
-//! The first five keys are exactly the seed's (`loadTestId`, `status`, `successful`, `failed`,
-//! `metrics` with `count`, `min`, `max`, `percentile80` … `percentile99point99`, in milliseconds);
-//! everything after them is ours. `sketches` and each second's `sketches` carry the mergeable
-//! histograms, so `swarm merge` recomputes exact merged percentiles instead of averaging them.
+//! The first five keys are exactly that aggregator's (`loadTestId`, `status`, `successful`,
+//! `failed`, `metrics` with `count`, `min`, `max`, `percentile80` … `percentile99point99`, in
+//! milliseconds); everything after them is ours. `sketches` and each second's `sketches` carry the
+//! mergeable histograms, so `swarm merge` recomputes exact merged percentiles instead of averaging
+//! them.
 //!
 //! The whole-run figures (`metrics`, `counters`, `errors`) are the sum of the seconds every
 //! worker streamed, so they always agree with the `timeseries` (and `swarm window` over the whole

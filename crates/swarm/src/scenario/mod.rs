@@ -280,7 +280,7 @@ impl Scenario {
 
     /// The scenario shrunk (or grown) by `factor` for a smaller (or larger) fleet: every phase's
     /// players and arrival rate, and the number of chat rooms, are multiplied by it; durations,
-    /// intervals and what each player does stay the seed's. Where players matchmake in groups
+    /// intervals and what each player does stay the scenario's. Where players matchmake in groups
     /// of `count`, a phase's players are rounded to a multiple of it so nobody waits alone.
     pub fn scaled(mut self, factor: f64) -> Result<Scenario, ScaleError> {
         if !(factor.is_finite() && factor > 0.0 && factor <= 1_000.0) {
@@ -565,13 +565,13 @@ do = "disconnect"
 
     #[test]
     fn seed_scenarios_parse_at_their_full_parameters() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/seeds");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/published");
         let load =
             |name: &str| Scenario::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         for name in [
-            "seed-001-stability.toml",
-            "seed-001-chat.toml",
-            "seed-001-economy.toml",
+            "nakama-stability.toml",
+            "nakama-chat.toml",
+            "nakama-economy.toml",
         ] {
             let s = load(name);
             let sched = s.schedule();
@@ -582,21 +582,21 @@ do = "disconnect"
             );
             assert_eq!(sched.duration_s(), 4.0 * 3600.0, "{name}: 4 hours");
         }
-        let chat = load("seed-001-chat.toml");
+        let chat = load("nakama-chat.toml");
         assert!(chat
             .steps
             .iter()
             .any(|s| matches!(s, Step::ChatJoin(j) if j.channels == 400_000)));
-        let economy = load("seed-001-economy.toml");
+        let economy = load("nakama-economy.toml");
         assert!(economy.steps.iter().any(|s| matches!(
             s,
             Step::Rpc { interval_s, functions, .. }
                 if *interval_s == Interval::Range(Seconds(60.0), Seconds(120.0))
                     && functions.len() == 2
         )));
-        let rooms = load("seed-002-rooms.toml");
+        let rooms = load("hathora-rooms.toml");
         assert_eq!(rooms.phases[0].arrival_rate, Some(30.0));
-        let process_rooms = load("seed-002-process-rooms.toml");
+        let process_rooms = load("hathora-process-rooms.toml");
         assert_eq!(process_rooms.phases[0].arrival_rate, Some(30.0));
         assert!(process_rooms.steps.iter().any(|s| matches!(
             s,
@@ -605,15 +605,15 @@ do = "disconnect"
                 ..
             })
         )));
-        let matches = load("seed-000-match.toml");
+        let matches = load("spaceape-match.toml");
         assert!(matches.steps.iter().any(|s| s.name() == "play"));
         assert_eq!(matches.schedule().phases[0].curve.shape, Shape::Bell);
     }
 
     #[test]
     fn scale_shrinks_players_rates_and_rooms_together() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/seeds");
-        let chat = Scenario::load(&dir.join("seed-001-chat.toml"))
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/published");
+        let chat = Scenario::load(&dir.join("nakama-chat.toml"))
             .unwrap()
             .scaled(0.005)
             .unwrap();
@@ -623,14 +623,14 @@ do = "disconnect"
             .steps
             .iter()
             .any(|s| matches!(s, Step::ChatJoin(j) if j.channels == 2_000)));
-        let rooms = Scenario::load(&dir.join("seed-002-rooms.toml"))
+        let rooms = Scenario::load(&dir.join("hathora-rooms.toml"))
             .unwrap()
             .scaled(0.1)
             .unwrap();
         assert!((rooms.phases[0].arrival_rate.unwrap() - 3.0).abs() < 1e-9);
         assert_eq!(rooms.schedule().total_players(), 10_800);
         // Matchmade pairs stay pairs.
-        let matches = Scenario::load(&dir.join("seed-000-match.toml"))
+        let matches = Scenario::load(&dir.join("spaceape-match.toml"))
             .unwrap()
             .scaled(0.0123)
             .unwrap();
@@ -643,7 +643,7 @@ do = "disconnect"
         }
         // A phase that had players keeps at least one; a rate can shrink to nobody.
         assert_eq!(good().scaled(1e-6).unwrap().schedule().total_players(), 1);
-        let rooms = Scenario::load(&dir.join("seed-002-rooms.toml")).unwrap();
+        let rooms = Scenario::load(&dir.join("hathora-rooms.toml")).unwrap();
         assert!(matches!(rooms.scaled(1e-6), Err(ScaleError::NoPlayers(_))));
     }
 

@@ -1,4 +1,4 @@
-//! Chat steps (seed 001, scenario 2): `chat_join` puts the player in one of M rooms, `chat`
+//! Chat steps (as Nakama's 2M-CCU chat test): `chat_join` puts the player in one of M rooms, `chat`
 //! sends random 10–100 byte messages at random intervals and measures how long each message
 //! takes to reach every member.
 //!

@@ -1,15 +1,28 @@
-//! Match and room steps: seed 000's Space Ape flow (find a match, connect and authenticate, play
-//! sending inputs 15 times a second, report RTT and client-interval) and seed 002's Hathora flow
+//! Match and room steps: Space Ape's flow (find a match, connect and authenticate, play
+//! sending inputs 15 times a second, report RTT and client-interval) and Hathora's flow
 //! (create a room, ask where it lives, open two TCP connections to it, replay a recorded game).
 //!
 //! | `do` | keys (default) | what it does |
 //! |---|---|---|
-//! | `matchmake` | `query` (`"*"`), `count` (2), `timeout_s` | `matchmaker_add` (min = max = `count`) on the socket, then waits for `matchmaker_matched`; keeps its join token. Metric `matchmake` |
-//! | `join_match` | `transport` (`"websocket"`), `tcp_port` (7351), `enet_port` (7351), `timeout_s` | joins the matched match with the token: `match_join` on the socket, or a native connection to the target's host — TCP at `tcp_port`, or ENet (`transport = "enet"`, UDP) at `enet_port` — whose first message is the join. Metric `join` |
-//! | `create_room` | `handler` (`"arena"`), `capacity` (2), `tick_rate_hz`, `timeout_s` | `POST /v2/rooms` with the session token. Metric `room_create` |
-//! | `room_connect` | `connections` (2), `open` (true), `transport` (`"tcp"`), `timeout_s` | per connection: `GET /v2/rooms/{id}/connection` (metric `room_lookup`), then a TCP connection to the host and port it names — or with `transport = "enet"` an ENet connection to its `enet` endpoint — joined with its ticket (metric `join`); with `open = false`, only the lookups |
-//! | `play` | `rate_hz` (15), `duration_s` (required), `align` (`"tick"`), `lead_ms` (10), `record`, `timeout_s` | plays the arena game on every joined connection: one movement input per `1/rate_hz`; metrics `RTT`, `client-interval`, `client_lag`. With `record = "FILE"`, player 0 writes its inputs as a replay file (a relative path is relative to the scenario file) |
-//! | `replay` | `file` (required; relative to the scenario file), `timeout_s` | sends a recorded replay's messages on the joined connections at their recorded times; metrics as `play` |
+//! | `matchmake` | `query` (`"*"`), `count` (2), `timeout_s` | `matchmaker_add` (min = max =
+//! `count`) on the socket, then waits for `matchmaker_matched`; keeps its join token. Metric
+//! `matchmake` |
+//! | `join_match` | `transport` (`"websocket"`), `tcp_port` (7351), `enet_port` (7351), `timeout_s`
+//! | joins the matched match with the token: `match_join` on the socket, or a native connection to
+//! the target's host — TCP at `tcp_port`, or ENet (`transport = "enet"`, UDP) at `enet_port` —
+//! whose first message is the join. Metric `join` |
+//! | `create_room` | `handler` (`"arena"`), `capacity` (2), `tick_rate_hz`, `timeout_s` | `POST
+//! /v2/rooms` with the session token. Metric `room_create` |
+//! | `room_connect` | `connections` (2), `open` (true), `transport` (`"tcp"`), `timeout_s` | per
+//! connection: `GET /v2/rooms/{id}/connection` (metric `room_lookup`), then a TCP connection to the
+//! host and port it names — or with `transport = "enet"` an ENet connection to its `enet` endpoint
+//! — joined with its ticket (metric `join`); with `open = false`, only the lookups |
+//! | `play` | `rate_hz` (15), `duration_s` (required), `align` (`"tick"`), `lead_ms` (10),
+//! `record`, `timeout_s` | plays the arena game on every joined connection: one movement input per
+//! `1/rate_hz`; metrics `RTT`, `client-interval`, `client_lag`. With `record = "FILE"`, player 0
+//! writes its inputs as a replay file (a relative path is relative to the scenario file) |
+//! | `replay` | `file` (required; relative to the scenario file), `timeout_s` | sends a recorded
+//! replay's messages on the joined connections at their recorded times; metrics as `play` |
 //!
 //! RTT is measured per input from its *intended* send time to the first state echoing it, so a
 //! stalled server or client cannot hide behind a skipped send. `align = "tick"` sends each input

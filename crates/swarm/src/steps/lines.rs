@@ -1,5 +1,5 @@
 //! Rooms run by a studio's own line-based game server (`room_connect` with
-//! `protocol = "lines"`, then `replay`): seed 002's flow against Muster's process rooms.
+//! `protocol = "lines"`, then `replay`): Hathora's flow against Muster's process rooms.
 //!
 //! Joining sends `TICKET <ticket>` and waits for `WELCOME …`. Replaying sends each recorded
 //! message on its connection at its recorded time as one line,

@@ -1,4 +1,4 @@
-//! The `rpc` step: call server functions at random intervals, the way seed 001's scenario 3
+//! The `rpc` step: call server functions at random intervals, the way Nakama's 2M-CCU economy test
 //! does ("every 60-120 s, spend coins or grant an item").
 //!
 //! ```toml
@@ -8,8 +8,8 @@
 //! transport = "socket"        # or "http": POST /v2/rpc/{id} with the session token
 //! functions = [
 //!   { id = "wallet_spend", payload = '{"amount": ${rand:1:10}}', weight = 1 },
-//!   { id = "inventory_grant", payload = '{"item": "gem", "idempotency_key": "${run}-${player}-${seq}"}' },
-//! ]
+//!   { id = "inventory_grant", payload = '{"item": "gem", "idempotency_key":
+//! "${run}-${player}-${seq}"}' }, ]
 //! ```
 //!
 //! Each call picks one function at random in proportion to `weight` (default 1) and renders its

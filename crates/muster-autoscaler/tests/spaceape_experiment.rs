@@ -1,5 +1,5 @@
-//! The seed's experiment (Space Ape, "The problems with DynamoDB Auto Scaling"), reproduced: the
-//! qualitative results it reported, and the figures Muster's policy must reach — on the seed's
+//! Space Ape's experiment ( "The problems with DynamoDB Auto Scaling"), reproduced: the
+//! qualitative results it reported, and the figures Muster's policy must reach — on its
 //! DynamoDB model and on Kubernetes as the live loop drives it; and the trend's check: a step is
 //! sized as a level, a rising ramp is still met ahead of time.
 
