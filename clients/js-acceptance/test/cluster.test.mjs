@@ -5,8 +5,7 @@
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { startServer, clientFor, uniq, sleep, Inbox, PLAYERS_MAY_CALL_BUILTINS } from "./helpers.mjs";
+import { startServer, clientFor, uniq, sleep, Inbox, PLAYERS_MAY_CALL_BUILTINS, POSTGRES, freshDatabase } from "./helpers.mjs";
 
 const NATS = process.env.TEST_NATS_URL;
 if (!NATS && process.env.TEST_REQUIRE_NATS === "1") {
@@ -102,17 +101,6 @@ test("players on three nodes chat in one room and see a dead node's player leave
   const ack3 = await carol.socket.writeChatMessage(aliceChannel.id, { text: "still here" });
   await alice.next((e) => e.kind === "message" && e.message_id === ack3.message_id, "carol's message after b died");
 });
-
-const POSTGRES = process.env.TEST_POSTGRES_URL;
-
-/** A fresh database on the test's PostgreSQL server; its URL. */
-function freshDatabase() {
-  const name = uniq("js_cluster").replace(/-/g, "_").toLowerCase();
-  execFileSync("psql", [POSTGRES, "-q", "-c", `CREATE DATABASE ${name}`]);
-  const url = new URL(POSTGRES);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
 
 test("players on three nodes of one database matchmake into one match, play and call functions", { skip: !NATS || !POSTGRES }, async () => {
   const prefix = uniq("m").replace(/-/g, "");

@@ -1,5 +1,5 @@
 // Shared helpers: start a real Muster server per test file, build nakama-js clients against it.
-import { spawn } from "node:child_process";
+import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import net from "node:net";
@@ -217,4 +217,24 @@ export class Inbox {
       this.waiters.push(waiter);
     });
   }
+}
+
+/** The test's PostgreSQL server (scripts/test starts one), or undefined. */
+export const POSTGRES = process.env.TEST_POSTGRES_URL;
+
+/** A fresh database on the test's PostgreSQL server; its URL. */
+export function freshDatabase() {
+  const name = uniq("js").replace(/-/g, "_").toLowerCase();
+  execFileSync("psql", [POSTGRES, "-q", "-c", `CREATE DATABASE ${name}`]);
+  const url = new URL(POSTGRES);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** The engines a test runs on: SQLite always, PostgreSQL when the test command provides one. */
+export const ENGINES = POSTGRES ? ["sqlite", "postgres"] : ["sqlite"];
+
+/** startServer on `engine` (a fresh PostgreSQL database for "postgres"). */
+export function startServerOn(engine, env = {}) {
+  return startServer(engine === "postgres" ? { MUSTER_DATABASE_URL: freshDatabase(), ...env } : env);
 }

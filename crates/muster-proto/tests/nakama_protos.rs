@@ -185,8 +185,31 @@ fn account_and_session_bodies_are_nakamas() {
         "apple_id",
     ];
     check(&set, "User", &user, &social);
-    let device = api::AccountDevice { id: "d".into() };
-    check(&set, "AccountDevice", &device, &["vars"]);
+    check(
+        &set,
+        "Users",
+        &api::Users {
+            users: vec![user.clone()],
+        },
+        &[],
+    );
+    let vars: std::collections::HashMap<String, String> = [("k".into(), "v".into())].into();
+    let device = api::AccountDevice {
+        id: "d".into(),
+        vars: vars.clone(),
+    };
+    check(&set, "AccountDevice", &device, &[]);
+    let custom = api::AccountCustom {
+        id: "c".into(),
+        vars: vars.clone(),
+    };
+    check(&set, "AccountCustom", &custom, &[]);
+    let email = api::AccountEmail {
+        email: "e".into(),
+        password: "p".into(),
+        vars,
+    };
+    check(&set, "AccountEmail", &email, &[]);
     let update = api::UpdateAccountRequest {
         username: Some("u".into()),
         display_name: Some("d".into()),
@@ -285,4 +308,72 @@ fn leaderboard_bodies_are_nakamas() {
         serde_json::from_str(r#"{"score":"7","subscore":3,"operator":"INCREMENT"}"#)
             .expect("parses");
     assert_eq!((read.score, read.subscore, read.operator), (7, 3, 3));
+}
+
+#[test]
+fn notification_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let notification = muster_proto::realtime::Notification {
+        id: "i".into(),
+        subject: "s".into(),
+        content: "{}".into(),
+        code: -2,
+        sender_id: "u".into(),
+        create_time: Some(muster_proto::wire::Timestamp::from_unix_ms(1)),
+        persistent: true,
+    };
+    check(&set, "Notification", &notification, &[]);
+    let list = api::NotificationList {
+        notifications: vec![notification],
+        cacheable_cursor: "c".into(),
+    };
+    check(&set, "NotificationList", &list, &[]);
+}
+
+/// Every message kind Muster speaks in the realtime envelope carries Nakama's `Envelope` field
+/// number for its name (rtapi/realtime.proto), in the protobuf encoding Muster writes.
+#[test]
+fn realtime_envelope_numbers_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = protox::compile(["rtapi/realtime.proto"], [&dir]).expect("realtime.proto compiles");
+    let envelope = set
+        .file
+        .iter()
+        .filter(|f| f.package() == "nakama.realtime")
+        .flat_map(|f| f.message_type.iter())
+        .find(|m| m.name() == "Envelope")
+        .expect("rtapi Envelope");
+    let mut checked = 0;
+    for field in &envelope.field {
+        if field.oneof_index.is_none() {
+            continue;
+        }
+        let frame = format!(r#"{{"cid":"1","{}":{{}}}}"#, field.name());
+        // A kind Muster does not speak is refused by name; one it speaks is encoded.
+        let Ok(decoded) = muster_proto::realtime::decode_json(frame.as_bytes()) else {
+            continue;
+        };
+        let bytes = muster_proto::realtime::encode_protobuf(&decoded);
+        // cid (field 1, "1") first: 0x0a 0x01 '1'; then the message's key, a varint.
+        let mut key = 0u64;
+        for (i, byte) in bytes[3..].iter().take(5).enumerate() {
+            key |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        assert_eq!(
+            i32::try_from(key >> 3).expect("a field number"),
+            field.number(),
+            "{}: Muster's number differs from Nakama's",
+            field.name()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} kinds checked");
 }

@@ -146,12 +146,18 @@ async fn build(
     )
     .await
     .map_err(|e| anyhow::anyhow!("leaderboards: {e}"))?;
+    let notifications = Arc::new(crate::notifications::Notifications::new(
+        store.clone(),
+        router.clone(),
+        config.notifications.max_per_user,
+    ));
     let rpc = Arc::new(Rpc::new(
         functions,
         economy,
         accounts.clone(),
         storage,
         leaderboards,
+        notifications,
         metrics.clone(),
     ));
     let link_store: Arc<dyn LinkStore> = store.clone();

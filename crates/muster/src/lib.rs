@@ -30,6 +30,7 @@ pub mod leaderboards;
 pub mod links;
 pub mod matches;
 pub mod net;
+pub mod notifications;
 pub mod session;
 pub mod storage;
 pub mod store;

@@ -20,6 +20,8 @@ on_both_backends!(
     a_refresh_token_works_once_under_concurrency,
     revocations_reach_other_nodes_and_expire,
     server_code_sets_metadata_players_cannot,
+    a_deleted_account_stays_refused_after_a_restart,
+    concurrent_unlinks_never_remove_the_last_credential,
 );
 
 async fn device_authentication(backend: Backend) {
@@ -504,7 +506,7 @@ async fn bad_requests_get_clear_errors(backend: Backend) {
     assert_error(&unknown, 404, 5);
     let wrong_method = server
         .http
-        .delete(server.url("/v2/account"))
+        .patch(server.url("/v2/account"))
         .send()
         .await
         .expect("send");
@@ -813,4 +815,95 @@ async fn answers_name_their_request() {
         .await
         .expect("send");
     assert_eq!(id_of(&long).map(|id| id.len()), Some(16));
+}
+
+/// `POST path` with a session token and a JSON body.
+async fn post_with_token(
+    server: &TestServer,
+    path: &str,
+    token: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    status_and_json(
+        server
+            .http
+            .post(server.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await
+}
+
+async fn a_deleted_account_stays_refused_after_a_restart(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    let (token, refresh_token) = server.device_session("device-deleted-1").await;
+    let (other, _) = server.device_session("device-deleted-2").await;
+    let deleted = status_and_json(
+        server
+            .http
+            .delete(server.url("/v2/account"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(deleted.0, 200, "{deleted:?}");
+    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+    server.stop().await.expect("stop");
+
+    // A new process reads the deletion back: the token and the refresh token stay refused.
+    let server = TestServer::start(db.config()).await;
+    assert_error(&server.get_with_token("/v2/account", &token).await, 401, 16);
+    assert_error(&refresh(&server, &refresh_token, json!({})).await, 401, 16);
+    assert_eq!(server.get_with_token("/v2/account", &other).await.0, 200);
+    // The device is free: authenticating it creates another account.
+    let (status, again) = server
+        .authenticate("device", "create=true", json!({"id": "device-deleted-1"}))
+        .await;
+    assert_eq!((status, &again["created"]), (200, &json!(true)), "{again}");
+}
+
+async fn concurrent_unlinks_never_remove_the_last_credential(backend: Backend) {
+    let db = Database::new(backend).await;
+    let server = TestServer::start(db.config()).await;
+    for round in 0..5 {
+        let device = format!("device-unlink-race-{round}");
+        let (token, _) = server.device_session(&device).await;
+        let custom = format!("custom-unlink-race-{round}");
+        let linked = post_with_token(
+            &server,
+            "/v2/account/link/custom",
+            &token,
+            json!({"id": custom}),
+        )
+        .await;
+        assert_eq!(linked.0, 200, "{linked:?}");
+        // Both credentials at once: exactly one unlink may win.
+        let (a, b) = tokio::join!(
+            post_with_token(
+                &server,
+                "/v2/account/unlink/device",
+                &token,
+                json!({"id": device})
+            ),
+            post_with_token(
+                &server,
+                "/v2/account/unlink/custom",
+                &token,
+                json!({"id": custom})
+            ),
+        );
+        let mut statuses = [a.0, b.0];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 403], "round {round}: {a:?} {b:?}");
+        let (_, account) = server.get_with_token("/v2/account", &token).await;
+        let devices = account["devices"].as_array().map_or(0, Vec::len);
+        let customs = usize::from(account.get("custom_id").is_some());
+        assert_eq!(devices + customs, 1, "one credential left: {account}");
+    }
 }

@@ -100,10 +100,41 @@ pub struct User {
     pub update_time: String,
 }
 
-/// A device identifier linked to an account.
+/// A device identifier linked to an account; also the body of `POST /v2/account/link/device`
+/// and `/unlink/device`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct AccountDevice {
     pub id: String,
+    /// Session variables: read by authenticate calls, ignored by link and unlink (as Nakama).
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    pub vars: HashMap<String, String>,
+}
+
+/// Body of `POST /v2/account/link/custom` and `/unlink/custom`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AccountCustom {
+    pub id: String,
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    pub vars: HashMap<String, String>,
+}
+
+/// Body of `POST /v2/account/link/email` and `/unlink/email`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AccountEmail {
+    pub email: String,
+    pub password: String,
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    pub vars: HashMap<String, String>,
+}
+
+/// `GET /v2/user`: the accounts asked for, as others see them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Users {
+    pub users: Vec<User>,
 }
 
 /// The caller's own account: `GET /v2/account`.
@@ -123,6 +154,18 @@ pub struct Account {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(alias = "disableTime")]
     pub disable_time: Option<String>,
+}
+
+/// `GET /v2/notification`: the caller's stored notifications, oldest first, and where the next
+/// listing starts (keep it: it also finds only notifications newer than these).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NotificationList {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<crate::realtime::Notification>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "cacheableCursor")]
+    pub cacheable_cursor: String,
 }
 
 /// Body of `PUT /v2/account`: every field optional; an absent field is left unchanged. Nakama's

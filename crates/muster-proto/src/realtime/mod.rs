@@ -11,6 +11,7 @@
 pub mod channel;
 pub mod delivery;
 pub mod matches;
+pub mod notification;
 pub mod presence;
 pub mod rpc;
 pub mod world;
@@ -31,6 +32,7 @@ pub use matches::{
     MatchLeave, MatchPresenceEvent, MatchmakerAdd, MatchmakerMatched, MatchmakerRemove,
     MatchmakerTicket, MatchmakerUser,
 };
+pub use notification::{Notification, Notifications};
 pub use presence::UserPresence;
 pub use rpc::Rpc;
 pub use world::{WorldCreep, WorldState, WorldSubscribe, WorldTower, WorldUnsubscribe};
@@ -42,14 +44,13 @@ pub struct Envelope {
     pub cid: String,
     #[prost(
         oneof = "Message",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 32, 33, 100, 101, 102"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 32, 33, 100, 101, 102"
     )]
     pub message: Option<Message>,
 }
 
 /// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers. Kinds
-/// Nakama has and Muster does not yet (notifications, status, streams, parties) are refused as
-/// unrecognized.
+/// Nakama has and Muster does not yet (status, streams, parties) are refused as unrecognized.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Message {
     #[prost(message, tag = "2")]
@@ -94,6 +95,8 @@ pub enum Message {
     MatchmakerRemove(MatchmakerRemove),
     #[prost(message, tag = "22")]
     MatchmakerTicket(MatchmakerTicket),
+    #[prost(message, tag = "23")]
+    Notifications(Notifications),
     #[prost(message, tag = "24")]
     Rpc(Rpc),
     #[prost(message, tag = "32")]
@@ -175,6 +178,7 @@ message_kinds! {
     MatchmakerMatched = "matchmaker_matched",
     MatchmakerRemove = "matchmaker_remove",
     MatchmakerTicket = "matchmaker_ticket",
+    Notifications = "notifications",
     Rpc = "rpc",
     Ping = "ping",
     Pong = "pong",

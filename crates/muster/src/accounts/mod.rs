@@ -4,13 +4,14 @@
 
 pub mod bans;
 pub mod cluster;
+pub mod lifecycle;
 pub mod password;
 pub mod tokens;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use muster_proto::api::{Account, AccountDevice, Session, UpdateAccountRequest, User};
+use muster_proto::api::{Account, AccountDevice, Session, UpdateAccountRequest};
 use rand::Rng;
 use uuid::Uuid;
 
@@ -40,6 +41,12 @@ pub enum AccountError {
     Banned,
     #[error("{0}")]
     NotFound(String),
+    /// A credential another account has.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// Not allowed, e.g. unlinking the last credential.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The store refused or failed (a taken username, a closed database).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -328,34 +335,29 @@ impl Accounts {
 
     /// The caller's account as `GET /v2/account` shows it.
     pub async fn account(&self, user_id: Uuid, online: bool) -> Result<Account, AccountError> {
-        let record = self
+        let mut record = self
             .store
             .account(user_id)
             .await?
             .ok_or_else(|| AccountError::NotFound("Account not found.".into()))?;
+        let wallet = crate::economy::wallet_json(&record.wallet);
+        let email = record.email.clone().unwrap_or_default();
+        let devices = std::mem::take(&mut record.devices);
+        let custom_id = record.custom_id.clone().unwrap_or_default();
+        let disable_time = record.disable_time_ms.map(crate::base::clock::rfc3339);
         Ok(Account {
-            user: User {
-                id: record.id.to_string(),
-                username: record.username,
-                display_name: record.display_name,
-                avatar_url: record.avatar_url,
-                lang_tag: record.lang_tag,
-                location: record.location,
-                timezone: record.timezone,
-                metadata: record.metadata,
-                online,
-                create_time: crate::base::clock::rfc3339(record.create_time_ms),
-                update_time: crate::base::clock::rfc3339(record.update_time_ms),
-            },
-            wallet: crate::economy::wallet_json(&record.wallet),
-            email: record.email.unwrap_or_default(),
-            devices: record
-                .devices
+            user: lifecycle::public_user(record, online),
+            wallet,
+            email,
+            devices: devices
                 .into_iter()
-                .map(|id| AccountDevice { id })
+                .map(|id| AccountDevice {
+                    id,
+                    ..AccountDevice::default()
+                })
                 .collect(),
-            custom_id: record.custom_id.unwrap_or_default(),
-            disable_time: record.disable_time_ms.map(crate::base::clock::rfc3339),
+            custom_id,
+            disable_time,
         })
     }
 
@@ -409,7 +411,9 @@ impl Accounts {
     /// Reads the banned accounts from the store into the token checks (at start, and
     /// periodically, in case another node's message was lost).
     pub async fn reload_bans(&self) -> Result<(), AccountError> {
-        let banned = self.store.disabled_users().await?;
+        // Deleted accounts too, while a token of theirs may be alive.
+        let since = crate::base::clock::now_ms() - self.tokens.longest_lifetime_secs() * 1000;
+        let banned = self.store.disabled_users(since).await?;
         self.tokens.replace_banned(&banned);
         Ok(())
     }

@@ -314,6 +314,11 @@ impl TokenService {
         }
     }
 
+    /// The longest any token issued now lives (a refresh token's lifetime, usually), seconds.
+    pub fn longest_lifetime_secs(&self) -> i64 {
+        self.token_ttl.max(self.refresh_ttl)
+    }
+
     /// Whether `user` is banned.
     pub fn is_banned(&self, user: &Uuid) -> bool {
         self.banned.contains(user)

@@ -78,7 +78,10 @@ impl From<StoreError> for EconomyError {
                 tracing::warn!(%detail, "database unavailable");
                 EconomyError::Unavailable("The database is unavailable; try again shortly.")
             }
-            StoreError::UsernameTaken | StoreError::CodeTaken | StoreError::Database(_) => {
+            StoreError::UsernameTaken
+            | StoreError::CodeTaken
+            | StoreError::CredentialTaken
+            | StoreError::Database(_) => {
                 tracing::error!(%error, "economy store error");
                 EconomyError::Internal
             }

@@ -12,6 +12,7 @@
 //! | `inventory_grant` | `{"item": "sword", "count": 1, "kind": "weapon", "properties": {...}}` (count defaults to 1, kind to `default`) | `{"ledger_id": "43", "items": {"sword": 3}}` |
 //! | `inventory_consume` | `{"item": "sword", "count": 1}` | `{"ledger_id": "44", "items": {"sword": 2}}` |
 //! | `ban_users`, `unban_users` | `{"user_ids": ["..."]}` | `{"user_ids": [...]}` (those that exist); never callable by players |
+//! | `notifications_send` | `{"notifications": [{"user_id": "...", "subject": "...", "content": {...}, "code": 1, "persistent": true, "sender_id": "..."}]}` (`sender_id` optional: the system) | `{}`; never callable by players |
 //!
 //! Every payload may also carry `"metadata": {...}` (stored in the ledger row),
 //! `"idempotency_key": "..."` (a retry with the same key applies once and gets the first answer)
@@ -51,6 +52,9 @@ pub fn register(functions: &mut Functions, names: &[String], for_players: &[Stri
             // Never a player's: the configuration refuses them in the players' list.
             "ban_users" => functions.register(name, Guarded::new(Ban { ban: true }, false)),
             "unban_users" => functions.register(name, Guarded::new(Ban { ban: false }, false)),
+            "notifications_send" => {
+                functions.register(name, Guarded::new(NotificationsSend, false))
+            }
             _ => continue,
         };
     }
@@ -87,6 +91,60 @@ impl ServerFunction for Ban {
             call.accounts.unban(&ids).await?
         };
         Ok(serde_json::json!({ "user_ids": done }).to_string())
+    }
+}
+
+/// `notifications_send`: `{"notifications": [...]}` (at most 1,000), each to one user; the
+/// persistent ones are stored (all or none), then every one is delivered to its user's open
+/// sockets on any node. Codes must be above 0: the negative ones are the system's own (as in
+/// Nakama's `notificationSend`).
+struct NotificationsSend;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotificationsPayload {
+    notifications: Vec<NotificationPayload>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotificationPayload {
+    user_id: String,
+    subject: String,
+    content: serde_json::Value,
+    code: i32,
+    #[serde(default)]
+    persistent: bool,
+    #[serde(default)]
+    sender_id: Option<String>,
+}
+
+fn user_id(text: &str) -> Result<uuid::Uuid, RpcError> {
+    uuid::Uuid::parse_str(text).map_err(|_| RpcError::invalid(format!("Invalid user ID {text:?}.")))
+}
+
+#[async_trait::async_trait]
+impl ServerFunction for NotificationsSend {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let payload: NotificationsPayload = call.json()?;
+        let mut batch = Vec::with_capacity(payload.notifications.len());
+        for n in payload.notifications {
+            if n.code <= 0 {
+                return Err(RpcError::invalid(
+                    "A notification's code must be above 0 (negative codes are the system's).",
+                ));
+            }
+            batch.push(crate::notifications::NewNotification {
+                user_id: user_id(&n.user_id)?,
+                subject: n.subject,
+                content: n.content.to_string(),
+                code: n.code,
+                sender_id: n.sender_id.as_deref().map(user_id).transpose()?,
+                persistent: n.persistent,
+            });
+        }
+        call.notifications.send(batch).await?;
+        Ok("{}".into())
     }
 }
 

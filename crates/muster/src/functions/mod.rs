@@ -49,6 +49,7 @@ use crate::accounts::{AccountError, Accounts};
 use crate::base::metrics::Metrics;
 use crate::economy::{Economy, EconomyError};
 use crate::leaderboards::{LeaderboardError, Leaderboards};
+use crate::notifications::{NotificationError, Notifications};
 use crate::storage::{Storage, StorageError};
 
 /// The user calling a function, from their session token.
@@ -73,6 +74,8 @@ pub struct Call<'a> {
     pub storage: &'a Storage,
     /// Leaderboards: create them, and write any owner's records (authoritative ones too).
     pub leaderboards: &'a Leaderboards,
+    /// Notifications: send them to any users, stored or not (docs/social.md).
+    pub notifications: &'a Notifications,
 }
 
 impl Call<'_> {
@@ -189,11 +192,27 @@ impl From<AccountError> for RpcError {
         let code = match &error {
             AccountError::Invalid(_) => RpcCode::InvalidArgument,
             AccountError::NotFound(_) => RpcCode::NotFound,
-            AccountError::Unauthenticated(_) | AccountError::Banned => RpcCode::PermissionDenied,
+            AccountError::AlreadyExists(_) => RpcCode::AlreadyExists,
+            AccountError::Unauthenticated(_)
+            | AccountError::Banned
+            | AccountError::PermissionDenied(_) => RpcCode::PermissionDenied,
             AccountError::Store(crate::store::StoreError::Unavailable(_)) => RpcCode::Unavailable,
             AccountError::Store(_) | AccountError::Internal => return RpcError::internal(),
         };
         RpcError::new(code, error.to_string())
+    }
+}
+
+impl From<NotificationError> for RpcError {
+    fn from(error: NotificationError) -> Self {
+        match error {
+            NotificationError::Invalid(message) => RpcError::invalid(message),
+            NotificationError::UserNotFound => RpcError::new(RpcCode::NotFound, error.to_string()),
+            NotificationError::Store(crate::store::StoreError::Unavailable(_)) => {
+                RpcError::new(RpcCode::Unavailable, "The database is unavailable.")
+            }
+            NotificationError::Store(_) => RpcError::internal(),
+        }
     }
 }
 
@@ -310,6 +329,7 @@ pub struct Rpc {
     accounts: Arc<Accounts>,
     storage: Arc<Storage>,
     leaderboards: Arc<Leaderboards>,
+    notifications: Arc<Notifications>,
     metrics: Arc<Metrics>,
 }
 
@@ -320,6 +340,7 @@ impl Rpc {
         accounts: Arc<Accounts>,
         storage: Arc<Storage>,
         leaderboards: Arc<Leaderboards>,
+        notifications: Arc<Notifications>,
         metrics: Arc<Metrics>,
     ) -> Rpc {
         Rpc {
@@ -328,6 +349,7 @@ impl Rpc {
             accounts,
             storage,
             leaderboards,
+            notifications,
             metrics,
         }
     }
@@ -357,6 +379,7 @@ impl Rpc {
             accounts: &self.accounts,
             storage: &self.storage,
             leaderboards: &self.leaderboards,
+            notifications: &self.notifications,
         };
         let result = function.call(call).await;
         self.metrics
@@ -392,5 +415,9 @@ impl Rpc {
 
     pub fn leaderboards(&self) -> &Arc<Leaderboards> {
         &self.leaderboards
+    }
+
+    pub fn notifications(&self) -> &Arc<Notifications> {
+        &self.notifications
     }
 }

@@ -291,6 +291,8 @@ enum Change {
     },
     /// A leaderboard created or deleted: read the definitions again.
     Boards { node: String },
+    /// An account deleted: its records are gone from every board and period.
+    OwnerGone { node: String, owner: Uuid },
 }
 
 impl Leaderboards {
@@ -381,11 +383,16 @@ impl Leaderboards {
             Change::Record { node, .. }
             | Change::Removed { node, .. }
             | Change::Boards { node }
+            | Change::OwnerGone { node, .. }
                 if node == self.node() =>
             {
                 Ok(())
             }
             Change::Boards { .. } => self.reload_boards().await,
+            Change::OwnerGone { owner, .. } => {
+                self.ranks.remove_everywhere(&owner).await;
+                Ok(())
+            }
             Change::Record {
                 id,
                 expiry,
@@ -607,6 +614,16 @@ impl Leaderboards {
         })
         .await;
         Ok(())
+    }
+
+    /// Forgets the ranks of an account whose records the store deleted with it, on every node.
+    pub async fn forget_owner(&self, owner: Uuid) {
+        self.ranks.remove_everywhere(&owner).await;
+        self.tell(Change::OwnerGone {
+            node: self.node().to_string(),
+            owner,
+        })
+        .await;
     }
 
     /// The period a listing reads: the one ending at `expiry` when given (Nakama's override),

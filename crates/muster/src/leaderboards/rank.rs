@@ -126,6 +126,22 @@ impl Ranks {
         Ok(())
     }
 
+    /// Removes `owner` from every period this node has loaded (the account was deleted).
+    pub async fn remove_everywhere(&self, owner: &Uuid) {
+        let slots: Vec<_> = self
+            .periods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for slot in slots {
+            if let Some(period) = slot.lock().await.as_mut() {
+                PeriodRanks { period }.remove(owner);
+            }
+        }
+    }
+
     /// Forgets every period of a leaderboard (it was deleted).
     pub fn forget(&self, leaderboard_id: &str) {
         self.periods

@@ -145,7 +145,7 @@ impl From<StoreError> for LinkError {
                 tracing::warn!(%detail, "database unavailable");
                 LinkError::Unavailable("The database is unavailable; try again shortly.")
             }
-            StoreError::UsernameTaken | StoreError::Database(_) => {
+            StoreError::UsernameTaken | StoreError::CredentialTaken | StoreError::Database(_) => {
                 tracing::error!(%error, "links store error");
                 LinkError::Internal
             }

@@ -131,7 +131,8 @@ pub fn handle<'a>(
         | Message::MatchData(_)
         | Message::MatchPresenceEvent(_)
         | Message::MatchmakerMatched(_)
-        | Message::MatchmakerTicket(_) => Handling::Now(Some(Envelope::error(
+        | Message::MatchmakerTicket(_)
+        | Message::Notifications(_) => Handling::Now(Some(Envelope::error(
             cid,
             error_code::UNRECOGNIZED_PAYLOAD,
             format!("'{}' envelopes are sent only by the server", message.kind()),

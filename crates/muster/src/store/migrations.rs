@@ -70,6 +70,16 @@ pub const SQLITE: &[Migration] = &[
         name: "banned_users",
         sql: include_str!("migrations/sqlite/0012_banned_users.sql"),
     },
+    Migration {
+        version: 13,
+        name: "deleted_users",
+        sql: include_str!("migrations/sqlite/0013_deleted_users.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "notifications",
+        sql: include_str!("migrations/sqlite/0014_notifications.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -132,6 +142,16 @@ pub const POSTGRES: &[Migration] = &[
         version: 12,
         name: "banned_users",
         sql: include_str!("migrations/postgres/0012_banned_users.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "deleted_users",
+        sql: include_str!("migrations/postgres/0013_deleted_users.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "notifications",
+        sql: include_str!("migrations/postgres/0014_notifications.sql"),
     },
 ];
 

@@ -26,6 +26,9 @@ pub use links::{ClickCount, Fallbacks, LinkRecord};
 pub enum StoreError {
     #[error("username is already in use")]
     UsernameTaken,
+    /// A device id, custom id or email that another account has.
+    #[error("credential is linked to another account")]
+    CredentialTaken,
     /// A link code (or custom slug) that another link has.
     #[error("code is already in use")]
     CodeTaken,
@@ -187,8 +190,86 @@ pub trait AccountStore: Send + Sync {
         disable_time_ms: Option<i64>,
     ) -> Result<Vec<Uuid>, StoreError>;
 
-    /// Every banned account's id.
-    async fn disabled_users(&self) -> Result<Vec<Uuid>, StoreError>;
+    /// Every banned account's id, and every account deleted at or after `deleted_since_ms`
+    /// (whose tokens may still be alive).
+    async fn disabled_users(&self, deleted_since_ms: i64) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Links `credential` to the account (an email with `password_hash`): a device is added to
+    /// its devices, a custom id or email replaces the one it had. `CredentialTaken` when
+    /// another account has it, `NotFound` when the account is gone. Linking what the account
+    /// already has changes nothing but its update time.
+    async fn link(
+        &self,
+        user_id: Uuid,
+        credential: Credential,
+        password_hash: Option<String>,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Unlinks `credential` from the account, unless it is the account's last one; whether it
+    /// did (false: not linked to this account, or the last). For a custom id or email, an empty
+    /// value means whichever the account has.
+    async fn unlink(
+        &self,
+        user_id: Uuid,
+        credential: Credential,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The accounts of `ids` and `usernames`, each at most once, in no particular order
+    /// (without devices or wallet); names and ids that match nothing are left out.
+    async fn users(
+        &self,
+        ids: Vec<Uuid>,
+        usernames: Vec<String>,
+    ) -> Result<Vec<AccountRecord>, StoreError>;
+
+    /// Deletes the account and what it owns (devices, wallet, inventory and ledger, storage
+    /// objects, leaderboard records) in one transaction, and records the deletion (see
+    /// `disabled_users`); whether it existed.
+    async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError>;
+}
+
+/// A notification kept for its user until they delete it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationRecord {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub subject: String,
+    /// A JSON object, as text.
+    pub content: String,
+    pub code: i32,
+    /// `None`: sent by the system.
+    pub sender_id: Option<Uuid>,
+    pub create_time_ms: i64,
+}
+
+/// Stored notifications. Each write is durable when its future resolves.
+#[async_trait]
+pub trait NotificationStore: Send + Sync {
+    /// Stores `records` (any users'); of each user's notifications only the newest
+    /// `max_per_user` are kept. `NotFound` when a user does not exist (nothing is stored).
+    async fn insert_notifications(
+        &self,
+        records: Vec<NotificationRecord>,
+        max_per_user: usize,
+    ) -> Result<(), StoreError>;
+
+    /// `user_id`'s notifications oldest first, after the position `(create_time_ms, id)` when
+    /// given; at most `limit`.
+    async fn list_notifications(
+        &self,
+        user_id: Uuid,
+        after: Option<(i64, Uuid)>,
+        limit: usize,
+    ) -> Result<Vec<NotificationRecord>, StoreError>;
+
+    /// Deletes those of `ids` that are `user_id`'s; how many.
+    async fn delete_notifications(
+        &self,
+        user_id: Uuid,
+        ids: Vec<Uuid>,
+    ) -> Result<usize, StoreError>;
 }
 
 /// Session tokens: revocations that every node honours.
@@ -714,6 +795,7 @@ pub trait Store:
     + LinkStore
     + StorageStore
     + LeaderboardStore
+    + NotificationStore
     + 'static
 {
     /// Finishes pending writes and releases the database.

@@ -8,6 +8,7 @@ pub mod fleet;
 mod leaderboards;
 mod links;
 mod matches;
+mod notifications;
 mod storage;
 pub mod world;
 
@@ -17,6 +18,7 @@ pub use fleet::FleetConfig;
 pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
+pub use notifications::NotificationsConfig;
 pub use storage::StorageConfig;
 pub use world::WorldConfig;
 
@@ -28,11 +30,12 @@ pub const BUILTIN_FUNCTIONS: &[&str] = &[
     "inventory_consume",
     "ban_users",
     "unban_users",
+    "notifications_send",
 ];
 
 /// Built-in functions no player may ever call (not even listed in
 /// `runtime.player_builtin_functions`).
-pub const SERVER_ONLY_FUNCTIONS: &[&str] = &["ban_users", "unban_users"];
+pub const SERVER_ONLY_FUNCTIONS: &[&str] = &["ban_users", "unban_users", "notifications_send"];
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,6 +92,8 @@ pub struct Config {
     pub economy: EconomyConfig,
     /// Storage objects (docs/storage-objects.md).
     pub storage: StorageConfig,
+    /// Stored notifications (docs/social.md).
+    pub notifications: NotificationsConfig,
     /// Leaderboards created at start (docs/leaderboards.md).
     pub leaderboards: LeaderboardsConfig,
     pub links: LinksConfig,
@@ -326,6 +331,7 @@ impl Default for Config {
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
             storage: StorageConfig::default(),
+            notifications: NotificationsConfig::default(),
             leaderboards: LeaderboardsConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
@@ -501,6 +507,7 @@ impl Config {
         self.enet.validate()?;
         self.links.validate()?;
         self.storage.validate()?;
+        self.notifications.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;

@@ -1,13 +1,23 @@
-//! `GET /v2/account` and `PUT /v2/account`, for the caller's own account.
+//! The caller's own account — `GET`, `PUT` and `DELETE /v2/account`, credentials linked and
+//! unlinked (`POST /v2/account/link/{device,custom,email}`, `/unlink/…`) — and other players'
+//! public view of accounts, `GET /v2/user?ids=&usernames=` (repeatable, as Nakama's gateway reads
+//! a repeated field).
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::Json;
-use muster_proto::api::{Account, UpdateAccountRequest};
+use muster_proto::api::{
+    Account, AccountCustom, AccountDevice, AccountEmail, UpdateAccountRequest, Users,
+};
 
 use super::auth::Player;
 use super::error::ApiError;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, AuthRateLimit};
+use crate::accounts::Login;
 use crate::net::state::AppState;
+
+fn empty() -> Json<serde_json::Value> {
+    Json(serde_json::json!({}))
+}
 
 pub async fn get(
     Player(caller): Player,
@@ -23,5 +33,113 @@ pub async fn update(
     ApiJson(body): ApiJson<UpdateAccountRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state.accounts.update(caller.uid, body).await?;
-    Ok(Json(serde_json::json!({})))
+    Ok(empty())
+}
+
+/// Deletes the account and what it owns; its ranks leave every leaderboard on every node.
+pub async fn delete(
+    Player(caller): Player,
+    State(state): State<AppState>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.accounts.delete(caller.uid).await?;
+    state.rpc.leaderboards().forget_owner(caller.uid).await;
+    Ok(empty())
+}
+
+pub async fn users(
+    Player(_): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Users>, ApiError> {
+    let (mut ids, mut usernames) = (Vec::new(), Vec::new());
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "ids" => ids.push(value.into_owned()),
+            "usernames" => usernames.push(value.into_owned()),
+            // Muster has no Facebook logins: no account has one.
+            _ => {}
+        }
+    }
+    let router = state.router.clone();
+    let users = state
+        .accounts
+        .users(&ids, usernames, |id| router.is_online(id))
+        .await?;
+    Ok(Json(Users { users }))
+}
+
+pub async fn link_device(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountDevice>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .accounts
+        .link(caller.uid, Login::Device(body.id))
+        .await?;
+    Ok(empty())
+}
+
+pub async fn link_custom(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountCustom>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .accounts
+        .link(caller.uid, Login::Custom(body.id))
+        .await?;
+    Ok(empty())
+}
+
+/// Rate-limited like authentication: hashing the password is slow on purpose.
+pub async fn link_email(
+    _: AuthRateLimit,
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountEmail>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let login = Login::Email {
+        email: body.email,
+        password: body.password,
+    };
+    state.accounts.link(caller.uid, login).await?;
+    Ok(empty())
+}
+
+pub async fn unlink_device(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountDevice>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .accounts
+        .unlink(caller.uid, Login::Device(body.id))
+        .await?;
+    Ok(empty())
+}
+
+pub async fn unlink_custom(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountCustom>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .accounts
+        .unlink(caller.uid, Login::Custom(body.id))
+        .await?;
+    Ok(empty())
+}
+
+pub async fn unlink_email(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountEmail>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let login = Login::Email {
+        email: body.email,
+        password: body.password,
+    };
+    state.accounts.unlink(caller.uid, login).await?;
+    Ok(empty())
 }

@@ -84,6 +84,9 @@ impl From<StoreError> for ApiError {
                 ApiError::AlreadyExists("Username is already in use.".into())
             }
             StoreError::CodeTaken => ApiError::AlreadyExists("That code is already in use.".into()),
+            StoreError::CredentialTaken => {
+                ApiError::AlreadyExists("That credential is linked to another account.".into())
+            }
             StoreError::NotFound => ApiError::NotFound("Account not found.".into()),
             StoreError::Closed => ApiError::Unavailable("Server is shutting down.".into()),
             StoreError::Unavailable(detail) => {
@@ -173,6 +176,8 @@ impl From<crate::accounts::AccountError> for ApiError {
             AccountError::Unauthenticated(message) => ApiError::Unauthenticated(message),
             AccountError::Banned => ApiError::PermissionDenied(AccountError::Banned.to_string()),
             AccountError::NotFound(message) => ApiError::NotFound(message),
+            AccountError::AlreadyExists(message) => ApiError::AlreadyExists(message),
+            AccountError::PermissionDenied(message) => ApiError::PermissionDenied(message),
             AccountError::Store(error) => error.into(),
             AccountError::Internal => ApiError::Internal,
         }

@@ -10,6 +10,7 @@ mod economy;
 pub mod error;
 pub mod extract;
 mod leaderboard;
+mod notification;
 pub mod rooms;
 mod rpc;
 mod session;
@@ -46,7 +47,23 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v2/account/session/refresh", post(session::refresh))
         .route("/v2/session/logout", post(session::logout))
-        .route("/v2/account", get(account::get).put(account::update))
+        .route(
+            "/v2/account",
+            get(account::get)
+                .put(account::update)
+                .delete(account::delete),
+        )
+        .route("/v2/account/link/device", post(account::link_device))
+        .route("/v2/account/link/custom", post(account::link_custom))
+        .route("/v2/account/link/email", post(account::link_email))
+        .route("/v2/account/unlink/device", post(account::unlink_device))
+        .route("/v2/account/unlink/custom", post(account::unlink_custom))
+        .route("/v2/account/unlink/email", post(account::unlink_email))
+        .route("/v2/user", get(account::users))
+        .route(
+            "/v2/notification",
+            get(notification::list).delete(notification::delete),
+        )
         .route("/v2/rooms", post(rooms::create).get(rooms::list))
         .route("/v2/rooms/{id}", get(rooms::get).delete(rooms::destroy))
         .route("/v2/rooms/{id}/connection", get(rooms::connection))

@@ -324,15 +324,51 @@ impl AccountStore for PostgresStore {
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
-    async fn disabled_users(&self) -> Result<Vec<Uuid>, StoreError> {
+    async fn disabled_users(&self, deleted_since_ms: i64) -> Result<Vec<Uuid>, StoreError> {
         let client = self.client().await?;
         let statement = prepared(
             &client,
-            "SELECT id FROM users WHERE disable_time_ms IS NOT NULL",
+            "SELECT id FROM users WHERE disable_time_ms IS NOT NULL
+             UNION SELECT user_id FROM deleted_users WHERE delete_time_ms >= $1",
         )
         .await?;
-        let rows = client.query(&statement, &[]).await.map_err(db_error)?;
+        let rows = client
+            .query(&statement, &[&deleted_since_ms])
+            .await
+            .map_err(db_error)?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    async fn link(
+        &self,
+        user_id: Uuid,
+        credential: Credential,
+        password_hash: Option<String>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.link_credential(user_id, credential, password_hash, now_ms)
+            .await
+    }
+
+    async fn unlink(
+        &self,
+        user_id: Uuid,
+        credential: Credential,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.unlink_credential(user_id, credential, now_ms).await
+    }
+
+    async fn users(
+        &self,
+        ids: Vec<Uuid>,
+        usernames: Vec<String>,
+    ) -> Result<Vec<AccountRecord>, StoreError> {
+        self.users_by(ids, usernames).await
+    }
+
+    async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
+        self.delete_user(user_id, now_ms).await
     }
 }
 

@@ -9,8 +9,10 @@ mod accounts;
 mod chat;
 mod economy;
 mod leaderboards;
+mod lifecycle;
 mod links;
 mod matchmaker;
+mod notifications;
 mod storage;
 mod writer;
 
@@ -63,6 +65,15 @@ pub(super) fn db_error_ref(error: &tokio_postgres::Error) -> StoreError {
                 && db.constraint() == Some("users_username_key") =>
         {
             StoreError::UsernameTaken
+        }
+        Some(db)
+            if db.code() == &SqlState::UNIQUE_VIOLATION
+                && matches!(
+                    db.constraint(),
+                    Some("users_email_key" | "users_custom_id_key" | "user_devices_pkey")
+                ) =>
+        {
+            StoreError::CredentialTaken
         }
         Some(db) if db.code() == &SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound,
         Some(db) => StoreError::Database(format!("{} ({})", db.message(), db.code().code())),

@@ -13,7 +13,9 @@
 mod checkpoint;
 mod economy;
 mod leaderboards;
+mod lifecycle;
 mod links;
+mod notifications;
 mod storage;
 mod sync;
 
@@ -75,6 +77,15 @@ pub(super) fn db_error(error: rusqlite::Error) -> StoreError {
                 .is_some_and(|m| m.contains("users.username"))
         {
             return StoreError::UsernameTaken;
+        }
+        if failure.code == rusqlite::ErrorCode::ConstraintViolation
+            && message.as_deref().is_some_and(|m| {
+                ["users.email", "users.custom_id", "user_devices.id"]
+                    .iter()
+                    .any(|column| m.contains(column))
+            })
+        {
+            return StoreError::CredentialTaken;
         }
         if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY {
             return StoreError::NotFound;
@@ -585,16 +596,52 @@ impl AccountStore for SqliteStore {
         .await
     }
 
-    async fn disabled_users(&self) -> Result<Vec<Uuid>, StoreError> {
-        self.read("disabled_users", |conn| {
-            let ids = conn
-                .prepare_cached("SELECT id FROM users WHERE disable_time_ms IS NOT NULL")
-                .and_then(|mut s| {
-                    s.query_map([], |r| r.get::<_, String>(0))?
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .map_err(db_error)?;
-            ids.iter().map(|id| parse_uuid(id)).collect()
+    async fn disabled_users(&self, deleted_since_ms: i64) -> Result<Vec<Uuid>, StoreError> {
+        self.read("disabled_users", move |conn| {
+            lifecycle::disabled_users(conn, deleted_since_ms)
+        })
+        .await
+    }
+
+    async fn link(
+        &self,
+        user_id: Uuid,
+        credential: Credential,
+        password_hash: Option<String>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.write("link", move |conn| {
+            lifecycle::link(conn, user_id, &credential, password_hash.as_deref(), now_ms)
+        })
+        .await
+    }
+
+    async fn unlink(
+        &self,
+        user_id: Uuid,
+        credential: Credential,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write("unlink", move |conn| {
+            lifecycle::unlink(conn, user_id, &credential, now_ms)
+        })
+        .await
+    }
+
+    async fn users(
+        &self,
+        ids: Vec<Uuid>,
+        usernames: Vec<String>,
+    ) -> Result<Vec<AccountRecord>, StoreError> {
+        self.read("users", move |conn| {
+            lifecycle::users(conn, &ids, &usernames)
+        })
+        .await
+    }
+
+    async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
+        self.write("delete_account", move |conn| {
+            lifecycle::delete_account(conn, user_id, now_ms)
         })
         .await
     }

@@ -1,0 +1,144 @@
+//! An account after it is created, as Nakama runs it: credentials linked and unlinked (never the
+//! last one), other players' public view of accounts (`GET /v2/user`), and deletion.
+
+use muster_proto::api::User;
+use uuid::Uuid;
+
+use super::{validate_email, validate_id, validate_password, AccountError, Accounts, Login};
+use crate::store::{AccountRecord, Credential, StoreError};
+
+/// Most ids and usernames one `GET /v2/user` names, together.
+pub const MAX_USERS_PER_REQUEST: usize = 1000;
+
+const LAST_CREDENTIAL: &str =
+    "Cannot unlink last account identifier. Check profile exists and is not last link.";
+
+/// The public view of an account (no credentials, no wallet).
+pub fn public_user(record: AccountRecord, online: bool) -> User {
+    User {
+        id: record.id.to_string(),
+        username: record.username,
+        display_name: record.display_name,
+        avatar_url: record.avatar_url,
+        lang_tag: record.lang_tag,
+        location: record.location,
+        timezone: record.timezone,
+        metadata: record.metadata,
+        online,
+        create_time: crate::base::clock::rfc3339(record.create_time_ms),
+        update_time: crate::base::clock::rfc3339(record.update_time_ms),
+    }
+}
+
+impl Accounts {
+    /// Links a device, custom id or email (with its password) to the caller's account; one that
+    /// another account has is refused (`AlreadyExists`, Nakama's messages).
+    pub async fn link(&self, user_id: Uuid, login: Login) -> Result<(), AccountError> {
+        let (credential, password_hash, taken) = match login {
+            Login::Device(id) => {
+                validate_id(&id, 10, "Device ID")?;
+                (Credential::Device(id), None, "Device ID already in use.")
+            }
+            Login::Custom(id) => {
+                validate_id(&id, 6, "Custom ID")?;
+                (Credential::Custom(id), None, "Custom ID is already in use.")
+            }
+            Login::Email { email, password } => {
+                let email = validate_email(&email)?;
+                validate_password(&password)?;
+                let hash = self.hasher.hash(password).await.map_err(|e| {
+                    tracing::error!("{e:#}");
+                    AccountError::Internal
+                })?;
+                (
+                    Credential::Email(email),
+                    Some(hash),
+                    "Email is already in use.",
+                )
+            }
+        };
+        let now = crate::base::clock::now_ms();
+        match self
+            .store
+            .link(user_id, credential, password_hash, now)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(StoreError::CredentialTaken) => Err(AccountError::AlreadyExists(taken.into())),
+            Err(StoreError::NotFound) => Err(AccountError::NotFound("Account not found.".into())),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Unlinks a device (its id required), custom id or email (an empty value: whichever the
+    /// account has) from the caller's account; refused when it is not linked to it or is the
+    /// account's last credential (`PermissionDenied`, as Nakama).
+    pub async fn unlink(&self, user_id: Uuid, login: Login) -> Result<(), AccountError> {
+        let credential = match login {
+            Login::Device(id) if id.is_empty() => {
+                return Err(AccountError::Invalid(
+                    "A device ID must be supplied.".into(),
+                ))
+            }
+            Login::Device(id) => Credential::Device(id),
+            Login::Custom(id) => Credential::Custom(id),
+            Login::Email { email, .. } => Credential::Email(email.to_lowercase()),
+        };
+        let now = crate::base::clock::now_ms();
+        if self.store.unlink(user_id, credential, now).await? {
+            Ok(())
+        } else {
+            Err(AccountError::PermissionDenied(LAST_CREDENTIAL.into()))
+        }
+    }
+
+    /// The accounts of `ids` and `usernames` as other players see them, each once; those that
+    /// do not exist are left out. `online` says whether a user has a session anywhere.
+    pub async fn users(
+        &self,
+        ids: &[String],
+        usernames: Vec<String>,
+        online: impl Fn(Uuid) -> bool,
+    ) -> Result<Vec<User>, AccountError> {
+        if ids.len() + usernames.len() > MAX_USERS_PER_REQUEST {
+            return Err(AccountError::Invalid(format!(
+                "At most {MAX_USERS_PER_REQUEST} user IDs and usernames at once."
+            )));
+        }
+        let ids = ids
+            .iter()
+            .map(|id| {
+                Uuid::parse_str(id).map_err(|_| {
+                    AccountError::Invalid(format!("ID '{id}' is not a valid system ID."))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if ids.is_empty() && usernames.is_empty() {
+            return Ok(Vec::new());
+        }
+        let records = self.store.users(ids, usernames).await?;
+        Ok(records
+            .into_iter()
+            .map(|record| {
+                let online = online(record.id);
+                public_user(record, online)
+            })
+            .collect())
+    }
+
+    /// Deletes the caller's account and what it owns (devices, wallet, inventory and ledger,
+    /// storage objects, leaderboard records): its tokens are refused and its sockets end at
+    /// once on every node, as for a ban, and stay refused until they would have expired.
+    /// `NotFound` when it is already gone.
+    pub async fn delete(&self, user_id: Uuid) -> Result<(), AccountError> {
+        let now = crate::base::clock::now_ms();
+        if !self.store.delete_account(user_id, now).await? {
+            return Err(AccountError::NotFound("Account not found.".into()));
+        }
+        self.tokens.set_banned(&[user_id], true);
+        if let Some(observer) = self.ban_observer.get() {
+            observer.changed(&[user_id], true);
+        }
+        Ok(())
+    }
+}

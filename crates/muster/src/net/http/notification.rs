@@ -1,0 +1,61 @@
+//! `GET /v2/notification?limit=&cacheable_cursor=` and `DELETE /v2/notification?ids=&ids=`: the
+//! caller's stored notifications ([`crate::notifications`]).
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use muster_proto::api::NotificationList;
+
+use super::auth::Player;
+use super::error::ApiError;
+use crate::net::state::AppState;
+use crate::notifications::NotificationError;
+
+impl From<NotificationError> for ApiError {
+    fn from(error: NotificationError) -> Self {
+        match error {
+            NotificationError::Invalid(message) => ApiError::InvalidArgument(message),
+            NotificationError::UserNotFound => ApiError::NotFound(error.to_string()),
+            NotificationError::Store(error) => error.into(),
+        }
+    }
+}
+
+pub async fn list(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<NotificationList>, ApiError> {
+    let (mut limit, mut cursor) = (0usize, String::new());
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "limit" => {
+                limit = value.parse().map_err(|_| {
+                    ApiError::InvalidArgument(
+                        "Invalid limit - limit must be between 1 and 100.".into(),
+                    )
+                })?;
+            }
+            "cacheable_cursor" | "cacheableCursor" => cursor = value.into_owned(),
+            _ => {}
+        }
+    }
+    let list = state
+        .rpc
+        .notifications()
+        .list(caller.uid, limit, &cursor)
+        .await?;
+    Ok(Json(list))
+}
+
+pub async fn delete(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let ids: Vec<String> = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+        .filter(|(name, _)| name == "ids")
+        .map(|(_, value)| value.into_owned())
+        .collect();
+    state.rpc.notifications().delete(caller.uid, &ids).await?;
+    Ok(Json(serde_json::json!({})))
+}
