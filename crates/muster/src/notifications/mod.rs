@@ -112,6 +112,7 @@ impl Notifications {
             .into_iter()
             .map(|n| {
                 let record = NotificationRecord {
+                    seq: 0,
                     id: Uuid::new_v4(),
                     user_id: n.user_id,
                     subject: n.subject,
@@ -151,8 +152,9 @@ impl Notifications {
     }
 
     /// `user_id`'s stored notifications, oldest first, after `cursor` (a cacheable cursor of an
-    /// earlier listing; empty: from the first); `limit` 1–100, 1 when 0 (as Nakama). The answer's
-    /// cursor lists what comes after these next time (the same cursor when there was nothing).
+    /// earlier listing; empty: from the first), in the order they were stored; `limit` 1–100, 1
+    /// when 0 (as Nakama). The answer's cursor lists what comes after these next time (the same
+    /// position when there was nothing).
     pub async fn list(
         &self,
         user_id: Uuid,
@@ -165,20 +167,17 @@ impl Notifications {
                 "Invalid limit - limit must be between 1 and 100.".into(),
             ));
         }
-        let after =
-            if cursor.is_empty() {
-                None
-            } else {
-                Some(cursor::decode(cursor).ok_or_else(|| {
-                    NotificationError::Invalid("Malformed cursor was used.".into())
-                })?)
-            };
-        let records = self.store.list_notifications(user_id, after, limit).await?;
-        let cacheable_cursor = match records.last() {
-            Some(last) => cursor::encode(last.create_time_ms, last.id),
-            None if !cursor.is_empty() => cursor.to_string(),
-            None => cursor::encode(0, Uuid::nil()),
+        let after_seq = if cursor.is_empty() {
+            0
+        } else {
+            cursor::decode(cursor)
+                .ok_or_else(|| NotificationError::Invalid("Malformed cursor was used.".into()))?
         };
+        let records = self
+            .store
+            .list_notifications(user_id, after_seq, limit)
+            .await?;
+        let cacheable_cursor = cursor::encode(records.last().map_or(after_seq, |last| last.seq));
         Ok(NotificationList {
             notifications: records.into_iter().map(|r| to_wire(r, true)).collect(),
             cacheable_cursor,

@@ -233,6 +233,8 @@ pub trait AccountStore: Send + Sync {
 /// A notification kept for its user until they delete it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotificationRecord {
+    /// Its place in the store's order (0 until stored); listings follow it.
+    pub seq: i64,
     pub id: Uuid,
     pub user_id: Uuid,
     pub subject: String,
@@ -255,12 +257,12 @@ pub trait NotificationStore: Send + Sync {
         max_per_user: usize,
     ) -> Result<(), StoreError>;
 
-    /// `user_id`'s notifications oldest first, after the position `(create_time_ms, id)` when
-    /// given; at most `limit`.
+    /// `user_id`'s notifications in the order they were stored, those after `after_seq`; at
+    /// most `limit`.
     async fn list_notifications(
         &self,
         user_id: Uuid,
-        after: Option<(i64, Uuid)>,
+        after_seq: i64,
         limit: usize,
     ) -> Result<Vec<NotificationRecord>, StoreError>;
 

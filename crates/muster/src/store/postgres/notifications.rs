@@ -1,6 +1,6 @@
-//! Stored notifications on PostgreSQL. A user's new notifications are one batched [`Write`]
-//! (many users' share one transaction and one fsync); the same statement deletes that user's
-//! oldest beyond the bound. Listing reads the `(user_id, create_time_ms, id)` index.
+//! Stored notifications on PostgreSQL. One send's notifications are one batched [`Write`] (many
+//! sends share one transaction and one fsync); the same statement deletes each recipient's
+//! oldest beyond the bound. Listing reads the `(user_id, seq)` index.
 
 use async_trait::async_trait;
 use tokio_postgres::error::SqlState;
@@ -12,58 +12,64 @@ use super::writer::{key_of, Write};
 use super::{db_error, prepared, PostgresStore};
 use crate::store::{NotificationRecord, NotificationStore, StoreError};
 
-/// One user's new notifications. `$1`..`$6`: ids, subjects, contents, codes, senders, times;
-/// `$7` the user; `$8` how many of the user's older ones to keep. The delete sees the table
-/// before the insert (one snapshot), so it keeps `max - new` of them.
+/// New notifications (any users'), one statement: all are stored or none (a missing user fails
+/// it). `$1`..`$7`: ids, users, subjects, contents, codes, senders, times; `$8` the bound per
+/// user. The prune sees the table before the insert (one snapshot), so it keeps, of each user's
+/// older notifications, the bound less that user's new ones.
 struct InsertNotifications {
-    user_id: Uuid,
     ids: Vec<Uuid>,
+    users: Vec<Uuid>,
     subjects: Vec<String>,
     contents: Vec<String>,
     codes: Vec<i32>,
     senders: Vec<Option<Uuid>>,
     times: Vec<i64>,
-    keep_older: i64,
+    max_per_user: i64,
 }
 
 impl Write for InsertNotifications {
     type Output = ();
     const PATH: &'static str = "notification_insert";
     const SQL: &'static str = "
-WITH inserted AS (
+WITH new AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int4[], $6::uuid[], $7::int8[])
+        AS n (id, user_id, subject, content, code, sender_id, create_time_ms)
+), inserted AS (
     INSERT INTO notifications (id, user_id, subject, content, code, sender_id, create_time_ms)
-    SELECT id, $7, subject, content, code, sender_id, create_time_ms
-    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::uuid[], $6::int8[])
-        AS n (id, subject, content, code, sender_id, create_time_ms)
+    SELECT id, user_id, subject, content, code, sender_id, create_time_ms FROM new
     RETURNING 1
+), keep AS (
+    SELECT user_id, $8 - count(*) AS older FROM new GROUP BY user_id
+), ranked AS (
+    SELECT n.id, k.older, row_number() OVER (
+        PARTITION BY n.user_id ORDER BY n.seq DESC) AS place
+    FROM notifications n JOIN keep k ON k.user_id = n.user_id
 ), pruned AS (
-    DELETE FROM notifications WHERE id IN (
-        SELECT id FROM notifications WHERE user_id = $7
-        ORDER BY create_time_ms DESC, id DESC OFFSET $8)
+    DELETE FROM notifications WHERE id IN (SELECT id FROM ranked WHERE place > older)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM pruned)";
     const TYPES: &'static [Type] = &[
+        Type::UUID_ARRAY,
         Type::UUID_ARRAY,
         Type::TEXT_ARRAY,
         Type::TEXT_ARRAY,
         Type::INT4_ARRAY,
         Type::UUID_ARRAY,
         Type::INT8_ARRAY,
-        Type::UUID,
         Type::INT8,
     ];
 
     fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
         vec![
             &self.ids,
+            &self.users,
             &self.subjects,
             &self.contents,
             &self.codes,
             &self.senders,
             &self.times,
-            &self.user_id,
-            &self.keep_older,
+            &self.max_per_user,
         ]
     }
 
@@ -79,6 +85,7 @@ SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM pruned)";
 
 fn record_from(user_id: Uuid, row: &Row) -> NotificationRecord {
     NotificationRecord {
+        seq: row.get(6),
         id: row.get(0),
         user_id,
         subject: row.get(1),
@@ -96,51 +103,38 @@ impl NotificationStore for PostgresStore {
         records: Vec<NotificationRecord>,
         max_per_user: usize,
     ) -> Result<(), StoreError> {
-        let mut by_user: std::collections::BTreeMap<Uuid, Vec<NotificationRecord>> =
-            std::collections::BTreeMap::new();
-        for record in records {
-            by_user.entry(record.user_id).or_default().push(record);
-        }
-        let writes = by_user.into_iter().map(|(user_id, records)| {
-            let keep_older = max_per_user.saturating_sub(records.len()) as i64;
-            let write = InsertNotifications {
-                user_id,
-                ids: records.iter().map(|r| r.id).collect(),
-                subjects: records.iter().map(|r| r.subject.clone()).collect(),
-                contents: records.iter().map(|r| r.content.clone()).collect(),
-                codes: records.iter().map(|r| r.code).collect(),
-                senders: records.iter().map(|r| r.sender_id).collect(),
-                times: records.iter().map(|r| r.create_time_ms).collect(),
-                keep_older,
-            };
-            self.writers.write(key_of(user_id), write)
-        });
-        for result in futures_util::future::join_all(writes).await {
-            result?;
-        }
-        Ok(())
+        let Some(first) = records.first() else {
+            return Ok(());
+        };
+        let key = key_of(first.user_id);
+        let write = InsertNotifications {
+            ids: records.iter().map(|r| r.id).collect(),
+            users: records.iter().map(|r| r.user_id).collect(),
+            subjects: records.iter().map(|r| r.subject.clone()).collect(),
+            contents: records.iter().map(|r| r.content.clone()).collect(),
+            codes: records.iter().map(|r| r.code).collect(),
+            senders: records.iter().map(|r| r.sender_id).collect(),
+            times: records.iter().map(|r| r.create_time_ms).collect(),
+            max_per_user: max_per_user as i64,
+        };
+        self.writers.write(key, write).await
     }
 
     async fn list_notifications(
         &self,
         user_id: Uuid,
-        after: Option<(i64, Uuid)>,
+        after_seq: i64,
         limit: usize,
     ) -> Result<Vec<NotificationRecord>, StoreError> {
         let client = self.client().await?;
-        let (after_ms, after_id) = after.unwrap_or((i64::MIN, Uuid::nil()));
         let statement = prepared(
             &client,
-            "SELECT id, subject, content, code, sender_id, create_time_ms FROM notifications
-             WHERE user_id = $1 AND (create_time_ms, id) > ($2, $3)
-             ORDER BY create_time_ms, id LIMIT $4",
+            "SELECT id, subject, content, code, sender_id, create_time_ms, seq FROM notifications
+             WHERE user_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
         )
         .await?;
         let rows = client
-            .query(
-                &statement,
-                &[&user_id, &after_ms, &after_id, &(limit as i64)],
-            )
+            .query(&statement, &[&user_id, &after_seq, &(limit as i64)])
             .await
             .map_err(db_error)?;
         Ok(rows.iter().map(|row| record_from(user_id, row)).collect())

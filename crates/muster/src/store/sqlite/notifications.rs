@@ -1,6 +1,6 @@
 //! Stored notifications on SQLite: inserted through the writer (with each user's oldest beyond
-//! the bound deleted in the same transaction), listed by a reader along the
-//! `(user_id, create_time_ms, id)` index.
+//! the bound deleted in the same transaction), listed by a reader along the `(user_id, seq)`
+//! index.
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
@@ -40,7 +40,7 @@ fn insert(
         .prepare_cached(
             "DELETE FROM notifications WHERE id IN (
                  SELECT id FROM notifications WHERE user_id = ?1
-                 ORDER BY create_time_ms DESC, id DESC LIMIT -1 OFFSET ?2)",
+                 ORDER BY seq DESC LIMIT -1 OFFSET ?2)",
         )
         .map_err(db_error)?;
     for user in users {
@@ -54,46 +54,44 @@ fn insert(
 fn list(
     conn: &Connection,
     user_id: Uuid,
-    after: Option<(i64, Uuid)>,
+    after_seq: i64,
     limit: usize,
 ) -> Result<Vec<NotificationRecord>, StoreError> {
-    let (after_ms, after_id) =
-        after.map_or((i64::MIN, String::new()), |(ms, id)| (ms, id.to_string()));
     let mut statement = conn
         .prepare_cached(
-            "SELECT id, subject, content, code, sender_id, create_time_ms FROM notifications
-             WHERE user_id = ?1 AND (create_time_ms, id) > (?2, ?3)
-             ORDER BY create_time_ms, id LIMIT ?4",
+            "SELECT seq, id, subject, content, code, sender_id, create_time_ms FROM notifications
+             WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         )
         .map_err(db_error)?;
     let rows = statement
-        .query_map(
-            params![user_id.to_string(), after_ms, after_id, limit as i64],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, i32>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, i64>(5)?,
-                ))
-            },
-        )
+        .query_map(params![user_id.to_string(), after_seq, limit as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i32>(4)?,
+                r.get::<_, Option<String>>(5)?,
+                r.get::<_, i64>(6)?,
+            ))
+        })
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
         .map_err(db_error)?;
     rows.into_iter()
-        .map(|(id, subject, content, code, sender, create_time_ms)| {
-            Ok(NotificationRecord {
-                id: parse_uuid(&id)?,
-                user_id,
-                subject,
-                content,
-                code,
-                sender_id: sender.as_deref().map(parse_uuid).transpose()?,
-                create_time_ms,
-            })
-        })
+        .map(
+            |(seq, id, subject, content, code, sender, create_time_ms)| {
+                Ok(NotificationRecord {
+                    seq,
+                    id: parse_uuid(&id)?,
+                    user_id,
+                    subject,
+                    content,
+                    code,
+                    sender_id: sender.as_deref().map(parse_uuid).transpose()?,
+                    create_time_ms,
+                })
+            },
+        )
         .collect()
 }
 
@@ -113,11 +111,11 @@ impl NotificationStore for SqliteStore {
     async fn list_notifications(
         &self,
         user_id: Uuid,
-        after: Option<(i64, Uuid)>,
+        after_seq: i64,
         limit: usize,
     ) -> Result<Vec<NotificationRecord>, StoreError> {
         self.read("notification_list", move |conn| {
-            list(conn, user_id, after, limit)
+            list(conn, user_id, after_seq, limit)
         })
         .await
     }

@@ -1,7 +1,8 @@
--- Notifications kept for their user until deleted (Nakama's persistent notifications), read
--- oldest first.
+-- Notifications kept for their user until deleted (Nakama's persistent notifications), listed
+-- in the order they were stored (seq).
 CREATE TABLE notifications (
-    id UUID PRIMARY KEY NOT NULL,
+    seq BIGSERIAL PRIMARY KEY,
+    id UUID NOT NULL UNIQUE,
     user_id UUID NOT NULL REFERENCES users (id) ON DELETE CASCADE,
     subject TEXT NOT NULL,
     content TEXT NOT NULL,
@@ -10,4 +11,4 @@ CREATE TABLE notifications (
     sender_id UUID,
     create_time_ms BIGINT NOT NULL
 );
-CREATE INDEX notifications_by_user ON notifications (user_id, create_time_ms, id);
+CREATE INDEX notifications_by_user ON notifications (user_id, seq);

@@ -1,7 +1,9 @@
--- Notifications kept for their user until deleted (Nakama's persistent notifications), read
--- oldest first.
+-- Notifications kept for their user until deleted (Nakama's persistent notifications), listed
+-- in the order they were stored: seq only grows (AUTOINCREMENT never reuses a deleted row's), so
+-- a cursor's position never hides a later notification.
 CREATE TABLE notifications (
-    id TEXT PRIMARY KEY NOT NULL,
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
     user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
     subject TEXT NOT NULL,
     content TEXT NOT NULL,
@@ -10,4 +12,4 @@ CREATE TABLE notifications (
     sender_id TEXT,
     create_time_ms BIGINT NOT NULL
 );
-CREATE INDEX notifications_by_user ON notifications (user_id, create_time_ms, id);
+CREATE INDEX notifications_by_user ON notifications (user_id, seq);
