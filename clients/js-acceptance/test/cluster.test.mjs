@@ -164,3 +164,43 @@ test("players on three nodes of one database matchmake into one match, play and 
   const again = await clientFor(c).rpc(alice, "wallet_spend", { amount: 3 });
   assert.equal(again.payload.wallet.coins, spent.payload.wallet.coins - 3, JSON.stringify(again));
 });
+
+test("a friend request made on one node reaches its target's socket on another, and both see the friendship", { skip: !NATS || !POSTGRES }, async () => {
+  const prefix = uniq("f").replace(/-/g, "");
+  const database = freshDatabase();
+  const cluster = [];
+  for (const name of ["a", "b"]) {
+    const n = await startServer({
+      MUSTER_DATABASE_URL: database,
+      MUSTER_CLUSTER__NATS_URL: NATS,
+      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
+      MUSTER_CLUSTER__NODE_NAME: name,
+      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
+      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
+    });
+    nodes.push(n);
+    cluster.push(n);
+  }
+  for (const n of cluster) await until("two nodes", async () => (await clusterNodes(n)) === 2);
+  const [a, b] = cluster;
+  const alice = await player(a, "friend-alice");
+  const bob = await player(b, "friend-bob");
+  const told = new Inbox();
+  bob.socket.onnotification = (n) => told.push(n);
+  const aliceTold = new Inbox();
+  alice.socket.onnotification = (n) => aliceTold.push(n);
+  // Bob's socket is on node b; the request is made on node a.
+  const clientA = clientFor(a);
+  const clientB = clientFor(b);
+  await until("bob online as node a sees it", async () => {
+    const users = await clientA.getUsers(alice.session, [bob.session.user_id]);
+    return users.users?.[0]?.online === true;
+  });
+  await clientA.addFriends(alice.session, [bob.session.user_id]);
+  const request = await told.next((n) => n.code === -2, "bob's friend request on node b", 10000);
+  assert.equal(request.sender_id, alice.session.user_id);
+  await clientB.addFriends(bob.session, [alice.session.user_id]);
+  await aliceTold.next((n) => n.code === -3, "alice's acceptance on node a", 10000);
+  const list = await clientB.listFriends(bob.session);
+  assert.deepEqual(list.friends.map((f) => [f.user.id, f.state, f.user.online]), [[alice.session.user_id, 0, true]]);
+});

@@ -377,3 +377,23 @@ fn realtime_envelope_numbers_are_nakamas() {
     }
     assert!(checked >= 20, "only {checked} kinds checked");
 }
+
+#[test]
+fn friend_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let friend = api::Friend {
+        user: api::User::default(),
+        state: 2,
+        update_time: "t".into(),
+        metadata: "{}".into(),
+    };
+    check(&set, "Friend", &friend, &[]);
+    let list = api::FriendList {
+        friends: vec![friend],
+        cursor: "c".into(),
+    };
+    check(&set, "FriendList", &list, &[]);
+}

@@ -151,6 +151,13 @@ async fn build(
         router.clone(),
         config.notifications.max_per_user,
     ));
+    let friends = Arc::new(crate::friends::Friends::new(
+        store.clone(),
+        store.clone(),
+        notifications.clone(),
+        router.clone(),
+        config.friends.max_per_user,
+    ));
     let rpc = Arc::new(Rpc::new(
         functions,
         economy,
@@ -215,6 +222,7 @@ async fn build(
         router,
         cluster,
         rpc,
+        friends,
         config: Arc::new(config),
         tokens,
         accounts,

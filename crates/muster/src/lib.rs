@@ -25,6 +25,7 @@ pub mod cli;
 pub mod cluster;
 pub mod economy;
 pub mod fleet;
+pub mod friends;
 pub mod functions;
 pub mod leaderboards;
 pub mod links;

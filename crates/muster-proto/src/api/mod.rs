@@ -156,6 +156,30 @@ pub struct Account {
     pub disable_time: Option<String>,
 }
 
+/// One of a user's friends, invites or blocks (Nakama's `Friend`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Friend {
+    pub user: User,
+    /// 0 friend, 1 invite sent, 2 invite received, 3 blocked.
+    pub state: i32,
+    /// RFC 3339 time the edge last changed.
+    #[serde(alias = "updateTime")]
+    pub update_time: String,
+    /// A JSON object, as a string.
+    pub metadata: String,
+}
+
+/// `GET /v2/friend`: a page of the caller's friends, invites and blocks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FriendList {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub friends: Vec<Friend>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cursor: String,
+}
+
 /// `GET /v2/notification`: the caller's stored notifications, oldest first, and where the next
 /// listing starts (keep it: it also finds only notifications newer than these).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

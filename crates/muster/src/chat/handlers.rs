@@ -82,10 +82,15 @@ async fn join(
         Target::Direct(id, other) => {
             // Only checked on a join that is not already in place: a rejoin skips the store.
             let id_text = id.to_string();
-            if session.channels.find(&id_text).is_none()
-                && chat.accounts.account(other).await?.is_none()
-            {
-                return Err(ChatError::UserNotFound);
+            if session.channels.find(&id_text).is_none() {
+                if chat.accounts.account(other).await?.is_none() {
+                    return Err(ChatError::UserNotFound);
+                }
+                if chat.friends.friend_state(other, session.user_id).await?
+                    == Some(crate::store::friend_state::BLOCKED)
+                {
+                    return Err(ChatError::Blocked);
+                }
             }
             id
         }

@@ -43,6 +43,8 @@ pub struct Chat {
     pub messages: Arc<dyn ChatStore>,
     /// Direct chats need the other user to exist.
     pub accounts: Arc<dyn AccountStore>,
+    /// ... and not to have blocked the caller.
+    pub friends: Arc<dyn crate::store::FriendStore>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -66,6 +68,7 @@ impl Chat {
             config: config.clone(),
             messages: store.clone(),
             accounts: store.clone(),
+            friends: store.clone(),
             metrics,
         })
     }
@@ -85,6 +88,9 @@ pub enum ChatError {
     InvalidTarget(String),
     #[error("User not found: a direct chat needs an existing user")]
     UserNotFound,
+    /// The other user blocked the caller (Nakama: no direct messages then).
+    #[error("Cannot chat with this user: they blocked you")]
+    Blocked,
     #[error("Groups are not available on this server, so a group's chat cannot be joined")]
     GroupsUnsupported,
     #[error("Too many channels on this socket (at most {max}): leave one first")]
@@ -119,6 +125,7 @@ impl ChatError {
             ChatError::InvalidRoomName(_) => "invalid_room_name",
             ChatError::InvalidTarget(_) => "invalid_target",
             ChatError::UserNotFound => "user_not_found",
+            ChatError::Blocked => "blocked",
             ChatError::GroupsUnsupported => "groups_unsupported",
             ChatError::TooManyChannels { .. } => "too_many_channels",
             ChatError::ContentTooLarge { .. } => "content_too_large",

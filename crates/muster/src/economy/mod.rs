@@ -81,6 +81,7 @@ impl From<StoreError> for EconomyError {
             StoreError::UsernameTaken
             | StoreError::CodeTaken
             | StoreError::CredentialTaken
+            | StoreError::LimitReached
             | StoreError::Database(_) => {
                 tracing::error!(%error, "economy store error");
                 EconomyError::Internal

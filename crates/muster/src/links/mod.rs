@@ -145,7 +145,10 @@ impl From<StoreError> for LinkError {
                 tracing::warn!(%detail, "database unavailable");
                 LinkError::Unavailable("The database is unavailable; try again shortly.")
             }
-            StoreError::UsernameTaken | StoreError::CredentialTaken | StoreError::Database(_) => {
+            StoreError::UsernameTaken
+            | StoreError::CredentialTaken
+            | StoreError::LimitReached
+            | StoreError::Database(_) => {
                 tracing::error!(%error, "links store error");
                 LinkError::Internal
             }

@@ -59,6 +59,8 @@ pub struct Shared {
     pub chat: Arc<Chat>,
     /// Server functions (and, through them, wallets and inventories).
     pub rpc: Arc<Rpc>,
+    /// Friends, invites and blocks.
+    pub friends: Arc<crate::friends::Friends>,
     /// Invite links (served on their own listener, `net::links`).
     pub links: Arc<Links>,
     /// The GraphQL read gateway (`/graphql`).

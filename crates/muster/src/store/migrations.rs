@@ -80,6 +80,11 @@ pub const SQLITE: &[Migration] = &[
         name: "notifications",
         sql: include_str!("migrations/sqlite/0014_notifications.sql"),
     },
+    Migration {
+        version: 15,
+        name: "friends",
+        sql: include_str!("migrations/sqlite/0015_friends.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -152,6 +157,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 14,
         name: "notifications",
         sql: include_str!("migrations/postgres/0014_notifications.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "friends",
+        sql: include_str!("migrations/postgres/0015_friends.sql"),
     },
 ];
 

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod enet;
 pub mod fleet;
+mod friends;
 mod leaderboards;
 mod links;
 mod matches;
@@ -15,6 +16,7 @@ pub mod world;
 pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
+pub use friends::FriendsConfig;
 pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
@@ -94,6 +96,8 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Stored notifications (docs/social.md).
     pub notifications: NotificationsConfig,
+    /// Friends, invites and blocks (docs/social.md).
+    pub friends: FriendsConfig,
     /// Leaderboards created at start (docs/leaderboards.md).
     pub leaderboards: LeaderboardsConfig,
     pub links: LinksConfig,
@@ -332,6 +336,7 @@ impl Default for Config {
             economy: EconomyConfig::default(),
             storage: StorageConfig::default(),
             notifications: NotificationsConfig::default(),
+            friends: FriendsConfig::default(),
             leaderboards: LeaderboardsConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
@@ -508,6 +513,7 @@ impl Config {
         self.links.validate()?;
         self.storage.validate()?;
         self.notifications.validate()?;
+        self.friends.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;

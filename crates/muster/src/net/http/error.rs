@@ -84,6 +84,7 @@ impl From<StoreError> for ApiError {
                 ApiError::AlreadyExists("Username is already in use.".into())
             }
             StoreError::CodeTaken => ApiError::AlreadyExists("That code is already in use.".into()),
+            StoreError::LimitReached => ApiError::TooManyRequests("A limit was reached.".into()),
             StoreError::CredentialTaken => {
                 ApiError::AlreadyExists("That credential is linked to another account.".into())
             }

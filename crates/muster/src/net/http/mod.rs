@@ -9,6 +9,7 @@ mod channel;
 mod economy;
 pub mod error;
 pub mod extract;
+mod friend;
 mod leaderboard;
 mod notification;
 pub mod rooms;
@@ -60,6 +61,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/account/unlink/custom", post(account::unlink_custom))
         .route("/v2/account/unlink/email", post(account::unlink_email))
         .route("/v2/user", get(account::users))
+        .route(
+            "/v2/friend",
+            get(friend::list).post(friend::add).delete(friend::delete),
+        )
+        .route("/v2/friend/block", post(friend::block))
         .route(
             "/v2/notification",
             get(notification::list).delete(notification::delete),

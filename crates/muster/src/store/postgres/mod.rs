@@ -8,6 +8,7 @@
 mod accounts;
 mod chat;
 mod economy;
+mod friends;
 mod leaderboards;
 mod lifecycle;
 mod links;

@@ -12,6 +12,7 @@
 
 mod checkpoint;
 mod economy;
+mod friends;
 mod leaderboards;
 mod lifecycle;
 mod links;

@@ -1,0 +1,301 @@
+//! Friends, as Nakama has them: one edge per direction between two users — friend, invite sent,
+//! invite received, blocked. Adding a user who invited you accepts; adding anyone else invites
+//! them; deleting ends a friendship, cancels or rejects an invite, or lifts a block; blocking
+//! ends whatever the other had with you. Each change the other user should know of is a
+//! persistent notification with Nakama's code, delivered at once on any node.
+
+pub mod cursor;
+
+use std::sync::Arc;
+
+use muster_proto::api::{Friend, FriendList};
+use uuid::Uuid;
+
+use crate::accounts::lifecycle::public_user;
+use crate::cluster::Router;
+use crate::notifications::{code, NewNotification, NotificationError, Notifications};
+use crate::store::friend_state::BLOCKED;
+use crate::store::{AccountStore, FriendAdded, FriendStore, StoreError};
+
+/// Most users one add, delete or block names.
+pub const MAX_TARGETS: usize = 1000;
+/// Most edges one listing returns (Nakama's bound, and its default).
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FriendError {
+    #[error("{0}")]
+    Invalid(String),
+    /// The caller's friends, invites and blocks are at `friends.max_per_user`.
+    #[error("Too many friends, invites and blocks (at most {0}); delete some first.")]
+    TooMany(usize),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for FriendError {
+    fn from(error: StoreError) -> Self {
+        FriendError::Store(error)
+    }
+}
+
+/// Who a request names: ids and usernames, as the routes receive them.
+pub struct Targets {
+    pub ids: Vec<String>,
+    pub usernames: Vec<String>,
+}
+
+/// The verb of a request, for Nakama's messages.
+#[derive(Clone, Copy)]
+enum Verb {
+    Add,
+    Delete,
+    Block,
+}
+
+pub struct Friends {
+    store: Arc<dyn FriendStore>,
+    accounts: Arc<dyn AccountStore>,
+    notifications: Arc<Notifications>,
+    router: Arc<dyn Router>,
+    max_per_user: usize,
+}
+
+impl Friends {
+    pub fn new(
+        store: Arc<dyn FriendStore>,
+        accounts: Arc<dyn AccountStore>,
+        notifications: Arc<Notifications>,
+        router: Arc<dyn Router>,
+        max_per_user: usize,
+    ) -> Friends {
+        Friends {
+            store,
+            accounts,
+            notifications,
+            router,
+            max_per_user,
+        }
+    }
+
+    /// `user` (named `username`) adds `targets`: invites them, or accepts their invites. Those
+    /// blocked either way, already friends or invited, or unknown are skipped, as in Nakama.
+    pub async fn add(
+        &self,
+        user: Uuid,
+        username: &str,
+        targets: Targets,
+    ) -> Result<(), FriendError> {
+        let ids = self.resolve(user, targets, Verb::Add).await?;
+        if ids.is_empty() {
+            return Err(FriendError::Invalid(
+                "No valid ID or username was provided.".into(),
+            ));
+        }
+        let done = self
+            .store
+            .add_friends(user, ids, now_us(), self.max_per_user)
+            .await
+            .map_err(|e| self.limited(e))?;
+        let notices = done
+            .into_iter()
+            .map(|(target, added)| match added {
+                FriendAdded::Invited => (
+                    target,
+                    code::FRIEND_REQUEST,
+                    format!("{username} wants to add you as a friend"),
+                ),
+                FriendAdded::Accepted => (
+                    target,
+                    code::FRIEND_ACCEPT,
+                    format!("{username} accepted your friend request"),
+                ),
+            })
+            .collect();
+        self.tell(user, username, notices).await;
+        Ok(())
+    }
+
+    /// `user` deletes `targets`: friendships end, invites are cancelled or rejected, blocks
+    /// lifted. A friend or inviter who lost their edge is told.
+    pub async fn delete(
+        &self,
+        user: Uuid,
+        username: &str,
+        targets: Targets,
+    ) -> Result<(), FriendError> {
+        let ids = self.resolve(user, targets, Verb::Delete).await?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let told = self.store.delete_friends(user, ids).await?;
+        let notices = told
+            .into_iter()
+            .map(|target| {
+                (
+                    target,
+                    code::FRIEND_REMOVE,
+                    format!("{username} removed you as a friend"),
+                )
+            })
+            .collect();
+        self.tell(user, username, notices).await;
+        Ok(())
+    }
+
+    /// `user` blocks `targets`: they can no longer invite `user` or chat with them directly.
+    pub async fn block(&self, user: Uuid, targets: Targets) -> Result<(), FriendError> {
+        let ids = self.resolve(user, targets, Verb::Block).await?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .block_friends(user, ids, now_us(), self.max_per_user)
+            .await
+            .map_err(|e| self.limited(e))
+    }
+
+    /// A page of `user`'s edges: friends first, then invites sent, received, blocks (or only
+    /// `state`), each by when it was made; `limit` 1–1,000 (1,000 when 0, as Nakama).
+    pub async fn list(
+        &self,
+        user: Uuid,
+        limit: usize,
+        state: Option<i32>,
+        cursor: &str,
+    ) -> Result<FriendList, FriendError> {
+        let limit = if limit == 0 { MAX_LIST_LIMIT } else { limit };
+        if limit > MAX_LIST_LIMIT {
+            return Err(FriendError::Invalid(
+                "Invalid limit - limit must be between 1 and 1000.".into(),
+            ));
+        }
+        if state.is_some_and(|s| !(0..=3).contains(&s)) {
+            return Err(FriendError::Invalid(
+                "Invalid state - state must be between 0 and 3.".into(),
+            ));
+        }
+        let after = if cursor.is_empty() {
+            None
+        } else {
+            let position = cursor::decode(cursor)
+                .filter(|(s, _, _)| state.is_none_or(|state| state == *s))
+                .ok_or_else(|| FriendError::Invalid("Cursor is invalid.".into()))?;
+            Some(position)
+        };
+        // One more than asked: whether there is a next page.
+        let mut records = self
+            .store
+            .list_friends(user, state, after, limit + 1)
+            .await?;
+        let more = records.len() > limit;
+        records.truncate(limit);
+        let cursor = match records.last() {
+            Some(last) if more => cursor::encode(last.state, last.position, last.user.id),
+            _ => String::new(),
+        };
+        let friends = records
+            .into_iter()
+            .map(|record| {
+                let online = self.router.is_online(record.user.id);
+                Friend {
+                    state: record.state,
+                    update_time: crate::base::clock::rfc3339(record.update_time_ms),
+                    metadata: record.metadata,
+                    user: public_user(record.user, online),
+                }
+            })
+            .collect();
+        Ok(FriendList { friends, cursor })
+    }
+
+    /// Whether `by` has blocked `user` (a direct chat between them is refused).
+    pub async fn blocked(&self, by: Uuid, user: Uuid) -> Result<bool, FriendError> {
+        Ok(self.store.friend_state(by, user).await? == Some(BLOCKED))
+    }
+
+    fn limited(&self, error: StoreError) -> FriendError {
+        match error {
+            StoreError::LimitReached => FriendError::TooMany(self.max_per_user),
+            other => FriendError::Store(other),
+        }
+    }
+
+    /// The ids `targets` names, each once, without the caller (refused, as Nakama does).
+    async fn resolve(
+        &self,
+        user: Uuid,
+        targets: Targets,
+        verb: Verb,
+    ) -> Result<Vec<Uuid>, FriendError> {
+        if targets.ids.len() + targets.usernames.len() > MAX_TARGETS {
+            return Err(FriendError::Invalid(format!(
+                "At most {MAX_TARGETS} user IDs and usernames at once."
+            )));
+        }
+        let self_refused = || {
+            FriendError::Invalid(
+                match verb {
+                    Verb::Add => "Cannot add self as friend.",
+                    Verb::Delete => "Cannot delete self.",
+                    Verb::Block => "Cannot block self.",
+                }
+                .into(),
+            )
+        };
+        let mut ids = Vec::with_capacity(targets.ids.len() + targets.usernames.len());
+        for id in &targets.ids {
+            let id = Uuid::parse_str(id)
+                .map_err(|_| FriendError::Invalid(format!("Invalid user ID '{id}'.")))?;
+            if id == user {
+                return Err(self_refused());
+            }
+            ids.push(id);
+        }
+        if targets.usernames.iter().any(String::is_empty) {
+            return Err(FriendError::Invalid("Username must not be empty.".into()));
+        }
+        if !targets.usernames.is_empty() {
+            for account in self.accounts.users(Vec::new(), targets.usernames).await? {
+                if account.id == user {
+                    return Err(self_refused());
+                }
+                ids.push(account.id);
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// Persistent notifications from `user` to each target; a failure is logged, not the
+    /// caller's (the friendship changed, as in Nakama).
+    async fn tell(&self, user: Uuid, username: &str, notices: Vec<(Uuid, i32, String)>) {
+        if notices.is_empty() {
+            return;
+        }
+        let content = serde_json::json!({ "username": username }).to_string();
+        let batch = notices
+            .into_iter()
+            .map(|(target, code, subject)| NewNotification {
+                user_id: target,
+                subject,
+                content: content.clone(),
+                code,
+                sender_id: Some(user),
+                persistent: true,
+            })
+            .collect();
+        if let Err(error) = self.notifications.send(batch).await {
+            log_failed(&error);
+        }
+    }
+}
+
+fn log_failed(error: &NotificationError) {
+    tracing::warn!(%error, "friends: a notification could not be sent");
+}
+
+fn now_us() -> i64 {
+    crate::base::clock::now_ms() * 1000
+}

@@ -1,0 +1,108 @@
+//! Nakama's friend routes ([`crate::friends`]): `POST /v2/friend?ids=&usernames=` (add),
+//! `DELETE /v2/friend?ids=&usernames=`, `POST /v2/friend/block?ids=&usernames=`, and
+//! `GET /v2/friend?limit=&state=&cursor=` (list).
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use muster_proto::api::FriendList;
+
+use super::auth::Player;
+use super::error::ApiError;
+use crate::friends::{FriendError, Targets};
+use crate::net::state::AppState;
+
+impl From<FriendError> for ApiError {
+    fn from(error: FriendError) -> Self {
+        match error {
+            FriendError::Invalid(message) => ApiError::InvalidArgument(message),
+            FriendError::TooMany(_) => ApiError::TooManyRequests(error.to_string()),
+            FriendError::Store(error) => error.into(),
+        }
+    }
+}
+
+/// `ids` and `usernames`, each repeatable.
+fn targets(raw: Option<String>) -> Targets {
+    let mut targets = Targets {
+        ids: Vec::new(),
+        usernames: Vec::new(),
+    };
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "ids" => targets.ids.push(value.into_owned()),
+            "usernames" => targets.usernames.push(value.into_owned()),
+            _ => {}
+        }
+    }
+    targets
+}
+
+fn done() -> Json<serde_json::Value> {
+    Json(serde_json::json!({}))
+}
+
+pub async fn add(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .friends
+        .add(caller.uid, &caller.usn, targets(raw))
+        .await?;
+    Ok(done())
+}
+
+pub async fn delete(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .friends
+        .delete(caller.uid, &caller.usn, targets(raw))
+        .await?;
+    Ok(done())
+}
+
+pub async fn block(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.friends.block(caller.uid, targets(raw)).await?;
+    Ok(done())
+}
+
+pub async fn list(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<FriendList>, ApiError> {
+    let (mut limit, mut friend_state, mut cursor) = (0usize, None, String::new());
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "limit" => {
+                limit = value.parse().map_err(|_| {
+                    ApiError::InvalidArgument(
+                        "Invalid limit - limit must be between 1 and 1000.".into(),
+                    )
+                })?;
+            }
+            "state" => {
+                friend_state = Some(value.parse().map_err(|_| {
+                    ApiError::InvalidArgument(
+                        "Invalid state - state must be between 0 and 3.".into(),
+                    )
+                })?);
+            }
+            "cursor" => cursor = value.into_owned(),
+            _ => {}
+        }
+    }
+    let list = state
+        .friends
+        .list(caller.uid, limit, friend_state, &cursor)
+        .await?;
+    Ok(Json(list))
+}

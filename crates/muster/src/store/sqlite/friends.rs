@@ -1,0 +1,271 @@
+//! Friends, invites and blocks on SQLite: every change runs on the writer, so each add, delete
+//! or block sees the edges as the previous one left them (no race between two players adding
+//! each other at once: one invites, the other accepts).
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension};
+use uuid::Uuid;
+
+use super::{db_error, parse_uuid, SqliteStore};
+use crate::store::friend_state::{
+    add_action, AddAction, BLOCKED, FRIEND, INVITE_RECEIVED, INVITE_SENT,
+};
+use crate::store::{AccountRecord, FriendAdded, FriendRecord, FriendStore, StoreError};
+
+fn state(conn: &Connection, from: &str, to: &str) -> Result<Option<i32>, StoreError> {
+    conn.prepare_cached("SELECT state FROM user_edges WHERE source_id = ?1 AND destination_id = ?2")
+        .and_then(|mut s| s.query_row([from, to], |r| r.get(0)).optional())
+        .map_err(db_error)
+}
+
+fn edges(conn: &Connection, user: &str) -> Result<usize, StoreError> {
+    conn.prepare_cached("SELECT COUNT(*) FROM user_edges WHERE source_id = ?1")
+        .and_then(|mut s| s.query_row([user], |r| r.get::<_, i64>(0)))
+        .map_err(db_error)
+        .map(|n| n as usize)
+}
+
+fn exists(conn: &Connection, user: &str) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM users WHERE id = ?1)")
+        .and_then(|mut s| s.query_row([user], |r| r.get(0)))
+        .map_err(db_error)
+}
+
+fn put(
+    conn: &Connection,
+    from: &str,
+    to: &str,
+    state: i32,
+    position: i64,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO user_edges (source_id, destination_id, state, position, update_time_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (source_id, destination_id) DO UPDATE SET state = ?3, update_time_ms = ?5",
+    )
+    .and_then(|mut s| s.execute(params![from, to, state, position, now_ms]))
+    .map_err(db_error)?;
+    Ok(())
+}
+
+fn remove(conn: &Connection, from: &str, to: &str) -> Result<usize, StoreError> {
+    conn.prepare_cached("DELETE FROM user_edges WHERE source_id = ?1 AND destination_id = ?2")
+        .and_then(|mut s| s.execute([from, to]))
+        .map_err(db_error)
+}
+
+fn add(
+    conn: &Connection,
+    user: Uuid,
+    targets: &[Uuid],
+    now_us: i64,
+    max_edges: usize,
+) -> Result<Vec<(Uuid, FriendAdded)>, StoreError> {
+    let me = user.to_string();
+    let now_ms = now_us / 1000;
+    let mut mine = edges(conn, &me)?;
+    let mut done = Vec::new();
+    for target in targets {
+        let other = target.to_string();
+        match add_action(state(conn, &me, &other)?, state(conn, &other, &me)?) {
+            AddAction::Accept => {
+                put(conn, &me, &other, FRIEND, now_us, now_ms)?;
+                put(conn, &other, &me, FRIEND, now_us, now_ms)?;
+                done.push((*target, FriendAdded::Accepted));
+            }
+            AddAction::Nothing => {}
+            AddAction::Invite => {
+                if !exists(conn, &other)? || edges(conn, &other)? >= max_edges {
+                    continue;
+                }
+                if mine >= max_edges {
+                    return Err(StoreError::LimitReached);
+                }
+                put(conn, &me, &other, INVITE_SENT, now_us, now_ms)?;
+                put(conn, &other, &me, INVITE_RECEIVED, now_us, now_ms)?;
+                mine += 1;
+                done.push((*target, FriendAdded::Invited));
+            }
+        }
+    }
+    Ok(done)
+}
+
+fn delete(conn: &Connection, user: Uuid, targets: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
+    let me = user.to_string();
+    let mut told = Vec::new();
+    for target in targets {
+        let other = target.to_string();
+        let mine = remove(conn, &me, &other)?;
+        let theirs = if state(conn, &other, &me)? == Some(BLOCKED) {
+            0
+        } else {
+            remove(conn, &other, &me)?
+        };
+        if mine > 0 && theirs > 0 {
+            told.push(*target);
+        }
+    }
+    Ok(told)
+}
+
+fn block(
+    conn: &Connection,
+    user: Uuid,
+    targets: &[Uuid],
+    now_us: i64,
+    max_edges: usize,
+) -> Result<(), StoreError> {
+    let me = user.to_string();
+    let now_ms = now_us / 1000;
+    let mut mine = edges(conn, &me)?;
+    for target in targets {
+        let other = target.to_string();
+        let had = state(conn, &me, &other)?;
+        if had.is_none() {
+            if !exists(conn, &other)? {
+                continue;
+            }
+            if mine >= max_edges {
+                return Err(StoreError::LimitReached);
+            }
+            mine += 1;
+        }
+        put(conn, &me, &other, BLOCKED, now_us, now_ms)?;
+        if state(conn, &other, &me)? != Some(BLOCKED) {
+            remove(conn, &other, &me)?;
+        }
+    }
+    Ok(())
+}
+
+fn list(
+    conn: &Connection,
+    user: Uuid,
+    state_filter: Option<i32>,
+    after: Option<(i32, i64, Uuid)>,
+    limit: usize,
+) -> Result<Vec<FriendRecord>, StoreError> {
+    let (after_state, after_position, after_id) = after
+        .map_or((-1, i64::MIN, String::new()), |(s, p, id)| {
+            (s, p, id.to_string())
+        });
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT u.id, u.username, u.display_name, u.avatar_url, u.lang_tag, u.location,
+                    u.timezone, u.metadata, u.create_time_ms, u.update_time_ms,
+                    e.state, e.position, e.update_time_ms, e.metadata
+             FROM user_edges e JOIN users u ON u.id = e.destination_id
+             WHERE e.source_id = ?1 AND (?2 IS NULL OR e.state = ?2)
+               AND (e.state, e.position, e.destination_id) > (?3, ?4, ?5)
+             ORDER BY e.state, e.position, e.destination_id LIMIT ?6",
+        )
+        .map_err(db_error)?;
+    let rows = statement
+        .query_map(
+            params![
+                user.to_string(),
+                state_filter,
+                after_state,
+                after_position,
+                after_id,
+                limit as i64
+            ],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    AccountRecord {
+                        username: r.get(1)?,
+                        display_name: r.get(2)?,
+                        avatar_url: r.get(3)?,
+                        lang_tag: r.get(4)?,
+                        location: r.get(5)?,
+                        timezone: r.get(6)?,
+                        metadata: r.get(7)?,
+                        create_time_ms: r.get(8)?,
+                        update_time_ms: r.get(9)?,
+                        ..AccountRecord::default()
+                    },
+                    r.get::<_, i32>(10)?,
+                    r.get::<_, i64>(11)?,
+                    r.get::<_, i64>(12)?,
+                    r.get::<_, String>(13)?,
+                ))
+            },
+        )
+        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        .map_err(db_error)?;
+    rows.into_iter()
+        .map(
+            |(id, mut user, state, position, update_time_ms, metadata)| {
+                user.id = parse_uuid(&id)?;
+                Ok(FriendRecord {
+                    user,
+                    state,
+                    position,
+                    update_time_ms,
+                    metadata,
+                })
+            },
+        )
+        .collect()
+}
+
+#[async_trait]
+impl FriendStore for SqliteStore {
+    async fn add_friends(
+        &self,
+        user: Uuid,
+        targets: Vec<Uuid>,
+        now_us: i64,
+        max_edges: usize,
+    ) -> Result<Vec<(Uuid, FriendAdded)>, StoreError> {
+        self.write("friend_add", move |conn| {
+            add(conn, user, &targets, now_us, max_edges)
+        })
+        .await
+    }
+
+    async fn delete_friends(
+        &self,
+        user: Uuid,
+        targets: Vec<Uuid>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.write("friend_delete", move |conn| delete(conn, user, &targets))
+            .await
+    }
+
+    async fn block_friends(
+        &self,
+        user: Uuid,
+        targets: Vec<Uuid>,
+        now_us: i64,
+        max_edges: usize,
+    ) -> Result<(), StoreError> {
+        self.write("friend_block", move |conn| {
+            block(conn, user, &targets, now_us, max_edges)
+        })
+        .await
+    }
+
+    async fn list_friends(
+        &self,
+        user: Uuid,
+        state: Option<i32>,
+        after: Option<(i32, i64, Uuid)>,
+        limit: usize,
+    ) -> Result<Vec<FriendRecord>, StoreError> {
+        self.read("friend_list", move |conn| {
+            list(conn, user, state, after, limit)
+        })
+        .await
+    }
+
+    async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError> {
+        self.read("friend_state", move |conn| {
+            state(conn, &user.to_string(), &other.to_string())
+        })
+        .await
+    }
+}
