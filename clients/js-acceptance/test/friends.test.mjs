@@ -91,6 +91,38 @@ for (const engine of ENGINES) {
     for (const p of [alice, inviter, ...others]) p.socket.disconnect(false);
   });
 
+  test(`${engine}: listFriendsOfFriends names each friend's friends the caller does not have, with the referrer`, async () => {
+    const client = await serverOn(engine);
+    const [alice, bob, carol, dave, erin] = [
+      await player(client, "alice"), await player(client, "bob"), await player(client, "carol"),
+      await player(client, "dave"), await player(client, "erin"),
+    ];
+    const befriend = async (x, y) => {
+      await client.addFriends(x.session, [y.id]);
+      await client.addFriends(y.session, [x.id]);
+    };
+    await befriend(alice, bob);
+    await befriend(alice, carol);
+    await befriend(bob, carol); // carol is alice's friend already: not listed
+    await befriend(bob, dave);
+    await befriend(carol, erin);
+    await client.addFriends(dave.session, [erin.id]); // an invite, not a friendship: not followed
+
+    const all = await client.listFriendsOfFriends(alice.session, 100);
+    const pairs = all.friends_of_friends.map((f) => [f.referrer, f.user.id]).sort();
+    assert.deepEqual(pairs, [[bob.id, dave.id], [carol.id, erin.id]].sort());
+    assert.ok(all.friends_of_friends.every((f) => f.user.username), "each with the user's public fields");
+    const first = await client.listFriendsOfFriends(alice.session, 1);
+    assert.equal(first.friends_of_friends.length, 1);
+    assert.ok(first.cursor, "a next page");
+    const second = await client.listFriendsOfFriends(alice.session, 1, first.cursor);
+    assert.equal(second.friends_of_friends.length, 1);
+    assert.notEqual(second.friends_of_friends[0].user.id, first.friends_of_friends[0].user.id);
+    const { body } = await expectHttpError(client.listFriendsOfFriends(alice.session, 101), 400);
+    assert.match(body.message, /limit must be between 1 and 100/);
+    for (const p of [alice, bob, carol, dave, erin]) p.socket.disconnect(false);
+  });
+
   test(`${engine}: a block ends the other's invite, stops their invites and direct chat; deleting lifts it`, async () => {
     const client = await serverOn(engine);
     const alice = await player(client, "alice");

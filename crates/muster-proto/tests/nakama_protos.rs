@@ -396,4 +396,14 @@ fn friend_bodies_are_nakamas() {
         cursor: "c".into(),
     };
     check(&set, "FriendList", &list, &[]);
+    let of_friend = api::FriendOfFriend {
+        referrer: "r".into(),
+        user: api::User::default(),
+    };
+    check(&set, "FriendsOfFriendsList.FriendOfFriend", &of_friend, &[]);
+    let list = api::FriendsOfFriendsList {
+        friends_of_friends: vec![of_friend],
+        cursor: "c".into(),
+    };
+    check(&set, "FriendsOfFriendsList", &list, &[]);
 }

@@ -180,6 +180,25 @@ pub struct FriendList {
     pub cursor: String,
 }
 
+/// A friend of a friend, and which friend they came through.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FriendOfFriend {
+    pub referrer: String,
+    pub user: User,
+}
+
+/// `GET /v2/friend/friends`: a page of the caller's friends of friends.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FriendsOfFriendsList {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "friendsOfFriends")]
+    pub friends_of_friends: Vec<FriendOfFriend>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cursor: String,
+}
+
 /// `GET /v2/notification`: the caller's stored notifications, oldest first, and where the next
 /// listing starts (keep it: it also finds only notifications newer than these).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

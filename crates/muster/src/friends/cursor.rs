@@ -35,6 +35,33 @@ pub fn decode(cursor: &str) -> Option<(i32, i64, Uuid)> {
     Some((position.s, position.p, position.u))
 }
 
+#[derive(Serialize, Deserialize)]
+struct Pair {
+    r: Uuid,
+    u: Uuid,
+}
+
+/// The cursor of a friends-of-friends page ending at `(referrer, user)`.
+pub fn encode_pair(referrer: Uuid, user: Uuid) -> String {
+    URL_SAFE_NO_PAD.encode(
+        serde_json::to_vec(&Pair {
+            r: referrer,
+            u: user,
+        })
+        .unwrap_or_default(),
+    )
+}
+
+/// `(referrer, user)`, if the cursor decodes.
+pub fn decode_pair(cursor: &str) -> Option<(Uuid, Uuid)> {
+    if cursor.len() > MAX_CURSOR_BYTES {
+        return None;
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let pair: Pair = serde_json::from_slice(&bytes).ok()?;
+    Some((pair.r, pair.u))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ pub mod cursor;
 
 use std::sync::Arc;
 
-use muster_proto::api::{Friend, FriendList};
+use muster_proto::api::{Friend, FriendList, FriendOfFriend, FriendsOfFriendsList};
 use uuid::Uuid;
 
 use crate::accounts::lifecycle::public_user;
@@ -21,6 +21,8 @@ use crate::store::{AccountStore, FriendAdded, FriendStore, StoreError};
 pub const MAX_TARGETS: usize = 1000;
 /// Most edges one listing returns (Nakama's bound, and its default).
 pub const MAX_LIST_LIMIT: usize = 1000;
+/// Most friends of friends one listing returns (Nakama's bound); 10 when not given.
+pub const MAX_FRIENDS_OF_FRIENDS_LIMIT: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FriendError {
@@ -207,6 +209,65 @@ impl Friends {
             })
             .collect();
         Ok(FriendList { friends, cursor })
+    }
+
+    /// A page of the friends of `user`'s friends who are not `user`'s friends already (nor
+    /// `user`), each with the friend they came through; `limit` 1–100 (10 when 0, as Nakama).
+    pub async fn friends_of_friends(
+        &self,
+        user: Uuid,
+        limit: usize,
+        cursor: &str,
+    ) -> Result<FriendsOfFriendsList, FriendError> {
+        let limit = if limit == 0 { 10 } else { limit };
+        if limit > MAX_FRIENDS_OF_FRIENDS_LIMIT {
+            return Err(FriendError::Invalid(
+                "Invalid limit - limit must be between 1 and 100.".into(),
+            ));
+        }
+        let after = if cursor.is_empty() {
+            None
+        } else {
+            Some(
+                cursor::decode_pair(cursor)
+                    .ok_or_else(|| FriendError::Invalid("Cursor is invalid.".into()))?,
+            )
+        };
+        let mut pairs = self
+            .store
+            .friends_of_friends(user, after, limit + 1)
+            .await?;
+        let more = pairs.len() > limit;
+        pairs.truncate(limit);
+        let cursor = match pairs.last() {
+            Some((referrer, friend)) if more => cursor::encode_pair(*referrer, *friend),
+            _ => String::new(),
+        };
+        let mut ids: Vec<Uuid> = pairs.iter().map(|(_, friend)| *friend).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let accounts: std::collections::HashMap<Uuid, _> = self
+            .accounts
+            .users(ids, Vec::new())
+            .await?
+            .into_iter()
+            .map(|account| (account.id, account))
+            .collect();
+        let friends_of_friends = pairs
+            .into_iter()
+            .filter_map(|(referrer, friend)| {
+                let account = accounts.get(&friend)?.clone();
+                let online = self.router.is_online(friend);
+                Some(FriendOfFriend {
+                    referrer: referrer.to_string(),
+                    user: public_user(account, online),
+                })
+            })
+            .collect();
+        Ok(FriendsOfFriendsList {
+            friends_of_friends,
+            cursor,
+        })
     }
 
     /// Whether `by` has blocked `user` (a direct chat between them is refused).

@@ -369,6 +369,15 @@ pub trait FriendStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<FriendRecord>, StoreError>;
 
+    /// Friends of `user`'s friends who are not `user` or already `user`'s friends, as
+    /// `(referrer, user)` in that order, after `after` when given; at most `limit`.
+    async fn friends_of_friends(
+        &self,
+        user: Uuid,
+        after: Option<(Uuid, Uuid)>,
+        limit: usize,
+    ) -> Result<Vec<(Uuid, Uuid)>, StoreError>;
+
     /// The state of `user`'s edge to `other`, if any.
     async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError>;
 }

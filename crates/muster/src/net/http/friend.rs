@@ -1,10 +1,11 @@
 //! Nakama's friend routes ([`crate::friends`]): `POST /v2/friend?ids=&usernames=` (add),
 //! `DELETE /v2/friend?ids=&usernames=`, `POST /v2/friend/block?ids=&usernames=`, and
-//! `GET /v2/friend?limit=&state=&cursor=` (list).
+//! `GET /v2/friend?limit=&state=&cursor=` (list), `GET /v2/friend/friends?limit=&cursor=`
+//! (friends of friends).
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use muster_proto::api::FriendList;
+use muster_proto::api::{FriendList, FriendsOfFriendsList};
 
 use super::auth::Player;
 use super::error::ApiError;
@@ -103,6 +104,32 @@ pub async fn list(
     let list = state
         .friends
         .list(caller.uid, limit, friend_state, &cursor)
+        .await?;
+    Ok(Json(list))
+}
+
+pub async fn friends_of_friends(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<FriendsOfFriendsList>, ApiError> {
+    let (mut limit, mut cursor) = (0usize, String::new());
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "limit" => {
+                limit = value.parse().map_err(|_| {
+                    ApiError::InvalidArgument(
+                        "Invalid limit - limit must be between 1 and 100.".into(),
+                    )
+                })?;
+            }
+            "cursor" => cursor = value.into_owned(),
+            _ => {}
+        }
+    }
+    let list = state
+        .friends
+        .friends_of_friends(caller.uid, limit, &cursor)
         .await?;
     Ok(Json(list))
 }

@@ -66,6 +66,7 @@ pub fn router(state: AppState) -> Router {
             get(friend::list).post(friend::add).delete(friend::delete),
         )
         .route("/v2/friend/block", post(friend::block))
+        .route("/v2/friend/friends", get(friend::friends_of_friends))
         .route(
             "/v2/notification",
             get(notification::list).delete(notification::delete),

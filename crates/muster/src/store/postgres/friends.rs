@@ -229,6 +229,33 @@ impl FriendStore for PostgresStore {
         Ok(rows.iter().map(record_from).collect())
     }
 
+    async fn friends_of_friends(
+        &self,
+        user: Uuid,
+        after: Option<(Uuid, Uuid)>,
+        limit: usize,
+    ) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+        let client = self.client().await?;
+        let (referrer, friend) = after.unwrap_or((Uuid::nil(), Uuid::nil()));
+        let statement = prepared(
+            &client,
+            "SELECT f.destination_id, ff.destination_id
+             FROM user_edges f
+             JOIN user_edges ff ON ff.source_id = f.destination_id AND ff.state = 0
+             WHERE f.source_id = $1 AND f.state = 0 AND ff.destination_id <> $1
+               AND ff.destination_id NOT IN
+                   (SELECT destination_id FROM user_edges WHERE source_id = $1 AND state = 0)
+               AND (f.destination_id, ff.destination_id) > ($2, $3)
+             ORDER BY f.destination_id, ff.destination_id LIMIT $4",
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&user, &referrer, &friend, &(limit as i64)])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
     async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError> {
         let client = self.client().await?;
         let statement = prepared(

@@ -262,6 +262,42 @@ impl FriendStore for SqliteStore {
         .await
     }
 
+    async fn friends_of_friends(
+        &self,
+        user: Uuid,
+        after: Option<(Uuid, Uuid)>,
+        limit: usize,
+    ) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+        self.read("friend_of_friend_list", move |conn| {
+            let (referrer, friend) = after.map_or((String::new(), String::new()), |(r, f)| {
+                (r.to_string(), f.to_string())
+            });
+            let rows = conn
+                .prepare_cached(
+                    "SELECT f.destination_id, ff.destination_id
+             FROM user_edges f
+             JOIN user_edges ff ON ff.source_id = f.destination_id AND ff.state = 0
+             WHERE f.source_id = ?1 AND f.state = 0 AND ff.destination_id <> ?1
+               AND ff.destination_id NOT IN
+                   (SELECT destination_id FROM user_edges WHERE source_id = ?1 AND state = 0)
+               AND (f.destination_id, ff.destination_id) > (?2, ?3)
+             ORDER BY f.destination_id, ff.destination_id LIMIT ?4",
+                )
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![user.to_string(), referrer, friend, limit as i64],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                    )?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(db_error)?;
+            rows.iter()
+                .map(|(r, f)| Ok((parse_uuid(r)?, parse_uuid(f)?)))
+                .collect()
+        })
+        .await
+    }
+
     async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError> {
         self.read("friend_state", move |conn| {
             state(conn, &user.to_string(), &other.to_string())
