@@ -407,3 +407,28 @@ fn friend_bodies_are_nakamas() {
     };
     check(&set, "FriendsOfFriendsList", &list, &[]);
 }
+
+#[test]
+fn match_list_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let listed = api::Match {
+        match_id: "m.".into(),
+        authoritative: true,
+        label: Some("{}".into()),
+        size: 2,
+        tick_rate: 10,
+        handler_name: "arena".into(),
+    };
+    check(&set, "Match", &listed, &[]);
+    check(
+        &set,
+        "MatchList",
+        &api::MatchList {
+            matches: vec![listed],
+        },
+        &[],
+    );
+}

@@ -180,6 +180,35 @@ pub struct FriendList {
     pub cursor: String,
 }
 
+/// A match as `GET /v2/match` lists it (Nakama's `api.Match`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Match {
+    #[serde(alias = "matchId")]
+    pub match_id: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub authoritative: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub size: i32,
+    #[serde(skip_serializing_if = "is_zero", alias = "tickRate")]
+    pub tick_rate: i32,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "handlerName")]
+    pub handler_name: String,
+}
+
+fn is_zero(value: &i32) -> bool {
+    *value == 0
+}
+
+/// `GET /v2/match`: matches that passed the filter.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MatchList {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<Match>,
+}
+
 /// A friend of a friend, and which friend they came through.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]

@@ -52,6 +52,8 @@ pub struct AuthoritativeHandle {
     pub capacity: usize,
     pub room: Option<RoomMeta>,
     pub label: Option<String>,
+    /// The label's fields, read once for listings.
+    pub label_fields: super::listing::LabelFields,
     control: mpsc::Sender<Control>,
     inputs: mpsc::Sender<Input>,
     size: AtomicUsize,
@@ -210,6 +212,7 @@ pub fn create(
         handler: handler_name.to_owned(),
         capacity: params.capacity,
         room,
+        label_fields: super::listing::LabelFields::of(settings.label.as_deref()),
         label: settings.label,
         control: control_tx,
         inputs: input_tx,

@@ -17,6 +17,7 @@ pub mod games;
 pub mod handler;
 pub mod id;
 pub mod join_tokens;
+pub mod listing;
 pub mod matchmaker;
 pub mod metrics;
 pub mod query;

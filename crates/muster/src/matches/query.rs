@@ -1,4 +1,7 @@
-//! Matchmaker queries: a documented subset of the query-string syntax Nakama's matchmaker takes.
+//! Matchmaker and match-listing queries: a documented subset of the query-string syntax Nakama's
+//! matchmaker and `GET /v2/match` take. The matchmaker's terms name `properties.KEY`; a listing's
+//! name `label.KEY` (a field of the match's JSON label, `label.a.b` a nested one) — written
+//! `properties` below.
 //!
 //! A query is whitespace-separated terms. Each term is
 //!
@@ -16,7 +19,7 @@
 //!
 //! Not supported (refused with an error naming the term): boolean words (`AND`, `OR`, `NOT`),
 //! parentheses, fuzziness (`~`), boosts (`^`), wildcards and regular expressions in values, and
-//! fields other than `properties.*`.
+//! fields other than `properties.*` (or `label.*`).
 
 use std::collections::HashMap;
 
@@ -67,14 +70,20 @@ enum RangeOp {
 pub const MAX_TERMS: usize = 32;
 
 impl Query {
-    /// Parses `text` (already checked against the length limit by the caller).
+    /// Parses a matchmaker query (`properties.` terms; `text` already checked against the
+    /// length limit by the caller).
     pub fn parse(text: &str) -> Result<Query, String> {
+        Query::parse_fields(text, "properties")
+    }
+
+    /// Parses a query whose terms name `FIELD.KEY` (a match listing's `label.KEY`).
+    pub fn parse_fields(text: &str, field: &str) -> Result<Query, String> {
         let mut query = Query::default();
         for raw in split_terms(text)? {
             if query.terms.len() == MAX_TERMS {
                 return Err(format!("query has more than {MAX_TERMS} terms"));
             }
-            let term = parse_term(&raw)?;
+            let term = parse_term(&raw, field)?;
             match term.occur {
                 Occur::Must => query.has_must = true,
                 Occur::Should => query.has_should = true,
@@ -171,7 +180,7 @@ fn split_terms(text: &str) -> Result<Vec<String>, String> {
     Ok(terms)
 }
 
-fn parse_term(raw: &str) -> Result<Term, String> {
+fn parse_term(raw: &str, field: &str) -> Result<Term, String> {
     let shown: String = raw.chars().take(40).collect();
     let (occur, body) = match raw.as_bytes().first() {
         Some(b'+') => (Occur::Must, &raw[1..]),
@@ -189,18 +198,22 @@ fn parse_term(raw: &str) -> Result<Term, String> {
             "unsupported query syntax in term '{shown}': use + and - terms"
         ));
     }
-    let Some(rest) = body.strip_prefix("properties.") else {
+    let Some(rest) = body
+        .strip_prefix(field)
+        .and_then(|rest| rest.strip_prefix('.'))
+    else {
         return Err(format!(
-            "unsupported query term '{shown}': terms are *, or properties.KEY:VALUE with an optional + or -"
+            "unsupported query term '{shown}': terms are *, or {field}.KEY:VALUE with an optional + or -"
         ));
     };
     let Some((key, value)) = rest.split_once(':') else {
         return Err(format!("query term '{shown}' has no ':VALUE'"));
     };
+    // Dots name nested fields of a label (`label.team.size`).
     if key.is_empty()
         || !key
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
     {
         return Err(format!("query term '{shown}' has a bad property name"));
     }

@@ -302,6 +302,11 @@ impl MatchRegistry {
         self.ended.retain(|_, at| *at >= oldest);
     }
 
+    /// Every match of this node (for listings; walks the map, so never on a hot path).
+    pub fn all(&self) -> impl Iterator<Item = MatchRef> + '_ {
+        self.matches.iter().map(|m| m.value().clone())
+    }
+
     /// Every live authoritative match (for listings; walks the map, so never on a hot path).
     pub fn authoritative(&self) -> impl Iterator<Item = Arc<AuthoritativeHandle>> + '_ {
         self.matches.iter().filter_map(|m| match m.value() {

@@ -75,9 +75,22 @@ impl MatchHandler for Arena {
             .clamp(1, 255);
         self.tick_rate_hz = rate as u8;
         self.players.reserve_exact(params.capacity.min(16));
+        // A room's `label` param, when it is a JSON object, is the match's label (match
+        // listings query its fields); otherwise the label is "arena".
+        let label = params
+            .params
+            .get("label")
+            .filter(|l| {
+                matches!(
+                    serde_json::from_str::<serde_json::Value>(l),
+                    Ok(serde_json::Value::Object(_))
+                )
+            })
+            .cloned()
+            .unwrap_or_else(|| "arena".into());
         MatchSettings {
             tick_rate_hz: Some(rate),
-            label: Some("arena".into()),
+            label: Some(label),
             tick_when_empty: false,
         }
     }

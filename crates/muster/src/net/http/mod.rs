@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 mod friend;
 mod leaderboard;
+mod match_list;
 mod notification;
 pub mod rooms;
 mod rpc;
@@ -67,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v2/friend/block", post(friend::block))
         .route("/v2/friend/friends", get(friend::friends_of_friends))
+        .route("/v2/match", get(match_list::list))
         .route(
             "/v2/notification",
             get(notification::list).delete(notification::delete),
