@@ -204,3 +204,38 @@ test("a friend request made on one node reaches its target's socket on another, 
   const list = await clientB.listFriends(bob.session);
   assert.deepEqual(list.friends.map((f) => [f.user.id, f.state, f.user.online]), [[alice.session.user_id, 0, true]]);
 });
+
+test("listMatches on one node lists the matches of every node", { skip: !NATS }, async () => {
+  const prefix = uniq("l").replace(/-/g, "");
+  const cluster = [];
+  for (const name of ["a", "b"]) {
+    const n = await startServer({
+      MUSTER_CLUSTER__NATS_URL: NATS,
+      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
+      MUSTER_CLUSTER__NODE_NAME: name,
+      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
+      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
+    });
+    nodes.push(n);
+    cluster.push(n);
+  }
+  for (const n of cluster) await until("two nodes", async () => (await clusterNodes(n)) === 2);
+  const created = [];
+  for (const [n, label] of [[cluster[0], '{"mode":"ranked","node":"a"}'], [cluster[1], '{"mode":"ranked","node":"b"}'], [cluster[1], '{"mode":"casual","node":"b"}']]) {
+    const session = await clientFor(n).authenticateDevice(uniq("lister"), true);
+    const answer = await fetch(`${n.base}/v2/rooms`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${session.token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ handler: "arena", capacity: 2, params: { label } }),
+    });
+    assert.equal(answer.status, 201);
+    created.push((await answer.json()).room_id);
+  }
+  const clientA = clientFor(cluster[0]);
+  const session = await clientA.authenticateDevice(uniq("lister"), true);
+  const ranked = await clientA.listMatches(session, 10, true, undefined, undefined, undefined, "+label.mode:ranked");
+  assert.deepEqual(ranked.matches.map((m) => m.match_id).sort(), [created[0], created[1]].sort(), "node a finds node b's ranked room");
+  const all = await clientA.listMatches(session, 10);
+  assert.equal(all.matches.length, 3);
+  assert.equal((await clientA.listMatches(session, 2)).matches.length, 2, "the limit holds across nodes");
+});

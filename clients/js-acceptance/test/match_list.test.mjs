@@ -53,14 +53,14 @@ test("listMatches filters by kind, label, size and a label query", async () => {
   assert.equal((await client.listMatches(host, 2)).matches.length, 2, "at most limit");
 
   for (const [what, call, message] of [
-    ["limit", client.listMatches(host, 101), /limit must be between 1 and 100/],
-    ["relayed label", client.listMatches(host, 10, false, casual), /Label filtering is not supported/],
-    ["relayed query", client.listMatches(host, 10, false, undefined, undefined, undefined, "+label.mode:x"), /Query filtering is not supported/],
-    ["sizes", client.listMatches(host, 10, undefined, undefined, 3, 1), /greater than or equal to minimum size/],
-    ["query", client.listMatches(host, 10, true, undefined, undefined, undefined, "+label.mode"), /Invalid query/],
-    ["field", client.listMatches(host, 10, true, undefined, undefined, undefined, "+properties.mode:x"), /Invalid query/],
+    ["limit", () => client.listMatches(host, 101), /limit must be between 1 and 100/],
+    ["relayed label", () => client.listMatches(host, 10, false, casual), /Label filtering is not supported/],
+    ["relayed query", () => client.listMatches(host, 10, false, undefined, undefined, undefined, "+label.mode:x"), /Query filtering is not supported/],
+    ["sizes", () => client.listMatches(host, 10, undefined, undefined, 3, 1), /greater than or equal to minimum size/],
+    ["query", () => client.listMatches(host, 10, true, undefined, undefined, undefined, "+label.mode"), /Invalid query/],
+    ["field", () => client.listMatches(host, 10, true, undefined, undefined, undefined, "+properties.mode:x"), /Invalid query/],
   ]) {
-    const { body } = await expectHttpError(call, 400);
+    const { body } = await expectHttpError(call(), 400);
     assert.equal(body.code, GRPC.INVALID_ARGUMENT, what);
     assert.match(body.message, message, what);
   }

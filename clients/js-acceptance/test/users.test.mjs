@@ -68,11 +68,11 @@ for (const engine of ENGINES) {
 
     // Another account cannot take them.
     for (const [what, call, message] of [
-      ["device", client.linkDevice(other, { id: secondDevice }), /Device ID already in use/],
-      ["custom", client.linkCustom(other, { id: customId }), /Custom ID is already in use/],
-      ["email", client.linkEmail(other, { email, password: "whatever-long" }), /Email is already in use/],
+      ["device", () => client.linkDevice(other, { id: secondDevice }), /Device ID already in use/],
+      ["custom", () => client.linkCustom(other, { id: customId }), /Custom ID is already in use/],
+      ["email", () => client.linkEmail(other, { email, password: "whatever-long" }), /Email is already in use/],
     ]) {
-      const { body } = await expectHttpError(call, 409);
+      const { body } = await expectHttpError(call(), 409);
       assert.equal(body.code, GRPC.ALREADY_EXISTS, what);
       assert.match(body.message, message);
     }

@@ -1,10 +1,12 @@
-//! Match listings, as Nakama's `GET /v2/match`: this node's matches filtered by kind, label,
-//! size and a query over the label's JSON fields. A label is read once, when its match starts
-//! ([`LabelFields::of`]), so a listing only compares.
+//! Match listings, as Nakama's `GET /v2/match`: matches filtered by kind, label, size and a
+//! query over the label's JSON fields. A label is read once, when its match starts
+//! ([`LabelFields::of`]), so a listing only compares. In a cluster the node asked lists its own
+//! and asks every other node for theirs ([`ListAsk`], over the rooms subject).
 
 use std::collections::HashMap;
 
 use muster_proto::api::Match;
+use serde::{Deserialize, Serialize};
 
 use super::query::Query;
 use super::registry::{MatchRef, MatchRegistry};
@@ -62,6 +64,35 @@ impl LabelFields {
                 _ => {}
             }
         }
+    }
+}
+
+/// A listing as it travels to other nodes: the filter, its query as text.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ListAsk {
+    pub limit: usize,
+    pub authoritative: Option<bool>,
+    pub label: Option<String>,
+    pub min_size: Option<usize>,
+    pub max_size: Option<usize>,
+    pub query: Option<String>,
+}
+
+impl ListAsk {
+    /// The filter it names; the query's parse error when it does not parse.
+    pub fn filter(&self) -> Result<ListFilter, String> {
+        Ok(ListFilter {
+            limit: self.limit,
+            authoritative: self.authoritative,
+            label: self.label.clone(),
+            min_size: self.min_size,
+            max_size: self.max_size,
+            query: self
+                .query
+                .as_deref()
+                .map(|q| Query::parse_fields(q, "label"))
+                .transpose()?,
+        })
     }
 }
 
@@ -134,6 +165,40 @@ pub fn list(registry: &MatchRegistry, filter: &ListFilter) -> Vec<Match> {
         found.push(summary);
     }
     found
+}
+
+impl super::Matches {
+    /// The matches that pass `ask`, at most `ask.limit`: this node's, then (in a cluster) every
+    /// other node's, asked at once; a node that does not answer in time is left out.
+    pub async fn list_matches(&self, ask: &ListAsk) -> Result<Vec<Match>, String> {
+        let filter = ask.filter()?;
+        let mut found = list(&self.registry, &filter);
+        if let Some(link) = &self.link {
+            if found.len() < ask.limit {
+                let remaining = ListAsk {
+                    limit: ask.limit - found.len(),
+                    ..ask.clone()
+                };
+                let question = super::remote::RoomAsk::ListMatches(remaining);
+                let peers = link.peers();
+                let answers = futures_util::future::join_all(
+                    peers.iter().map(|peer| link.room(peer, &question)),
+                )
+                .await;
+                for (peer, answer) in peers.iter().zip(answers) {
+                    match answer.map(serde_json::from_value::<Vec<Match>>) {
+                        Ok(Ok(theirs)) => found.extend(theirs),
+                        Ok(Err(error)) => {
+                            tracing::warn!(%peer, %error, "match listing: unreadable answer")
+                        }
+                        Err(error) => tracing::warn!(%peer, %error, "match listing: no answer"),
+                    }
+                }
+                found.truncate(ask.limit);
+            }
+        }
+        Ok(found)
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //!
 //! - `node.<owner>.room`, request/reply: the rooms API for a room of another node — its info,
 //!   a player's connection info (the ticket issued by the owner, the owner's address), or its
-//!   destruction — as JSON.
+//!   destruction — and the node's part of a match listing, as JSON.
 //!
 //! Nodes that leave the cluster take their part with them: the owner drops the members of a node
 //! that died (the others are told they left), and a node drops its sessions' memberships of the
@@ -75,6 +75,8 @@ pub enum RoomAsk {
         id: String,
         caller: RoomCaller,
     },
+    /// `GET /v2/match` asked on another node: this node's matches that pass it.
+    ListMatches(super::listing::ListAsk),
 }
 
 /// The owner's answer to a [`RoomAsk`]: the API's answer, or the error's label and message.
@@ -238,6 +240,11 @@ impl MatchLink {
         }
         self.bus
             .publish_soon(&in_topic(owner), membership_payload(LEAVE, session, id));
+    }
+
+    /// The other live nodes.
+    pub fn peers(&self) -> Vec<String> {
+        self.peers.lock().values().cloned().collect()
     }
 
     pub fn node_joined(&self, node: &str) {

@@ -297,6 +297,10 @@ impl Matches {
                 self.destroy_room(&caller, &id).await?;
                 Ok(serde_json::Value::Null)
             }
+            RoomAsk::ListMatches(ask) => {
+                let filter = ask.filter().map_err(MatchError::BadInput)?;
+                serde_json::to_value(super::listing::list(&self.registry, &filter))
+            }
         };
         value.map_err(|e| MatchError::Rejected(format!("Unencodable answer: {e}")))
     }

@@ -1,5 +1,5 @@
 //! `GET /v2/match?limit=&authoritative=&label=&min_size=&max_size=&query=`: the matches of the
-//! node the request reaches ([`crate::matches::listing`]), with Nakama's checks.
+//! cluster ([`crate::matches::listing`]), with Nakama's checks.
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
@@ -7,8 +7,7 @@ use muster_proto::api::MatchList;
 
 use super::auth::Player;
 use super::error::ApiError;
-use crate::matches::listing::{self, ListFilter};
-use crate::matches::query::Query;
+use crate::matches::listing::ListAsk;
 use crate::net::state::AppState;
 
 /// Longest query text.
@@ -28,9 +27,9 @@ pub async fn list(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<MatchList>, ApiError> {
-    let mut filter = ListFilter {
+    let mut filter = ListAsk {
         limit: 10,
-        ..ListFilter::default()
+        ..ListAsk::default()
     };
     let mut query_text = None;
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
@@ -79,15 +78,17 @@ pub async fn list(
             ));
         }
     }
-    if let Some(text) = query_text {
-        if text.len() > MAX_QUERY_BYTES {
-            return Err(invalid("Query is too long."));
-        }
-        filter.query = Some(
-            Query::parse_fields(&text, "label")
-                .map_err(|e| invalid(&format!("Invalid query: {e}.")))?,
-        );
+    if query_text
+        .as_ref()
+        .is_some_and(|text| text.len() > MAX_QUERY_BYTES)
+    {
+        return Err(invalid("Query is too long."));
     }
-    let matches = listing::list(&state.matches.registry, &filter);
+    filter.query = query_text;
+    let matches = state
+        .matches
+        .list_matches(&filter)
+        .await
+        .map_err(|e| invalid(&format!("Invalid query: {e}.")))?;
     Ok(Json(MatchList { matches }))
 }
