@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Friends and notifications under load (docs/social.md), with the load of
+# crates/muster/examples/social_load.rs. Prints one JSON line per run:
+#   - store: CONCURRENCY callers each sending one stored notification per call (the HTTP key's
+#     notifications_send) for STORE_S seconds: stored notifications/s and latency percentiles, on
+#     each of ENGINES (PostgreSQL durable: fsync on, synchronous_commit on);
+#   - friends: one account with 1,000 friends, listed whole FRIEND_LISTS times in turn;
+#   - latency (with nats-server installed): two clustered nodes on one PostgreSQL database, a
+#     socket on node b, LATENCY_COUNT notifications sent through node a one at a time; from the
+#     send to the socket's receipt, not stored and stored.
+# Usage: bench/social.sh   env: PARTS="store friends latency" ENGINES="sqlite postgres"
+#        CONCURRENCY="32 128" STORE_S=10 FRIEND_LISTS=200 LATENCY_COUNT=500 RUNS=3 LOG=warn KEEP=0
+set -euo pipefail
+source "$(dirname "$0")/swarm-common.sh"
+PARTS=${PARTS:-"store friends latency"}
+ENGINES=${ENGINES:-"sqlite postgres"}
+CONCURRENCY=${CONCURRENCY:-"32 128"}
+STORE_S=${STORE_S:-10}
+FRIEND_LISTS=${FRIEND_LISTS:-200}
+LATENCY_COUNT=${LATENCY_COUNT:-500}
+RUNS=${RUNS:-3}
+
+build_release
+(cd "$root" && cargo build --release -p muster --example social_load --quiet) >&2
+load="$release_dir/examples/social_load"
+work=$(mktemp -d /tmp/bench-social.XXXXXX)
+NATS_PID=""
+NODE_B_PID=""
+cleanup() {
+  stop_muster
+  [ -n "$NODE_B_PID" ] && kill -TERM "$NODE_B_PID" 2>/dev/null || true
+  [ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null || true
+  stop_postgres
+  remove_work_dir "$work"
+}
+trap cleanup EXIT
+wants() { [ "$PARTS" != "${PARTS/$1/}" ]; }
+if [ "$ENGINES" != "${ENGINES/postgres/}" ] || wants latency; then start_postgres; fi
+# Two nodes on one machine: the invite-links listener on a free port too.
+export MUSTER_LINKS__LISTEN=127.0.0.1:0
+
+for engine in $ENGINES; do
+  for run in $(seq 1 "$RUNS"); do
+    wants store && for concurrency in $CONCURRENCY; do
+      tag="store-$engine-$concurrency-$run"
+      port=$(free_port)
+      start_muster_on "$engine" "$port" "$work/$tag"
+      echo "{\"engine\":\"$engine\",\"run\":$run,\"result\":$("$load" store "http://127.0.0.1:$port" defaulthttpkey "$STORE_S" "$concurrency")}"
+      stop_muster
+    done
+    wants friends || continue
+    tag="friends-$engine-$run"
+    port=$(free_port)
+    start_muster_on "$engine" "$port" "$work/$tag"
+    echo "{\"engine\":\"$engine\",\"run\":$run,\"result\":$("$load" friends "http://127.0.0.1:$port" "$FRIEND_LISTS")}"
+    stop_muster
+  done
+done
+
+if wants latency && command -v nats-server >/dev/null 2>&1; then
+  nats_port=$(free_port)
+  nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
+  NATS_PID=$!
+  "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE bench_social_cluster" >/dev/null
+  export MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port"
+  for run in $(seq 1 "$RUNS"); do
+    prefix="social$run"
+    port_a=$(free_port)
+    port_b=$(free_port)
+    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=b \
+      start_muster_on postgres "$port_b" "$work/latency-b-$run" "" bench_social_cluster
+    NODE_B_PID=$MUSTER_PID
+    MUSTER_PID=""
+    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=a \
+      start_muster_on postgres "$port_a" "$work/latency-a-$run" "" bench_social_cluster
+    # Both nodes see each other before the first send.
+    for _ in $(seq 1 100); do
+      curl -s "http://127.0.0.1:$port_a/metrics" | grep -q '^muster_cluster_nodes 2' && break
+      sleep 0.1
+    done
+    echo "{\"engine\":\"postgres\",\"nodes\":2,\"run\":$run,\"result\":$("$load" latency "http://127.0.0.1:$port_a" "http://127.0.0.1:$port_b" defaulthttpkey "$LATENCY_COUNT")}"
+    stop_muster
+    kill -TERM "$NODE_B_PID" 2>/dev/null || true
+    wait "$NODE_B_PID" 2>/dev/null || true
+    NODE_B_PID=""
+  done
+fi
