@@ -1,6 +1,8 @@
-// Three Muster nodes over NATS (docs/cluster.md): nakama-js players connected to different nodes
-// chat in one room, see each other's presence, and are told when a node dies; on one PostgreSQL
-// database, they matchmake into one match, exchange match data and call server functions.
+// Muster nodes over NATS (docs/cluster.md): nakama-js players connected to different nodes chat
+// in one room, see each other's presence, and are told when a node dies; on one PostgreSQL
+// database, they matchmake into one match, exchange match data and call server functions; a
+// friend request made on one node reaches a socket on another; a match listing on one node
+// finds every node's matches.
 // Needs TEST_NATS_URL (the test command starts a private nats-server); without it the test is
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
@@ -34,6 +36,29 @@ async function until(what, check, ms = 10000) {
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/**
+ * Nodes named `names` in one cluster (a fresh subject prefix on the test's NATS), with `env`
+ * added to each; waits until every one sees them all.
+ */
+async function startCluster(names, env = {}) {
+  const prefix = uniq("c").replace(/-/g, "");
+  const cluster = [];
+  for (const name of names) {
+    const n = await startServer({
+      MUSTER_CLUSTER__NATS_URL: NATS,
+      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
+      MUSTER_CLUSTER__NODE_NAME: name,
+      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
+      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
+      ...env,
+    });
+    nodes.push(n);
+    cluster.push(n);
+  }
+  for (const n of cluster) await until(`${names.length} nodes`, async () => (await clusterNodes(n)) === names.length);
+  return cluster;
+}
+
 /** A player on `server` whose chat events land in `inbox`. */
 async function player(server, name) {
   const client = clientFor(server);
@@ -50,20 +75,7 @@ async function player(server, name) {
 }
 
 test("players on three nodes chat in one room and see a dead node's player leave", { skip: !NATS }, async () => {
-  const prefix = uniq("c").replace(/-/g, "");
-  for (const name of ["a", "b", "c"]) {
-    nodes.push(
-      await startServer({
-        MUSTER_CLUSTER__NATS_URL: NATS,
-        MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
-        MUSTER_CLUSTER__NODE_NAME: name,
-        MUSTER_CLUSTER__HEARTBEAT_MS: "100",
-        MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
-      }),
-    );
-  }
-  for (const n of nodes) await until("three nodes", async () => (await clusterNodes(n)) === 3);
-  const [a, b, c] = nodes;
+  const [a, b, c] = await startCluster(["a", "b", "c"]);
   const alice = await player(a, "alice");
   const bob = await player(b, "bob");
   const carol = await player(c, "carol");
@@ -103,25 +115,12 @@ test("players on three nodes chat in one room and see a dead node's player leave
 });
 
 test("players on three nodes of one database matchmake into one match, play and call functions", { skip: !NATS || !POSTGRES }, async () => {
-  const prefix = uniq("m").replace(/-/g, "");
   const database = freshDatabase();
-  const cluster = [];
-  for (const name of ["a", "b", "c"]) {
-    const n = await startServer({
-      MUSTER_DATABASE_URL: database,
-      MUSTER_CLUSTER__NATS_URL: NATS,
-      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
-      MUSTER_CLUSTER__NODE_NAME: name,
-      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
-      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
-      MUSTER_MATCHMAKER__INTERVAL_MS: "200",
-      ...PLAYERS_MAY_CALL_BUILTINS,
-    });
-    nodes.push(n);
-    cluster.push(n);
-  }
-  for (const n of cluster) await until("three nodes", async () => (await clusterNodes(n)) === 3);
-  const [a, b, c] = cluster;
+  const [a, b, c] = await startCluster(["a", "b", "c"], {
+    MUSTER_DATABASE_URL: database,
+    MUSTER_MATCHMAKER__INTERVAL_MS: "200",
+    ...PLAYERS_MAY_CALL_BUILTINS,
+  });
   const players = [await player(a, "mm-alice"), await player(b, "mm-bob"), await player(c, "mm-carol")];
   const matched = players.map(
     (p) => new Promise((resolve) => {
@@ -166,23 +165,7 @@ test("players on three nodes of one database matchmake into one match, play and 
 });
 
 test("a friend request made on one node reaches its target's socket on another, and both see the friendship", { skip: !NATS || !POSTGRES }, async () => {
-  const prefix = uniq("f").replace(/-/g, "");
-  const database = freshDatabase();
-  const cluster = [];
-  for (const name of ["a", "b"]) {
-    const n = await startServer({
-      MUSTER_DATABASE_URL: database,
-      MUSTER_CLUSTER__NATS_URL: NATS,
-      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
-      MUSTER_CLUSTER__NODE_NAME: name,
-      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
-      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
-    });
-    nodes.push(n);
-    cluster.push(n);
-  }
-  for (const n of cluster) await until("two nodes", async () => (await clusterNodes(n)) === 2);
-  const [a, b] = cluster;
+  const [a, b] = await startCluster(["a", "b"], { MUSTER_DATABASE_URL: freshDatabase() });
   const alice = await player(a, "friend-alice");
   const bob = await player(b, "friend-bob");
   const told = new Inbox();
@@ -206,20 +189,7 @@ test("a friend request made on one node reaches its target's socket on another, 
 });
 
 test("listMatches on one node lists the matches of every node", { skip: !NATS }, async () => {
-  const prefix = uniq("l").replace(/-/g, "");
-  const cluster = [];
-  for (const name of ["a", "b"]) {
-    const n = await startServer({
-      MUSTER_CLUSTER__NATS_URL: NATS,
-      MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
-      MUSTER_CLUSTER__NODE_NAME: name,
-      MUSTER_CLUSTER__HEARTBEAT_MS: "100",
-      MUSTER_CLUSTER__FAILURE_TIMEOUT_MS: "500",
-    });
-    nodes.push(n);
-    cluster.push(n);
-  }
-  for (const n of cluster) await until("two nodes", async () => (await clusterNodes(n)) === 2);
+  const cluster = await startCluster(["a", "b"]);
   const created = [];
   for (const [n, label] of [[cluster[0], '{"mode":"ranked","node":"a"}'], [cluster[1], '{"mode":"ranked","node":"b"}'], [cluster[1], '{"mode":"casual","node":"b"}']]) {
     const session = await clientFor(n).authenticateDevice(uniq("lister"), true);
