@@ -179,4 +179,19 @@ for (const engine of ENGINES) {
     assert.equal(Object.keys(await states(client, alice)).length, 2, "the refused add changed nothing");
     for (const p of [alice, ...others]) p.socket.disconnect(false);
   });
+
+  test(`${engine}: friend adds are rationed per user per minute`, async () => {
+    const client = await serverOn(engine, { MUSTER_FRIENDS__ADDS_PER_USER_PER_MINUTE: "2" });
+    const alice = await player(client, "alice");
+    const others = [];
+    for (let i = 0; i < 3; i++) others.push(await player(client, `r${i}`));
+    await client.addFriends(alice.session, [others[0].id]);
+    await client.addFriends(alice.session, [others[1].id]);
+    const { body } = await expectHttpError(client.addFriends(alice.session, [others[2].id]), 429);
+    assert.match(body.message, /Too many friend requests/);
+    assert.deepEqual(await states(client, others[2]), {}, "the refused add invited nobody");
+    // Another player is not held back by alice's rate.
+    assert.equal(await client.addFriends(others[2].session, [alice.id]), true);
+    for (const p of [alice, ...others]) p.socket.disconnect(false);
+  });
 }

@@ -156,7 +156,7 @@ async fn build(
         store.clone(),
         notifications.clone(),
         router.clone(),
-        config.friends.max_per_user,
+        &config.friends,
     ));
     let rpc = Arc::new(Rpc::new(
         functions,
@@ -522,6 +522,7 @@ async fn housekeeping(state: AppState) {
         state.links_limit.prune();
         state.gateway_limit.prune();
         state.links.prune_limits();
+        state.friends.prune_limits();
         if let Some(world) = &state.world {
             world.prune_limits();
         }

@@ -31,6 +31,9 @@ pub enum FriendError {
     /// The caller's friends, invites and blocks are at `friends.max_per_user`.
     #[error("Too many friends, invites and blocks (at most {0}); delete some first.")]
     TooMany(usize),
+    /// Past `friends.adds_per_user_per_minute`.
+    #[error("Too many friend requests: slow down.")]
+    TooFast,
     #[error(transparent)]
     Store(StoreError),
 }
@@ -61,6 +64,8 @@ pub struct Friends {
     notifications: Arc<Notifications>,
     router: Arc<dyn Router>,
     max_per_user: usize,
+    /// Adds per user per minute: invites are notifications to others, so they are rationed.
+    adds: crate::base::ratelimit::KeyedLimit<Uuid>,
 }
 
 impl Friends {
@@ -69,15 +74,21 @@ impl Friends {
         accounts: Arc<dyn AccountStore>,
         notifications: Arc<Notifications>,
         router: Arc<dyn Router>,
-        max_per_user: usize,
+        config: &crate::base::config::FriendsConfig,
     ) -> Friends {
         Friends {
             store,
             accounts,
             notifications,
             router,
-            max_per_user,
+            max_per_user: config.max_per_user,
+            adds: crate::base::ratelimit::KeyedLimit::per_minute(config.adds_per_user_per_minute),
         }
+    }
+
+    /// Forgets rate-limit keys whose buckets are full again (housekeeping).
+    pub fn prune_limits(&self) {
+        self.adds.prune();
     }
 
     /// `user` (named `username`) adds `targets`: invites them, or accepts their invites. Those
@@ -88,6 +99,9 @@ impl Friends {
         username: &str,
         targets: Targets,
     ) -> Result<(), FriendError> {
+        if !self.adds.allow(user) {
+            return Err(FriendError::TooFast);
+        }
         let ids = self.resolve(user, targets, Verb::Add).await?;
         if ids.is_empty() {
             return Err(FriendError::Invalid(

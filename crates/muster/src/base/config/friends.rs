@@ -8,11 +8,17 @@ pub struct FriendsConfig {
     /// Most friends, invites (sent and received) and blocks one user may have together. An add
     /// or block past it is refused (429); an invite to a user at it is skipped.
     pub max_per_user: usize,
+    /// Adds (each may send invites and their notifications) one user may make per minute; past
+    /// it 429 (0: no limit).
+    pub adds_per_user_per_minute: u32,
 }
 
 impl Default for FriendsConfig {
     fn default() -> Self {
-        FriendsConfig { max_per_user: 1000 }
+        FriendsConfig {
+            max_per_user: 1000,
+            adds_per_user_per_minute: 60,
+        }
     }
 }
 

@@ -16,7 +16,9 @@ impl From<FriendError> for ApiError {
     fn from(error: FriendError) -> Self {
         match error {
             FriendError::Invalid(message) => ApiError::InvalidArgument(message),
-            FriendError::TooMany(_) => ApiError::TooManyRequests(error.to_string()),
+            FriendError::TooMany(_) | FriendError::TooFast => {
+                ApiError::TooManyRequests(error.to_string())
+            }
             FriendError::Store(error) => error.into(),
         }
     }
