@@ -38,6 +38,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 echo "deploy-check: Kubernetes schemas (kubernetes-validate --strict)"
 python3 -m venv "$work/venv"
@@ -67,7 +68,7 @@ probe = container["readinessProbe"]["httpGet"]["path"]
 grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
 json.dump({"env": env, "args": args, "probe": probe, "grace": grace}, open(f"{work}/pod.json", "w"))
 PY
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 mapfile -t args < <(python3 -c "import json; [print(a) for a in json.load(open('$work/pod.json'))['args']]")
 mapfile -t envs < <(python3 -c "import json; [print(f'{k}={v}') for k, v in json.load(open('$work/pod.json'))['env'].items()]")
 probe=$(python3 -c "import json; print(json.load(open('$work/pod.json'))['probe'])")
@@ -116,7 +117,6 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
 fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 tls_port=$(free_port)
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost \
@@ -278,7 +278,7 @@ cp "$muster_bin" "$work/build/src/target/release/muster"
 image="localhost/muster-check:$$"
 pod build --quiet --network host "${limits[@]}" --build-context build="$work/build" -f deploy/muster/Dockerfile \
   -t "$image" . >"$work/image-build.log" 2>&1 || { cat "$work/image-build.log" >&2; exit 1; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 printf 'server_key = "image-check-server-key"\n' >"$work/image.toml"
 container=$(pod run -d --network host "${limits[@]}" -v "$work/image.toml:/etc/muster/muster.toml:ro,Z" \
   -e MUSTER_LISTEN="127.0.0.1:$port" -e MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 \

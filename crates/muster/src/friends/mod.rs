@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::accounts::lifecycle::public_user;
 use crate::cluster::Router;
-use crate::notifications::{code, NewNotification, NotificationError, Notifications};
+use crate::notifications::{code, NewNotification, Notifications};
 use crate::store::friend_state::BLOCKED;
 use crate::store::{AccountStore, FriendAdded, FriendStore, StoreError};
 
@@ -362,13 +362,9 @@ impl Friends {
             })
             .collect();
         if let Err(error) = self.notifications.send(batch).await {
-            log_failed(&error);
+            tracing::warn!(%error, "friends: a notification could not be sent");
         }
     }
-}
-
-fn log_failed(error: &NotificationError) {
-    tracing::warn!(%error, "friends: a notification could not be sent");
 }
 
 fn now_us() -> i64 {

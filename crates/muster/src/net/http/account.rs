@@ -11,7 +11,7 @@ use muster_proto::api::{
 
 use super::auth::Player;
 use super::error::ApiError;
-use super::extract::{ApiJson, AuthRateLimit};
+use super::extract::{ApiJson, AuthRateLimit, UserRefs};
 use crate::accounts::Login;
 use crate::net::state::AppState;
 
@@ -51,19 +51,12 @@ pub async fn users(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Users>, ApiError> {
-    let (mut ids, mut usernames) = (Vec::new(), Vec::new());
-    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
-        match name.as_ref() {
-            "ids" => ids.push(value.into_owned()),
-            "usernames" => usernames.push(value.into_owned()),
-            // Muster has no Facebook logins: no account has one.
-            _ => {}
-        }
-    }
+    // `facebook_ids` is ignored: Muster has no Facebook logins, so no account has one.
+    let refs = UserRefs::from_query(raw.as_deref());
     let router = state.router.clone();
     let users = state
         .accounts
-        .users(&ids, usernames, |id| router.is_online(id))
+        .users(&refs.ids, refs.usernames, |id| router.is_online(id))
         .await?;
     Ok(Json(Users { users }))
 }

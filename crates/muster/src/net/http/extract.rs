@@ -141,3 +141,41 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
             .map_err(|e| ApiError::InvalidArgument(format!("Bad query string: {}", e.body_text())))
     }
 }
+
+/// The users a query string names, as Nakama's gateway reads the repeated fields `ids` and
+/// `usernames`; other parameters are left to the caller.
+#[derive(Debug, Default)]
+pub struct UserRefs {
+    pub ids: Vec<String>,
+    pub usernames: Vec<String>,
+}
+
+impl UserRefs {
+    pub fn from_query(raw: Option<&str>) -> UserRefs {
+        let mut refs = UserRefs::default();
+        for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+            match name.as_ref() {
+                "ids" => refs.ids.push(value.into_owned()),
+                "usernames" => refs.usernames.push(value.into_owned()),
+                _ => {}
+            }
+        }
+        refs
+    }
+}
+
+/// Every value of the repeated query parameter `name`.
+pub fn repeated(raw: Option<&str>, name: &str) -> Vec<String> {
+    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+        .filter(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+        .collect()
+}
+
+/// A query parameter parsed as `T` (a number, a boolean), or `InvalidArgument` with `message`
+/// (Nakama's wording for it).
+pub fn parsed<T: std::str::FromStr>(value: &str, message: &str) -> Result<T, ApiError> {
+    value
+        .parse()
+        .map_err(|_| ApiError::InvalidArgument(message.into()))
+}

@@ -9,6 +9,7 @@ use muster_proto::api::{FriendList, FriendsOfFriendsList};
 
 use super::auth::Player;
 use super::error::ApiError;
+use super::extract::{parsed, UserRefs};
 use crate::friends::{FriendError, Targets};
 use crate::net::state::AppState;
 
@@ -26,18 +27,11 @@ impl From<FriendError> for ApiError {
 
 /// `ids` and `usernames`, each repeatable.
 fn targets(raw: Option<String>) -> Targets {
-    let mut targets = Targets {
-        ids: Vec::new(),
-        usernames: Vec::new(),
-    };
-    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
-        match name.as_ref() {
-            "ids" => targets.ids.push(value.into_owned()),
-            "usernames" => targets.usernames.push(value.into_owned()),
-            _ => {}
-        }
+    let refs = UserRefs::from_query(raw.as_deref());
+    Targets {
+        ids: refs.ids,
+        usernames: refs.usernames,
     }
-    targets
 }
 
 fn done() -> Json<serde_json::Value> {
@@ -86,18 +80,13 @@ pub async fn list(
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "limit" => {
-                limit = value.parse().map_err(|_| {
-                    ApiError::InvalidArgument(
-                        "Invalid limit - limit must be between 1 and 1000.".into(),
-                    )
-                })?;
+                limit = parsed(&value, "Invalid limit - limit must be between 1 and 1000.")?;
             }
             "state" => {
-                friend_state = Some(value.parse().map_err(|_| {
-                    ApiError::InvalidArgument(
-                        "Invalid state - state must be between 0 and 3.".into(),
-                    )
-                })?);
+                friend_state = Some(parsed(
+                    &value,
+                    "Invalid state - state must be between 0 and 3.",
+                )?);
             }
             "cursor" => cursor = value.into_owned(),
             _ => {}
@@ -119,11 +108,7 @@ pub async fn friends_of_friends(
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "limit" => {
-                limit = value.parse().map_err(|_| {
-                    ApiError::InvalidArgument(
-                        "Invalid limit - limit must be between 1 and 100.".into(),
-                    )
-                })?;
+                limit = parsed(&value, "Invalid limit - limit must be between 1 and 100.")?;
             }
             "cursor" => cursor = value.into_owned(),
             _ => {}

@@ -7,6 +7,7 @@ use muster_proto::api::MatchList;
 
 use super::auth::Player;
 use super::error::ApiError;
+use super::extract::parsed;
 use crate::matches::listing::ListAsk;
 use crate::net::state::AppState;
 
@@ -18,8 +19,7 @@ fn invalid(message: &str) -> ApiError {
 }
 
 fn size(value: &str, message: &str) -> Result<usize, ApiError> {
-    let size: i64 = value.parse().map_err(|_| invalid(message))?;
-    usize::try_from(size).map_err(|_| invalid(message))
+    usize::try_from(parsed::<i64>(value, message)?).map_err(|_| invalid(message))
 }
 
 pub async fn list(
@@ -42,11 +42,8 @@ pub async fn list(
                     .ok_or_else(|| invalid("Invalid limit - limit must be between 1 and 100."))?;
             }
             "authoritative" => {
-                filter.authoritative = Some(
-                    value
-                        .parse()
-                        .map_err(|_| invalid("authoritative must be true or false."))?,
-                );
+                filter.authoritative =
+                    Some(parsed(&value, "authoritative must be true or false.")?);
             }
             "label" => filter.label = Some(value.into_owned()),
             "min_size" | "minSize" => {

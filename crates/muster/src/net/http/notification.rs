@@ -7,6 +7,7 @@ use muster_proto::api::NotificationList;
 
 use super::auth::Player;
 use super::error::ApiError;
+use super::extract::{parsed, repeated};
 use crate::net::state::AppState;
 use crate::notifications::NotificationError;
 
@@ -29,11 +30,7 @@ pub async fn list(
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "limit" => {
-                limit = value.parse().map_err(|_| {
-                    ApiError::InvalidArgument(
-                        "Invalid limit - limit must be between 1 and 100.".into(),
-                    )
-                })?;
+                limit = parsed(&value, "Invalid limit - limit must be between 1 and 100.")?;
             }
             "cacheable_cursor" | "cacheableCursor" => cursor = value.into_owned(),
             _ => {}
@@ -52,10 +49,7 @@ pub async fn delete(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let ids: Vec<String> = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-        .filter(|(name, _)| name == "ids")
-        .map(|(_, value)| value.into_owned())
-        .collect();
+    let ids = repeated(raw.as_deref(), "ids");
     state.rpc.notifications().delete(caller.uid, &ids).await?;
     Ok(Json(serde_json::json!({})))
 }

@@ -7,11 +7,12 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use super::lifecycle::user_from;
 use super::{db_error, prepared, PostgresStore};
 use crate::store::friend_state::{
     add_action, AddAction, BLOCKED, FRIEND, INVITE_RECEIVED, INVITE_SENT,
 };
-use crate::store::{AccountRecord, FriendAdded, FriendRecord, FriendStore, StoreError};
+use crate::store::{FriendAdded, FriendRecord, FriendStore, StoreError};
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
@@ -79,23 +80,11 @@ async fn remove(tx: &Tx<'_>, from: Uuid, to: Uuid) -> Result<u64, StoreError> {
 
 fn record_from(row: &Row) -> FriendRecord {
     FriendRecord {
-        user: AccountRecord {
-            id: row.get(0),
-            username: row.get(1),
-            display_name: row.get(2),
-            avatar_url: row.get(3),
-            lang_tag: row.get(4),
-            location: row.get(5),
-            timezone: row.get(6),
-            metadata: row.get(7),
-            create_time_ms: row.get(8),
-            update_time_ms: row.get(9),
-            ..AccountRecord::default()
-        },
-        state: row.get(10),
-        position: row.get(11),
-        update_time_ms: row.get(12),
-        metadata: row.get(13),
+        user: user_from(row),
+        state: row.get(11),
+        position: row.get(12),
+        update_time_ms: row.get(13),
+        metadata: row.get(14),
     }
 }
 
@@ -204,7 +193,7 @@ impl FriendStore for PostgresStore {
         let statement = prepared(
             &client,
             "SELECT u.id, u.username, u.display_name, u.avatar_url, u.lang_tag, u.location,
-                    u.timezone, u.metadata, u.create_time_ms, u.update_time_ms,
+                    u.timezone, u.metadata, u.disable_time_ms, u.create_time_ms, u.update_time_ms,
                     e.state, e.position, e.update_time_ms, e.metadata
              FROM user_edges e JOIN users u ON u.id = e.destination_id
              WHERE e.source_id = $1 AND ($2::int4 IS NULL OR e.state = $2)

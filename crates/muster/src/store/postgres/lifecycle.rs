@@ -190,7 +190,10 @@ impl PostgresStore {
     }
 }
 
-fn user_from(row: &Row) -> AccountRecord {
+/// The account of a row whose first columns are an account's public ones, in this order: id,
+/// username, display_name, avatar_url, lang_tag, location, timezone, metadata, disable_time_ms,
+/// create_time_ms, update_time_ms.
+pub(super) fn user_from(row: &Row) -> AccountRecord {
     AccountRecord {
         id: row.get(0),
         username: row.get(1),

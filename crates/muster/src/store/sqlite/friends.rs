@@ -6,11 +6,12 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use uuid::Uuid;
 
+use super::lifecycle::{user_from, USER_COLUMNS};
 use super::{db_error, parse_uuid, SqliteStore};
 use crate::store::friend_state::{
     add_action, AddAction, BLOCKED, FRIEND, INVITE_RECEIVED, INVITE_SENT,
 };
-use crate::store::{AccountRecord, FriendAdded, FriendRecord, FriendStore, StoreError};
+use crate::store::{FriendAdded, FriendRecord, FriendStore, StoreError};
 
 fn state(conn: &Connection, from: &str, to: &str) -> Result<Option<i32>, StoreError> {
     conn.prepare_cached("SELECT state FROM user_edges WHERE source_id = ?1 AND destination_id = ?2")
@@ -151,17 +152,7 @@ fn list(
         .map_or((-1, i64::MIN, String::new()), |(s, p, id)| {
             (s, p, id.to_string())
         });
-    let mut statement = conn
-        .prepare_cached(
-            "SELECT u.id, u.username, u.display_name, u.avatar_url, u.lang_tag, u.location,
-                    u.timezone, u.metadata, u.create_time_ms, u.update_time_ms,
-                    e.state, e.position, e.update_time_ms, e.metadata
-             FROM user_edges e JOIN users u ON u.id = e.destination_id
-             WHERE e.source_id = ?1 AND (?2 IS NULL OR e.state = ?2)
-               AND (e.state, e.position, e.destination_id) > (?3, ?4, ?5)
-             ORDER BY e.state, e.position, e.destination_id LIMIT ?6",
-        )
-        .map_err(db_error)?;
+    let mut statement = conn.prepare_cached(&LIST_SQL).map_err(db_error)?;
     let rows = statement
         .query_map(
             params![
@@ -174,23 +165,11 @@ fn list(
             ],
             |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    AccountRecord {
-                        username: r.get(1)?,
-                        display_name: r.get(2)?,
-                        avatar_url: r.get(3)?,
-                        lang_tag: r.get(4)?,
-                        location: r.get(5)?,
-                        timezone: r.get(6)?,
-                        metadata: r.get(7)?,
-                        create_time_ms: r.get(8)?,
-                        update_time_ms: r.get(9)?,
-                        ..AccountRecord::default()
-                    },
-                    r.get::<_, i32>(10)?,
-                    r.get::<_, i64>(11)?,
+                    user_from(r)?,
+                    r.get::<_, i32>(11)?,
                     r.get::<_, i64>(12)?,
-                    r.get::<_, String>(13)?,
+                    r.get::<_, i64>(13)?,
+                    r.get::<_, String>(14)?,
                 ))
             },
         )
@@ -198,7 +177,7 @@ fn list(
         .map_err(db_error)?;
     rows.into_iter()
         .map(
-            |(id, mut user, state, position, update_time_ms, metadata)| {
+            |((id, mut user), state, position, update_time_ms, metadata)| {
                 user.id = parse_uuid(&id)?;
                 Ok(FriendRecord {
                     user,
@@ -211,6 +190,23 @@ fn list(
         )
         .collect()
 }
+
+/// A page of a user's edges: the other user's [`USER_COLUMNS`] (of the joined `users u`), then
+/// the edge's state, position, update time and metadata.
+static LIST_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let columns: Vec<String> = USER_COLUMNS
+        .split(',')
+        .map(|column| format!("u.{}", column.trim()))
+        .collect();
+    format!(
+        "SELECT {}, e.state, e.position, e.update_time_ms, e.metadata
+         FROM user_edges e JOIN users u ON u.id = e.destination_id
+         WHERE e.source_id = ?1 AND (?2 IS NULL OR e.state = ?2)
+           AND (e.state, e.position, e.destination_id) > (?3, ?4, ?5)
+         ORDER BY e.state, e.position, e.destination_id LIMIT ?6",
+        columns.join(", ")
+    )
+});
 
 #[async_trait]
 impl FriendStore for SqliteStore {

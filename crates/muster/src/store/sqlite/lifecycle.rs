@@ -112,10 +112,13 @@ pub(super) fn unlink(
     Ok(changed > 0)
 }
 
-const USER_COLUMNS: &str = "id, username, display_name, avatar_url, lang_tag, location, timezone,
-    metadata, disable_time_ms, create_time_ms, update_time_ms";
+/// An account's public columns, in the order [`user_from`] reads them (a query may add columns
+/// after them, or name the table: `u.` + each).
+pub(super) const USER_COLUMNS: &str = "id, username, display_name, avatar_url, lang_tag, location,
+    timezone, metadata, disable_time_ms, create_time_ms, update_time_ms";
 
-fn user_from(row: &rusqlite::Row) -> rusqlite::Result<(String, AccountRecord)> {
+/// The account of a row that starts with [`USER_COLUMNS`], and its id as stored.
+pub(super) fn user_from(row: &rusqlite::Row) -> rusqlite::Result<(String, AccountRecord)> {
     Ok((
         row.get(0)?,
         AccountRecord {
