@@ -432,3 +432,78 @@ fn match_list_bodies_are_nakamas() {
         &[],
     );
 }
+
+#[test]
+fn group_bodies_are_nakamas() {
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = api_proto(&dir);
+    let group = api::Group {
+        id: "g".into(),
+        creator_id: "u".into(),
+        name: "n".into(),
+        description: "d".into(),
+        lang_tag: "en".into(),
+        metadata: "{}".into(),
+        avatar_url: "a".into(),
+        open: true,
+        edge_count: 1,
+        max_count: 100,
+        create_time: "t".into(),
+        update_time: "t".into(),
+    };
+    check(&set, "Group", &group, &[]);
+    check(
+        &set,
+        "GroupList",
+        &api::GroupList {
+            groups: vec![group.clone()],
+            cursor: "c".into(),
+        },
+        &[],
+    );
+    let member = api::GroupUser {
+        user: api::User::default(),
+        state: 2,
+    };
+    check(&set, "GroupUserList.GroupUser", &member, &[]);
+    check(
+        &set,
+        "GroupUserList",
+        &api::GroupUserList {
+            group_users: vec![member],
+            cursor: "c".into(),
+        },
+        &[],
+    );
+    let membership = api::UserGroup { group, state: 0 };
+    check(&set, "UserGroupList.UserGroup", &membership, &[]);
+    check(
+        &set,
+        "UserGroupList",
+        &api::UserGroupList {
+            user_groups: vec![membership],
+            cursor: "c".into(),
+        },
+        &[],
+    );
+    let create = api::CreateGroupRequest {
+        name: "n".into(),
+        description: "d".into(),
+        lang_tag: "en".into(),
+        avatar_url: "a".into(),
+        open: true,
+        max_count: 10,
+    };
+    check(&set, "CreateGroupRequest", &create, &[]);
+    let update = api::UpdateGroupRequest {
+        group_id: "g".into(),
+        name: Some("n".into()),
+        description: Some("d".into()),
+        lang_tag: Some("en".into()),
+        avatar_url: Some("a".into()),
+        open: Some(false),
+    };
+    check(&set, "UpdateGroupRequest", &update, &[]);
+}

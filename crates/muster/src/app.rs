@@ -158,6 +158,19 @@ async fn build(
         router.clone(),
         &config.friends,
     ));
+    let group_evictions = crate::groups::evictions::Evictions::new(
+        registry.clone(),
+        router.clone(),
+        cluster.as_ref().map(|c| c.bus.clone()),
+    );
+    group_evictions.follow().await?;
+    let groups = Arc::new(crate::groups::Groups::new(
+        store.clone(),
+        notifications.clone(),
+        router.clone(),
+        group_evictions,
+        &config.groups,
+    ));
     let rpc = Arc::new(Rpc::new(
         functions,
         economy,
@@ -223,6 +236,7 @@ async fn build(
         cluster,
         rpc,
         friends,
+        groups,
         config: Arc::new(config),
         tokens,
         accounts,
@@ -523,6 +537,7 @@ async fn housekeeping(state: AppState) {
         state.gateway_limit.prune();
         state.links.prune_limits();
         state.friends.prune_limits();
+        state.groups.prune_limits();
         if let Some(world) = &state.world {
             world.prune_limits();
         }

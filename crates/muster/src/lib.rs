@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod economy;
 pub mod fleet;
 pub mod friends;
+pub mod groups;
 pub mod functions;
 pub mod leaderboards;
 pub mod links;

@@ -657,7 +657,7 @@ async fn direct_chats(backend: Backend) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn groups_are_refused_not_opened() {
+async fn a_group_chat_is_refused_to_a_non_member() {
     let (_db, server) = sqlite_server().await;
     let mut alice = Client::connect(&server, "chat-group").await;
     let (code, message, reason) = alice
@@ -666,8 +666,8 @@ async fn groups_are_refused_not_opened() {
             json!({"target": uuid::Uuid::new_v4().to_string(), "type": 3}),
         )
         .await;
-    assert_eq!((code, reason.as_str()), (3, "groups_unsupported"));
-    assert!(message.contains("Groups"), "{message}");
+    assert_eq!((code, reason.as_str()), (3, "not_group_member"));
+    assert!(message.contains("member"), "{message}");
     let (_, _, reason) = alice
         .refused(
             "channel_message_send",

@@ -1,6 +1,7 @@
 //! JSON bodies of the REST API, named and shaped as Nakama's gRPC gateway renders them
 //! (proto field names, unpopulated fields omitted) so Nakama's client SDKs read them unchanged.
 
+mod group;
 mod leaderboard;
 mod storage;
 
@@ -8,6 +9,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use group::{
+    CreateGroupRequest, Group, GroupList, GroupUser, GroupUserList, UpdateGroupRequest, UserGroup,
+    UserGroupList,
+};
 pub use leaderboard::{
     LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, Tournament, TournamentList,
 };

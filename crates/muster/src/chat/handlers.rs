@@ -94,6 +94,18 @@ async fn join(
             }
             id
         }
+        Target::Group(id, group) => {
+            if session.channels.find(&id.to_string()).is_none()
+                && !chat
+                    .groups
+                    .member_state(group, session.user_id)
+                    .await?
+                    .is_some_and(crate::store::groups::state::is_member)
+            {
+                return Err(ChatError::NotGroupMember);
+            }
+            id
+        }
     };
     let flags = JoinFlags {
         // Nakama's defaults: persisted unless asked not to, visible unless asked to hide.

@@ -1,6 +1,6 @@
 //! A channel's stored history (messages sent by sockets that joined with persistence), a page at
 //! a time, as Nakama's `ListChannelMessages`: rooms are readable by any signed-in user, a direct
-//! chat only by its two users; groups do not exist on this server yet.
+//! chat only by its two users, a group's only by its members.
 
 use muster_proto::api::ChannelMessageList;
 use muster_proto::realtime::{ChannelId, ChannelMessage};
@@ -49,10 +49,20 @@ impl Chat {
             .map_err(|e| HistoryError::Invalid(format!("Invalid channel ID: {e}.")))?;
         match &channel {
             ChannelId::Room(_) => {}
-            ChannelId::Group(_) => {
-                return Err(HistoryError::NotFound(
-                    "Groups are not available on this server.".into(),
-                ))
+            ChannelId::Group(group) => {
+                let member = match Uuid::parse_str(group) {
+                    Ok(group) => self
+                        .groups
+                        .member_state(group, request.reader)
+                        .await?
+                        .is_some_and(crate::store::groups::state::is_member),
+                    Err(_) => false,
+                };
+                if !member {
+                    return Err(HistoryError::Forbidden(
+                        "Only a group's members can read its chat history.".into(),
+                    ));
+                }
             }
             ChannelId::Direct(one, two) => {
                 let me = request.reader.to_string();

@@ -45,6 +45,7 @@ pub struct Chat {
     pub accounts: Arc<dyn AccountStore>,
     /// ... and not to have blocked the caller.
     pub friends: Arc<dyn crate::store::FriendStore>,
+    pub groups: Arc<dyn crate::store::groups::GroupStore>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -69,6 +70,7 @@ impl Chat {
             messages: store.clone(),
             accounts: store.clone(),
             friends: store.clone(),
+            groups: store.clone(),
             metrics,
         })
     }
@@ -91,8 +93,8 @@ pub enum ChatError {
     /// The other user blocked the caller (Nakama: no direct messages then).
     #[error("Cannot chat with this user: they blocked you")]
     Blocked,
-    #[error("Groups are not available on this server, so a group's chat cannot be joined")]
-    GroupsUnsupported,
+    #[error("Not a member of this group: only its members may join its chat")]
+    NotGroupMember,
     #[error("Too many channels on this socket (at most {max}): leave one first")]
     TooManyChannels { max: usize },
     #[error("Message content is larger than {max} bytes")]
@@ -126,7 +128,7 @@ impl ChatError {
             ChatError::InvalidTarget(_) => "invalid_target",
             ChatError::UserNotFound => "user_not_found",
             ChatError::Blocked => "blocked",
-            ChatError::GroupsUnsupported => "groups_unsupported",
+            ChatError::NotGroupMember => "not_group_member",
             ChatError::TooManyChannels { .. } => "too_many_channels",
             ChatError::ContentTooLarge { .. } => "content_too_large",
             ChatError::ContentNotObject => "content_not_object",

@@ -68,12 +68,13 @@ pub enum Target {
     Room(ChannelId),
     /// The direct channel and the other user's id.
     Direct(ChannelId, Uuid),
+    /// The group's channel and the group's id.
+    Group(ChannelId, Uuid),
 }
 
 /// Reads a `channel_join`'s `target` and `type` for the user `me`.
 ///
-/// Groups: Muster has no groups yet, so no one can be a group's member and a group's chat is
-/// refused outright (never opened to whoever asks).
+/// A group's chat is open to its members only, which the caller checks (it needs the store).
 pub fn target(
     target: &str,
     kind: i32,
@@ -97,7 +98,12 @@ pub fn target(
             let id = ChannelId::direct(&me.to_string(), &other.to_string());
             Ok(Target::Direct(id, other))
         }
-        channel_type::GROUP => Err(ChatError::GroupsUnsupported),
+        channel_type::GROUP => {
+            let group = Uuid::parse_str(target).map_err(|_| {
+                ChatError::InvalidTarget("a group chat's target is the group's id".into())
+            })?;
+            Ok(Target::Group(ChannelId::Group(group.to_string()), group))
+        }
         other => Err(ChatError::InvalidTarget(format!(
             "unknown channel type {other}: use 1 (room), 2 (direct message) or 3 (group)"
         ))),
@@ -161,7 +167,11 @@ mod tests {
         assert_eq!(id, ChannelId::direct(&other.to_string(), &me.to_string()));
         assert!(target(&me.to_string(), 2, &me, 64).is_err(), "not oneself");
         assert!(target("bob", 2, &me, 64).is_err(), "not a user id");
-        assert_eq!(target("g", 3, &me, 64), Err(ChatError::GroupsUnsupported));
+        assert!(target("g", 3, &me, 64).is_err(), "not a group id");
+        assert_eq!(
+            target(&other.to_string(), 3, &me, 64),
+            Ok(Target::Group(ChannelId::Group(other.to_string()), other))
+        );
         assert!(target("x", 9, &me, 64).is_err());
     }
 }

@@ -82,6 +82,7 @@ impl From<StoreError> for EconomyError {
             | StoreError::CodeTaken
             | StoreError::CredentialTaken
             | StoreError::LimitReached
+            | StoreError::Group(_)
             | StoreError::Database(_) => {
                 tracing::error!(%error, "economy store error");
                 EconomyError::Internal

@@ -148,6 +148,7 @@ impl From<StoreError> for LinkError {
             StoreError::UsernameTaken
             | StoreError::CredentialTaken
             | StoreError::LimitReached
+            | StoreError::Group(_)
             | StoreError::Database(_) => {
                 tracing::error!(%error, "links store error");
                 LinkError::Internal

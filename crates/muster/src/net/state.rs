@@ -61,6 +61,7 @@ pub struct Shared {
     pub rpc: Arc<Rpc>,
     /// Friends, invites and blocks.
     pub friends: Arc<crate::friends::Friends>,
+    pub groups: Arc<crate::groups::Groups>,
     /// Invite links (served on their own listener, `net::links`).
     pub links: Arc<Links>,
     /// The GraphQL read gateway (`/graphql`).

@@ -85,6 +85,11 @@ pub const SQLITE: &[Migration] = &[
         name: "friends",
         sql: include_str!("migrations/sqlite/0015_friends.sql"),
     },
+    Migration {
+        version: 16,
+        name: "groups",
+        sql: include_str!("migrations/sqlite/0016_groups.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -162,6 +167,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 15,
         name: "friends",
         sql: include_str!("migrations/postgres/0015_friends.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "groups",
+        sql: include_str!("migrations/postgres/0016_groups.sql"),
     },
 ];
 

@@ -2,6 +2,7 @@
 //! and [`postgres`] (production; also CockroachDB). Domain code sees only the trait; the engines
 //! enforce in SQL what SQL can enforce (unique usernames, devices, emails) and nothing else.
 
+pub mod groups;
 pub mod ledger;
 pub mod links;
 pub mod migrations;
@@ -45,6 +46,9 @@ pub enum StoreError {
     Unavailable(String),
     #[error("database error: {0}")]
     Database(String),
+    /// A group change refused by its rules (nothing changed).
+    #[error(transparent)]
+    Group(#[from] groups::GroupRefusal),
 }
 
 /// What an account is identified by when authenticating.
@@ -907,6 +911,7 @@ pub trait Store:
     + LeaderboardStore
     + NotificationStore
     + FriendStore
+    + groups::GroupStore
     + 'static
 {
     /// Finishes pending writes and releases the database.

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod enet;
 pub mod fleet;
 mod friends;
+mod groups;
 mod leaderboards;
 mod links;
 mod matches;
@@ -17,6 +18,7 @@ pub use cluster::ClusterConfig;
 pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
 pub use friends::FriendsConfig;
+pub use groups::GroupsConfig;
 pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
@@ -98,6 +100,8 @@ pub struct Config {
     pub notifications: NotificationsConfig,
     /// Friends, invites and blocks (docs/social.md).
     pub friends: FriendsConfig,
+    /// Groups and their members (docs/social.md).
+    pub groups: GroupsConfig,
     /// Leaderboards created at start (docs/leaderboards.md).
     pub leaderboards: LeaderboardsConfig,
     pub links: LinksConfig,
@@ -337,6 +341,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             notifications: NotificationsConfig::default(),
             friends: FriendsConfig::default(),
+            groups: GroupsConfig::default(),
             leaderboards: LeaderboardsConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
@@ -514,6 +519,7 @@ impl Config {
         self.storage.validate()?;
         self.notifications.validate()?;
         self.friends.validate()?;
+        self.groups.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;

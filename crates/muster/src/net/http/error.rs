@@ -98,6 +98,21 @@ impl From<StoreError> for ApiError {
                 tracing::error!(%detail, "database error");
                 ApiError::Internal
             }
+            StoreError::Group(refusal) => {
+                use crate::store::groups::GroupRefusal;
+                let message = refusal.to_string();
+                match refusal {
+                    GroupRefusal::NotFound | GroupRefusal::PermissionDenied => {
+                        ApiError::NotFound(message)
+                    }
+                    GroupRefusal::Full
+                    | GroupRefusal::LastSuperadmin
+                    | GroupRefusal::UserNotFound => ApiError::InvalidArgument(message),
+                    GroupRefusal::NameInUse => ApiError::AlreadyExists(message),
+                    GroupRefusal::Banned => ApiError::PermissionDenied(message),
+                    GroupRefusal::TooManyGroups => ApiError::TooManyRequests(message),
+                }
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ mod economy;
 pub mod error;
 pub mod extract;
 mod friend;
+mod group;
 mod leaderboard;
 mod match_list;
 mod notification;
@@ -68,6 +69,20 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v2/friend/block", post(friend::block))
         .route("/v2/friend/friends", get(friend::friends_of_friends))
+        .route("/v2/group", get(group::list).post(group::create))
+        .route(
+            "/v2/group/{group_id}",
+            axum::routing::put(group::update).delete(group::delete),
+        )
+        .route("/v2/group/{group_id}/join", post(group::join))
+        .route("/v2/group/{group_id}/leave", post(group::leave))
+        .route("/v2/group/{group_id}/add", post(group::add))
+        .route("/v2/group/{group_id}/kick", post(group::kick))
+        .route("/v2/group/{group_id}/ban", post(group::ban))
+        .route("/v2/group/{group_id}/promote", post(group::promote))
+        .route("/v2/group/{group_id}/demote", post(group::demote))
+        .route("/v2/group/{group_id}/user", get(group::users))
+        .route("/v2/user/{user_id}/group", get(group::of_user))
         .route("/v2/match", get(match_list::list))
         .route(
             "/v2/notification",

@@ -163,6 +163,18 @@ impl PostgresStore {
     pub(super) async fn delete_user(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
+        // The groups the account was a member of count one member fewer (and go when it was
+        // their last member); its memberships go with it (ON DELETE CASCADE).
+        tx.execute(
+            "UPDATE groups SET edge_count = edge_count - 1 WHERE id IN
+                 (SELECT group_id FROM group_members WHERE user_id = $1 AND state <= 2)",
+            &[&user_id],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute("DELETE FROM groups WHERE edge_count <= 0", &[])
+            .await
+            .map_err(db_error)?;
         // Devices and the economy's rows go with the account (foreign keys, ON DELETE CASCADE).
         if tx
             .execute("DELETE FROM users WHERE id = $1", &[&user_id])

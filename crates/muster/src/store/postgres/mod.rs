@@ -9,6 +9,7 @@ mod accounts;
 mod chat;
 mod economy;
 mod friends;
+mod groups;
 mod leaderboards;
 mod lifecycle;
 mod links;
@@ -75,6 +76,12 @@ pub(super) fn db_error_ref(error: &tokio_postgres::Error) -> StoreError {
                 ) =>
         {
             StoreError::CredentialTaken
+        }
+        Some(db)
+            if db.code() == &SqlState::UNIQUE_VIOLATION
+                && db.constraint() == Some("groups_name_key") =>
+        {
+            StoreError::Group(crate::store::groups::GroupRefusal::NameInUse)
         }
         Some(db) if db.code() == &SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound,
         Some(db) => StoreError::Database(format!("{} ({})", db.message(), db.code().code())),

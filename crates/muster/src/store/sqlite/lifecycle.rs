@@ -172,6 +172,17 @@ pub(super) fn delete_account(
     now_ms: i64,
 ) -> Result<bool, StoreError> {
     let id = user_id.to_string();
+    // The groups the account was a member of count one member fewer (and go when it was their
+    // last member); its memberships go with it (ON DELETE CASCADE).
+    conn.prepare_cached(
+        "UPDATE groups SET edge_count = edge_count - 1 WHERE id IN
+             (SELECT group_id FROM group_members WHERE user_id = ?1 AND state <= 2)",
+    )
+    .and_then(|mut s| s.execute([&id]))
+    .map_err(db_error)?;
+    conn.prepare_cached("DELETE FROM groups WHERE edge_count <= 0")
+        .and_then(|mut s| s.execute([]))
+        .map_err(db_error)?;
     // Devices and the economy's rows go with the account (foreign keys, ON DELETE CASCADE).
     let deleted = conn
         .prepare_cached("DELETE FROM users WHERE id = ?1")

@@ -13,6 +13,7 @@
 mod checkpoint;
 mod economy;
 mod friends;
+mod groups;
 mod leaderboards;
 mod lifecycle;
 mod links;
@@ -87,6 +88,11 @@ pub(super) fn db_error(error: rusqlite::Error) -> StoreError {
             })
         {
             return StoreError::CredentialTaken;
+        }
+        if failure.code == rusqlite::ErrorCode::ConstraintViolation
+            && message.as_deref().is_some_and(|m| m.contains("groups.name"))
+        {
+            return StoreError::Group(crate::store::groups::GroupRefusal::NameInUse);
         }
         if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY {
             return StoreError::NotFound;

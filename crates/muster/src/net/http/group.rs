@@ -1,0 +1,189 @@
+//! Nakama's group routes ([`crate::groups`]): `POST`/`GET /v2/group` (create, list),
+//! `PUT`/`DELETE /v2/group/{group_id}`, `POST /v2/group/{group_id}/{join,leave}`,
+//! `POST /v2/group/{group_id}/{add,kick,ban,promote,demote}?user_ids=`,
+//! `GET /v2/group/{group_id}/user` and `GET /v2/user/{user_id}/group`.
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use muster_proto::api::{CreateGroupRequest, Group, GroupList, GroupUserList, UpdateGroupRequest, UserGroupList};
+
+use super::auth::Player;
+use super::error::ApiError;
+use super::extract::{parsed, repeated, ApiJson};
+use crate::groups::{GroupError, GroupQuery};
+use crate::net::state::AppState;
+use crate::store::groups::{Actor, MemberChange};
+
+impl From<GroupError> for ApiError {
+    fn from(error: GroupError) -> Self {
+        match error {
+            GroupError::Invalid(message) => ApiError::InvalidArgument(message),
+            GroupError::NotFound(message) => ApiError::NotFound(message),
+            GroupError::TooFast => ApiError::TooManyRequests(error.to_string()),
+            GroupError::Store(error) => error.into(),
+        }
+    }
+}
+
+fn done() -> Json<serde_json::Value> {
+    Json(serde_json::json!({}))
+}
+
+pub async fn create(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<CreateGroupRequest>,
+) -> Result<Json<Group>, ApiError> {
+    Ok(Json(state.groups.create(caller.uid, request).await?))
+}
+
+pub async fn update(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(group_id): Path<String>,
+    ApiJson(request): ApiJson<UpdateGroupRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .groups
+        .update(Actor::User(caller.uid), &group_id, request)
+        .await?;
+    Ok(done())
+}
+
+pub async fn delete(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(group_id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.groups.delete(Actor::User(caller.uid), &group_id).await?;
+    Ok(done())
+}
+
+pub async fn join(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(group_id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.groups.join(caller.uid, &caller.usn, &group_id).await?;
+    Ok(done())
+}
+
+pub async fn leave(
+    Player(caller): Player,
+    State(state): State<AppState>,
+    Path(group_id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.groups.leave(caller.uid, &group_id).await?;
+    Ok(done())
+}
+
+async fn change_users(
+    caller: uuid::Uuid,
+    state: AppState,
+    group_id: String,
+    raw: Option<String>,
+    change: MemberChange,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let user_ids = repeated(raw.as_deref(), "user_ids");
+    state
+        .groups
+        .change_users(Actor::User(caller), &group_id, change, &user_ids)
+        .await?;
+    Ok(done())
+}
+
+macro_rules! member_route {
+    ($name:ident, $change:expr) => {
+        pub async fn $name(
+            Player(caller): Player,
+            State(state): State<AppState>,
+            Path(group_id): Path<String>,
+            RawQuery(raw): RawQuery,
+        ) -> Result<Json<serde_json::Value>, ApiError> {
+            change_users(caller.uid, state, group_id, raw, $change).await
+        }
+    };
+}
+
+member_route!(add, MemberChange::Add);
+member_route!(kick, MemberChange::Kick);
+member_route!(ban, MemberChange::Ban);
+member_route!(promote, MemberChange::Promote);
+member_route!(demote, MemberChange::Demote);
+
+pub async fn list(
+    Player(_caller): Player,
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<GroupList>, ApiError> {
+    let mut query = GroupQuery::default();
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "name" if !value.is_empty() => query.name = Some(value.into_owned()),
+            "cursor" => query.cursor = value.into_owned(),
+            "limit" => {
+                query.limit = Some(parsed(
+                    &value,
+                    "Invalid limit - limit must be between 1 and 100.",
+                )?)
+            }
+            "lang_tag" if !value.is_empty() => query.lang_tag = Some(value.into_owned()),
+            "members" => query.members = Some(parsed(&value, "Invalid members count.")?),
+            "open" => query.open = Some(parsed(&value, "Invalid open - true or false.")?),
+            _ => {}
+        }
+    }
+    Ok(Json(state.groups.list(query).await?))
+}
+
+/// `limit`, `state` and `cursor` of a membership listing.
+fn membership_query(raw: Option<String>) -> Result<(Option<usize>, Option<i32>, String), ApiError> {
+    let (mut limit, mut member_state, mut cursor) = (None, None, String::new());
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "limit" => {
+                limit = Some(parsed(
+                    &value,
+                    "Invalid limit - limit must be between 1 and 100.",
+                )?)
+            }
+            "state" => {
+                member_state = Some(parsed(
+                    &value,
+                    "Invalid state - state must be between 0 and 4.",
+                )?)
+            }
+            "cursor" => cursor = value.into_owned(),
+            _ => {}
+        }
+    }
+    Ok((limit, member_state, cursor))
+}
+
+pub async fn users(
+    Player(_caller): Player,
+    State(state): State<AppState>,
+    Path(group_id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<GroupUserList>, ApiError> {
+    let (limit, member_state, cursor) = membership_query(raw)?;
+    let list = state
+        .groups
+        .users(&group_id, limit, member_state, &cursor)
+        .await?;
+    Ok(Json(list))
+}
+
+pub async fn of_user(
+    Player(_caller): Player,
+    State(state): State<AppState>,
+    Path(user_id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<UserGroupList>, ApiError> {
+    let (limit, member_state, cursor) = membership_query(raw)?;
+    let list = state
+        .groups
+        .of_user(&user_id, limit, member_state, &cursor)
+        .await?;
+    Ok(Json(list))
+}
