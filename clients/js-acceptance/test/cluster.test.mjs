@@ -1,8 +1,9 @@
 // Muster nodes over NATS (docs/cluster.md): nakama-js players connected to different nodes chat
 // in one room, see each other's presence, and are told when a node dies; on one PostgreSQL
 // database, they matchmake into one match, exchange match data and call server functions; a
-// friend request made on one node reaches a socket on another; a match listing on one node
-// finds every node's matches.
+// friend request made on one node reaches a socket on another; members of a group on two nodes
+// chat in its channel and a kick on one node takes the other node's socket out of it; a match
+// listing on one node finds every node's matches.
 // Needs TEST_NATS_URL (the test command starts a private nats-server); without it the test is
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
@@ -186,6 +187,29 @@ test("a friend request made on one node reaches its target's socket on another, 
   await aliceTold.next((n) => n.code === -3, "alice's acceptance on node a", 10000);
   const list = await clientB.listFriends(bob.session);
   assert.deepEqual(list.friends.map((f) => [f.user.id, f.state, f.user.online]), [[alice.session.user_id, 0, true]]);
+});
+
+test("a group's chat spans nodes, and a kick made on one node takes the member's socket on another out of it", { skip: !NATS || !POSTGRES }, async () => {
+  const [a, b] = await startCluster(["a", "b"], { MUSTER_DATABASE_URL: freshDatabase() });
+  const alice = await player(a, "group-alice");
+  const bob = await player(b, "group-bob");
+  const clientA = clientFor(a);
+  const clientB = clientFor(b);
+  const group = await clientA.createGroup(alice.session, { name: uniq("span"), open: true });
+  await clientB.joinGroup(bob.session, group.id);
+  const channel = await alice.socket.joinChat(group.id, 3, true, false);
+  await bob.socket.joinChat(group.id, 3, true, false);
+  await alice.next((p) => p.kind === "presence" && p.joins?.some((j) => j.user_id === bob.session.user_id), "bob joins, seen on node a");
+  await bob.socket.writeChatMessage(channel.id, { text: "from b" });
+  const heard = await alice.next((m) => m.kind === "message" && m.content?.text === "from b", "bob's message on node a");
+  assert.equal(heard.group_id, group.id);
+
+  await clientA.kickGroupUsers(alice.session, group.id, [bob.session.user_id]);
+  await alice.next((p) => p.kind === "presence" && p.leaves?.some((l) => l.user_id === bob.session.user_id), "bob leaves, seen on node a");
+  await assert.rejects(bob.socket.writeChatMessage(channel.id, { text: "still here?" }), (e) => {
+    assert.equal(e.context?.reason, "not_joined");
+    return true;
+  });
 });
 
 test("listMatches on one node lists the matches of every node", { skip: !NATS }, async () => {

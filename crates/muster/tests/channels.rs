@@ -589,7 +589,7 @@ async fn history_refuses_bad_requests(backend: Backend) {
         ),
         ("lobby", String::new(), 400, 3, "channel"),
         ("9.x.y.", String::new(), 400, 3, "channel"),
-        ("3.some-group..", String::new(), 404, 5, "groups"),
+        ("3.some-group..", String::new(), 403, 7, "members"),
     ] {
         let result = history(&server, &token, channel, &query).await;
         let message = assert_error(&result, status, code);

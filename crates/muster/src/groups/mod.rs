@@ -85,7 +85,11 @@ impl Groups {
     }
 
     /// `user` creates a group and becomes its superadmin.
-    pub async fn create(&self, user: Uuid, request: CreateGroupRequest) -> Result<Group, GroupError> {
+    pub async fn create(
+        &self,
+        user: Uuid,
+        request: CreateGroupRequest,
+    ) -> Result<Group, GroupError> {
         if request.name.is_empty() {
             return Err(invalid("Group name must be set."));
         }
@@ -163,7 +167,11 @@ impl Groups {
     }
 
     /// Server code's update: also metadata and `max_count`.
-    pub async fn update_as_server(&self, id: Uuid, changes: GroupChanges) -> Result<(), GroupError> {
+    pub async fn update_as_server(
+        &self,
+        id: Uuid,
+        changes: GroupChanges,
+    ) -> Result<(), GroupError> {
         if let Some(metadata) = &changes.metadata {
             check_metadata(metadata)?;
         }
@@ -293,7 +301,14 @@ impl Groups {
     ) -> Result<crate::store::groups::Changed, GroupError> {
         let changed = self
             .store
-            .change_members(id, actor, change, targets, now_us(), self.config.max_per_user)
+            .change_members(
+                id,
+                actor,
+                change,
+                targets,
+                now_us(),
+                self.config.max_per_user,
+            )
             .await?;
         let gone = changed
             .steps
@@ -316,9 +331,14 @@ impl Groups {
         if name.is_some()
             && (query.lang_tag.is_some() || query.open.is_some() || query.members.is_some())
         {
-            return Err(invalid("name filter cannot be combined with any other filter"));
+            return Err(invalid(
+                "name filter cannot be combined with any other filter",
+            ));
         }
-        if name.as_ref().is_some_and(|n| n.chars().count() > MAX_NAME_CHARS) {
+        if name
+            .as_ref()
+            .is_some_and(|n| n.chars().count() > MAX_NAME_CHARS)
+        {
             return Err(invalid("Group name filter is too long."));
         }
         let by_name = name.is_some();
@@ -403,7 +423,10 @@ impl Groups {
         let user = Uuid::parse_str(user_id).map_err(|_| invalid("User ID must be a valid ID."))?;
         let limit = checked_limit(limit, MAX_LIST_LIMIT)?;
         let after = member_cursor(state, cursor)?;
-        let mut records = self.store.user_groups(user, state, after, limit + 1).await?;
+        let mut records = self
+            .store
+            .user_groups(user, state, after, limit + 1)
+            .await?;
         let more = records.len() > limit;
         records.truncate(limit);
         let cursor = match records.last() {
@@ -507,7 +530,9 @@ fn check_fields(
             return Err(invalid(format!("{what} must be at most {max} characters.")));
         }
         if value.chars().any(char::is_control) {
-            return Err(invalid(format!("{what} must not contain control characters.")));
+            return Err(invalid(format!(
+                "{what} must not contain control characters."
+            )));
         }
     }
     Ok(())

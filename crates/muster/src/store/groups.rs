@@ -209,7 +209,10 @@ pub fn plan(
             }
             plan.push(me.id, me.state, None);
         }
-        MemberChange::Add | MemberChange::Kick | MemberChange::Ban | MemberChange::Promote
+        MemberChange::Add
+        | MemberChange::Kick
+        | MemberChange::Ban
+        | MemberChange::Promote
         | MemberChange::Demote => {
             let rank = match actor {
                 Actor::Server => SUPERADMIN,
@@ -246,10 +249,9 @@ pub fn plan(
                         };
                         (allowed && Some(from) != to).then_some(to)
                     }
-                    MemberChange::Promote => {
-                        ((ADMIN..=JOIN_REQUEST).contains(&from) && from > rank)
-                            .then_some(Some(from - 1))
-                    }
+                    MemberChange::Promote => ((ADMIN..=JOIN_REQUEST).contains(&from)
+                        && from > rank)
+                        .then_some(Some(from - 1)),
                     MemberChange::Demote => {
                         let allowed = (SUPERADMIN..MEMBER).contains(&from)
                             && from >= rank
@@ -406,7 +408,12 @@ pub trait GroupStore: Send + Sync {
 mod tests {
     use super::*;
 
-    fn before(open: bool, edge_count: i32, actor_state: Option<i32>, targets: &[(Uuid, Option<i32>)]) -> Before {
+    fn before(
+        open: bool,
+        edge_count: i32,
+        actor_state: Option<i32>,
+        targets: &[(Uuid, Option<i32>)],
+    ) -> Before {
         Before {
             open,
             edge_count,
@@ -428,15 +435,44 @@ mod tests {
     #[test]
     fn joining_an_open_group_makes_a_member_and_a_closed_one_a_request() {
         let me = Uuid::new_v4();
-        let open = plan(MemberChange::Join, Actor::User(me), &before(true, 1, None, &[(me, None)]), 10);
+        let open = plan(
+            MemberChange::Join,
+            Actor::User(me),
+            &before(true, 1, None, &[(me, None)]),
+            10,
+        );
         assert_eq!(open.unwrap().edge_count, 2);
-        let closed = plan(MemberChange::Join, Actor::User(me), &before(false, 1, None, &[(me, None)]), 10).unwrap();
-        assert_eq!((closed.steps[0].to, closed.edge_count), (Some(JOIN_REQUEST), 1));
-        let full = plan(MemberChange::Join, Actor::User(me), &before(true, 3, None, &[(me, None)]), 10);
+        let closed = plan(
+            MemberChange::Join,
+            Actor::User(me),
+            &before(false, 1, None, &[(me, None)]),
+            10,
+        )
+        .unwrap();
+        assert_eq!(
+            (closed.steps[0].to, closed.edge_count),
+            (Some(JOIN_REQUEST), 1)
+        );
+        let full = plan(
+            MemberChange::Join,
+            Actor::User(me),
+            &before(true, 3, None, &[(me, None)]),
+            10,
+        );
         assert_eq!(full, Err(GroupRefusal::Full));
-        let banned = plan(MemberChange::Join, Actor::User(me), &before(true, 1, None, &[(me, Some(BANNED))]), 10);
+        let banned = plan(
+            MemberChange::Join,
+            Actor::User(me),
+            &before(true, 1, None, &[(me, Some(BANNED))]),
+            10,
+        );
         assert_eq!(banned, Err(GroupRefusal::Banned));
-        let bounded = plan(MemberChange::Join, Actor::User(me), &before(true, 1, None, &[(me, None)]), 0);
+        let bounded = plan(
+            MemberChange::Join,
+            Actor::User(me),
+            &before(true, 1, None, &[(me, None)]),
+            0,
+        );
         assert_eq!(bounded, Err(GroupRefusal::TooManyGroups));
     }
 
@@ -444,13 +480,35 @@ mod tests {
     fn an_admin_cannot_kick_a_superadmin_nor_the_last_superadmin_be_removed() {
         let admin = Uuid::new_v4();
         let boss = Uuid::new_v4();
-        let by_admin = plan(MemberChange::Kick, Actor::User(admin), &before(true, 2, Some(ADMIN), &[(boss, Some(SUPERADMIN))]), 10).unwrap();
+        let by_admin = plan(
+            MemberChange::Kick,
+            Actor::User(admin),
+            &before(true, 2, Some(ADMIN), &[(boss, Some(SUPERADMIN))]),
+            10,
+        )
+        .unwrap();
         assert!(by_admin.steps.is_empty());
-        let by_server = plan(MemberChange::Kick, Actor::Server, &before(true, 2, None, &[(boss, Some(SUPERADMIN))]), 10).unwrap();
+        let by_server = plan(
+            MemberChange::Kick,
+            Actor::Server,
+            &before(true, 2, None, &[(boss, Some(SUPERADMIN))]),
+            10,
+        )
+        .unwrap();
         assert!(by_server.steps.is_empty(), "the last superadmin stays");
-        let member = plan(MemberChange::Kick, Actor::User(admin), &before(true, 2, Some(MEMBER), &[(boss, Some(MEMBER))]), 10);
+        let member = plan(
+            MemberChange::Kick,
+            Actor::User(admin),
+            &before(true, 2, Some(MEMBER), &[(boss, Some(MEMBER))]),
+            10,
+        );
         assert_eq!(member, Err(GroupRefusal::PermissionDenied));
-        let leave = plan(MemberChange::Leave, Actor::User(boss), &before(true, 2, None, &[(boss, Some(SUPERADMIN))]), 10);
+        let leave = plan(
+            MemberChange::Leave,
+            Actor::User(boss),
+            &before(true, 2, None, &[(boss, Some(SUPERADMIN))]),
+            10,
+        );
         assert_eq!(leave, Err(GroupRefusal::LastSuperadmin));
     }
 
@@ -458,9 +516,20 @@ mod tests {
     fn promoting_a_join_request_accepts_it_within_the_group_size() {
         let boss = Uuid::new_v4();
         let asker = Uuid::new_v4();
-        let done = plan(MemberChange::Promote, Actor::User(boss), &before(false, 1, Some(SUPERADMIN), &[(asker, Some(JOIN_REQUEST))]), 10).unwrap();
+        let done = plan(
+            MemberChange::Promote,
+            Actor::User(boss),
+            &before(false, 1, Some(SUPERADMIN), &[(asker, Some(JOIN_REQUEST))]),
+            10,
+        )
+        .unwrap();
         assert_eq!((done.steps[0].to, done.edge_count), (Some(MEMBER), 2));
-        let full = plan(MemberChange::Add, Actor::User(boss), &before(false, 3, Some(SUPERADMIN), &[(asker, Some(JOIN_REQUEST))]), 10);
+        let full = plan(
+            MemberChange::Add,
+            Actor::User(boss),
+            &before(false, 3, Some(SUPERADMIN), &[(asker, Some(JOIN_REQUEST))]),
+            10,
+        );
         assert_eq!(full, Err(GroupRefusal::Full));
     }
 }

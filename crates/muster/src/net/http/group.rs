@@ -5,7 +5,9 @@
 
 use axum::extract::{Path, RawQuery, State};
 use axum::Json;
-use muster_proto::api::{CreateGroupRequest, Group, GroupList, GroupUserList, UpdateGroupRequest, UserGroupList};
+use muster_proto::api::{
+    CreateGroupRequest, Group, GroupList, GroupUserList, UpdateGroupRequest, UserGroupList,
+};
 
 use super::auth::Player;
 use super::error::ApiError;
@@ -55,7 +57,10 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(group_id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state.groups.delete(Actor::User(caller.uid), &group_id).await?;
+    state
+        .groups
+        .delete(Actor::User(caller.uid), &group_id)
+        .await?;
     Ok(done())
 }
 
@@ -64,7 +69,10 @@ pub async fn join(
     State(state): State<AppState>,
     Path(group_id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state.groups.join(caller.uid, &caller.usn, &group_id).await?;
+    state
+        .groups
+        .join(caller.uid, &caller.usn, &group_id)
+        .await?;
     Ok(done())
 }
 

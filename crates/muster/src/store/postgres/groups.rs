@@ -112,9 +112,9 @@ async fn lock_group(tx: &Tx<'_>, id: Uuid) -> Result<GroupRecord, StoreError> {
 /// `PermissionDenied` unless server code or a user at `at_most` or above.
 async fn check_rank(tx: &Tx<'_>, id: Uuid, actor: Actor, at_most: i32) -> Result<(), StoreError> {
     if let Actor::User(user) = actor {
-        if !member_state(tx, id, user)
+        if member_state(tx, id, user)
             .await?
-            .is_some_and(|s| s <= at_most)
+            .is_none_or(|s| s > at_most)
         {
             return Err(GroupRefusal::PermissionDenied.into());
         }
@@ -451,7 +451,10 @@ impl GroupStore for PostgresStore {
         )
         .await?;
         let rows = client
-            .query(&statement, &[&user, &low, &high, &s, &p, &g, &(limit as i64)])
+            .query(
+                &statement,
+                &[&user, &low, &high, &s, &p, &g, &(limit as i64)],
+            )
             .await
             .map_err(db_error)?;
         Ok(rows

@@ -58,16 +58,14 @@ fn member_state(conn: &Connection, id: Uuid, user: Uuid) -> Result<Option<i32>, 
 
 /// Groups `user` is in or has asked to join.
 fn groups_of(conn: &Connection, user: Uuid) -> Result<usize, StoreError> {
-    conn.prepare_cached(
-        "SELECT COUNT(*) FROM group_members WHERE user_id = ?1 AND state <= ?2",
-    )
-    .and_then(|mut s| {
-        s.query_row(params![user.to_string(), state::JOIN_REQUEST], |r| {
-            r.get::<_, i64>(0)
+    conn.prepare_cached("SELECT COUNT(*) FROM group_members WHERE user_id = ?1 AND state <= ?2")
+        .and_then(|mut s| {
+            s.query_row(params![user.to_string(), state::JOIN_REQUEST], |r| {
+                r.get::<_, i64>(0)
+            })
         })
-    })
-    .map_err(db_error)
-    .map(|n| n as usize)
+        .map_err(db_error)
+        .map(|n| n as usize)
 }
 
 fn members_at_most(conn: &Connection, id: Uuid, at_most: i32) -> Result<Vec<Uuid>, StoreError> {
@@ -87,7 +85,11 @@ fn user_exists(conn: &Connection, user: Uuid) -> Result<bool, StoreError> {
         .map_err(db_error)
 }
 
-fn create(conn: &Connection, group: GroupRecord, max_groups: usize) -> Result<GroupRecord, StoreError> {
+fn create(
+    conn: &Connection,
+    group: GroupRecord,
+    max_groups: usize,
+) -> Result<GroupRecord, StoreError> {
     if groups_of(conn, group.creator_id)? >= max_groups {
         return Err(GroupRefusal::TooManyGroups.into());
     }
@@ -140,7 +142,15 @@ fn put_member(
          ON CONFLICT (group_id, user_id)
          DO UPDATE SET state = ?3, position = ?4, update_time_ms = ?5",
     )
-    .and_then(|mut s| s.execute(params![id.to_string(), user.to_string(), state, position, now_ms]))
+    .and_then(|mut s| {
+        s.execute(params![
+            id.to_string(),
+            user.to_string(),
+            state,
+            position,
+            now_ms
+        ])
+    })
     .map_err(db_error)?;
     Ok(())
 }
@@ -149,7 +159,7 @@ fn put_member(
 /// or a user at `at_most` or above.
 fn check_rank(conn: &Connection, id: Uuid, actor: Actor, at_most: i32) -> Result<(), StoreError> {
     if let Actor::User(user) = actor {
-        if !member_state(conn, id, user)?.is_some_and(|s| s <= at_most) {
+        if member_state(conn, id, user)?.is_none_or(|s| s > at_most) {
             return Err(GroupRefusal::PermissionDenied.into());
         }
     }
@@ -498,7 +508,9 @@ impl GroupStore for SqliteStore {
     }
 
     async fn member_state(&self, id: Uuid, user: Uuid) -> Result<Option<i32>, StoreError> {
-        self.read("group_member_state", move |conn| member_state(conn, id, user))
-            .await
+        self.read("group_member_state", move |conn| {
+            member_state(conn, id, user)
+        })
+        .await
     }
 }

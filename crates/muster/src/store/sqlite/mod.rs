@@ -90,7 +90,9 @@ pub(super) fn db_error(error: rusqlite::Error) -> StoreError {
             return StoreError::CredentialTaken;
         }
         if failure.code == rusqlite::ErrorCode::ConstraintViolation
-            && message.as_deref().is_some_and(|m| m.contains("groups.name"))
+            && message
+                .as_deref()
+                .is_some_and(|m| m.contains("groups.name"))
         {
             return StoreError::Group(crate::store::groups::GroupRefusal::NameInUse);
         }
