@@ -2,8 +2,9 @@
 // in one room, see each other's presence, and are told when a node dies; on one PostgreSQL
 // database, they matchmake into one match, exchange match data and call server functions; a
 // friend request made on one node reaches a socket on another; members of a group on two nodes
-// chat in its channel and a kick on one node takes the other node's socket out of it; a match
-// listing on one node finds every node's matches.
+// chat in its channel and a kick on one node takes the other node's socket out of it; a status
+// follower on one node sees a user on another appear, change status and go with a dead node; a
+// match listing on one node finds every node's matches.
 // Needs TEST_NATS_URL (the test command starts a private nats-server); without it the test is
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
@@ -210,6 +211,31 @@ test("a group's chat spans nodes, and a kick made on one node takes the member's
     assert.equal(e.context?.reason, "not_joined");
     return true;
   });
+});
+
+test("a status follower on one node sees a user on another appear, change status, and go when that node dies", { skip: !NATS || !POSTGRES }, async () => {
+  const [a, b] = await startCluster(["a", "b"], { MUSTER_DATABASE_URL: freshDatabase() });
+  const alice = await player(a, "status-alice");
+  const told = new Inbox();
+  alice.socket.onstatuspresence = (e) => told.push(e);
+  const clientB = clientFor(b);
+  const bobSession = await clientB.authenticateDevice(uniq("status-bob"), true);
+  const bobId = bobSession.user_id;
+  const none = await alice.socket.followUsers([bobId]);
+  assert.deepEqual(none.presences ?? [], []);
+  const bobSocket = clientB.createSocket(false, false);
+  sockets.push(bobSocket);
+  await bobSocket.connect(bobSession, true);
+  await told.next((e) => e.joins?.some((p) => p.user_id === bobId), "bob appears, on node a", 10000);
+  await bobSocket.updateStatus("raiding");
+  await told.next((e) => e.joins?.some((p) => p.user_id === bobId && p.status === "raiding"), "bob's status, on node a", 10000);
+  // A second follower on node a is answered from node a's copy of node b's members.
+  const carol = await player(a, "status-carol");
+  const status = await carol.socket.followUsers([bobId]);
+  assert.deepEqual(status.presences.map((p) => [p.user_id, p.status]), [[bobId, "raiding"]]);
+
+  await b.kill9();
+  await told.next((e) => e.leaves?.some((p) => p.user_id === bobId), "bob gone with node b", 10000);
 });
 
 test("listMatches on one node lists the matches of every node", { skip: !NATS }, async () => {

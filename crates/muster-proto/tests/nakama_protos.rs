@@ -507,3 +507,110 @@ fn group_bodies_are_nakamas() {
     };
     check(&set, "UpdateGroupRequest", &update, &[]);
 }
+
+/// The number of the first field in a protobuf encoding.
+fn first_field_number(bytes: &[u8]) -> i32 {
+    let mut key = 0u64;
+    for (i, byte) in bytes.iter().take(5).enumerate() {
+        key |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    i32::try_from(key >> 3).expect("a field number")
+}
+
+#[test]
+fn status_message_fields_are_nakamas() {
+    use muster_proto::realtime::{
+        Status, StatusFollow, StatusPresenceEvent, StatusUnfollow, StatusUpdate, UserPresence,
+    };
+    use prost::Message as _;
+    let Some(dir) = nakama_common() else {
+        return;
+    };
+    let set = protox::compile(["rtapi/realtime.proto"], [&dir]).expect("realtime.proto compiles");
+    let number = |message: &str, field: &str| {
+        set.file
+            .iter()
+            .filter(|f| f.package() == "nakama.realtime")
+            .flat_map(|f| f.message_type.iter())
+            .find(|m| m.name() == message)
+            .and_then(|m| m.field.iter().find(|f| f.name() == field))
+            .unwrap_or_else(|| panic!("{message}.{field} in realtime.proto"))
+            .number()
+    };
+    let presence = UserPresence {
+        user_id: "u".into(),
+        ..UserPresence::default()
+    };
+    let cases: Vec<(&str, &str, Vec<u8>)> = vec![
+        (
+            "Status",
+            "presences",
+            Status {
+                presences: vec![presence.clone()],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StatusFollow",
+            "user_ids",
+            StatusFollow {
+                user_ids: vec!["u".into()],
+                usernames: vec![],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StatusFollow",
+            "usernames",
+            StatusFollow {
+                user_ids: vec![],
+                usernames: vec!["n".into()],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StatusPresenceEvent",
+            "joins",
+            StatusPresenceEvent {
+                joins: vec![presence.clone()],
+                leaves: vec![],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StatusPresenceEvent",
+            "leaves",
+            StatusPresenceEvent {
+                joins: vec![],
+                leaves: vec![presence],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StatusUnfollow",
+            "user_ids",
+            StatusUnfollow {
+                user_ids: vec!["u".into()],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StatusUpdate",
+            "status",
+            StatusUpdate {
+                status: Some("s".into()),
+            }
+            .encode_to_vec(),
+        ),
+    ];
+    for (message, field, bytes) in cases {
+        assert_eq!(
+            first_field_number(&bytes),
+            number(message, field),
+            "{message}.{field}: Muster's number differs from Nakama's"
+        );
+    }
+}

@@ -87,7 +87,14 @@ async fn build(
     );
     // Sessions and the router that reaches them: one node's for now.
     let registry = Arc::new(SessionRegistry::new(metrics.clone()));
-    let channels = ChannelRegistry::new(Arc::new(ChatPresence), metrics.clone());
+    let statuses = Arc::new(crate::status::presence::Statuses::new());
+    let channels = ChannelRegistry::new(
+        Arc::new(crate::status::presence::StatusPresence::over(
+            Arc::new(ChatPresence),
+            statuses.clone(),
+        )),
+        metrics.clone(),
+    );
     let local = Arc::new(LocalRouter::new(registry.clone(), channels));
     // Part of a cluster: channels are shared with the other nodes over NATS (a node that cannot
     // reach NATS does not start).
@@ -171,6 +178,12 @@ async fn build(
         group_evictions,
         &config.groups,
     ));
+    let status = Arc::new(crate::status::StatusService::new(
+        router.clone(),
+        store.clone(),
+        statuses,
+        &config.status,
+    ));
     let rpc = Arc::new(Rpc::new(
         functions,
         economy,
@@ -197,6 +210,8 @@ async fn build(
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(sessions_end);
+    // After the channels are left: a departing session's leave still shows its status.
+    registry.on_session_closed(status.clone());
     registry.on_session_closed(matches.clone());
     if let Some(world) = &world {
         registry.on_session_closed(world.clone());
@@ -237,6 +252,7 @@ async fn build(
         rpc,
         friends,
         groups,
+        status,
         config: Arc::new(config),
         tokens,
         accounts,

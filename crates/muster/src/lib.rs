@@ -34,6 +34,7 @@ pub mod matches;
 pub mod net;
 pub mod notifications;
 pub mod session;
+pub mod status;
 pub mod storage;
 pub mod store;
 pub mod world;

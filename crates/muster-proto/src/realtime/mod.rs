@@ -14,6 +14,7 @@ pub mod matches;
 pub mod notification;
 pub mod presence;
 pub mod rpc;
+pub mod status;
 pub mod world;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub use matches::{
 pub use notification::{Notification, Notifications};
 pub use presence::UserPresence;
 pub use rpc::Rpc;
+pub use status::{Status, StatusFollow, StatusPresenceEvent, StatusUnfollow, StatusUpdate};
 pub use world::{WorldCreep, WorldState, WorldSubscribe, WorldTower, WorldUnsubscribe};
 
 /// One realtime message and its correlation id (empty when the sender expects no answer).
@@ -44,13 +46,13 @@ pub struct Envelope {
     pub cid: String,
     #[prost(
         oneof = "Message",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 32, 33, 100, 101, 102"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 100, 101, 102"
     )]
     pub message: Option<Message>,
 }
 
 /// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers. Kinds
-/// Nakama has and Muster does not yet (status, streams, parties) are refused as unrecognized.
+/// Nakama has and Muster does not yet (streams, parties) are refused as unrecognized.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Message {
     #[prost(message, tag = "2")]
@@ -99,6 +101,16 @@ pub enum Message {
     Notifications(Notifications),
     #[prost(message, tag = "24")]
     Rpc(Rpc),
+    #[prost(message, tag = "25")]
+    Status(Status),
+    #[prost(message, tag = "26")]
+    StatusFollow(StatusFollow),
+    #[prost(message, tag = "27")]
+    StatusPresenceEvent(StatusPresenceEvent),
+    #[prost(message, tag = "28")]
+    StatusUnfollow(StatusUnfollow),
+    #[prost(message, tag = "29")]
+    StatusUpdate(StatusUpdate),
     #[prost(message, tag = "32")]
     Ping(Ping),
     #[prost(message, tag = "33")]
@@ -180,6 +192,11 @@ message_kinds! {
     MatchmakerTicket = "matchmaker_ticket",
     Notifications = "notifications",
     Rpc = "rpc",
+    Status = "status",
+    StatusFollow = "status_follow",
+    StatusPresenceEvent = "status_presence_event",
+    StatusUnfollow = "status_unfollow",
+    StatusUpdate = "status_update",
     Ping = "ping",
     Pong = "pong",
     WorldSubscribe = "world_subscribe",

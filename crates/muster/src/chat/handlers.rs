@@ -111,9 +111,11 @@ async fn join(
         // Nakama's defaults: persisted unless asked not to, visible unless asked to hide.
         persistence: request.persistence.unwrap_or(true),
         hidden: request.hidden.unwrap_or(false),
+        ..JoinFlags::default()
     };
     let limits = JoinLimits {
-        max_channels: config.max_channels_per_socket,
+        // Chat's bound counts chat channels only, not the socket's status memberships.
+        max_channels: config.max_channels_per_socket + session.channels.status_count(),
         max_listed: config.max_listed_presences,
     };
     let joined = chat
@@ -135,6 +137,14 @@ async fn join(
 }
 
 fn leave(request: &ChannelLeave, session: &Arc<Session>, chat: &Chat) -> Result<(), ChatError> {
+    // A status membership is left through status_unfollow or status_update, not here.
+    if session
+        .channels
+        .find(&request.channel_id)
+        .is_some_and(|joined| joined.flags.is_status())
+    {
+        return Err(refused(ChannelRefusal::NotJoined, &request.channel_id));
+    }
     chat.router
         .leave_channel(session, &request.channel_id)
         .map_err(|refusal| refused(refusal, &request.channel_id))
@@ -169,6 +179,11 @@ fn admit(channel_id: &str, session: &Session, chat: &Chat) -> Result<Admitted, C
     session
         .channels
         .admit(channel_id, config.messages_per_sec, config.message_burst)
+        // A status membership is not a chat channel: nothing may be sent into it.
+        .and_then(|admitted| match admitted.flags.is_status() {
+            true => Err(ChannelRefusal::NotJoined),
+            false => Ok(admitted),
+        })
         .map_err(|refusal| refused(refusal, channel_id))
 }
 

@@ -142,6 +142,7 @@ pub(super) mod tests {
         let flags = JoinFlags {
             persistence: false,
             hidden: false,
+            ..JoinFlags::default()
         };
         let limits = JoinLimits {
             max_channels: 4,

@@ -749,16 +749,20 @@ impl Router for ClusterRouter {
         let mut joined = self
             .local
             .join_channel(session, channel_id, flags, limits)?;
-        if joined.new {
+        // A status follower is this node's only: the followed user's changes reach every node
+        // on the presence topic anyway, and nothing is ever sent to the channel.
+        if joined.new && !flags.follower {
             // The subscription first: queued before the presence, it reaches NATS first.
             if let Some(router) = self.me() {
                 router.subscribe_channel(channel_id);
             }
-            let mut presence = session.presence();
-            presence.persistence = flags.persistence;
             self.publish(Change::Join {
                 channel: channel_id.to_string(),
-                presence,
+                presence: crate::session::channels::member_presence(
+                    session,
+                    flags,
+                    self.local.channels().events(),
+                ),
                 hidden: flags.hidden,
             });
         }
@@ -774,12 +778,18 @@ impl Router for ClusterRouter {
         session: &Arc<Session>,
         channel_id: &str,
     ) -> Result<(), ChannelRefusal> {
+        let follower = session
+            .channels
+            .find(channel_id)
+            .is_some_and(|joined| joined.flags.follower);
         self.local.leave_channel(session, channel_id)?;
-        self.publish(Change::Leave {
-            channel: channel_id.to_string(),
-            session_id: session.session_id.to_string(),
-        });
-        self.unsubscribe_if_empty(channel_id);
+        if !follower {
+            self.publish(Change::Leave {
+                channel: channel_id.to_string(),
+                session_id: session.session_id.to_string(),
+            });
+            self.unsubscribe_if_empty(channel_id);
+        }
         Ok(())
     }
 
@@ -810,9 +820,9 @@ impl SessionObserver for ClusterRouter {
     }
 
     fn session_closed(&self, session: &Arc<Session>) {
-        let channels = session.channels.channel_ids();
+        let channels = session.channels.memberships();
         self.local.session_closed(session);
-        for channel_id in channels {
+        for (channel_id, _) in channels.into_iter().filter(|(_, flags)| !flags.follower) {
             self.publish(Change::Leave {
                 channel: channel_id.to_string(),
                 session_id: session.session_id.to_string(),

@@ -71,6 +71,14 @@ pub fn handle<'a>(
             finish(cid, answered.map_err(Refusal::Chat), session)
         })),
 
+        // Following users' status.
+        message @ (Message::StatusFollow(_)
+        | Message::StatusUnfollow(_)
+        | Message::StatusUpdate(_)) => Handling::Later(Box::pin(async move {
+            let answered = state.status.handle(message, session).await;
+            finish(cid, answered.map_err(Refusal::Status), session)
+        })),
+
         // Matches and the matchmaker.
         message @ (Message::MatchCreate(_)
         | Message::MatchJoin(_)
@@ -132,6 +140,8 @@ pub fn handle<'a>(
         | Message::MatchPresenceEvent(_)
         | Message::MatchmakerMatched(_)
         | Message::MatchmakerTicket(_)
+        | Message::Status(_)
+        | Message::StatusPresenceEvent(_)
         | Message::Notifications(_) => Handling::Now(Some(Envelope::error(
             cid,
             error_code::UNRECOGNIZED_PAYLOAD,
@@ -147,6 +157,7 @@ pub enum Refusal {
     Call(CallError),
     /// A world request refused (no world, unknown shard, bad box, busy), with the reason.
     World(String),
+    Status(crate::status::StatusError),
 }
 
 /// Turns a domain's answer into the envelope for the request with correlation id `cid`.
@@ -189,6 +200,14 @@ pub fn error_envelope(cid: impl Into<String>, refusal: Refusal) -> Envelope {
             (code, error.to_string(), HashMap::new())
         }
         Refusal::World(why) => (error_code::BAD_INPUT, why, HashMap::new()),
+        Refusal::Status(error) => {
+            let code = match error {
+                crate::status::StatusError::Store(_) => error_code::RUNTIME_EXCEPTION,
+                _ => error_code::BAD_INPUT,
+            };
+            let context = HashMap::from([("reason".to_owned(), error.reason().to_owned())]);
+            (code, error.to_string(), context)
+        }
         Refusal::Call(CallError::MissingId) => (
             error_code::BAD_INPUT,
             "RPC ID must be set.".to_owned(),

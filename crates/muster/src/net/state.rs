@@ -62,6 +62,7 @@ pub struct Shared {
     /// Friends, invites and blocks.
     pub friends: Arc<crate::friends::Friends>,
     pub groups: Arc<crate::groups::Groups>,
+    pub status: Arc<crate::status::StatusService>,
     /// Invite links (served on their own listener, `net::links`).
     pub links: Arc<Links>,
     /// The GraphQL read gateway (`/graphql`).

@@ -105,10 +105,12 @@ async fn write_pending(
 /// size is per-socket memory: an `async fn` keeps its arguments in a part of its state that its
 /// locals can never reuse, so the arguments arrive in one box (8 bytes there instead of ~600)
 /// and are moved out of it at once.
+/// `(format, appear_online)`: the socket's wire format and whether it appears online to its
+/// user's followers at once (`status=true`).
 pub fn serve(
     socket: WebSocket,
     claims: Claims,
-    format: Format,
+    (format, appear_online): (Format, bool),
     admission: Admission,
     state: AppState,
 ) -> impl std::future::Future<Output = ()> + Send {
@@ -116,6 +118,7 @@ pub fn serve(
         socket,
         claims,
         format,
+        appear_online,
         admission,
         state,
     }))
@@ -125,6 +128,7 @@ struct Accepted {
     socket: WebSocket,
     claims: Claims,
     format: Format,
+    appear_online: bool,
     admission: Admission,
     state: AppState,
 }
@@ -134,6 +138,7 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         mut socket,
         claims,
         format,
+        appear_online,
         admission,
         state,
     } = *accepted;
@@ -147,6 +152,9 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         config.outgoing_queue_size,
     );
     let session = &guard.entry;
+    if appear_online {
+        state.status.appear_online(session);
+    }
     tracing::debug!(session = %session.session_id, user = %session.user_id, format = ?session.format, "socket opened");
     let ping_period = Duration::from_millis(config.ping_period_ms);
     let pong_wait = Duration::from_millis(config.pong_wait_ms);

@@ -24,6 +24,8 @@ const WRITE_BATCH_BYTES: usize = 64 * 1024;
 pub struct ConnectQuery {
     token: Option<String>,
     format: Option<String>,
+    /// `true`: the socket appears online to its user's followers at once (Nakama's).
+    status: Option<String>,
 }
 
 pub async fn upgrade(
@@ -47,6 +49,15 @@ pub async fn upgrade(
             )))
         }
     };
+    let appear_online = match query.status.as_deref() {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidArgument(format!(
+                "Unknown status '{other}': use true or false."
+            )))
+        }
+    };
     let mut admission = connection::take_place(&state, ip).map_err(refused)?;
     connection::take_user_place(&state, &mut admission, claims.uid).map_err(refused)?;
     let upgrade = upgrade.map_err(|rejection| {
@@ -66,7 +77,9 @@ pub async fn upgrade(
         .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
         .max_message_size(socket_config.max_message_size_bytes)
         .max_frame_size(socket_config.max_message_size_bytes)
-        .on_upgrade(move |ws| super::ws::serve(ws, claims, format, admission, state))
+        .on_upgrade(move |ws| {
+            super::ws::serve(ws, claims, (format, appear_online), admission, state)
+        })
         .into_response();
     Ok(response)
 }

@@ -11,6 +11,7 @@ mod leaderboards;
 mod links;
 mod matches;
 mod notifications;
+mod status;
 mod storage;
 pub mod world;
 
@@ -23,6 +24,7 @@ pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 pub use notifications::NotificationsConfig;
+pub use status::StatusConfig;
 pub use storage::StorageConfig;
 pub use world::WorldConfig;
 
@@ -102,6 +104,8 @@ pub struct Config {
     pub friends: FriendsConfig,
     /// Groups and their members (docs/social.md).
     pub groups: GroupsConfig,
+    /// Following users' online status (docs/social.md).
+    pub status: StatusConfig,
     /// Leaderboards created at start (docs/leaderboards.md).
     pub leaderboards: LeaderboardsConfig,
     pub links: LinksConfig,
@@ -342,6 +346,7 @@ impl Default for Config {
             notifications: NotificationsConfig::default(),
             friends: FriendsConfig::default(),
             groups: GroupsConfig::default(),
+            status: StatusConfig::default(),
             leaderboards: LeaderboardsConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
@@ -520,6 +525,7 @@ impl Config {
         self.notifications.validate()?;
         self.friends.validate()?;
         self.groups.validate()?;
+        self.status.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;

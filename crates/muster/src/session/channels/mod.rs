@@ -65,6 +65,12 @@ pub enum ChannelRefusal {
 pub trait PresenceEvents: Send + Sync {
     fn joined(&self, channel_id: &str, who: UserPresence) -> Encoded;
     fn left(&self, channel_id: &str, who: UserPresence) -> Encoded;
+
+    /// The status message `session` shows where it joined as a status publisher
+    /// ([`JoinFlags::publisher`]); none by default.
+    fn status_of(&self, _session: &Session) -> Option<String> {
+        None
+    }
 }
 
 /// Every channel with at least one member on this node.
@@ -93,11 +99,24 @@ struct Member {
 }
 
 impl Member {
-    fn presence(&self) -> UserPresence {
-        let mut presence = self.session.presence();
-        presence.persistence = self.flags.persistence;
-        presence
+    fn presence(&self, events: &dyn PresenceEvents) -> UserPresence {
+        member_presence(&self.session, self.flags, events)
     }
+}
+
+/// A member's presence as the others see it: the session's, with the join's persistence and,
+/// on the session's own status channel, its status message.
+pub fn member_presence(
+    session: &Session,
+    flags: JoinFlags,
+    events: &dyn PresenceEvents,
+) -> UserPresence {
+    let mut presence = session.presence();
+    presence.persistence = flags.persistence;
+    if flags.publisher {
+        presence.status = Some(events.status_of(session).unwrap_or_default());
+    }
+    presence
 }
 
 /// What the joining socket is told.
@@ -149,7 +168,8 @@ impl ChannelRegistry {
     ) -> Result<Joined, ChannelRefusal> {
         if let Some(already) = session.channels.find(id) {
             let members = already.channel.members.lock();
-            let presences = visible_others(&members.list, session, max_listed);
+            let presences =
+                visible_others(&members.list, session, max_listed, self.events.as_ref());
             drop(members);
             return Ok(Joined {
                 channel: already.channel,
@@ -182,7 +202,8 @@ impl ChannelRegistry {
                 // Its last member left between our lookup and this lock; look again.
                 continue;
             }
-            let presences = visible_others(&members.list, session, max_listed);
+            let presences =
+                visible_others(&members.list, session, max_listed, self.events.as_ref());
             let index = members.list.len() as u32;
             // Small channels grow one slot at a time (most game channels hold a handful of
             // members); large ones double as usual so a big room's joins stay amortised O(1).
@@ -197,7 +218,9 @@ impl ChannelRegistry {
             self.metrics.chat_members.inc();
             if !flags.hidden {
                 let member = &members.list[index as usize];
-                let event = self.events.joined(&channel.id, member.presence());
+                let event = self
+                    .events
+                    .joined(&channel.id, member.presence(self.events.as_ref()));
                 let delivery = deliver(&members.list, &event, Some(session));
                 self.count_presence(delivery);
             }
@@ -261,7 +284,9 @@ impl ChannelRegistry {
             members.list.shrink_to(keep);
         }
         if !flags.hidden {
-            let event = self.events.left(&channel.id, leaver.presence());
+            let event = self
+                .events
+                .left(&channel.id, leaver.presence(self.events.as_ref()));
             let delivery = deliver(&members.list, &event, None);
             self.count_presence(delivery);
         }
@@ -307,8 +332,13 @@ impl ChannelRegistry {
         let mut all = Vec::new();
         for channel in channels {
             let members = channel.members.lock();
-            for m in &members.list {
-                all.push((channel.id.clone(), m.presence(), m.flags.hidden));
+            // Followers are this node's only: other nodes never deliver to them.
+            for m in members.list.iter().filter(|m| !m.flags.follower) {
+                all.push((
+                    channel.id.clone(),
+                    m.presence(self.events.as_ref()),
+                    m.flags.hidden,
+                ));
             }
         }
         all
@@ -327,7 +357,8 @@ impl ChannelRegistry {
 fn deliver(list: &[Member], message: &Encoded, skip: Option<&Arc<Session>>) -> Delivery {
     let mut delivery = Delivery::default();
     for member in list {
-        if skip.is_some_and(|s| Arc::ptr_eq(s, &member.session)) {
+        // A user's own sessions on their status channel are told nothing.
+        if member.flags.publisher || skip.is_some_and(|s| Arc::ptr_eq(s, &member.session)) {
             continue;
         }
         if message.deliver(&member.session) {
@@ -339,11 +370,16 @@ fn deliver(list: &[Member], message: &Encoded, skip: Option<&Arc<Session>>) -> D
     delivery
 }
 
-fn visible_others(list: &[Member], me: &Arc<Session>, max: usize) -> Vec<UserPresence> {
+fn visible_others(
+    list: &[Member],
+    me: &Arc<Session>,
+    max: usize,
+    events: &dyn PresenceEvents,
+) -> Vec<UserPresence> {
     list.iter()
         .filter(|m| !m.flags.hidden && !Arc::ptr_eq(&m.session, me))
         .take(max)
-        .map(Member::presence)
+        .map(|m| m.presence(events))
         .collect()
 }
 
@@ -357,6 +393,8 @@ mod tests {
     const OPEN: JoinFlags = JoinFlags {
         persistence: false,
         hidden: false,
+        follower: false,
+        publisher: false,
     };
 
     /// Events that name what happened, for the tests to count.
@@ -460,6 +498,7 @@ mod tests {
                 JoinFlags {
                     persistence: true,
                     hidden: true,
+                    ..JoinFlags::default()
                 },
                 2,
                 100,
@@ -482,6 +521,7 @@ mod tests {
         let hidden = JoinFlags {
             persistence: false,
             hidden: true,
+            ..JoinFlags::default()
         };
         registry
             .join(&guards[0].entry, "2...r", hidden, 8, 100)

@@ -37,12 +37,25 @@ pub(super) struct Joined {
 }
 
 /// How a socket joined a channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct JoinFlags {
     /// Messages this socket sends are stored in the channel's history.
     pub persistence: bool,
     /// This socket is left out of the channel's presence list and presence events.
     pub hidden: bool,
+    /// A status follower (hidden too): told of the followed user's sessions; its membership is
+    /// this node's only (other nodes never deliver to it, so they are not told of it).
+    pub follower: bool,
+    /// One of a user's own sessions on its status channel: told nothing; its presence carries
+    /// the session's status message.
+    pub publisher: bool,
+}
+
+impl JoinFlags {
+    /// A membership of the status domain's, not a chat channel's.
+    pub fn is_status(&self) -> bool {
+        self.follower || self.publisher
+    }
 }
 
 /// What a message send needs to know about the channel it goes to.
@@ -55,6 +68,19 @@ impl SessionChannels {
     /// Channels joined now.
     pub fn joined_count(&self) -> usize {
         self.state.lock().joined.len()
+    }
+
+    /// Status memberships now (follows and the socket's own status channel): chat's bound on
+    /// channels leaves them out.
+    pub fn status_count(&self) -> usize {
+        let state = self.state.lock();
+        state.joined.iter().filter(|j| j.flags.is_status()).count()
+    }
+
+    /// Users this socket follows now.
+    pub fn follow_count(&self) -> usize {
+        let state = self.state.lock();
+        state.joined.iter().filter(|j| j.flags.follower).count()
     }
 
     /// The channel `channel_id` if this socket joined it, with its join flags.
@@ -142,6 +168,16 @@ impl SessionChannels {
     pub fn channel_ids(&self) -> Vec<Arc<str>> {
         let state = self.state.lock();
         state.joined.iter().map(|j| j.channel.id.clone()).collect()
+    }
+
+    /// The ids of the channels joined now, with how each was joined.
+    pub fn memberships(&self) -> Vec<(Arc<str>, JoinFlags)> {
+        let state = self.state.lock();
+        state
+            .joined
+            .iter()
+            .map(|j| (j.channel.id.clone(), j.flags))
+            .collect()
     }
 
     pub(super) fn channels(&self) -> Vec<Arc<Channel>> {
