@@ -3,8 +3,9 @@
 // database, they matchmake into one match, exchange match data and call server functions; a
 // friend request made on one node reaches a socket on another; members of a group on two nodes
 // chat in its channel and a kick on one node takes the other node's socket out of it; a status
-// follower on one node sees a user on another appear, change status and go with a dead node; a
-// match listing on one node finds every node's matches.
+// follower on one node sees a user on another appear, change status and go with a dead node;
+// parties span nodes (a dead node's members leave, its parties close for the others); a match
+// listing on one node finds every node's matches.
 // Needs TEST_NATS_URL (the test command starts a private nats-server); without it the test is
 // skipped, unless TEST_REQUIRE_NATS=1 makes that a failure.
 import { test, after } from "node:test";
@@ -236,6 +237,44 @@ test("a status follower on one node sees a user on another appear, change status
 
   await b.kill9();
   await told.next((e) => e.leaves?.some((p) => p.user_id === bobId), "bob gone with node b", 10000);
+});
+
+test("parties span nodes; a dead node's members leave the others' parties and its own parties close", { skip: !NATS }, async () => {
+  const [a, b] = await startCluster(["a", "b"]);
+  const partyPlayer = async (node, name) => {
+    const p = await player(node, name);
+    p.events = new Inbox();
+    for (const kind of ["party", "partypresence", "partydata", "partyleader", "partyclose", "partyjoinrequest"]) {
+      p.socket[`on${kind}`] = (e) => p.events.push({ kind, ...e });
+    }
+    return p;
+  };
+  const alice = await partyPlayer(a, "party-alice");
+  const bob = await partyPlayer(b, "party-bob");
+  const bobId = bob.session.user_id;
+
+  // Alice's party lives on node a; bob, on node b, asks to join and is let in.
+  const own = await alice.socket.createParty(false, 4);
+  await bob.socket.joinParty(own.party_id);
+  const asked = await alice.events.next((e) => e.kind === "partyjoinrequest", "bob's request, on node a", 10000);
+  await alice.socket.acceptPartyMember(own.party_id, asked.presences[0]);
+  const joined = await bob.events.next((e) => e.kind === "party", "bob's party, on node b", 10000);
+  assert.deepEqual(joined.presences.map((p) => p.user_id).sort(), [alice.session.user_id, bobId].sort());
+  await bob.socket.sendPartyData(own.party_id, 3, "from b");
+  const data = await alice.events.next((e) => e.kind === "partydata", "bob's data, on node a", 10000);
+  assert.equal(new TextDecoder().decode(data.data), "from b");
+  await alice.socket.sendPartyData(own.party_id, 4, "from a");
+  await bob.events.next((e) => e.kind === "partydata" && e.op_code === 4, "alice's data, on node b", 10000);
+
+  // Bob's party lives on node b; alice joins it from node a.
+  const theirs = await bob.socket.createParty(true, 4);
+  await alice.socket.joinParty(theirs.party_id);
+  await alice.events.next((e) => e.kind === "party" && e.party_id === theirs.party_id, "alice in bob's party", 10000);
+
+  await b.kill9();
+  const left = await alice.events.next((e) => e.kind === "partypresence" && e.party_id === own.party_id && e.leaves?.some((p) => p.user_id === bobId), "bob leaves alice's party", 10000);
+  assert.equal(left.party_id, own.party_id);
+  await alice.events.next((e) => e.kind === "partyclose" && e.party_id === theirs.party_id, "bob's party closes for alice", 10000);
 });
 
 test("listMatches on one node lists the matches of every node", { skip: !NATS }, async () => {

@@ -521,9 +521,11 @@ fn first_field_number(bytes: &[u8]) -> i32 {
 }
 
 #[test]
-fn status_message_fields_are_nakamas() {
+fn status_and_party_message_fields_are_nakamas() {
     use muster_proto::realtime::{
-        Status, StatusFollow, StatusPresenceEvent, StatusUnfollow, StatusUpdate, UserPresence,
+        Party, PartyCreate, PartyData, PartyDataSend, PartyJoinRequest, PartyLeader,
+        PartyPresenceEvent, PartyUpdate, Status, StatusFollow, StatusPresenceEvent, StatusUnfollow,
+        StatusUpdate, UserPresence,
     };
     use prost::Message as _;
     let Some(dir) = nakama_common() else {
@@ -606,11 +608,239 @@ fn status_message_fields_are_nakamas() {
             .encode_to_vec(),
         ),
     ];
+    let mut cases = cases;
+    let party = Party::default;
+    let p = || Some(presence_of("u"));
+    cases.extend([
+        (
+            "Party",
+            "party_id",
+            Party {
+                party_id: "p".into(),
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "open",
+            Party {
+                open: true,
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "hidden",
+            Party {
+                hidden: true,
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "max_size",
+            Party {
+                max_size: 3,
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "self",
+            Party {
+                self_presence: p(),
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "leader",
+            Party {
+                leader: p(),
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "presences",
+            Party {
+                presences: vec![presence_of("u")],
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Party",
+            "label",
+            Party {
+                label: "l".into(),
+                ..party()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyCreate",
+            "open",
+            PartyCreate {
+                open: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyCreate",
+            "max_size",
+            PartyCreate {
+                max_size: 2,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyCreate",
+            "label",
+            PartyCreate {
+                label: "l".into(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyCreate",
+            "hidden",
+            PartyCreate {
+                hidden: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyLeader",
+            "presence",
+            PartyLeader {
+                presence: p(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyJoinRequest",
+            "presences",
+            PartyJoinRequest {
+                presences: vec![presence_of("u")],
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyData",
+            "presence",
+            PartyData {
+                presence: p(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyData",
+            "op_code",
+            PartyData {
+                op_code: 1,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyData",
+            "data",
+            PartyData {
+                data: vec![1],
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyDataSend",
+            "op_code",
+            PartyDataSend {
+                op_code: 1,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyDataSend",
+            "data",
+            PartyDataSend {
+                data: vec![1],
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyPresenceEvent",
+            "joins",
+            PartyPresenceEvent {
+                joins: vec![presence_of("u")],
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyPresenceEvent",
+            "leaves",
+            PartyPresenceEvent {
+                leaves: vec![presence_of("u")],
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyUpdate",
+            "label",
+            PartyUpdate {
+                label: "l".into(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyUpdate",
+            "open",
+            PartyUpdate {
+                open: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyUpdate",
+            "hidden",
+            PartyUpdate {
+                hidden: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+    ]);
     for (message, field, bytes) in cases {
         assert_eq!(
             first_field_number(&bytes),
             number(message, field),
             "{message}.{field}: Muster's number differs from Nakama's"
         );
+    }
+}
+
+fn presence_of(user: &str) -> muster_proto::realtime::UserPresence {
+    muster_proto::realtime::UserPresence {
+        user_id: user.into(),
+        ..Default::default()
     }
 }

@@ -212,6 +212,14 @@ async fn build(
     registry.on_session_closed(sessions_end);
     // After the channels are left: a departing session's leave still shows its status.
     registry.on_session_closed(status.clone());
+    let parties = crate::parties::Parties::new(
+        matches.node(),
+        router.clone(),
+        cluster.as_ref().map(|c| c.bus.clone()),
+        &config.parties,
+    );
+    parties.follow().await?;
+    registry.on_session_closed(parties.clone());
     registry.on_session_closed(matches.clone());
     if let Some(world) = &world {
         registry.on_session_closed(world.clone());
@@ -253,6 +261,7 @@ async fn build(
         friends,
         groups,
         status,
+        parties,
         config: Arc::new(config),
         tokens,
         accounts,
@@ -402,7 +411,11 @@ pub async fn run_on(
             config,
             cluster.bus.clone(),
             advertise,
-            vec![cluster.router.clone(), state.matches.clone()],
+            vec![
+                cluster.router.clone(),
+                state.matches.clone(),
+                state.parties.clone(),
+            ],
             state.metrics.registry(),
             state.shutdown.clone(),
         )

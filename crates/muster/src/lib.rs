@@ -33,6 +33,7 @@ pub mod links;
 pub mod matches;
 pub mod net;
 pub mod notifications;
+pub mod parties;
 pub mod session;
 pub mod status;
 pub mod storage;

@@ -12,6 +12,7 @@ pub mod channel;
 pub mod delivery;
 pub mod matches;
 pub mod notification;
+pub mod party;
 pub mod presence;
 pub mod rpc;
 pub mod status;
@@ -34,6 +35,11 @@ pub use matches::{
     MatchmakerTicket, MatchmakerUser,
 };
 pub use notification::{Notification, Notifications};
+pub use party::{
+    Party, PartyAccept, PartyClose, PartyCreate, PartyData, PartyDataSend, PartyJoin,
+    PartyJoinRequest, PartyJoinRequestList, PartyLeader, PartyLeave, PartyPresenceEvent,
+    PartyPromote, PartyRemove, PartyUpdate,
+};
 pub use presence::UserPresence;
 pub use rpc::Rpc;
 pub use status::{Status, StatusFollow, StatusPresenceEvent, StatusUnfollow, StatusUpdate};
@@ -46,13 +52,13 @@ pub struct Envelope {
     pub cid: String,
     #[prost(
         oneof = "Message",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 100, 101, 102"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 48, 49, 50, 51, 100, 101, 102"
     )]
     pub message: Option<Message>,
 }
 
 /// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers. Kinds
-/// Nakama has and Muster does not yet (streams, parties) are refused as unrecognized.
+/// Nakama has and Muster does not yet (streams, party matchmaking) are refused as unrecognized.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Message {
     #[prost(message, tag = "2")]
@@ -115,6 +121,36 @@ pub enum Message {
     Ping(Ping),
     #[prost(message, tag = "33")]
     Pong(Pong),
+    #[prost(message, tag = "34")]
+    Party(Party),
+    #[prost(message, tag = "35")]
+    PartyCreate(PartyCreate),
+    #[prost(message, tag = "36")]
+    PartyJoin(PartyJoin),
+    #[prost(message, tag = "37")]
+    PartyLeave(PartyLeave),
+    #[prost(message, tag = "38")]
+    PartyPromote(PartyPromote),
+    #[prost(message, tag = "39")]
+    PartyLeader(PartyLeader),
+    #[prost(message, tag = "40")]
+    PartyAccept(PartyAccept),
+    #[prost(message, tag = "41")]
+    PartyRemove(PartyRemove),
+    #[prost(message, tag = "42")]
+    PartyClose(PartyClose),
+    #[prost(message, tag = "43")]
+    PartyJoinRequestList(PartyJoinRequestList),
+    #[prost(message, tag = "44")]
+    PartyJoinRequest(PartyJoinRequest),
+    #[prost(message, tag = "48")]
+    PartyData(PartyData),
+    #[prost(message, tag = "49")]
+    PartyDataSend(PartyDataSend),
+    #[prost(message, tag = "50")]
+    PartyPresenceEvent(PartyPresenceEvent),
+    #[prost(message, tag = "51")]
+    PartyUpdate(PartyUpdate),
     /// Muster's own (docs/world.md).
     #[prost(message, tag = "100")]
     WorldSubscribe(WorldSubscribe),
@@ -199,6 +235,21 @@ message_kinds! {
     StatusUpdate = "status_update",
     Ping = "ping",
     Pong = "pong",
+    Party = "party",
+    PartyCreate = "party_create",
+    PartyJoin = "party_join",
+    PartyLeave = "party_leave",
+    PartyPromote = "party_promote",
+    PartyLeader = "party_leader",
+    PartyAccept = "party_accept",
+    PartyRemove = "party_remove",
+    PartyClose = "party_close",
+    PartyJoinRequestList = "party_join_request_list",
+    PartyJoinRequest = "party_join_request",
+    PartyData = "party_data",
+    PartyDataSend = "party_data_send",
+    PartyPresenceEvent = "party_presence_event",
+    PartyUpdate = "party_update",
     WorldSubscribe = "world_subscribe",
     WorldUnsubscribe = "world_unsubscribe",
     WorldState = "world_state",

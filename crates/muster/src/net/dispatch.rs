@@ -79,6 +79,21 @@ pub fn handle<'a>(
             finish(cid, answered.map_err(Refusal::Status), session)
         })),
 
+        // Parties.
+        message @ (Message::PartyCreate(_)
+        | Message::PartyJoin(_)
+        | Message::PartyLeave(_)
+        | Message::PartyPromote(_)
+        | Message::PartyAccept(_)
+        | Message::PartyRemove(_)
+        | Message::PartyClose(_)
+        | Message::PartyJoinRequestList(_)
+        | Message::PartyDataSend(_)
+        | Message::PartyUpdate(_)) => Handling::Later(Box::pin(async move {
+            let answered = state.parties.handle(message, session).await;
+            finish(cid, answered.map_err(Refusal::Party), session)
+        })),
+
         // Matches and the matchmaker.
         message @ (Message::MatchCreate(_)
         | Message::MatchJoin(_)
@@ -142,6 +157,11 @@ pub fn handle<'a>(
         | Message::MatchmakerTicket(_)
         | Message::Status(_)
         | Message::StatusPresenceEvent(_)
+        | Message::Party(_)
+        | Message::PartyLeader(_)
+        | Message::PartyJoinRequest(_)
+        | Message::PartyData(_)
+        | Message::PartyPresenceEvent(_)
         | Message::Notifications(_) => Handling::Now(Some(Envelope::error(
             cid,
             error_code::UNRECOGNIZED_PAYLOAD,
@@ -158,6 +178,7 @@ pub enum Refusal {
     /// A world request refused (no world, unknown shard, bad box, busy), with the reason.
     World(String),
     Status(crate::status::StatusError),
+    Party(crate::parties::PartiesError),
 }
 
 /// Turns a domain's answer into the envelope for the request with correlation id `cid`.
@@ -200,6 +221,10 @@ pub fn error_envelope(cid: impl Into<String>, refusal: Refusal) -> Envelope {
             (code, error.to_string(), HashMap::new())
         }
         Refusal::World(why) => (error_code::BAD_INPUT, why, HashMap::new()),
+        Refusal::Party(error) => {
+            let context = HashMap::from([("reason".to_owned(), error.reason().to_owned())]);
+            (error_code::BAD_INPUT, error.to_string(), context)
+        }
         Refusal::Status(error) => {
             let code = match error {
                 crate::status::StatusError::Store(_) => error_code::RUNTIME_EXCEPTION,

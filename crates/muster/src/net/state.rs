@@ -63,6 +63,7 @@ pub struct Shared {
     pub friends: Arc<crate::friends::Friends>,
     pub groups: Arc<crate::groups::Groups>,
     pub status: Arc<crate::status::StatusService>,
+    pub parties: Arc<crate::parties::Parties>,
     /// Invite links (served on their own listener, `net::links`).
     pub links: Arc<Links>,
     /// The GraphQL read gateway (`/graphql`).

@@ -11,6 +11,7 @@ mod leaderboards;
 mod links;
 mod matches;
 mod notifications;
+mod parties;
 mod status;
 mod storage;
 pub mod world;
@@ -24,6 +25,7 @@ pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
 pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
 pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 pub use notifications::NotificationsConfig;
+pub use parties::PartiesConfig;
 pub use status::StatusConfig;
 pub use storage::StorageConfig;
 pub use world::WorldConfig;
@@ -106,6 +108,8 @@ pub struct Config {
     pub groups: GroupsConfig,
     /// Following users' online status (docs/social.md).
     pub status: StatusConfig,
+    /// Parties (docs/social.md).
+    pub parties: PartiesConfig,
     /// Leaderboards created at start (docs/leaderboards.md).
     pub leaderboards: LeaderboardsConfig,
     pub links: LinksConfig,
@@ -347,6 +351,7 @@ impl Default for Config {
             friends: FriendsConfig::default(),
             groups: GroupsConfig::default(),
             status: StatusConfig::default(),
+            parties: PartiesConfig::default(),
             leaderboards: LeaderboardsConfig::default(),
             links: LinksConfig::default(),
             cluster: ClusterConfig::default(),
@@ -526,6 +531,7 @@ impl Config {
         self.friends.validate()?;
         self.groups.validate()?;
         self.status.validate()?;
+        self.parties.validate()?;
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;
