@@ -7,17 +7,28 @@
 #   - friends: one account with 1,000 friends, listed whole FRIEND_LISTS times in turn;
 #   - latency (with nats-server installed): two clustered nodes on one PostgreSQL database, a
 #     socket on node b, LATENCY_COUNT notifications sent through node a one at a time; from the
-#     send to the socket's receipt, not stored and stored.
-# Usage: bench/social.sh   env: PARTS="store friends latency" ENGINES="sqlite postgres"
-#        CONCURRENCY="32 128" STORE_S=10 FRIEND_LISTS=200 LATENCY_COUNT=500 RUNS=3 LOG=warn KEEP=0
+#     send to the socket's receipt, not stored and stored;
+#   - status (with nats-server): three clustered nodes on one PostgreSQL database, one user online
+#     on node a and FOLLOWERS sockets following it spread over the three; STATUS_UPDATES status
+#     updates one at a time, from the send to each follower's receipt;
+#   - match_list: MATCHES labelled rooms on one node (SQLite), MATCH_LISTS `GET /v2/match` with a
+#     label query (`+label.mode:ranked +label.level:>=40`, limit 100), one at a time.
+# Usage: bench/social.sh   env: PARTS="store friends latency status match_list"
+#        ENGINES="sqlite postgres" CONCURRENCY="32 128" STORE_S=10 FRIEND_LISTS=200
+#        LATENCY_COUNT=500 FOLLOWERS=1000 STATUS_UPDATES=200 MATCHES=10000 MATCH_LISTS=500 RUNS=3
+#        LOG=warn KEEP=0
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
-PARTS=${PARTS:-"store friends latency"}
+PARTS=${PARTS:-"store friends latency status match_list"}
 ENGINES=${ENGINES:-"sqlite postgres"}
 CONCURRENCY=${CONCURRENCY:-"32 128"}
 STORE_S=${STORE_S:-10}
 FRIEND_LISTS=${FRIEND_LISTS:-200}
 LATENCY_COUNT=${LATENCY_COUNT:-500}
+FOLLOWERS=${FOLLOWERS:-1000}
+STATUS_UPDATES=${STATUS_UPDATES:-200}
+MATCHES=${MATCHES:-10000}
+MATCH_LISTS=${MATCH_LISTS:-500}
 RUNS=${RUNS:-3}
 
 build_release
@@ -26,16 +37,18 @@ load="$release_dir/examples/social_load"
 work=$(mktemp -d /tmp/bench-social.XXXXXX)
 NATS_PID=""
 NODE_B_PID=""
+NODE_C_PID=""
 cleanup() {
   stop_muster
   [ -n "$NODE_B_PID" ] && kill -TERM "$NODE_B_PID" 2>/dev/null || true
+  [ -n "$NODE_C_PID" ] && kill -TERM "$NODE_C_PID" 2>/dev/null || true
   [ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null || true
   stop_postgres
   remove_work_dir "$work"
 }
 trap cleanup EXIT
 wants() { [ "$PARTS" != "${PARTS/$1/}" ]; }
-if [ "$ENGINES" != "${ENGINES/postgres/}" ] || wants latency; then start_postgres; fi
+if [ "$ENGINES" != "${ENGINES/postgres/}" ] || wants latency || wants status; then start_postgres; fi
 # Two nodes on one machine: the invite-links listener on a free port too.
 export MUSTER_LINKS__LISTEN=127.0.0.1:0
 
@@ -83,5 +96,53 @@ if wants latency && command -v nats-server >/dev/null 2>&1; then
     kill -TERM "$NODE_B_PID" 2>/dev/null || true
     wait "$NODE_B_PID" 2>/dev/null || true
     NODE_B_PID=""
+  done
+fi
+
+if wants match_list; then
+  for run in $(seq 1 "$RUNS"); do
+    port=$(free_port)
+    MUSTER_ROOMS__ADMIN_KEY=benchadmin MUSTER_ROOMS__MAX_ROOMS=$((MATCHES + 100)) \
+      start_muster_on sqlite "$port" "$work/match-list-$run"
+    echo "{\"engine\":\"sqlite\",\"run\":$run,\"result\":$("$load" match_list "http://127.0.0.1:$port" benchadmin "$MATCHES" "$MATCH_LISTS")}"
+    stop_muster
+  done
+fi
+
+if wants status && command -v nats-server >/dev/null 2>&1; then
+  if [ -z "$NATS_PID" ]; then
+    nats_port=$(free_port)
+    nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
+    NATS_PID=$!
+    export MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port"
+  fi
+  "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE bench_social_status" >/dev/null
+  for run in $(seq 1 "$RUNS"); do
+    prefix="status$run"
+    port_a=$(free_port)
+    port_b=$(free_port)
+    port_c=$(free_port)
+    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=b \
+      start_muster_on postgres "$port_b" "$work/status-b-$run" "" bench_social_status
+    NODE_B_PID=$MUSTER_PID
+    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=c \
+      start_muster_on postgres "$port_c" "$work/status-c-$run" "" bench_social_status
+    NODE_C_PID=$MUSTER_PID
+    MUSTER_PID=""
+    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=a \
+      start_muster_on postgres "$port_a" "$work/status-a-$run" "" bench_social_status
+    for _ in $(seq 1 100); do
+      curl -s "http://127.0.0.1:$port_a/metrics" | grep -q '^muster_cluster_nodes 3' && break
+      sleep 0.1
+    done
+    urls="http://127.0.0.1:$port_a,http://127.0.0.1:$port_b,http://127.0.0.1:$port_c"
+    echo "{\"engine\":\"postgres\",\"nodes\":3,\"run\":$run,\"result\":$("$load" status "$urls" "$FOLLOWERS" "$STATUS_UPDATES")}"
+    stop_muster
+    for pid in "$NODE_B_PID" "$NODE_C_PID"; do
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    done
+    NODE_B_PID=""
+    NODE_C_PID=""
   done
 fi

@@ -8,6 +8,13 @@
 //! - `latency SEND_URL RECEIVE_URL HTTP_KEY COUNT`: a socket on RECEIVE_URL's node, COUNT
 //!   notifications sent one at a time through SEND_URL's node; from the send to the socket's
 //!   receipt (not stored: the route alone, then stored: write and route).
+//! - `status URLS FOLLOWERS UPDATES`: one user online on the first of the comma-separated URLs,
+//!   FOLLOWERS sockets following it spread over all of them; UPDATES status updates one at a
+//!   time, each timed from its send to every follower's receipt (per delivery, and until the
+//!   last follower had it).
+//! - `match_list URL ADMIN_KEY MATCHES REQUESTS`: MATCHES labelled rooms (`arena`, label
+//!   `{"mode":"ranked"|"casual","level":0..49}`, 1 tick/s) created with the rooms admin key,
+//!   then REQUESTS listings with a label query, one at a time.
 
 use std::time::{Duration, Instant};
 
@@ -216,6 +223,151 @@ async fn latency(
     Ok(result)
 }
 
+type Socket = tokio_tungstenite::WebSocketStream<
+    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+>;
+
+/// A socket of `token`'s on `url`, answered once (so it is registered).
+async fn socket(url: &str, token: &str, online: bool) -> Result<Socket, Error> {
+    let ws_url = format!(
+        "{}/ws?token={token}&status={online}",
+        url.replacen("http", "ws", 1)
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws_url).await?;
+    request(&mut socket, json!({ "cid": "1", "ping": {} }), "pong").await?;
+    Ok(socket)
+}
+
+/// Sends `envelope` and waits for the answer carrying `key`.
+async fn request(socket: &mut Socket, envelope: Value, key: &str) -> Result<Value, Error> {
+    socket.send(envelope.to_string().into()).await?;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await?
+            .ok_or("socket closed")??;
+        let value: Value = serde_json::from_str(message.to_text().unwrap_or("{}"))?;
+        if value.get("error").is_some() {
+            return Err(format!("refused: {value}").into());
+        }
+        if value.get(key).is_some() {
+            return Ok(value);
+        }
+    }
+}
+
+async fn status(urls: &str, followers: usize, updates: usize) -> Result<Value, Error> {
+    let urls: Vec<&str> = urls.split(',').collect();
+    let http = reqwest::Client::new();
+    let (token, publisher) = accounts(&http, urls[0], "publisher", 1).await?.remove(0);
+    let mut publisher_socket = socket(urls[0], &token, true).await?;
+    let (receipts, mut received) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let mut tasks = Vec::new();
+    for (i, url) in urls.iter().enumerate() {
+        let share = followers / urls.len() + usize::from(i < followers % urls.len());
+        for (follower_token, _) in accounts(&http, url, "follower", share).await? {
+            let mut follower = socket(url, &follower_token, false).await?;
+            let follow = json!({ "cid": "2", "status_follow": { "user_ids": [publisher] } });
+            request(&mut follower, follow, "status").await?;
+            let receipts = receipts.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Some(Ok(message)) = follower.next().await {
+                    let at = Instant::now();
+                    let Ok(value) = serde_json::from_str::<Value>(message.to_text().unwrap_or(""))
+                    else {
+                        continue;
+                    };
+                    let joins = &value["status_presence_event"]["joins"];
+                    for join in joins.as_array().into_iter().flatten() {
+                        let status = join["status"].as_str().unwrap_or("");
+                        if let Some(n) = status.strip_prefix('s').and_then(|n| n.parse().ok()) {
+                            let _ = receipts.send((n, at));
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    let mut deliveries = Vec::with_capacity(followers * updates);
+    let mut all = Vec::with_capacity(updates);
+    for n in 0..updates {
+        let t0 = Instant::now();
+        let update = json!({ "status_update": { "status": format!("s{n}") } });
+        publisher_socket.send(update.to_string().into()).await?;
+        let mut got = 0;
+        while got < followers {
+            let (which, at) = tokio::time::timeout(Duration::from_secs(10), received.recv())
+                .await?
+                .ok_or("followers gone")?;
+            if which == n {
+                got += 1;
+                deliveries.push(at - t0);
+            }
+        }
+        all.push(t0.elapsed());
+    }
+    for task in tasks {
+        task.abort();
+    }
+    Ok(json!({
+        "mode": "status",
+        "nodes": urls.len(),
+        "followers": followers,
+        "updates": updates,
+        "delivery": percentiles(deliveries),
+        "all_followers": percentiles(all),
+    }))
+}
+
+async fn match_list(
+    url: &str,
+    admin_key: &str,
+    matches: usize,
+    requests: usize,
+) -> Result<Value, Error> {
+    let http = reqwest::Client::new();
+    let made = futures_util::stream::iter(0..matches)
+        .map(|i| {
+            let http = &http;
+            let mode = if i % 2 == 0 { "ranked" } else { "casual" };
+            let label = json!({ "mode": mode, "level": i % 50 }).to_string();
+            let body = json!({ "handler": "arena", "capacity": 4,
+                "params": { "label": label, "tick_rate_hz": "1" } });
+            async move {
+                http.post(format!("{url}/v2/rooms"))
+                    .basic_auth(admin_key, Some(""))
+                    .json(&body)
+                    .send()
+                    .await?
+                    .error_for_status()?;
+                Ok::<_, Error>(())
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    made.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let (token, _) = accounts(&http, url, "lister", 1).await?.remove(0);
+    let query = "+label.mode:ranked +label.level:>=40";
+    let mut samples = Vec::with_capacity(requests);
+    let mut listed = 0;
+    for _ in 0..requests {
+        let t0 = Instant::now();
+        let list: Value = http
+            .get(format!("{url}/v2/match"))
+            .query(&[("limit", "100"), ("authoritative", "true"), ("query", query)])
+            .bearer_auth(&token)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        samples.push(t0.elapsed());
+        listed = list["matches"].as_array().map_or(0, Vec::len);
+    }
+    Ok(json!({ "mode": "match_list", "matches": matches, "query": query, "listed": listed,
+        "latency": percentiles(samples) }))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -228,9 +380,14 @@ async fn main() -> Result<(), Error> {
         Some("store") => store(&arg(1)?, &arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await?,
         Some("friends") => friends(&arg(1)?, arg(2)?.parse()?).await?,
         Some("latency") => latency(&arg(1)?, &arg(2)?, &arg(3)?, arg(4)?.parse()?).await?,
+        Some("status") => status(&arg(1)?, arg(2)?.parse()?, arg(3)?.parse()?).await?,
+        Some("match_list") => {
+            match_list(&arg(1)?, &arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await?
+        }
         _ => {
             return Err(
-                "usage: social_load store|friends|latency … (see the file's documentation)".into(),
+                "usage: social_load store|friends|latency|status|match_list … (see the file's \
+                 documentation)".into(),
             )
         }
     };
