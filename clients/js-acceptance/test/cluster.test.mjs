@@ -277,6 +277,32 @@ test("parties span nodes; a dead node's members leave the others' parties and it
   await alice.events.next((e) => e.kind === "partyclose" && e.party_id === theirs.party_id, "bob's party closes for alice", 10000);
 });
 
+test("a party spread over two nodes is matched as one by the cluster's matchmaker", { skip: !NATS || !POSTGRES }, async () => {
+  const [a, b] = await startCluster(["a", "b"], { MUSTER_DATABASE_URL: freshDatabase(), MUSTER_MATCHMAKER__INTERVAL_MS: "100" });
+  const withEvents = async (node, name) => {
+    const p = await player(node, name);
+    p.events = new Inbox();
+    for (const kind of ["party", "partymatchmakerticket", "matchmakermatched"]) {
+      p.socket[`on${kind}`] = (e) => p.events.push({ kind, ...e });
+    }
+    return p;
+  };
+  const alice = await withEvents(a, "pm-alice");
+  const bob = await withEvents(b, "pm-bob");
+  const carol = await withEvents(b, "pm-carol");
+  const party = await alice.socket.createParty(true, 4);
+  await bob.socket.joinParty(party.party_id);
+  await bob.events.next((e) => e.kind === "party", "bob in alice's party", 10000);
+  const ticket = await alice.socket.addMatchmakerParty(party.party_id, "*", 3, 3);
+  await bob.events.next((e) => e.kind === "partymatchmakerticket" && e.ticket === ticket.ticket, "bob told of the ticket", 10000);
+  await carol.socket.addMatchmaker("*", 3, 3);
+  const everyone = [alice, bob, carol].map((p) => p.session.user_id).sort();
+  for (const p of [alice, bob, carol]) {
+    const m = await p.events.next((e) => e.kind === "matchmakermatched", "matched", 15000);
+    assert.deepEqual(m.users.map((u) => u.presence.user_id).sort(), everyone);
+  }
+});
+
 test("listMatches on one node lists the matches of every node", { skip: !NATS }, async () => {
   const cluster = await startCluster(["a", "b"]);
   const created = [];

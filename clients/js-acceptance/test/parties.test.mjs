@@ -2,8 +2,10 @@
 // closed: a request the leader sees with onpartyjoinrequest and listPartyJoinRequests),
 // acceptPartyMember, removePartyMember, promotePartyMember, leaveParty, closeParty,
 // sendPartyData → onpartydata, onpartypresence, onpartyleader (a leader who leaves hands over to
-// the oldest member), onpartyclose; a closed socket leaves its parties; Nakama's errors; the
-// per-socket bound.
+// the oldest member), onpartyclose; addMatchmakerParty (the party matched as one with other
+// players; onpartymatchmakerticket, onmatchmakermatched for every member) and
+// removeMatchmakerParty; a closed socket leaves its parties; Nakama's errors; the per-socket
+// bound.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { startServer, clientFor, uniqName, uniq, Inbox } from "./helpers.mjs";
@@ -25,7 +27,7 @@ async function player(client, prefix, protobuf = false) {
   const adapter = protobuf ? new (await import("@heroiclabs/nakama-js-protobuf")).WebSocketAdapterPb() : undefined;
   const socket = client.createSocket(false, false, adapter);
   const inbox = new Inbox();
-  for (const kind of ["party", "partypresence", "partydata", "partyleader", "partyclose", "partyjoinrequest"]) {
+  for (const kind of ["party", "partypresence", "partydata", "partyleader", "partyclose", "partyjoinrequest", "partymatchmakerticket", "matchmakermatched"]) {
     socket[`on${kind}`] = (e) => inbox.push({ kind, ...e });
   }
   await socket.connect(session, false);
@@ -184,4 +186,55 @@ test("bad requests get an error and change nothing; parties are bounded per sock
   await alice.socket.leaveParty(party.party_id);
   await alice.socket.createParty(true, 2); // room again
   for (const p of [alice, bob]) p.socket.disconnect(false);
+});
+
+test("a party is matched as one: its ticket brings every member, each told of the match", async () => {
+  const client = await serverWith({ MUSTER_MATCHMAKER__INTERVAL_MS: "100" });
+  const alice = await player(client, "alice");
+  const bob = await player(client, "bob");
+  const carol = await player(client, "carol");
+  const party = await alice.socket.createParty(true, 4);
+  await bob.socket.joinParty(party.party_id);
+  await bob.inbox.next((e) => e.kind === "party", "bob in the party");
+
+  await assert.rejects(bob.socket.addMatchmakerParty(party.party_id, "*", 3, 3), (e) => {
+    assert.match(e.message, /party leader only/);
+    return true;
+  });
+  await assert.rejects(alice.socket.addMatchmakerParty(party.party_id, "*", 1, 1), (e) => {
+    assert.match(e.message, /party's size|min_count/);
+    return true;
+  });
+  const ticket = await alice.socket.addMatchmakerParty(party.party_id, "*", 3, 3, { mode: "duo" });
+  assert.equal(ticket.party_id, party.party_id);
+  const told = await bob.inbox.next((e) => e.kind === "partymatchmakerticket", "bob told of the ticket");
+  assert.equal(told.ticket, ticket.ticket);
+
+  const solo = await carol.socket.addMatchmaker("*", 3, 3);
+  const matched = [];
+  for (const p of [alice, bob, carol]) {
+    matched.push(await p.inbox.next((e) => e.kind === "matchmakermatched", "matched", 10000));
+  }
+  for (const m of matched) {
+    assert.deepEqual(ids(m.users.map((u) => u.presence)), [alice.id, bob.id, carol.id].sort());
+    assert.ok(m.token, "a join token");
+  }
+  assert.equal(matched[0].ticket, ticket.ticket, "the party's members hear of the party's ticket");
+  assert.equal(matched[1].ticket, ticket.ticket);
+  assert.equal(matched[2].ticket, solo.ticket);
+  const partyUsers = matched[2].users.filter((u) => u.party_id === party.party_id);
+  assert.deepEqual(ids(partyUsers.map((u) => u.presence)), [alice.id, bob.id].sort());
+  assert.equal(matched[1].self.presence.user_id, bob.id);
+
+  // A ticket goes when the party's members change.
+  const again = await alice.socket.addMatchmakerParty(party.party_id, "*", 3, 3);
+  await bob.socket.leaveParty(party.party_id);
+  await alice.inbox.next((e) => e.kind === "partypresence" && e.leaves?.length, "bob left");
+  await assert.rejects(alice.socket.removeMatchmakerParty(party.party_id, again.ticket), (e) => {
+    assert.match(e.message, /ticket not found/);
+    return true;
+  });
+  const last = await alice.socket.addMatchmakerParty(party.party_id, "*", 3, 3);
+  await alice.socket.removeMatchmakerParty(party.party_id, last.ticket);
+  for (const p of [alice, bob, carol]) p.socket.disconnect(false);
 });

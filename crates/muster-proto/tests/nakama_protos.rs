@@ -524,8 +524,9 @@ fn first_field_number(bytes: &[u8]) -> i32 {
 fn status_and_party_message_fields_are_nakamas() {
     use muster_proto::realtime::{
         Party, PartyCreate, PartyData, PartyDataSend, PartyJoinRequest, PartyLeader,
-        PartyPresenceEvent, PartyUpdate, Status, StatusFollow, StatusPresenceEvent, StatusUnfollow,
-        StatusUpdate, UserPresence,
+        PartyMatchmakerAdd, PartyMatchmakerRemove, PartyMatchmakerTicket, PartyPresenceEvent,
+        PartyUpdate, Status, StatusFollow, StatusPresenceEvent, StatusUnfollow, StatusUpdate,
+        UserPresence,
     };
     use prost::Message as _;
     let Some(dir) = nakama_common() else {
@@ -824,6 +825,81 @@ fn status_and_party_message_fields_are_nakamas() {
             "hidden",
             PartyUpdate {
                 hidden: true,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+    ]);
+    let add = PartyMatchmakerAdd::default;
+    cases.extend([
+        (
+            "PartyMatchmakerAdd",
+            "party_id",
+            PartyMatchmakerAdd {
+                party_id: "p".into(),
+                ..add()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerAdd",
+            "min_count",
+            PartyMatchmakerAdd {
+                min_count: 2,
+                ..add()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerAdd",
+            "max_count",
+            PartyMatchmakerAdd {
+                max_count: 2,
+                ..add()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerAdd",
+            "query",
+            PartyMatchmakerAdd {
+                query: "*".into(),
+                ..add()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerAdd",
+            "string_properties",
+            PartyMatchmakerAdd {
+                string_properties: [("k".into(), "v".into())].into(),
+                ..add()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerAdd",
+            "numeric_properties",
+            PartyMatchmakerAdd {
+                numeric_properties: [("k".into(), 1.0)].into(),
+                ..add()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerRemove",
+            "ticket",
+            PartyMatchmakerRemove {
+                ticket: "t".into(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "PartyMatchmakerTicket",
+            "ticket",
+            PartyMatchmakerTicket {
+                ticket: "t".into(),
                 ..Default::default()
             }
             .encode_to_vec(),

@@ -4,7 +4,8 @@
 //!   notification per call (`notifications_send` with the HTTP key) to one of 1,000 accounts it
 //!   creates first, for SECONDS; answers calls/s and the latency percentiles.
 //! - `friends URL REQUESTS`: one account with 1,000 friends (made through the API: one add of
-//!   1,000 ids, then 1,000 acceptances), then REQUESTS listings of all of them, one at a time.
+//!   1,000 ids, then 1,000 acceptances), then REQUESTS listings of all of them, one at a time,
+//!   each timed until its whole answer has arrived (this process parses it afterwards).
 //! - `latency SEND_URL RECEIVE_URL HTTP_KEY COUNT`: a socket on RECEIVE_URL's node, COUNT
 //!   notifications sent one at a time through SEND_URL's node; from the send to the socket's
 //!   receipt (not stored: the route alone, then stored: write and route).
@@ -157,15 +158,18 @@ async fn friends(url: &str, requests: usize) -> Result<Value, Error> {
     let mut samples = Vec::with_capacity(requests);
     let mut listed = 0;
     for _ in 0..requests {
+        // Timed until the whole answer has arrived; this process's parse of it comes after.
         let t0 = Instant::now();
-        let list: Value = http
+        let body = http
             .get(format!("{url}/v2/friend?limit=1000"))
             .bearer_auth(&owner.0)
             .send()
             .await?
-            .json()
+            .error_for_status()?
+            .bytes()
             .await?;
         samples.push(t0.elapsed());
+        let list: Value = serde_json::from_slice(&body)?;
         listed = list["friends"].as_array().map_or(0, Vec::len);
     }
     if listed != 1000 {
@@ -223,9 +227,8 @@ async fn latency(
     Ok(result)
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A socket of `token`'s on `url`, answered once (so it is registered).
 async fn socket(url: &str, token: &str, online: bool) -> Result<Socket, Error> {
@@ -354,7 +357,11 @@ async fn match_list(
         let t0 = Instant::now();
         let list: Value = http
             .get(format!("{url}/v2/match"))
-            .query(&[("limit", "100"), ("authoritative", "true"), ("query", query)])
+            .query(&[
+                ("limit", "100"),
+                ("authoritative", "true"),
+                ("query", query),
+            ])
             .bearer_auth(&token)
             .send()
             .await?
@@ -364,8 +371,10 @@ async fn match_list(
         samples.push(t0.elapsed());
         listed = list["matches"].as_array().map_or(0, Vec::len);
     }
-    Ok(json!({ "mode": "match_list", "matches": matches, "query": query, "listed": listed,
-        "latency": percentiles(samples) }))
+    Ok(
+        json!({ "mode": "match_list", "matches": matches, "query": query, "listed": listed,
+        "latency": percentiles(samples) }),
+    )
 }
 
 #[tokio::main]
@@ -387,7 +396,8 @@ async fn main() -> Result<(), Error> {
         _ => {
             return Err(
                 "usage: social_load store|friends|latency|status|match_list … (see the file's \
-                 documentation)".into(),
+                 documentation)"
+                    .into(),
             )
         }
     };

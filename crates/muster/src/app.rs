@@ -213,8 +213,9 @@ async fn build(
     // After the channels are left: a departing session's leave still shows its status.
     registry.on_session_closed(status.clone());
     let parties = crate::parties::Parties::new(
-        matches.node(),
         router.clone(),
+        registry.clone(),
+        matches.clone(),
         cluster.as_ref().map(|c| c.bus.clone()),
         &config.parties,
     );

@@ -37,8 +37,9 @@ pub use matches::{
 pub use notification::{Notification, Notifications};
 pub use party::{
     Party, PartyAccept, PartyClose, PartyCreate, PartyData, PartyDataSend, PartyJoin,
-    PartyJoinRequest, PartyJoinRequestList, PartyLeader, PartyLeave, PartyPresenceEvent,
-    PartyPromote, PartyRemove, PartyUpdate,
+    PartyJoinRequest, PartyJoinRequestList, PartyLeader, PartyLeave, PartyMatchmakerAdd,
+    PartyMatchmakerRemove, PartyMatchmakerTicket, PartyPresenceEvent, PartyPromote, PartyRemove,
+    PartyUpdate,
 };
 pub use presence::UserPresence;
 pub use rpc::Rpc;
@@ -52,13 +53,13 @@ pub struct Envelope {
     pub cid: String,
     #[prost(
         oneof = "Message",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 48, 49, 50, 51, 100, 101, 102"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 100, 101, 102"
     )]
     pub message: Option<Message>,
 }
 
 /// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers. Kinds
-/// Nakama has and Muster does not yet (streams, party matchmaking) are refused as unrecognized.
+/// Nakama has and Muster does not (streams) are refused as unrecognized.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Message {
     #[prost(message, tag = "2")]
@@ -143,6 +144,12 @@ pub enum Message {
     PartyJoinRequestList(PartyJoinRequestList),
     #[prost(message, tag = "44")]
     PartyJoinRequest(PartyJoinRequest),
+    #[prost(message, tag = "45")]
+    PartyMatchmakerAdd(PartyMatchmakerAdd),
+    #[prost(message, tag = "46")]
+    PartyMatchmakerRemove(PartyMatchmakerRemove),
+    #[prost(message, tag = "47")]
+    PartyMatchmakerTicket(PartyMatchmakerTicket),
     #[prost(message, tag = "48")]
     PartyData(PartyData),
     #[prost(message, tag = "49")]
@@ -246,6 +253,9 @@ message_kinds! {
     PartyClose = "party_close",
     PartyJoinRequestList = "party_join_request_list",
     PartyJoinRequest = "party_join_request",
+    PartyMatchmakerAdd = "party_matchmaker_add",
+    PartyMatchmakerRemove = "party_matchmaker_remove",
+    PartyMatchmakerTicket = "party_matchmaker_ticket",
     PartyData = "party_data",
     PartyDataSend = "party_data_send",
     PartyPresenceEvent = "party_presence_event",

@@ -1,6 +1,8 @@
 //! Parties (Nakama's `rtapi.Party*`): a small group of players with a leader who stay together
 //! between matches, exchange data and queue for matches as one.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::presence::UserPresence;
@@ -187,4 +189,51 @@ pub struct PartyUpdate {
     #[prost(bool, tag = "4")]
     #[serde(deserialize_with = "nullable")]
     pub hidden: bool,
+}
+
+/// Client → server (the leader): the party looks for a match as one.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PartyMatchmakerAdd {
+    #[prost(string, tag = "1")]
+    #[serde(deserialize_with = "nullable", alias = "partyId")]
+    pub party_id: String,
+    #[prost(int32, tag = "2")]
+    #[serde(deserialize_with = "nullable", alias = "minCount")]
+    pub min_count: i32,
+    #[prost(int32, tag = "3")]
+    #[serde(deserialize_with = "nullable", alias = "maxCount")]
+    pub max_count: i32,
+    #[prost(string, tag = "4")]
+    #[serde(deserialize_with = "nullable")]
+    pub query: String,
+    #[prost(map = "string, string", tag = "5")]
+    #[serde(deserialize_with = "nullable", alias = "stringProperties")]
+    pub string_properties: HashMap<String, String>,
+    #[prost(map = "string, double", tag = "6")]
+    #[serde(deserialize_with = "nullable", alias = "numericProperties")]
+    pub numeric_properties: HashMap<String, f64>,
+}
+
+/// Client → server (the leader): stop looking, with this ticket.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PartyMatchmakerRemove {
+    #[prost(string, tag = "1")]
+    #[serde(deserialize_with = "nullable", alias = "partyId")]
+    pub party_id: String,
+    #[prost(string, tag = "2")]
+    #[serde(deserialize_with = "nullable")]
+    pub ticket: String,
+}
+
+/// Server → members: the party's matchmaker ticket.
+#[derive(Clone, PartialEq, prost::Message, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PartyMatchmakerTicket {
+    #[prost(string, tag = "1")]
+    #[serde(alias = "partyId")]
+    pub party_id: String,
+    #[prost(string, tag = "2")]
+    pub ticket: String,
 }

@@ -59,13 +59,17 @@ enum Command {
     },
 }
 
-/// One player looking for a match.
+/// One player (or one party, its leader's ticket) looking for a match.
 pub struct Ticket {
     pub id: Uuid,
     /// Who is told of the match; `None` in tests of the grouping alone.
     pub recipient: Option<Recipient>,
     pub presence: UserPresence,
     pub session_id: Uuid,
+    /// The party the ticket is for (empty for one player's).
+    pub party_id: String,
+    /// The party's other members, matched with its leader as one.
+    pub party: Vec<PartyMember>,
     pub query: Query,
     pub min_count: u32,
     pub max_count: u32,
@@ -73,6 +77,20 @@ pub struct Ticket {
     pub numbers: HashMap<String, f64>,
     /// Passes this ticket has waited through.
     pub intervals: u32,
+}
+
+/// A party member on its leader's ticket: told of the match as the leader is.
+#[derive(Clone)]
+pub struct PartyMember {
+    pub recipient: Option<Recipient>,
+    pub presence: UserPresence,
+}
+
+impl Ticket {
+    /// Players the ticket brings: one, or its party's members.
+    pub fn size(&self) -> u32 {
+        1 + self.party.len() as u32
+    }
 }
 
 /// The handle the rest of the server uses; the tickets live in [`run`]'s task.
@@ -124,7 +142,58 @@ impl Matchmaker {
         })
     }
 
+    /// Validates a party's `party_matchmaker_add` (made by its leader, `leader`) and queues
+    /// its ticket: the party is matched as one, each member told as a player would be.
+    pub async fn add_party(
+        &self,
+        leader: Recipient,
+        party_id: &str,
+        members: Vec<PartyMember>,
+        add: MatchmakerAdd,
+    ) -> Result<MatchmakerTicket, MatchError> {
+        let query = add.query.clone();
+        let size = 1 + members.len();
+        if size as i32 > add.max_count {
+            return Err(MatchError::BadInput(format!(
+                "max_count must be at least the party's size ({size})."
+            )));
+        }
+        let presence = leader.presence();
+        let session_id = leader.session_id();
+        let mut ticket = self.validated(add, Some(leader), presence, session_id)?;
+        ticket.party_id = party_id.to_owned();
+        ticket.party = members;
+        let id = ticket.id;
+        if let Some(shared) = &self.shared {
+            shared.add(&ticket, query, &self.config).await?;
+        } else {
+            self.call(|reply| Command::Add {
+                ticket: Box::new(ticket),
+                reply,
+            })
+            .await?;
+        }
+        Ok(MatchmakerTicket {
+            ticket: id.to_string(),
+        })
+    }
+
     fn ticket(&self, session: &Arc<Session>, add: MatchmakerAdd) -> Result<Ticket, MatchError> {
+        self.validated(
+            add,
+            Some(Recipient::local(session)),
+            session.presence(),
+            session.session_id,
+        )
+    }
+
+    fn validated(
+        &self,
+        add: MatchmakerAdd,
+        recipient: Option<Recipient>,
+        presence: UserPresence,
+        session_id: Uuid,
+    ) -> Result<Ticket, MatchError> {
         let c = &self.config;
         let bad = |m: String| Err(MatchError::BadInput(m));
         if add.min_count < 2 {
@@ -165,9 +234,11 @@ impl Matchmaker {
             .map_err(|e| MatchError::BadInput(format!("Bad query: {e}.")))?;
         Ok(Ticket {
             id: Uuid::new_v4(),
-            recipient: Some(Recipient::local(session)),
-            presence: session.presence(),
-            session_id: session.session_id,
+            recipient,
+            presence,
+            session_id,
+            party_id: String::new(),
+            party: Vec::new(),
             query,
             min_count: add.min_count as u32,
             max_count: add.max_count as u32,
@@ -371,6 +442,8 @@ impl Pool {
             let ordered = candidates[split..].iter().chain(&candidates[..split]);
             group.clear();
             group.push(i);
+            // Players, not tickets: a party's ticket brings all of its members.
+            let mut size = active.size();
             let mut max_size = active.max_count;
             let mut min_size = active.min_count;
             for &c in ordered.take(config.max_candidates) {
@@ -380,7 +453,7 @@ impl Pool {
                 let candidate = &tickets[c];
                 let new_max = max_size.min(candidate.max_count);
                 let new_min = min_size.max(candidate.min_count);
-                if (group.len() as u32) >= new_max || new_min > new_max {
+                if size + candidate.size() > new_max || new_min > new_max {
                     continue;
                 }
                 let compatible = group.iter().all(|&m| {
@@ -393,13 +466,13 @@ impl Pool {
                     continue;
                 }
                 group.push(c);
+                size += candidate.size();
                 max_size = new_max;
                 min_size = new_min;
-                if group.len() as u32 == max_size {
+                if size == max_size {
                     break;
                 }
             }
-            let size = group.len() as u32;
             let full = size == max_size;
             let enough = size >= min_size && active.intervals >= config.max_intervals;
             if size >= 2 && (full || enough) {
@@ -477,8 +550,14 @@ pub(super) fn announce(matches: &Matches, group: Vec<Ticket>) {
         MatchId::new_relayed(owner)
     } else {
         let params = MatchParams {
-            capacity: group.len(),
-            expected: group.iter().map(|t| t.presence.clone()).collect(),
+            capacity: group.iter().map(|t| t.size() as usize).sum(),
+            expected: group
+                .iter()
+                .flat_map(|t| {
+                    std::iter::once(t.presence.clone())
+                        .chain(t.party.iter().map(|m| m.presence.clone()))
+                })
+                .collect(),
             ..Default::default()
         };
         match matches.create_authoritative(handler, params, None) {
@@ -489,26 +568,34 @@ pub(super) fn announce(matches: &Matches, group: Vec<Ticket>) {
             }
         }
     };
-    let users: Vec<MatchmakerUser> = group
+    // Every player, each with the ticket that brought them and where to tell them.
+    let players: Vec<(&Ticket, Option<&Recipient>, MatchmakerUser)> = group
         .iter()
-        .map(|t| MatchmakerUser {
-            presence: Some(t.presence.clone()),
-            party_id: String::new(),
-            string_properties: t.strings.clone(),
-            numeric_properties: t.numbers.clone(),
+        .flat_map(|t| {
+            let user = |presence: &UserPresence| MatchmakerUser {
+                presence: Some(presence.clone()),
+                party_id: t.party_id.clone(),
+                string_properties: t.strings.clone(),
+                numeric_properties: t.numbers.clone(),
+            };
+            std::iter::once((t, t.recipient.as_ref(), user(&t.presence))).chain(
+                t.party
+                    .iter()
+                    .map(move |m| (t, m.recipient.as_ref(), user(&m.presence))),
+            )
         })
         .collect();
+    let users: Vec<MatchmakerUser> = players.iter().map(|(_, _, u)| u.clone()).collect();
     matches
         .metrics
         .matchmaker_matched
-        .inc_by(group.len() as u64);
-    for (ticket, me) in group.iter().zip(&users) {
-        let Some(recipient) = &ticket.recipient else {
+        .inc_by(players.len() as u64);
+    for (ticket, recipient, me) in &players {
+        let Some(recipient) = recipient else {
             continue;
         };
-        let (token, _) = matches
-            .tokens
-            .issue(id, recipient.user_id(), &ticket.presence.username);
+        let username = me.presence.as_ref().map_or("", |p| p.username.as_str());
+        let (token, _) = matches.tokens.issue(id, recipient.user_id(), username);
         let message = MatchmakerMatched {
             ticket: ticket.id.to_string(),
             id: Some(matchmaker_matched::Id::Token(token)),
@@ -538,6 +625,8 @@ mod tests {
                 ..Default::default()
             },
             session_id,
+            party_id: String::new(),
+            party: Vec::new(),
             query: Query::parse(query).expect("query"),
             min_count: min,
             max_count: max,
@@ -545,6 +634,41 @@ mod tests {
             numbers: [("skill".to_string(), skill)].into(),
             intervals: 0,
         }
+    }
+
+    #[test]
+    fn a_party_ticket_counts_its_members() {
+        let mut pool = Pool::default();
+        let config = MatchmakerConfig::default();
+        let mut party = ticket(1, "*", 3, 3, "eu", 1.0);
+        party.party = vec![PartyMember {
+            recipient: None,
+            presence: UserPresence::default(),
+        }];
+        pool.add(party, &config).expect("party");
+        pool.add(ticket(2, "*", 3, 3, "eu", 1.0), &config)
+            .expect("solo");
+        let groups = pool.pass(&config);
+        assert_eq!(groups.len(), 1, "two tickets, three players: one group");
+        assert_eq!(groups[0].iter().map(Ticket::size).sum::<u32>(), 3);
+        let mut pool = Pool::default();
+        for n in 10..13 {
+            pool.add(ticket(n, "*", 3, 3, "eu", 1.0), &config)
+                .expect("solo");
+        }
+        let mut party = ticket(20, "*", 3, 3, "eu", 1.0);
+        party.party = vec![PartyMember {
+            recipient: None,
+            presence: UserPresence::default(),
+        }];
+        pool.add(party, &config).expect("party");
+        let groups = pool.pass(&config);
+        assert!(
+            groups
+                .iter()
+                .all(|g| g.iter().map(Ticket::size).sum::<u32>() == 3),
+            "no group past its max_count in players"
+        );
     }
 
     fn sessions(group: &[Ticket]) -> Vec<u128> {

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::MatchError;
-use super::matchmaker::{announce, Pool, Ticket};
+use super::matchmaker::{announce, PartyMember, Pool, Ticket};
 use super::query::Query;
 use super::Matches;
 use crate::base::config::MatchmakerConfig;
@@ -40,6 +40,22 @@ struct Body {
     max_count: u32,
     strings: HashMap<String, String>,
     numbers: HashMap<String, f64>,
+    /// The node of the ticket's player, when not the node that stored it (a party's leader).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    node: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    party_id: String,
+    /// A party's other members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    party: Vec<MemberBody>,
+}
+
+/// A party member on its leader's ticket, and the node its session is on.
+#[derive(Debug, Serialize, Deserialize)]
+struct MemberBody {
+    presence: UserPresence,
+    user_id: Uuid,
+    node: String,
 }
 
 /// This node's side of the cluster's matchmaker.
@@ -88,6 +104,24 @@ impl SharedTickets {
             max_count: ticket.max_count,
             strings: ticket.strings.clone(),
             numbers: ticket.numbers.clone(),
+            node: ticket
+                .recipient
+                .as_ref()
+                .and_then(Recipient::node)
+                .map(str::to_owned),
+            party_id: ticket.party_id.clone(),
+            party: ticket
+                .party
+                .iter()
+                .filter_map(|m| {
+                    let recipient = m.recipient.as_ref()?;
+                    Some(MemberBody {
+                        presence: m.presence.clone(),
+                        user_id: recipient.user_id(),
+                        node: recipient.node().unwrap_or(self.bus.node()).to_owned(),
+                    })
+                })
+                .collect(),
         };
         let stored = StoredTicket {
             id: ticket.id,
@@ -158,14 +192,24 @@ impl SharedTickets {
     fn ticket(&self, stored: &StoredTicket, interval_ms: u64, now_ms: i64) -> Option<Ticket> {
         let body: Body = serde_json::from_str(&stored.body).ok()?;
         let query = Query::parse(&body.query).ok()?;
-        let recipient =
-            Recipient::remote(body.presence.clone(), body.user_id, &stored.node, &self.bus)?;
+        let node = body.node.as_deref().unwrap_or(&stored.node);
+        let recipient = Recipient::remote(body.presence.clone(), body.user_id, node, &self.bus)?;
+        let party = body
+            .party
+            .into_iter()
+            .map(|m| PartyMember {
+                recipient: Recipient::remote(m.presence.clone(), m.user_id, &m.node, &self.bus),
+                presence: m.presence,
+            })
+            .collect();
         let waited = (now_ms - stored.created_ms).max(0) as u64 / interval_ms.max(1);
         Some(Ticket {
             id: stored.id,
             recipient: Some(recipient),
             presence: body.presence,
             session_id: stored.session_id,
+            party_id: body.party_id,
+            party,
             query,
             min_count: body.min_count,
             max_count: body.max_count,

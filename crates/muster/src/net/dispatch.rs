@@ -89,6 +89,8 @@ pub fn handle<'a>(
         | Message::PartyClose(_)
         | Message::PartyJoinRequestList(_)
         | Message::PartyDataSend(_)
+        | Message::PartyMatchmakerAdd(_)
+        | Message::PartyMatchmakerRemove(_)
         | Message::PartyUpdate(_)) => Handling::Later(Box::pin(async move {
             let answered = state.parties.handle(message, session).await;
             finish(cid, answered.map_err(Refusal::Party), session)
@@ -160,6 +162,7 @@ pub fn handle<'a>(
         | Message::Party(_)
         | Message::PartyLeader(_)
         | Message::PartyJoinRequest(_)
+        | Message::PartyMatchmakerTicket(_)
         | Message::PartyData(_)
         | Message::PartyPresenceEvent(_)
         | Message::Notifications(_) => Handling::Now(Some(Envelope::error(

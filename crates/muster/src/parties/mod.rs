@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use futures_util::StreamExt as _;
-use muster_proto::realtime::{Envelope, Message, PartyClose, PartyCreate, UserPresence};
+use muster_proto::realtime::{
+    Envelope, MatchmakerAdd, Message, PartyClose, PartyCreate, PartyMatchmakerTicket, UserPresence,
+};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -26,11 +28,13 @@ use uuid::Uuid;
 use crate::base::config::PartiesConfig;
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
-use crate::cluster::Router;
+use crate::cluster::{Recipient, Router};
+use crate::matches::matchmaker::PartyMember;
+use crate::matches::Matches;
 use crate::session::fanout::Encoded;
 use crate::session::registry::SessionObserver;
-use crate::session::{Answer, Session};
-use party::{Caller, Op, Outcome, Party, PartyError, Reply};
+use crate::session::{Answer, Session, SessionRegistry};
+use party::{Caller, Matchmake, Op, Outcome, Party, PartyError, Reply};
 
 /// How long a request waits for the party's node.
 const REMOTE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -61,6 +65,9 @@ pub enum PartiesError {
     TooMany(usize),
     #[error("the party's node did not answer: {0}")]
     Unreachable(String),
+    /// The matchmaker refused the party's ticket.
+    #[error("{0}")]
+    Matchmaker(String),
 }
 
 impl PartiesError {
@@ -71,6 +78,7 @@ impl PartiesError {
             PartiesError::NotFound => "not_found",
             PartiesError::TooMany(_) => "too_many_parties",
             PartiesError::Unreachable(_) => "unreachable",
+            PartiesError::Matchmaker(_) => "matchmaker",
         }
     }
 }
@@ -118,6 +126,8 @@ struct MembershipNote {
 pub struct Parties {
     node: String,
     router: Arc<dyn Router>,
+    registry: Arc<SessionRegistry>,
+    matches: Arc<Matches>,
     bus: Option<Bus>,
     config: PartiesConfig,
     /// The parties this node owns.
@@ -128,14 +138,17 @@ pub struct Parties {
 
 impl Parties {
     pub fn new(
-        node: &str,
         router: Arc<dyn Router>,
+        registry: Arc<SessionRegistry>,
+        matches: Arc<Matches>,
         bus: Option<Bus>,
         config: &PartiesConfig,
     ) -> Arc<Parties> {
         Arc::new(Parties {
-            node: node.to_owned(),
+            node: matches.node().to_owned(),
             router,
+            registry,
+            matches,
             bus,
             config: config.clone(),
             owned: DashMap::new(),
@@ -154,22 +167,23 @@ impl Parties {
         let parties = self.clone();
         tokio::spawn(async move {
             while let Some(message) = requests.next().await {
-                let answer = match serde_json::from_slice::<Request>(&message.payload) {
-                    Ok(request) => parties.apply(request.party, request.caller, request.op),
+                let request = match serde_json::from_slice::<Request>(&message.payload) {
+                    Ok(request) => request,
                     Err(e) => {
                         tracing::warn!("cluster: unreadable party request: {e}");
                         continue;
                     }
                 };
-                if let Some(to) = message.reply {
-                    let answer = answer.map_err(|e| match e {
-                        PartiesError::Party(e) => Some(e),
-                        _ => None,
-                    });
-                    if let Ok(body) = serde_json::to_vec(&answer) {
+                let (parties, bus) = (parties.clone(), bus.clone());
+                tokio::spawn(async move {
+                    let answer = parties
+                        .serve(request.party, request.caller, request.op)
+                        .await
+                        .map_err(Refused::from);
+                    if let (Some(to), Ok(body)) = (message.reply, serde_json::to_vec(&answer)) {
                         bus.reply(to, body).await;
                     }
-                }
+                });
             }
         });
         let parties = self.clone();
@@ -215,6 +229,17 @@ impl Parties {
                     data: m.data,
                 },
             ),
+            Message::PartyMatchmakerAdd(m) => (
+                m.party_id,
+                Op::MatchmakerAdd(Matchmake {
+                    min_count: m.min_count,
+                    max_count: m.max_count,
+                    query: m.query,
+                    strings: m.string_properties,
+                    numbers: m.numeric_properties,
+                }),
+            ),
+            Message::PartyMatchmakerRemove(m) => (m.party_id, Op::MatchmakerRemove(m.ticket)),
             Message::PartyUpdate(m) => {
                 check_label(&m.label)?;
                 (
@@ -237,15 +262,117 @@ impl Parties {
             self.check_room(session.session_id, &party)?;
         }
         let reply = if party.owner == self.node {
-            self.apply(party.id, caller, op)?
+            self.serve(party.id, caller, op).await?
         } else {
             self.ask(&party, caller, op).await?
         };
         Ok(match reply {
-            Reply::Done | Reply::Joined | Reply::Requested => Answer::Done,
             Reply::Leader(leader) => Answer::Reply(Message::PartyLeader(leader)),
             Reply::Requests(requests) => Answer::Reply(Message::PartyJoinRequest(requests)),
+            Reply::Ticket(ticket) => {
+                Answer::Reply(Message::PartyMatchmakerTicket(PartyMatchmakerTicket {
+                    party_id: party.party_id(),
+                    ticket,
+                }))
+            }
+            _ => Answer::Done,
         })
+    }
+
+    /// Serves a request for a party this node owns: the rules, then the matchmaker when the
+    /// leader asked for it.
+    async fn serve(&self, id: Uuid, caller: Caller, op: Op) -> Result<Reply, PartiesError> {
+        let matchmake = match &op {
+            Op::MatchmakerAdd(request) => Some(request.clone()),
+            _ => None,
+        };
+        match self.apply(id, caller.clone(), op)? {
+            Reply::Matchmake(members) => {
+                let request = matchmake.ok_or(PartiesError::NotFound)?;
+                self.matchmake(id, caller, members, request).await
+            }
+            Reply::Unmatch(session, ticket) => {
+                self.matches
+                    .matchmaker
+                    .remove(session, &ticket.to_string())
+                    .await
+                    .map_err(|e| PartiesError::Matchmaker(e.to_string()))?;
+                Ok(Reply::Done)
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Queues the party's ticket and tells its members of it.
+    async fn matchmake(
+        &self,
+        id: Uuid,
+        leader: Caller,
+        members: Vec<Caller>,
+        request: Matchmake,
+    ) -> Result<Reply, PartiesError> {
+        let party_id = PartyRef {
+            id,
+            owner: self.node.clone(),
+        }
+        .party_id();
+        let leader_recipient = self.recipient(&leader).ok_or(PartiesError::NotFound)?;
+        let others = members
+            .iter()
+            .map(|m| PartyMember {
+                recipient: self.recipient(m),
+                presence: m.presence.clone(),
+            })
+            .collect();
+        let add = MatchmakerAdd {
+            min_count: request.min_count,
+            max_count: request.max_count,
+            query: request.query,
+            string_properties: request.strings,
+            numeric_properties: request.numbers,
+        };
+        let session = leader_recipient.session_id();
+        let ticket = self
+            .matches
+            .matchmaker
+            .add_party(leader_recipient, &party_id, others, add)
+            .await
+            .map_err(|e| PartiesError::Matchmaker(e.to_string()))?
+            .ticket;
+        let Some(party) = self.owned.get(&id).map(|p| p.value().clone()) else {
+            return Err(PartiesError::NotFound);
+        };
+        if let Ok(ticket) = Uuid::parse_str(&ticket) {
+            party.lock().add_ticket(session, ticket);
+        }
+        let told = Encoded::new(Envelope::new(
+            String::new(),
+            Message::PartyMatchmakerTicket(PartyMatchmakerTicket {
+                party_id,
+                ticket: ticket.clone(),
+            }),
+        ));
+        for member in &members {
+            if let Ok(session) = Uuid::parse_str(&member.presence.session_id) {
+                self.router.send_to_session(session, &told);
+            }
+        }
+        Ok(Reply::Ticket(ticket))
+    }
+
+    /// Where to tell a member of a match: its session here, or on its node.
+    fn recipient(&self, member: &Caller) -> Option<Recipient> {
+        let session = Uuid::parse_str(&member.presence.session_id).ok()?;
+        if member.node == self.node {
+            return self.registry.session(session).map(|s| Recipient::local(&s));
+        }
+        let user = Uuid::parse_str(&member.presence.user_id).ok()?;
+        Recipient::remote(
+            member.presence.clone(),
+            user,
+            &member.node,
+            self.bus.as_ref()?,
+        )
     }
 
     fn create(
@@ -315,6 +442,19 @@ impl Parties {
     }
 
     fn carry_out(&self, id: Uuid, outcome: Outcome) {
+        if !outcome.dropped_tickets.is_empty() {
+            let matches = self.matches.clone();
+            let dropped = outcome.dropped_tickets.clone();
+            tokio::spawn(async move {
+                for (session, ticket) in dropped {
+                    // Already matched or gone: nothing to withdraw.
+                    let _ = matches
+                        .matchmaker
+                        .remove(session, &ticket.to_string())
+                        .await;
+                }
+            });
+        }
         for (session, message) in outcome.sends {
             let encoded = Encoded::new(Envelope::new(String::new(), message));
             self.router.send_to_session(session, &encoded);
@@ -372,14 +512,43 @@ impl Parties {
             .request(&requests_topic(&party.owner), body, REMOTE_TIMEOUT)
             .await
             .map_err(|e| PartiesError::Unreachable(e.to_string()))?;
-        let answer: Result<Reply, Option<PartyError>> = serde_json::from_slice(&answer)
+        let answer: Result<Reply, Refused> = serde_json::from_slice(&answer)
             .map_err(|e| PartiesError::Unreachable(format!("unreadable answer: {e}")))?;
-        answer.map_err(|e| e.map_or(PartiesError::NotFound, PartiesError::Party))
+        answer.map_err(PartiesError::from)
     }
 
     /// Parties this node owns now (metrics).
     pub fn owned_count(&self) -> usize {
         self.owned.len()
+    }
+}
+
+/// A refusal as it travels back from the party's node.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Refused {
+    Party(PartyError),
+    NotFound,
+    Other(String),
+}
+
+impl From<PartiesError> for Refused {
+    fn from(error: PartiesError) -> Refused {
+        match error {
+            PartiesError::Party(e) => Refused::Party(e),
+            PartiesError::NotFound => Refused::NotFound,
+            other => Refused::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<Refused> for PartiesError {
+    fn from(refused: Refused) -> PartiesError {
+        match refused {
+            Refused::Party(e) => PartiesError::Party(e),
+            Refused::NotFound => PartiesError::NotFound,
+            Refused::Other(message) => PartiesError::Matchmaker(message),
+        }
     }
 }
 

@@ -47,6 +47,20 @@ pub enum Op {
     },
     /// The caller's session ended (or its node died): as a leave, and its join request goes.
     Gone,
+    /// The leader asks for a match for the whole party.
+    MatchmakerAdd(Matchmake),
+    /// The leader withdraws the party's ticket.
+    MatchmakerRemove(String),
+}
+
+/// A party's matchmaker request, as it travels to the party's node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Matchmake {
+    pub min_count: i32,
+    pub max_count: i32,
+    pub query: String,
+    pub strings: std::collections::HashMap<String, String>,
+    pub numbers: std::collections::HashMap<String, f64>,
 }
 
 /// The answer to the caller.
@@ -60,6 +74,12 @@ pub enum Reply {
     Requested,
     Leader(PartyLeader),
     Requests(PartyJoinRequest),
+    /// A matchmaker request the leader may make: the party's other members.
+    Matchmake(Vec<Caller>),
+    /// The party's ticket to withdraw: the session that made it, and the ticket.
+    Unmatch(Uuid, Uuid),
+    /// The party's new ticket.
+    Ticket(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -84,6 +104,8 @@ pub enum PartyError {
     RemoveSelf,
     #[error("party is hidden and label is not empty, invalid operation")]
     HiddenWithLabel,
+    #[error("party matchmaker ticket not found")]
+    TicketNotFound,
 }
 
 /// What applying a request did.
@@ -96,6 +118,8 @@ pub struct Outcome {
     pub memberships: Vec<(Caller, bool)>,
     /// The party closed (the last member left, or the leader closed it).
     pub closed: bool,
+    /// Matchmaker tickets to withdraw (the membership changed): (session, ticket).
+    pub dropped_tickets: Vec<(Uuid, Uuid)>,
 }
 
 pub struct Party {
@@ -110,6 +134,8 @@ pub struct Party {
     /// The leader's session.
     leader: String,
     closed: bool,
+    /// Matchmaker tickets waiting for the party: (the session that made it, ticket).
+    tickets: Vec<(Uuid, Uuid)>,
 }
 
 fn session_of(caller: &Caller) -> Option<Uuid> {
@@ -136,7 +162,13 @@ impl Party {
             members: vec![leader],
             requests: Vec::new(),
             closed: false,
+            tickets: Vec::new(),
         }
+    }
+
+    /// Records the party's new matchmaker ticket, made by `session`.
+    pub fn add_ticket(&mut self, session: Uuid, ticket: Uuid) {
+        self.tickets.push((session, ticket));
     }
 
     /// The party as `me` is shown it.
@@ -200,6 +232,7 @@ impl Party {
             return Err(PartyError::Closed);
         }
         let mut outcome = Outcome::default();
+        let members_before = self.members.len();
         let leader_only = matches!(
             op,
             Op::Promote(_)
@@ -208,6 +241,8 @@ impl Party {
                 | Op::Close
                 | Op::JoinRequestList
                 | Op::Update { .. }
+                | Op::MatchmakerAdd(_)
+                | Op::MatchmakerRemove(_)
         );
         if leader_only && !self.is_leader(&caller) {
             return Err(PartyError::NotLeader);
@@ -302,6 +337,22 @@ impl Party {
                 self.to_members(&mut outcome, &message, Some(&caller.presence.session_id));
                 Reply::Done
             }
+            Op::MatchmakerAdd(_) => Reply::Matchmake(
+                self.members
+                    .iter()
+                    .filter(|m| m.presence.session_id != self.leader)
+                    .cloned()
+                    .collect(),
+            ),
+            Op::MatchmakerRemove(ticket) => {
+                let at = self
+                    .tickets
+                    .iter()
+                    .position(|(_, t)| t.to_string() == ticket)
+                    .ok_or(PartyError::TicketNotFound)?;
+                let (session, ticket) = self.tickets.remove(at);
+                Reply::Unmatch(session, ticket)
+            }
             Op::Update {
                 label,
                 open,
@@ -316,6 +367,10 @@ impl Party {
                 Reply::Done
             }
         };
+        if self.members.len() != members_before || outcome.closed {
+            // Nakama's rule: a party whose members change stops looking for a match.
+            outcome.dropped_tickets.append(&mut self.tickets);
+        }
         Ok((reply, outcome))
     }
 
@@ -421,6 +476,7 @@ impl Party {
             if let Ok((_, more)) = self.apply(caller, Op::Gone) {
                 outcome.sends.extend(more.sends);
                 outcome.memberships.extend(more.memberships);
+                outcome.dropped_tickets.extend(more.dropped_tickets);
                 outcome.closed |= more.closed;
             }
         }

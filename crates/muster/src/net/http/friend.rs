@@ -10,6 +10,7 @@ use muster_proto::api::{FriendList, FriendsOfFriendsList};
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{parsed, UserRefs};
+use super::response::LargeJson;
 use crate::friends::{FriendError, Targets};
 use crate::net::state::AppState;
 
@@ -71,11 +72,14 @@ pub async fn block(
     Ok(done())
 }
 
+/// About the JSON of one friend (an account's public fields and the edge's).
+const FRIEND_JSON_BYTES: usize = 320;
+
 pub async fn list(
     Player(caller): Player,
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<FriendList>, ApiError> {
+) -> Result<LargeJson<FriendList>, ApiError> {
     let (mut limit, mut friend_state, mut cursor) = (0usize, None, String::new());
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
@@ -96,7 +100,8 @@ pub async fn list(
         .friends
         .list(caller.uid, limit, friend_state, &cursor)
         .await?;
-    Ok(Json(list))
+    let size = 64 + list.friends.len() * FRIEND_JSON_BYTES;
+    Ok(LargeJson(list, size))
 }
 
 pub async fn friends_of_friends(

@@ -14,6 +14,7 @@ mod group;
 mod leaderboard;
 mod match_list;
 mod notification;
+mod response;
 pub mod rooms;
 mod rpc;
 mod session;
