@@ -186,11 +186,15 @@ async fn build(
     ));
     let rpc = Arc::new(Rpc::new(
         functions,
-        economy,
-        accounts.clone(),
-        storage,
-        leaderboards,
-        notifications,
+        crate::functions::Domains {
+            economy,
+            accounts: accounts.clone(),
+            storage,
+            leaderboards,
+            notifications,
+            friends: friends.clone(),
+            groups: groups.clone(),
+        },
         metrics.clone(),
     ));
     let link_store: Arc<dyn LinkStore> = store.clone();

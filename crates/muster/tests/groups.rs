@@ -1,17 +1,77 @@
 //! Groups over the REST API, on SQLite and PostgreSQL: what nakama-js cannot show — players
-//! joining a nearly full group at the same moment, and groups that lose their last member
-//! (by leaving or by the account's deletion) going with it.
+//! joining a nearly full group at the same moment, groups that lose their last member (by
+//! leaving or by the account's deletion) going with it, and server code reaching groups and
+//! friends (`Call::groups`, `Call::friends`).
 //! (clients/js-acceptance/test/groups.test.mjs covers the routes as a client uses them.)
 
 mod support;
 
+use muster::friends::Targets;
+use muster::functions::{Call, Functions, RpcError, ServerFunction};
+use muster::store::groups::{Actor, GroupChanges, MemberChange};
 use serde_json::{json, Value};
 use support::{status_and_json, Backend, Database, TestServer};
 
 on_both_backends!(
     joins_at_once_never_pass_max_count,
     a_group_goes_with_its_last_member,
+    server_code_makes_a_guild_and_befriends_its_member,
 );
+
+/// `guild_setup {"name", "member"}`, called by a player: a group the caller leads, with server
+/// metadata, the member added as the server, and a friend invite from the caller to them.
+struct GuildSetup;
+
+#[async_trait::async_trait]
+impl ServerFunction for GuildSetup {
+    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
+        let caller = call
+            .caller
+            .ok_or_else(|| RpcError::invalid("players only"))?;
+        let request: Value = call.json()?;
+        let member = request["member"].as_str().unwrap_or_default().to_string();
+        let group = call
+            .groups
+            .create(
+                caller.user_id,
+                muster_proto::api::CreateGroupRequest {
+                    name: request["name"].as_str().unwrap_or_default().to_string(),
+                    open: false,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let id: uuid::Uuid = group.id.parse().map_err(|_| RpcError::internal())?;
+        call.groups
+            .update_as_server(
+                id,
+                GroupChanges {
+                    metadata: Some(r#"{"tier":"gold"}"#.into()),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        call.groups
+            .change_users(
+                Actor::Server,
+                &group.id,
+                MemberChange::Add,
+                &[member.clone()],
+            )
+            .await?;
+        call.friends
+            .add(
+                caller.user_id,
+                &caller.username,
+                Targets {
+                    ids: vec![member],
+                    usernames: Vec::new(),
+                },
+            )
+            .await?;
+        Ok(json!({ "group_id": group.id }).to_string())
+    }
+}
 
 async fn call(
     server: &TestServer,
@@ -143,4 +203,52 @@ async fn a_group_goes_with_its_last_member(backend: Backend) {
     assert_eq!(status, 200, "{body}");
     let (c, _) = server.device_session("device-group-last-c").await;
     assert!(find(&server, &c, "pair").await.is_none());
+}
+
+async fn server_code_makes_a_guild_and_befriends_its_member(backend: Backend) {
+    let db = Database::new(backend).await;
+    let mut functions = Functions::new();
+    functions.register("guild_setup", GuildSetup).expect("id");
+    let server = TestServer::start_with(db.config(), functions).await;
+    let (leader, _) = server.device_session("device-guild-leader").await;
+    let (member, _) = server.device_session("device-guild-member").await;
+    let member_id = support::claims(&member)["uid"]
+        .as_str()
+        .expect("uid")
+        .to_string();
+    let payload = json!({ "name": "gold guild", "member": member_id }).to_string();
+    let (status, answer) = call(
+        &server,
+        reqwest::Method::POST,
+        "/v2/rpc/guild_setup",
+        &leader,
+        Some(Value::String(payload)),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let group = find(&server, &member, "gold guild")
+        .await
+        .expect("the guild");
+    assert_eq!(group["metadata"], r#"{"tier":"gold"}"#);
+    assert_eq!(
+        group["edge_count"], 2,
+        "the leader and the member added by the server"
+    );
+    let (status, friends) = server.get_with_token("/v2/friend", &member).await;
+    assert_eq!(status, 200, "{friends}");
+    assert_eq!(
+        friends["friends"][0]["state"], 2,
+        "an invite from the leader: {friends}"
+    );
+    // A bad request from the player is the function's error, not a crash.
+    let payload = json!({ "name": "", "member": member_id }).to_string();
+    let (status, answer) = call(
+        &server,
+        reqwest::Method::POST,
+        "/v2/rpc/guild_setup",
+        &leader,
+        Some(Value::String(payload)),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
 }

@@ -48,6 +48,8 @@ use uuid::Uuid;
 use crate::accounts::{AccountError, Accounts};
 use crate::base::metrics::Metrics;
 use crate::economy::{Economy, EconomyError};
+use crate::friends::{FriendError, Friends};
+use crate::groups::{GroupError, Groups};
 use crate::leaderboards::{LeaderboardError, Leaderboards};
 use crate::notifications::{NotificationError, Notifications};
 use crate::storage::{Storage, StorageError};
@@ -76,6 +78,11 @@ pub struct Call<'a> {
     pub leaderboards: &'a Leaderboards,
     /// Notifications: send them to any users, stored or not (docs/social.md).
     pub notifications: &'a Notifications,
+    /// Friends: add, delete, block and list on any user's behalf (docs/social.md).
+    pub friends: &'a Friends,
+    /// Groups: create them for a user, and change any group as the server (`Actor::Server`:
+    /// a superadmin's rights), metadata and `max_count` included (docs/social.md).
+    pub groups: &'a Groups,
 }
 
 impl Call<'_> {
@@ -216,6 +223,42 @@ impl From<NotificationError> for RpcError {
     }
 }
 
+impl From<FriendError> for RpcError {
+    fn from(error: FriendError) -> Self {
+        let code = match &error {
+            FriendError::Invalid(_) => RpcCode::InvalidArgument,
+            FriendError::TooMany(_) | FriendError::TooFast => RpcCode::ResourceExhausted,
+            FriendError::Store(crate::store::StoreError::Unavailable(_)) => RpcCode::Unavailable,
+            FriendError::Store(_) => return RpcError::internal(),
+        };
+        RpcError::new(code, error.to_string())
+    }
+}
+
+impl From<GroupError> for RpcError {
+    fn from(error: GroupError) -> Self {
+        use crate::store::groups::GroupRefusal;
+        use crate::store::StoreError;
+        let code = match &error {
+            GroupError::Invalid(_) => RpcCode::InvalidArgument,
+            GroupError::NotFound(_) => RpcCode::NotFound,
+            GroupError::TooFast => RpcCode::ResourceExhausted,
+            GroupError::Store(StoreError::Group(refusal)) => match refusal {
+                GroupRefusal::NotFound | GroupRefusal::PermissionDenied => RpcCode::NotFound,
+                GroupRefusal::Full | GroupRefusal::LastSuperadmin | GroupRefusal::UserNotFound => {
+                    RpcCode::InvalidArgument
+                }
+                GroupRefusal::NameInUse => RpcCode::AlreadyExists,
+                GroupRefusal::Banned => RpcCode::PermissionDenied,
+                GroupRefusal::TooManyGroups => RpcCode::ResourceExhausted,
+            },
+            GroupError::Store(StoreError::Unavailable(_)) => RpcCode::Unavailable,
+            GroupError::Store(_) => return RpcError::internal(),
+        };
+        RpcError::new(code, error.to_string())
+    }
+}
+
 impl From<EconomyError> for RpcError {
     fn from(error: EconomyError) -> Self {
         let code = match &error {
@@ -322,34 +365,29 @@ pub enum CallError {
     Failed(RpcError),
 }
 
+/// The services server functions reach, as the server.
+pub struct Domains {
+    pub economy: Arc<Economy>,
+    pub accounts: Arc<Accounts>,
+    pub storage: Arc<Storage>,
+    pub leaderboards: Arc<Leaderboards>,
+    pub notifications: Arc<Notifications>,
+    pub friends: Arc<Friends>,
+    pub groups: Arc<Groups>,
+}
+
 /// Runs registered functions for both transports, with one metric per function.
 pub struct Rpc {
     functions: HashMap<String, Arc<dyn ServerFunction>>,
-    economy: Arc<Economy>,
-    accounts: Arc<Accounts>,
-    storage: Arc<Storage>,
-    leaderboards: Arc<Leaderboards>,
-    notifications: Arc<Notifications>,
+    domains: Domains,
     metrics: Arc<Metrics>,
 }
 
 impl Rpc {
-    pub fn new(
-        functions: Functions,
-        economy: Arc<Economy>,
-        accounts: Arc<Accounts>,
-        storage: Arc<Storage>,
-        leaderboards: Arc<Leaderboards>,
-        notifications: Arc<Notifications>,
-        metrics: Arc<Metrics>,
-    ) -> Rpc {
+    pub fn new(functions: Functions, domains: Domains, metrics: Arc<Metrics>) -> Rpc {
         Rpc {
             functions: functions.functions,
-            economy,
-            accounts,
-            storage,
-            leaderboards,
-            notifications,
+            domains,
             metrics,
         }
     }
@@ -375,11 +413,13 @@ impl Rpc {
             id,
             caller,
             payload,
-            economy: &self.economy,
-            accounts: &self.accounts,
-            storage: &self.storage,
-            leaderboards: &self.leaderboards,
-            notifications: &self.notifications,
+            economy: &self.domains.economy,
+            accounts: &self.domains.accounts,
+            storage: &self.domains.storage,
+            leaderboards: &self.domains.leaderboards,
+            notifications: &self.domains.notifications,
+            friends: &self.domains.friends,
+            groups: &self.domains.groups,
         };
         let result = function.call(call).await;
         self.metrics
@@ -406,18 +446,18 @@ impl Rpc {
     }
 
     pub fn economy(&self) -> &Arc<Economy> {
-        &self.economy
+        &self.domains.economy
     }
 
     pub fn storage(&self) -> &Arc<Storage> {
-        &self.storage
+        &self.domains.storage
     }
 
     pub fn leaderboards(&self) -> &Arc<Leaderboards> {
-        &self.leaderboards
+        &self.domains.leaderboards
     }
 
     pub fn notifications(&self) -> &Arc<Notifications> {
-        &self.notifications
+        &self.domains.notifications
     }
 }
