@@ -56,7 +56,7 @@ impl ServerFunction for GuildSetup {
                 Actor::Server,
                 &group.id,
                 MemberChange::Add,
-                &[member.clone()],
+                std::slice::from_ref(&member),
             )
             .await?;
         call.friends
