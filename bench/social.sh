@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Friends and notifications under load (docs/social.md), with the load of
 # crates/muster/examples/social_load.rs. Prints one JSON line per run:
-#   - store: CONCURRENCY callers each sending one stored notification per call (the HTTP key's
-#     notifications_send) for STORE_S seconds: stored notifications/s and latency percentiles, on
-#     each of ENGINES (PostgreSQL durable: fsync on, synchronous_commit on);
+#   - store: CONCURRENCY callers each sending STORE_PER_CALL stored notifications per call (the
+#     HTTP key's notifications_send) for STORE_S seconds: stored notifications/s and the calls'
+#     latency percentiles, on each of ENGINES (PostgreSQL durable: fsync on, synchronous_commit
+#     on);
 #   - friends: one account with 1,000 friends, listed whole FRIEND_LISTS times in turn;
 #   - latency (with nats-server installed): two clustered nodes on one PostgreSQL database, a
 #     socket on node b, LATENCY_COUNT notifications sent through node a one at a time; from the
@@ -14,7 +15,7 @@
 #   - match_list: MATCHES labelled rooms on one node (SQLite), MATCH_LISTS `GET /v2/match` with a
 #     label query (`+label.mode:ranked +label.level:>=40`, limit 100), one at a time.
 # Usage: bench/social.sh   env: PARTS="store friends latency status match_list"
-#        ENGINES="sqlite postgres" CONCURRENCY="32 128" STORE_S=10 FRIEND_LISTS=200
+#        ENGINES="sqlite postgres" CONCURRENCY="32 128" STORE_S=10 STORE_PER_CALL=1 FRIEND_LISTS=200
 #        LATENCY_COUNT=500 FOLLOWERS=1000 STATUS_UPDATES=200 MATCHES=10000 MATCH_LISTS=500 RUNS=3
 #        LOG=warn KEEP=0
 set -euo pipefail
@@ -23,6 +24,7 @@ PARTS=${PARTS:-"store friends latency status match_list"}
 ENGINES=${ENGINES:-"sqlite postgres"}
 CONCURRENCY=${CONCURRENCY:-"32 128"}
 STORE_S=${STORE_S:-10}
+STORE_PER_CALL=${STORE_PER_CALL:-1}
 FRIEND_LISTS=${FRIEND_LISTS:-200}
 LATENCY_COUNT=${LATENCY_COUNT:-500}
 FOLLOWERS=${FOLLOWERS:-1000}
@@ -58,7 +60,7 @@ for engine in $ENGINES; do
       tag="store-$engine-$concurrency-$run"
       port=$(free_port)
       start_muster_on "$engine" "$port" "$work/$tag"
-      echo "{\"engine\":\"$engine\",\"run\":$run,\"result\":$("$load" store "http://127.0.0.1:$port" defaulthttpkey "$STORE_S" "$concurrency")}"
+      echo "{\"engine\":\"$engine\",\"run\":$run,\"result\":$("$load" store "http://127.0.0.1:$port" defaulthttpkey "$STORE_S" "$concurrency" "$STORE_PER_CALL")}"
       stop_muster
     done
     wants friends || continue

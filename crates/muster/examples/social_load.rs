@@ -1,8 +1,9 @@
 //! The load behind `bench/social.sh`: one JSON line per run, against a running Muster.
 //!
-//! - `store URL HTTP_KEY SECONDS CONCURRENCY`: that many callers, each sending one stored
-//!   notification per call (`notifications_send` with the HTTP key) to one of 1,000 accounts it
-//!   creates first, for SECONDS; answers calls/s and the latency percentiles.
+//! - `store URL HTTP_KEY SECONDS CONCURRENCY [PER_CALL]`: that many callers, each sending
+//!   PER_CALL (1) stored notifications per call (`notifications_send` with the HTTP key), each to
+//!   one of 1,000 accounts it creates first, for SECONDS; answers notifications/s and the calls'
+//!   latency percentiles.
 //! - `friends URL REQUESTS`: one account with 1,000 friends (made through the API: one add of
 //!   1,000 ids, then 1,000 acceptances), then REQUESTS listings of all of them, one at a time,
 //!   each timed until its whole answer has arrived (this process parses it afterwards).
@@ -78,7 +79,16 @@ async fn accounts(
 }
 
 fn send_body(user: &str, persistent: bool) -> Value {
-    json!({ "notifications": [{ "user_id": user, "subject": "bench", "content": { "n": 1 }, "code": 1, "persistent": persistent }] })
+    send_many(&[user], persistent)
+}
+
+/// One notification to each of `users`, in one call.
+fn send_many(users: &[&str], persistent: bool) -> Value {
+    let notifications: Vec<Value> = users
+        .iter()
+        .map(|user| json!({ "user_id": user, "subject": "bench", "content": { "n": 1 }, "code": 1, "persistent": persistent }))
+        .collect();
+    json!({ "notifications": notifications })
 }
 
 async fn send(http: &reqwest::Client, url: &str, key: &str, body: &Value) -> Result<(), Error> {
@@ -92,7 +102,13 @@ async fn send(http: &reqwest::Client, url: &str, key: &str, body: &Value) -> Res
     Ok(())
 }
 
-async fn store(url: &str, key: &str, seconds: u64, concurrency: usize) -> Result<Value, Error> {
+async fn store(
+    url: &str,
+    key: &str,
+    seconds: u64,
+    concurrency: usize,
+    per_call: usize,
+) -> Result<Value, Error> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()?;
@@ -110,7 +126,10 @@ async fn store(url: &str, key: &str, seconds: u64, concurrency: usize) -> Result
             let mut failed = 0u64;
             let mut i = c;
             while Instant::now() < end {
-                let body = send_body(&users[i % users.len()], true);
+                let to: Vec<&str> = (0..per_call)
+                    .map(|k| users[(i + k) % users.len()].as_str())
+                    .collect();
+                let body = send_many(&to, true);
                 let t0 = Instant::now();
                 match send(&http, url, key, &body).await {
                     Ok(()) => samples.push(t0.elapsed()),
@@ -125,9 +144,9 @@ async fn store(url: &str, key: &str, seconds: u64, concurrency: usize) -> Result
     let elapsed = started.elapsed().as_secs_f64();
     let failed: u64 = results.iter().map(|(_, f)| f).sum();
     let samples: Vec<Duration> = results.into_iter().flat_map(|(s, _)| s).collect();
-    let rate = samples.len() as f64 / elapsed;
+    let rate = (samples.len() * per_call) as f64 / elapsed;
     Ok(
-        json!({ "mode": "store", "concurrency": concurrency, "seconds": elapsed, "stored_per_sec": rate.round(), "failed": failed, "latency": percentiles(samples) }),
+        json!({ "mode": "store", "concurrency": concurrency, "per_call": per_call, "seconds": elapsed, "stored_per_sec": rate.round(), "failed": failed, "latency": percentiles(samples) }),
     )
 }
 
@@ -386,7 +405,17 @@ async fn main() -> Result<(), Error> {
             .ok_or_else(|| format!("missing argument {i}; see the file's documentation"))
     };
     let result = match args.first().map(String::as_str) {
-        Some("store") => store(&arg(1)?, &arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await?,
+        Some("store") => {
+            let per_call = args.get(5).map_or(Ok(1), |n| n.parse())?;
+            store(
+                &arg(1)?,
+                &arg(2)?,
+                arg(3)?.parse()?,
+                arg(4)?.parse()?,
+                per_call,
+            )
+            .await?
+        }
         Some("friends") => friends(&arg(1)?, arg(2)?.parse()?).await?,
         Some("latency") => latency(&arg(1)?, &arg(2)?, &arg(3)?, arg(4)?.parse()?).await?,
         Some("status") => status(&arg(1)?, arg(2)?.parse()?, arg(3)?.parse()?).await?,

@@ -217,9 +217,9 @@ async fn protobuf_ping_pong(backend: Backend) {
         realtime::decode_protobuf(&next_binary(&mut socket).await).expect("protobuf envelope");
     assert_eq!(reply.cid, "42");
     assert!(matches!(reply.message, Some(Kind::Pong(_))));
-    // An unknown field number is answered with an error, in protobuf.
+    // An unknown field number (99) is answered with an error, in protobuf.
     socket
-        .send(Message::binary(vec![0x0a, 0x01, b'7', 0xc2, 0x02, 0x00]))
+        .send(Message::binary(vec![0x0a, 0x01, b'7', 0x9a, 0x06, 0x00]))
         .await
         .expect("send");
     let reply =

@@ -636,9 +636,9 @@ mod tests {
         let envelope = Envelope::error("9", error_code::BAD_INPUT, "nope");
         let bytes = encode_protobuf(&envelope);
         assert_eq!(decode_protobuf(&bytes).expect("decodes"), envelope);
-        // A field this server does not know (tag 40) is not a message.
+        // A field this server does not know (tag 99) is not a message.
         assert!(matches!(
-            decode_protobuf(&[0xC2, 0x02, 0x00]),
+            decode_protobuf(&[0x9A, 0x06, 0x00]),
             Err(DecodeError::Unrecognized { .. })
         ));
     }
