@@ -38,17 +38,56 @@ build_release
 load="$release_dir/examples/social_load"
 work=$(mktemp -d /tmp/bench-social.XXXXXX)
 NATS_PID=""
-NODE_B_PID=""
-NODE_C_PID=""
+NODE_PIDS=()
+NODE_PORTS=()
 cleanup() {
   stop_muster
-  [ -n "$NODE_B_PID" ] && kill -TERM "$NODE_B_PID" 2>/dev/null || true
-  [ -n "$NODE_C_PID" ] && kill -TERM "$NODE_C_PID" 2>/dev/null || true
+  stop_cluster
   [ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null || true
   stop_postgres
   remove_work_dir "$work"
 }
 trap cleanup EXIT
+
+# start_nats: one private nats-server for the clustered parts, started once.
+start_nats() {
+  [ -n "$NATS_PID" ] && return
+  local nats_port
+  nats_port=$(free_port)
+  nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
+  NATS_PID=$!
+  export MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port"
+}
+
+# start_cluster PREFIX DATABASE NAME...: one node per NAME on one PostgreSQL database, their
+# ports in NODE_PORTS (in NAME order); returns once the first sees them all.
+start_cluster() {
+  local prefix=$1 db=$2 name port
+  shift 2
+  NODE_PORTS=()
+  NODE_PIDS=()
+  for name in "$@"; do
+    port=$(free_port)
+    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=$name \
+      start_muster_on postgres "$port" "$work/$prefix-$name" "" "$db"
+    NODE_PORTS+=("$port")
+    NODE_PIDS+=("$MUSTER_PID")
+    MUSTER_PID=""
+  done
+  for _ in $(seq 1 100); do
+    curl -s "http://127.0.0.1:${NODE_PORTS[0]}/metrics" | grep -q "^muster_cluster_nodes $#" && break
+    sleep 0.1
+  done
+}
+
+stop_cluster() {
+  local pid
+  for pid in "${NODE_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  NODE_PIDS=()
+}
 wants() { [ "$PARTS" != "${PARTS/$1/}" ]; }
 if [ "$ENGINES" != "${ENGINES/postgres/}" ] || wants latency || wants status; then start_postgres; fi
 # Two nodes on one machine: the invite-links listener on a free port too.
@@ -73,31 +112,12 @@ for engine in $ENGINES; do
 done
 
 if wants latency && command -v nats-server >/dev/null 2>&1; then
-  nats_port=$(free_port)
-  nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
-  NATS_PID=$!
+  start_nats
   "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE bench_social_cluster" >/dev/null
-  export MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port"
   for run in $(seq 1 "$RUNS"); do
-    prefix="social$run"
-    port_a=$(free_port)
-    port_b=$(free_port)
-    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=b \
-      start_muster_on postgres "$port_b" "$work/latency-b-$run" "" bench_social_cluster
-    NODE_B_PID=$MUSTER_PID
-    MUSTER_PID=""
-    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=a \
-      start_muster_on postgres "$port_a" "$work/latency-a-$run" "" bench_social_cluster
-    # Both nodes see each other before the first send.
-    for _ in $(seq 1 100); do
-      curl -s "http://127.0.0.1:$port_a/metrics" | grep -q '^muster_cluster_nodes 2' && break
-      sleep 0.1
-    done
-    echo "{\"engine\":\"postgres\",\"nodes\":2,\"run\":$run,\"result\":$("$load" latency "http://127.0.0.1:$port_a" "http://127.0.0.1:$port_b" defaulthttpkey "$LATENCY_COUNT")}"
-    stop_muster
-    kill -TERM "$NODE_B_PID" 2>/dev/null || true
-    wait "$NODE_B_PID" 2>/dev/null || true
-    NODE_B_PID=""
+    start_cluster "social$run" bench_social_cluster a b
+    echo "{\"engine\":\"postgres\",\"nodes\":2,\"run\":$run,\"result\":$("$load" latency "http://127.0.0.1:${NODE_PORTS[0]}" "http://127.0.0.1:${NODE_PORTS[1]}" defaulthttpkey "$LATENCY_COUNT")}"
+    stop_cluster
   done
 fi
 
@@ -112,39 +132,12 @@ if wants match_list; then
 fi
 
 if wants status && command -v nats-server >/dev/null 2>&1; then
-  if [ -z "$NATS_PID" ]; then
-    nats_port=$(free_port)
-    nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
-    NATS_PID=$!
-    export MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port"
-  fi
+  start_nats
   "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE bench_social_status" >/dev/null
   for run in $(seq 1 "$RUNS"); do
-    prefix="status$run"
-    port_a=$(free_port)
-    port_b=$(free_port)
-    port_c=$(free_port)
-    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=b \
-      start_muster_on postgres "$port_b" "$work/status-b-$run" "" bench_social_status
-    NODE_B_PID=$MUSTER_PID
-    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=c \
-      start_muster_on postgres "$port_c" "$work/status-c-$run" "" bench_social_status
-    NODE_C_PID=$MUSTER_PID
-    MUSTER_PID=""
-    MUSTER_CLUSTER__SUBJECT_PREFIX=$prefix MUSTER_CLUSTER__NODE_NAME=a \
-      start_muster_on postgres "$port_a" "$work/status-a-$run" "" bench_social_status
-    for _ in $(seq 1 100); do
-      curl -s "http://127.0.0.1:$port_a/metrics" | grep -q '^muster_cluster_nodes 3' && break
-      sleep 0.1
-    done
-    urls="http://127.0.0.1:$port_a,http://127.0.0.1:$port_b,http://127.0.0.1:$port_c"
-    echo "{\"engine\":\"postgres\",\"nodes\":3,\"run\":$run,\"result\":$("$load" status "$urls" "$FOLLOWERS" "$STATUS_UPDATES")}"
-    stop_muster
-    for pid in "$NODE_B_PID" "$NODE_C_PID"; do
-      kill -TERM "$pid" 2>/dev/null || true
-      wait "$pid" 2>/dev/null || true
-    done
-    NODE_B_PID=""
-    NODE_C_PID=""
+    start_cluster "status$run" bench_social_status a b c
+    urls=$(printf 'http://127.0.0.1:%s,' "${NODE_PORTS[@]}")
+    echo "{\"engine\":\"postgres\",\"nodes\":3,\"run\":$run,\"result\":$("$load" status "${urls%,}" "$FOLLOWERS" "$STATUS_UPDATES")}"
+    stop_cluster
   done
 fi

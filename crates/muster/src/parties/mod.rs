@@ -198,13 +198,9 @@ impl Parties {
         Ok(())
     }
 
-    /// Answers one party request from `session`.
-    pub async fn handle(
-        &self,
-        message: Message,
-        session: &Arc<Session>,
-    ) -> Result<Answer, PartiesError> {
-        let caller = Caller {
+    /// `session` as a party sees it: its presence and this node.
+    fn caller(&self, session: &Session) -> Caller {
+        Caller {
             presence: UserPresence {
                 user_id: session.user_id.to_string(),
                 session_id: session.session_id.to_string(),
@@ -212,7 +208,16 @@ impl Parties {
                 ..UserPresence::default()
             },
             node: self.node.clone(),
-        };
+        }
+    }
+
+    /// Answers one party request from `session`.
+    pub async fn handle(
+        &self,
+        message: Message,
+        session: &Arc<Session>,
+    ) -> Result<Answer, PartiesError> {
+        let caller = self.caller(session);
         let (party_id, op) = match message {
             Message::PartyCreate(create) => return self.create(session, caller, create),
             Message::PartyJoin(m) => (m.party_id, Op::Join),
@@ -571,15 +576,7 @@ impl SessionObserver for Parties {
         let Some((_, refs)) = self.mine.remove(&session.session_id) else {
             return;
         };
-        let caller = Caller {
-            presence: UserPresence {
-                user_id: session.user_id.to_string(),
-                session_id: session.session_id.to_string(),
-                username: session.username.to_string(),
-                ..UserPresence::default()
-            },
-            node: self.node.clone(),
-        };
+        let caller = self.caller(session);
         for party in refs {
             if party.owner == self.node {
                 let _ = self.apply(party.id, caller.clone(), Op::Gone);

@@ -141,14 +141,7 @@ impl StatusService {
         if request.user_ids.len() + request.usernames.len() > max {
             return Err(StatusError::TooMany(max));
         }
-        let ids = request
-            .user_ids
-            .iter()
-            .map(|id| {
-                Uuid::parse_str(id)
-                    .map_err(|_| StatusError::Invalid(format!("Invalid user ID '{id}'.")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = parse_ids(&request.user_ids)?;
         if request.usernames.iter().any(String::is_empty) {
             return Err(StatusError::Invalid("Username must not be empty.".into()));
         }
@@ -188,14 +181,7 @@ impl StatusService {
     }
 
     fn unfollow(&self, session: &Arc<Session>, request: StatusUnfollow) -> Result<(), StatusError> {
-        let ids = request
-            .user_ids
-            .iter()
-            .map(|id| {
-                Uuid::parse_str(id)
-                    .map_err(|_| StatusError::Invalid(format!("Invalid user ID '{id}'.")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = parse_ids(&request.user_ids)?;
         for user in ids {
             let channel = channel_of(user);
             if session
@@ -251,6 +237,16 @@ impl StatusService {
         }
         Ok(())
     }
+}
+
+/// User ids as given; the first that is not a UUID refuses the request.
+fn parse_ids(ids: &[String]) -> Result<Vec<Uuid>, StatusError> {
+    ids.iter()
+        .map(|id| {
+            Uuid::parse_str(id)
+                .map_err(|_| StatusError::Invalid(format!("Invalid user ID '{id}'.")))
+        })
+        .collect()
 }
 
 /// A session that ends forgets its status message (its channels are left by the router).
