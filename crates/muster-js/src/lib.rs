@@ -1,0 +1,288 @@
+//! Muster's embedded JavaScript engine: QuickJS through `rquickjs`, built from crates.io source
+//! with a C compiler only (V8's crates download prebuilt libraries at build time). It knows
+//! nothing of Muster's domains: a [`Host`] answers the module's `nk` calls and takes its logs.
+//!
+//! A [`Vm`] evaluates Muster's prelude, then a module bundle written as Nakama's documentation
+//! writes one (a global `InitModule(ctx, logger, nk, initializer)`), calls `InitModule` once
+//! and keeps what it registered. Calls run with a time limit (an interrupt the script cannot
+//! catch) and the VM with a memory limit. ES2020 and later syntax is accepted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Runtime, Value};
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// gRPC's Internal, the code of an error thrown without one.
+pub const INTERNAL: i32 = 13;
+
+/// What a module's `nk` calls and logs reach.
+pub trait Host: Send + Sync + 'static {
+    /// The `nk` functions the module may call.
+    fn names(&self) -> Vec<String>;
+    /// Runs `nk.<name>(...args)`: its answer, or a refusal thrown into the script.
+    fn call(&self, name: &str, args: serde_json::Value) -> Result<serde_json::Value, JsError>;
+    fn log(&self, level: &str, message: &str);
+}
+
+/// A VM's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest one call may run before it is interrupted.
+    pub call_timeout: Duration,
+    /// Most memory the VM may hold.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            call_timeout: Duration::from_secs(5),
+            memory_bytes: 64 << 20,
+        }
+    }
+}
+
+/// An error a script threw (`{message, code}` as Nakama's modules throw them, or an `Error`),
+/// or one of the engine's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct JsError {
+    pub message: String,
+    /// A gRPC status code ([`INTERNAL`] when the script gave none).
+    pub code: i32,
+}
+
+impl JsError {
+    pub fn new(message: impl Into<String>, code: i32) -> JsError {
+        JsError {
+            message: message.into(),
+            code,
+        }
+    }
+}
+
+/// What `InitModule` registered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registrations {
+    pub rpcs: Vec<String>,
+    pub matches: Vec<String>,
+    pub rt_before: Vec<String>,
+    pub rt_after: Vec<String>,
+    pub matchmaker_matched: bool,
+}
+
+/// One JavaScript VM with a module loaded.
+pub struct Vm {
+    /// Kept for the context's lifetime (the context holds the runtime too).
+    _runtime: Runtime,
+    context: Context,
+    /// When the running call must stop: ms since `epoch`, 0 for none.
+    deadline: Arc<AtomicU64>,
+    epoch: Instant,
+    limits: Limits,
+}
+
+impl Vm {
+    /// A VM that ran `bundle` (named `name` in errors) and its `InitModule`.
+    pub fn load(
+        name: &str,
+        bundle: &str,
+        host: Arc<dyn Host>,
+        limits: Limits,
+    ) -> Result<(Vm, Registrations), JsError> {
+        let runtime = Runtime::new().map_err(engine)?;
+        runtime.set_memory_limit(limits.memory_bytes);
+        runtime.set_max_stack_size(1 << 20);
+        let deadline = Arc::new(AtomicU64::new(0));
+        let epoch = Instant::now();
+        let watched = deadline.clone();
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            let at = watched.load(Ordering::Relaxed);
+            at != 0 && epoch.elapsed().as_millis() as u64 >= at
+        })));
+        let context = Context::full(&runtime).map_err(engine)?;
+        let vm = Vm {
+            _runtime: runtime,
+            context,
+            deadline,
+            epoch,
+            limits,
+        };
+        let registrations = vm.with_deadline(|| {
+            vm.context.with(|ctx| {
+                install_host(&ctx, host).map_err(engine)?;
+                ctx.eval::<(), _>(PRELUDE)
+                    .catch(&ctx)
+                    .map_err(|e| thrown(e, "the prelude"))?;
+                ctx.eval::<(), _>(bundle)
+                    .catch(&ctx)
+                    .map_err(|e| thrown(e, name))?;
+                let globals = ctx.globals();
+                let init: Function = globals.get("InitModule").map_err(|_| {
+                    JsError::new(format!("{name}: no global function InitModule"), INTERNAL)
+                })?;
+                let context_object = ctx.json_parse("{}").map_err(engine)?;
+                let logger: Value = globals.get("__muster_logger").map_err(engine)?;
+                let nk: Value = globals.get("__muster_nk").map_err(engine)?;
+                let initializer: Value = globals.get("__muster_initializer").map_err(engine)?;
+                init.call::<_, ()>((context_object, logger, nk, initializer))
+                    .catch(&ctx)
+                    .map_err(|e| thrown(e, &format!("{name}: InitModule")))?;
+                registrations(&ctx).map_err(engine)
+            })
+        })?;
+        Ok((vm, registrations))
+    }
+
+    /// Calls the RPC `id` with the call's context (a JSON object: user id, username, vars, …)
+    /// and its payload; the string it returns.
+    pub fn call_rpc(
+        &self,
+        id: &str,
+        context: &serde_json::Value,
+        payload: &str,
+    ) -> Result<String, JsError> {
+        self.with_deadline(|| {
+            self.context.with(|ctx| {
+                let registry: Object = ctx.globals().get("__muster_registry").map_err(engine)?;
+                let rpcs: Object = registry.get("rpc").map_err(engine)?;
+                let function: Option<Function> = rpcs.get(id).map_err(engine)?;
+                let function = function
+                    .ok_or_else(|| JsError::new(format!("RPC function not found: {id}"), 5))?;
+                let context_object = ctx.json_parse(context.to_string()).map_err(engine)?;
+                let globals = ctx.globals();
+                let logger: Value = globals.get("__muster_logger").map_err(engine)?;
+                let nk: Value = globals.get("__muster_nk").map_err(engine)?;
+                let answer: Value = function
+                    .call((context_object, logger, nk, payload))
+                    .catch(&ctx)
+                    .map_err(|e| thrown(e, id))?;
+                Ok(if answer.is_undefined() || answer.is_null() {
+                    String::new()
+                } else if let Some(text) = answer.as_string() {
+                    text.to_string().map_err(engine)?
+                } else {
+                    ctx.json_stringify(answer)
+                        .map_err(engine)?
+                        .map(|s| s.to_string())
+                        .transpose()
+                        .map_err(engine)?
+                        .unwrap_or_default()
+                })
+            })
+        })
+    }
+
+    /// Runs `f` with the call's deadline armed.
+    fn with_deadline<T>(&self, f: impl FnOnce() -> Result<T, JsError>) -> Result<T, JsError> {
+        let at = self.epoch.elapsed() + self.limits.call_timeout;
+        self.deadline
+            .store((at.as_millis() as u64).max(1), Ordering::Relaxed);
+        let result = f();
+        let late = self.epoch.elapsed() >= at;
+        self.deadline.store(0, Ordering::Relaxed);
+        match result {
+            Err(error) if late => Err(JsError::new(
+                format!(
+                    "interrupted: the call ran past its {} ms limit ({})",
+                    self.limits.call_timeout.as_millis(),
+                    error.message
+                ),
+                4,
+            )),
+            other => other,
+        }
+    }
+}
+
+/// `__muster_host` and `__muster_log`, answering from `host`.
+fn install_host(ctx: &Ctx<'_>, host: Arc<dyn Host>) -> rquickjs::Result<()> {
+    let globals = ctx.globals();
+    let caller = host.clone();
+    let call = Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'_>, name: String, args: String| -> rquickjs::Result<String> {
+            if name == "__names" {
+                return Ok(serde_json::to_string(&caller.names()).unwrap_or_default());
+            }
+            let args: serde_json::Value = serde_json::from_str(&args).unwrap_or_default();
+            match caller.call(&name, args) {
+                Ok(serde_json::Value::Null) => Ok(String::new()),
+                Ok(answer) => Ok(answer.to_string()),
+                Err(error) => {
+                    let thrown =
+                        serde_json::json!({ "message": error.message, "code": error.code });
+                    let value = ctx.json_parse(thrown.to_string())?;
+                    Err(ctx.throw(value))
+                }
+            }
+        },
+    )?;
+    globals.set("__muster_host", call)?;
+    let log = Function::new(ctx.clone(), move |level: String, message: String| {
+        host.log(&level, &message);
+    })?;
+    globals.set("__muster_log", log)?;
+    Ok(())
+}
+
+fn registrations(ctx: &Ctx<'_>) -> rquickjs::Result<Registrations> {
+    let registry: Object = ctx.globals().get("__muster_registry")?;
+    let keys = |table: &str| -> rquickjs::Result<Vec<String>> {
+        let object: Object = registry.get(table)?;
+        let mut keys: Vec<String> = object.keys::<String>().collect::<rquickjs::Result<_>>()?;
+        keys.sort();
+        Ok(keys)
+    };
+    let matched: Value = registry.get("matchmakerMatched")?;
+    Ok(Registrations {
+        rpcs: keys("rpc")?,
+        matches: keys("match")?,
+        rt_before: keys("rtBefore")?,
+        rt_after: keys("rtAfter")?,
+        matchmaker_matched: matched.is_function(),
+    })
+}
+
+fn engine(error: rquickjs::Error) -> JsError {
+    JsError::new(format!("javascript engine: {error}"), INTERNAL)
+}
+
+/// What a script threw, as a [`JsError`]: `{message, code}` objects keep their code; an
+/// `Error` gives its message and where it was thrown.
+fn thrown(error: CaughtError<'_>, origin: &str) -> JsError {
+    match error {
+        CaughtError::Exception(exception) => {
+            let message = exception.message().unwrap_or_default();
+            let at = exception
+                .stack()
+                .and_then(|s| s.lines().next().map(|l| l.trim().to_owned()))
+                .unwrap_or_default();
+            let object: &Object = exception.as_object();
+            let code = object.get::<_, Option<i32>>("code").ok().flatten();
+            let text = if at.is_empty() {
+                format!("{origin}: {message}")
+            } else {
+                format!("{origin}: {message} ({at})")
+            };
+            JsError::new(text, code.unwrap_or(INTERNAL))
+        }
+        CaughtError::Value(value) => {
+            let object = value.as_object();
+            let message = object
+                .and_then(|o| o.get::<_, Option<String>>("message").ok().flatten())
+                .unwrap_or_else(|| format!("{value:?}"));
+            let code = object
+                .and_then(|o| o.get::<_, Option<i32>>("code").ok().flatten())
+                .unwrap_or(INTERNAL);
+            JsError::new(message, code)
+        }
+        CaughtError::Error(error) => engine(error),
+    }
+}
+
+#[cfg(test)]
+mod tests;
