@@ -178,11 +178,11 @@ impl Vm {
 
     /// Runs `f` with the call's deadline armed.
     fn with_deadline<T>(&self, f: impl FnOnce() -> Result<T, JsError>) -> Result<T, JsError> {
-        let at = self.epoch.elapsed() + self.limits.call_timeout;
-        self.deadline
-            .store((at.as_millis() as u64).max(1), Ordering::Relaxed);
+        // In whole milliseconds, as the interrupt handler compares them.
+        let at = ((self.epoch.elapsed() + self.limits.call_timeout).as_millis() as u64).max(1);
+        self.deadline.store(at, Ordering::Relaxed);
         let result = f();
-        let late = self.epoch.elapsed() >= at;
+        let late = self.epoch.elapsed().as_millis() as u64 >= at;
         self.deadline.store(0, Ordering::Relaxed);
         match result {
             Err(error) if late => Err(JsError::new(

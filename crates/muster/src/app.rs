@@ -184,6 +184,17 @@ async fn build(
         statuses,
         &config.status,
     ));
+    // The game's JavaScript module, when `runtime.path` names one: its RPCs are functions too.
+    let node_name = cluster
+        .as_ref()
+        .map_or(config.matches.node_name.clone(), |c| {
+            c.bus.node().to_owned()
+        });
+    if let Some(module) =
+        crate::js::Module::start(&config.runtime, &node_name, notifications.clone())?
+    {
+        module.register(&mut functions);
+    }
     let rpc = Arc::new(Rpc::new(
         functions,
         crate::functions::Domains {

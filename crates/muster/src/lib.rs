@@ -28,6 +28,7 @@ pub mod fleet;
 pub mod friends;
 pub mod functions;
 pub mod groups;
+pub mod js;
 pub mod leaderboards;
 pub mod links;
 pub mod matches;

@@ -273,6 +273,16 @@ pub struct RuntimeConfig {
     /// Built-in functions players may call with their session token. They spend and grant
     /// currency and items, so by default only server code and the HTTP key may call them.
     pub player_builtin_functions: Vec<String>,
+    /// The folder of the JavaScript module (Nakama's `runtime.path`); empty: none is loaded.
+    pub path: String,
+    /// The module's bundle in `path` (Nakama's `runtime.js_entrypoint`).
+    pub js_entrypoint: String,
+    /// JavaScript VMs running calls at once, each with the module loaded.
+    pub js_vms: usize,
+    /// Longest one JavaScript call may run before it is interrupted.
+    pub js_call_timeout_ms: u64,
+    /// Most memory one JavaScript VM may hold, in MiB.
+    pub js_memory_mb: usize,
 }
 
 /// One stack of the starting inventory.
@@ -306,6 +316,11 @@ impl Default for RuntimeConfig {
                 .map(|name| name.to_string())
                 .collect(),
             player_builtin_functions: Vec::new(),
+            path: String::new(),
+            js_entrypoint: "index.js".into(),
+            js_vms: 2,
+            js_call_timeout_ms: 5000,
+            js_memory_mb: 64,
         }
     }
 }
