@@ -2,8 +2,8 @@
 //! `runtime.js_vms` VMs ([`muster_js::Vm`]), each on a thread of its own with the module loaded,
 //! take calls from one queue; every RPC the module registers is a server function, called
 //! like any other (`/v2/rpc/{id}`, the socket's `rpc`). The module's `nk` reaches Muster's
-//! services through [`ServerHost`], on the VM's thread (blocking on the service, never on a
-//! runtime worker).
+//! services through this module's [`muster_js::Host`], on the VM's thread (blocking on the
+//! service, never on a runtime worker).
 
 use std::sync::Arc;
 use std::time::Duration;
