@@ -43,6 +43,8 @@ pub enum ModuleError {
     Read { path: String, error: std::io::Error },
     #[error("the JavaScript module did not load: {0}")]
     Load(JsError),
+    #[error("cannot start a thread for a JavaScript VM: {0}")]
+    Spawn(std::io::Error),
 }
 
 impl Module {
@@ -93,10 +95,7 @@ impl Module {
                     };
                     serve(&vm, &queue, &node);
                 })
-                .map_err(|error| ModuleError::Read {
-                    path: "a thread for a JavaScript VM".into(),
-                    error,
-                })?;
+                .map_err(ModuleError::Spawn)?;
             let registered = ready
                 .recv()
                 .map_err(|_| ModuleError::Load(JsError::new("a VM thread ended", 13)))?
