@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Runtime, Value};
 
+mod matches;
+mod utils;
+
+pub use matches::{Dispatch, MatchInit, MatchMessage, Presence};
+
 const PRELUDE: &str = include_str!("prelude.js");
 
 /// gRPC's Internal, the code of an error thrown without one.
@@ -83,6 +88,8 @@ pub struct Vm {
     deadline: Arc<AtomicU64>,
     epoch: Instant,
     limits: Limits,
+    /// What a match's handlers asked of the dispatcher during the last calls.
+    dispatches: matches::Dispatches,
 }
 
 impl Vm {
@@ -110,10 +117,13 @@ impl Vm {
             deadline,
             epoch,
             limits,
+            dispatches: Default::default(),
         };
         let registrations = vm.with_deadline(|| {
             vm.context.with(|ctx| {
                 install_host(&ctx, host).map_err(engine)?;
+                utils::install(&ctx).map_err(engine)?;
+                matches::install(&ctx, vm.dispatches.clone()).map_err(engine)?;
                 ctx.eval::<(), _>(PRELUDE)
                     .catch(&ctx)
                     .map_err(|e| thrown(e, "the prelude"))?;

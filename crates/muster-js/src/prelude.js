@@ -60,8 +60,10 @@
   Object.defineProperty(global, "__muster_logger", { value: logger });
   Object.defineProperty(global, "__muster_format", { value: format });
 
-  // nk: each function the host names, its arguments and answer as JSON.
+  // nk: the utilities (native, taking and giving ArrayBuffers), then each function the host
+  // names, its arguments and answer as JSON.
   const nk = {};
+  for (const name of Object.keys(__muster_util)) nk[name] = __muster_util[name];
   for (const name of JSON.parse(__muster_host("__names", "[]"))) {
     nk[name] = (...args) => {
       const answer = __muster_host(name, JSON.stringify(args));
@@ -69,4 +71,59 @@
     };
   }
   Object.defineProperty(global, "__muster_nk", { value: nk });
+
+  // An authoritative match's VM: the dispatcher, and the glue the server calls (a match's
+  // context and state live here between calls).
+  const sessions = (presences) =>
+    presences == null ? null : Array.from(presences, (p) => String(p && p.sessionId));
+  const broadcast = (opCode, data, presences, sender, reliable) =>
+    __muster_dispatch(0, Number(opCode), data, sessions(presences), reliable !== false);
+  const dispatcher = {
+    broadcastMessage: broadcast,
+    broadcastMessageDeferred: broadcast,
+    matchKick(presences) {
+      __muster_dispatch(1, 0, null, sessions(presences) || [], true);
+    },
+    matchLabelUpdate(label) {
+      __muster_dispatch(2, 0, String(label), null, true);
+    },
+  };
+  let current = null;
+  const step = (name, tick, arg) => {
+    const answer = current.handlers[name](current.ctx, logger, nk, dispatcher, tick, current.state, arg);
+    // As Nakama: a handler that answers null ends the match.
+    if (answer === null || answer === undefined) return false;
+    current.state = answer.state;
+    return true;
+  };
+  const match = {
+    init(name, ctx, params) {
+      const handlers = registry.match[name];
+      if (!handlers) throw { message: "no match handler registered as " + JSON.stringify(name), code: 5 };
+      for (const f of ["matchInit", "matchJoinAttempt", "matchJoin", "matchLeave", "matchLoop", "matchTerminate", "matchSignal"]) {
+        if (typeof handlers[f] !== "function") throw new TypeError("match '" + name + "' has no " + f + " function");
+      }
+      const answer = handlers.matchInit(ctx, logger, nk, params || {});
+      if (answer === null || typeof answer !== "object") throw new TypeError("matchInit must return { state, tickRate, label }");
+      current = { handlers, ctx, state: answer.state };
+      return { tickRate: answer.tickRate, label: answer.label == null ? undefined : String(answer.label) };
+    },
+    joinAttempt(tick, presence, metadata) {
+      const answer = current.handlers.matchJoinAttempt(current.ctx, logger, nk, dispatcher, tick, current.state, presence, metadata);
+      if (answer === null || answer === undefined) return { accept: false };
+      current.state = answer.state;
+      return { accept: answer.accept === true, rejectMessage: answer.rejectMessage == null ? undefined : String(answer.rejectMessage) };
+    },
+    join: (tick, presences) => step("matchJoin", tick, presences),
+    leave: (tick, presences) => step("matchLeave", tick, presences),
+    loop: (tick, messages) => step("matchLoop", tick, messages),
+    terminate: (tick, grace) => step("matchTerminate", tick, grace),
+    signal(tick, data) {
+      const answer = current.handlers.matchSignal(current.ctx, logger, nk, dispatcher, tick, current.state, data);
+      if (answer === null || answer === undefined) return "";
+      current.state = answer.state;
+      return answer.data == null ? "" : String(answer.data);
+    },
+  };
+  Object.defineProperty(global, "__muster_match", { value: match });
 })(globalThis);
