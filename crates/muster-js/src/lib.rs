@@ -23,6 +23,9 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// gRPC's Internal, the code of an error thrown without one.
 pub const INTERNAL: i32 = 13;
 
+/// gRPC's DeadlineExceeded: the code of a call stopped at its time limit.
+pub const DEADLINE_EXCEEDED: i32 = 4;
+
 /// What a module's `nk` calls and logs reach.
 pub trait Host: Send + Sync + 'static {
     /// The `nk` functions the module may call.
@@ -201,7 +204,7 @@ impl Vm {
                     self.limits.call_timeout.as_millis(),
                     error.message
                 ),
-                4,
+                DEADLINE_EXCEEDED,
             )),
             other => other,
         }

@@ -60,7 +60,7 @@ async fn build(
     clock: Clock,
 ) -> anyhow::Result<(AppState, Arc<dyn Store>)> {
     let GameLogic {
-        handlers,
+        mut handlers,
         mut functions,
     } = game;
     let grant = StartingGrant::from_config(&config.economy)
@@ -184,30 +184,38 @@ async fn build(
         statuses,
         &config.status,
     ));
-    // The game's JavaScript module, when `runtime.path` names one: its RPCs are functions too.
+    let domains = crate::functions::Domains {
+        economy,
+        accounts: accounts.clone(),
+        storage,
+        leaderboards,
+        notifications,
+        friends: friends.clone(),
+        groups: groups.clone(),
+    };
+    // The game's JavaScript module, when `runtime.path` names one: its RPCs are functions and
+    // its match handlers are handlers too.
     let node_name = cluster
         .as_ref()
         .map_or(config.matches.node_name.clone(), |c| {
             c.bus.node().to_owned()
         });
-    if let Some(module) =
-        crate::js::Module::start(&config.runtime, &node_name, notifications.clone())?
-    {
-        module.register(&mut functions);
+    let js_host = crate::js::host::ServerHost::new(
+        domains.clone(),
+        chat.clone(),
+        router.clone(),
+        crate::js::HttpRules::new(&config.runtime),
+    );
+    let module = crate::js::Module::start(
+        &config.runtime,
+        &node_name,
+        js_host,
+        crate::js::JsMetrics::new(metrics.registry()),
+    )?;
+    if let Some(module) = &module {
+        module.register(&mut functions, &mut handlers);
     }
-    let rpc = Arc::new(Rpc::new(
-        functions,
-        crate::functions::Domains {
-            economy,
-            accounts: accounts.clone(),
-            storage,
-            leaderboards,
-            notifications,
-            friends: friends.clone(),
-            groups: groups.clone(),
-        },
-        metrics.clone(),
-    ));
+    let rpc = Arc::new(Rpc::new(functions, domains, metrics.clone()));
     let link_store: Arc<dyn LinkStore> = store.clone();
     let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));
     warn_default_secrets(&config);
@@ -222,6 +230,9 @@ async fn build(
         shutdown.child_token(),
     )
     .await?;
+    if let Some(module) = &module {
+        let _ = module.host().matches.set(matches.clone());
+    }
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.
     registry.on_session_closed(sessions_end);

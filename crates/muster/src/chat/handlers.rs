@@ -216,7 +216,8 @@ async fn send(
     } else {
         record
     };
-    let ack = fan_out(chat, channel, record, persistent);
+    let (ack, message) = prepare(channel, record, persistent);
+    chat.router.send_to_channel(channel, &message);
     chat.metrics
         .chat_messages_in
         .with_label_values(&["send"])
@@ -224,7 +225,7 @@ async fn send(
     Ok(Message::ChannelMessageAck(ack))
 }
 
-async fn persist(
+pub(super) async fn persist(
     chat: &Chat,
     record: ChannelMessageRecord,
 ) -> Result<ChannelMessageRecord, ChatError> {
@@ -266,7 +267,8 @@ async fn update(
         create_time_ms,
         update_time_ms: now,
     };
-    let ack = fan_out(chat, &admitted.channel, record, issued.persisted);
+    let (ack, message) = prepare(&admitted.channel, record, issued.persisted);
+    chat.router.send_to_channel(&admitted.channel, &message);
     chat.metrics
         .chat_messages_in
         .with_label_values(&["update"])
@@ -299,7 +301,8 @@ async fn remove(
         create_time_ms,
         update_time_ms: now,
     };
-    let ack = fan_out(chat, &admitted.channel, record, issued.persisted);
+    let (ack, message) = prepare(&admitted.channel, record, issued.persisted);
+    chat.router.send_to_channel(&admitted.channel, &message);
     chat.metrics
         .chat_messages_in
         .with_label_values(&["remove"])
@@ -323,15 +326,22 @@ fn own_message(
     Ok((id, issued))
 }
 
-/// Sends `record` to every member as a `channel_message` (encoded once per format) and builds
-/// the sender's ack.
-fn fan_out(
-    chat: &Chat,
+/// The sender's ack and the `channel_message` every member gets (encoded once per format).
+fn prepare(
     channel: &Channel,
     record: ChannelMessageRecord,
     persistent: bool,
-) -> ChannelMessageAck {
-    let fields = Fields::of(&channel.id);
+) -> (ChannelMessageAck, Encoded) {
+    prepare_for(&channel.id, record, persistent)
+}
+
+/// [`prepare`] for the channel called `channel_id`.
+pub(super) fn prepare_for(
+    channel_id: &str,
+    record: ChannelMessageRecord,
+    persistent: bool,
+) -> (ChannelMessageAck, Encoded) {
+    let fields = Fields::of(channel_id);
     let create_time = Some(Timestamp::from_unix_ms(record.create_time_ms));
     let update_time = Some(Timestamp::from_unix_ms(record.update_time_ms));
     let ack = ChannelMessageAck {
@@ -363,6 +373,5 @@ fn fan_out(
         user_id_two: ack.user_id_two.clone(),
     };
     let encoded = Encoded::new(Envelope::new("", Message::ChannelMessage(message)));
-    chat.router.send_to_channel(channel, &encoded);
-    ack
+    (ack, encoded)
 }

@@ -22,6 +22,7 @@ pub mod history;
 pub mod ids;
 pub mod presence;
 pub mod rules;
+pub mod server;
 
 use std::sync::Arc;
 

@@ -81,6 +81,13 @@ impl Router for LocalRouter {
         self.channels.broadcast(channel, message)
     }
 
+    fn send_to_channel_id(&self, channel_id: &str, message: &Encoded) -> Delivery {
+        self.channels
+            .get(channel_id)
+            .map(|channel| self.channels.broadcast(&channel, message))
+            .unwrap_or_default()
+    }
+
     fn channel_members(&self, channel_id: &str) -> usize {
         self.channels.member_count(channel_id)
     }

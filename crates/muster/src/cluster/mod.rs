@@ -78,6 +78,10 @@ pub trait Router: Send + Sync {
     /// Queues `message` for every member of `channel`, the sender's session included.
     fn send_to_channel(&self, channel: &Channel, message: &Encoded) -> Delivery;
 
+    /// Queues `message` for every member of the channel called `channel_id`, wherever they
+    /// are (server code sending into a channel it is not a member of).
+    fn send_to_channel_id(&self, channel_id: &str, message: &Encoded) -> Delivery;
+
     /// Members of channel `channel_id` now.
     fn channel_members(&self, channel_id: &str) -> usize;
 }

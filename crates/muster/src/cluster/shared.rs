@@ -677,6 +677,17 @@ impl ClusterRouter {
             .unwrap_or_default()
     }
 
+    /// Publishes `message` to the channel's members on other nodes, when it has any.
+    fn send_to_remote_members(&self, channel_id: &str, message: &Encoded) {
+        if self.remote_count(channel_id) > 0 {
+            let mut payload = Vec::with_capacity(64);
+            payload.extend_from_slice(self.bus.node().as_bytes());
+            payload.push(b'\n');
+            payload.extend_from_slice(&message.protobuf());
+            self.bus.publish_soon(&message_topic(channel_id), payload);
+        }
+    }
+
     fn remote_count(&self, channel_id: &str) -> usize {
         self.replica
             .lock()
@@ -795,13 +806,13 @@ impl Router for ClusterRouter {
 
     fn send_to_channel(&self, channel: &Channel, message: &Encoded) -> Delivery {
         let delivery = self.local.send_to_channel(channel, message);
-        if self.remote_count(&channel.id) > 0 {
-            let mut payload = Vec::with_capacity(64);
-            payload.extend_from_slice(self.bus.node().as_bytes());
-            payload.push(b'\n');
-            payload.extend_from_slice(&message.protobuf());
-            self.bus.publish_soon(&message_topic(&channel.id), payload);
-        }
+        self.send_to_remote_members(&channel.id, message);
+        delivery
+    }
+
+    fn send_to_channel_id(&self, channel_id: &str, message: &Encoded) -> Delivery {
+        let delivery = self.local.send_to_channel_id(channel_id, message);
+        self.send_to_remote_members(channel_id, message);
         delivery
     }
 

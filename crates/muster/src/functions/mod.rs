@@ -61,6 +61,23 @@ pub struct Caller {
     pub username: String,
 }
 
+/// Where a call came from, beyond its caller (what Nakama's runtime gives a module's `ctx`).
+#[derive(Debug, Clone, Default)]
+pub struct RequestContext {
+    /// The socket's session id, or the HTTP call's token id.
+    pub session_id: Option<Uuid>,
+    /// The client's address as the server sees it (after trusted proxies).
+    pub client_ip: String,
+    /// The session's variables (from its token).
+    pub vars: HashMap<String, String>,
+    /// An HTTP call's query parameters.
+    pub query_params: HashMap<String, Vec<String>>,
+    /// An HTTP call's headers, credentials left out.
+    pub headers: HashMap<String, Vec<String>>,
+    /// When the caller's session expires, Unix seconds (0: not known).
+    pub session_expires: i64,
+}
+
 /// What a function is called with.
 pub struct Call<'a> {
     /// The function's id, as registered (lower case).
@@ -69,6 +86,8 @@ pub struct Call<'a> {
     pub caller: Option<&'a Caller>,
     /// The payload as sent (JSON by convention; empty when none was sent).
     pub payload: &'a str,
+    /// Where the call came from, when the transport tells.
+    pub request: Option<&'a RequestContext>,
     pub economy: &'a Economy,
     /// Accounts, as the server: ban and unban players, set their metadata.
     pub accounts: &'a Accounts,
@@ -366,6 +385,7 @@ pub enum CallError {
 }
 
 /// The services server functions reach, as the server.
+#[derive(Clone)]
 pub struct Domains {
     pub economy: Arc<Economy>,
     pub accounts: Arc<Accounts>,
@@ -392,12 +412,14 @@ impl Rpc {
         }
     }
 
-    /// Calls function `id` (case-insensitive) for `caller` (None: HTTP key) with `payload`.
+    /// Calls function `id` (case-insensitive) for `caller` (None: HTTP key) with `payload`,
+    /// from `request`.
     pub async fn call(
         &self,
         id: &str,
         caller: Option<&Caller>,
         payload: &str,
+        request: Option<&RequestContext>,
     ) -> Result<String, CallError> {
         if id.is_empty() {
             self.count("unknown", "missing_id");
@@ -413,6 +435,7 @@ impl Rpc {
             id,
             caller,
             payload,
+            request,
             economy: &self.domains.economy,
             accounts: &self.domains.accounts,
             storage: &self.domains.storage,

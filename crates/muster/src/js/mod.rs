@@ -1,27 +1,40 @@
-//! A game's JavaScript module, as Nakama loads one (`runtime.path`, `runtime.js_entrypoint`):
-//! `runtime.js_vms` VMs ([`muster_js::Vm`]), each on a thread of its own with the module loaded,
-//! take calls from one queue; every RPC the module registers is a server function, called
-//! like any other (`/v2/rpc/{id}`, the socket's `rpc`). The module's `nk` reaches Muster's
-//! services through this module's [`muster_js::Host`], on the VM's thread (blocking on the
-//! service, never on a runtime worker).
+//! A game's JavaScript module, as Nakama loads one (`runtime.path`, `runtime.js_entrypoint`).
+//!
+//! - **RPCs**: `runtime.js_vms` VMs ([`muster_js::Vm`]), each on a thread of its own with the
+//!   module loaded, take calls from one queue; every RPC the module registers is a server
+//!   function, called like any other (`/v2/rpc/{id}`, the socket's `rpc`).
+//! - **Matches**: every match handler the module registers is a match handler like the
+//!   built-in ones ([`matches::JsMatch`]); each match runs in a VM of its own.
+//! - **`nk`** reaches Muster's services through [`host::ServerHost`], blocking the calling VM's
+//!   thread, never an async worker.
+//! - **Reload** ([`Module::reload`], on SIGHUP or `muster runtime reload`): the bundle is read
+//!   and loaded again; if it loads, new calls and new matches use it while running matches
+//!   keep their VM; if not, the old bundle stays.
+
+pub mod host;
+mod matches;
+mod metrics;
+mod nk;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster_js::{Host, JsError, Limits, Vm};
-use parking_lot::Mutex;
+use muster_js::{JsError, Limits, Registrations, Vm};
+use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
 
 use crate::base::config::RuntimeConfig;
 use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
-use crate::notifications::{NewNotification, Notifications};
+use crate::matches::handler::Handlers;
+use host::ServerHost;
+pub use metrics::JsMetrics;
+pub use nk::http::HttpRules;
 
 /// Calls waiting for a VM, beyond which callers wait too.
 const QUEUE: usize = 1024;
 
-/// One call for a VM.
+/// One call for a pool VM.
 struct Job {
     id: String,
     context: Value,
@@ -29,14 +42,31 @@ struct Job {
     answer: oneshot::Sender<Result<String, JsError>>,
 }
 
-/// The module's VMs and their queue.
-pub struct Module {
-    jobs: mpsc::Sender<Job>,
-    /// The RPC ids the module registered.
-    pub rpcs: Vec<String>,
+/// The bundle in force.
+struct Bundle {
+    path: std::path::PathBuf,
+    name: String,
+    text: String,
+    registered: Registrations,
 }
 
-/// Why the module could not start.
+/// The module: its bundle, its pool of VMs and what every VM shares.
+pub struct Module {
+    bundle: RwLock<Arc<Bundle>>,
+    /// The pool's queue; replaced whole by a reload.
+    jobs: RwLock<mpsc::Sender<Job>>,
+    host: Arc<ServerHost>,
+    limits: Limits,
+    vms: usize,
+    pub(crate) node: String,
+    /// `runtime.env`, given to every call as `ctx.env`.
+    pub(crate) env: Value,
+    pub(crate) metrics: JsMetrics,
+    /// One reload at a time.
+    reloading: Mutex<()>,
+}
+
+/// Why the module could not start (or reload).
 #[derive(Debug, thiserror::Error)]
 pub enum ModuleError {
     #[error("cannot read the JavaScript module {path}: {error}")]
@@ -48,67 +78,58 @@ pub enum ModuleError {
 }
 
 impl Module {
-    /// Loads the module of `config` in every VM, when `runtime.path` names one.
+    /// Loads the module of `config` in every pool VM, when `runtime.path` names one.
     pub fn start(
         config: &RuntimeConfig,
         node: &str,
-        notifications: Arc<Notifications>,
+        host: ServerHost,
+        metrics: JsMetrics,
     ) -> Result<Option<Arc<Module>>, ModuleError> {
         if config.path.is_empty() {
             return Ok(None);
         }
         let path = std::path::Path::new(&config.path).join(&config.js_entrypoint);
-        let bundle = std::fs::read_to_string(&path).map_err(|error| ModuleError::Read {
-            path: path.display().to_string(),
-            error,
-        })?;
-        let name = config.js_entrypoint.clone();
         let limits = Limits {
             call_timeout: Duration::from_millis(config.js_call_timeout_ms),
             memory_bytes: config.js_memory_mb << 20,
         };
-        let host: Arc<dyn Host> = Arc::new(ServerHost {
-            notifications,
-            handle: tokio::runtime::Handle::current(),
-        });
-        let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
-        let queue = Arc::new(Mutex::new(queue));
-        let mut rpcs = Vec::new();
-        for n in 0..config.js_vms.max(1) {
-            // Loaded here, so a module that fails stops the start with its error.
-            let (loaded, ready) = std::sync::mpsc::channel();
-            let (bundle, name, host, queue) =
-                (bundle.clone(), name.clone(), host.clone(), queue.clone());
-            let node = node.to_owned();
-            std::thread::Builder::new()
-                .name(format!("js-vm-{n}"))
-                .spawn(move || {
-                    let vm = match Vm::load(&name, &bundle, host, limits) {
-                        Ok((vm, registered)) => {
-                            let _ = loaded.send(Ok(registered.rpcs));
-                            vm
-                        }
-                        Err(error) => {
-                            let _ = loaded.send(Err(error));
-                            return;
-                        }
-                    };
-                    serve(&vm, &queue, &node);
-                })
-                .map_err(ModuleError::Spawn)?;
-            let registered = ready
-                .recv()
-                .map_err(|_| ModuleError::Load(JsError::new("a VM thread ended", 13)))?
-                .map_err(ModuleError::Load)?;
-            rpcs = registered;
-        }
-        tracing::info!(rpcs = ?rpcs, vms = config.js_vms, "JavaScript module loaded");
-        Ok(Some(Arc::new(Module { jobs, rpcs })))
+        let host = Arc::new(host);
+        let vms = config.js_vms.max(1);
+        let bundle = read(&path, &config.js_entrypoint)?;
+        let (jobs, bundle) = start_pool(bundle, &host, limits, vms, node)?;
+        tracing::info!(
+            rpcs = ?bundle.registered.rpcs,
+            matches = ?bundle.registered.matches,
+            vms,
+            "JavaScript module loaded"
+        );
+        Ok(Some(Arc::new(Module {
+            bundle: RwLock::new(Arc::new(bundle)),
+            jobs: RwLock::new(jobs),
+            host,
+            limits,
+            vms,
+            node: node.to_owned(),
+            env: json!(config.env),
+            metrics,
+            reloading: Mutex::new(()),
+        })))
     }
 
-    /// Registers every RPC of the module as a server function.
-    pub fn register(self: &Arc<Self>, functions: &mut Functions) {
-        for id in &self.rpcs {
+    /// What the bundle in force registered.
+    pub fn registered(&self) -> Registrations {
+        self.bundle.read().registered.clone()
+    }
+
+    /// The host, to give it the match service once that exists.
+    pub fn host(&self) -> &Arc<ServerHost> {
+        &self.host
+    }
+
+    /// Registers every RPC of the module as a server function, and every match handler.
+    pub fn register(self: &Arc<Self>, functions: &mut Functions, handlers: &mut Handlers) {
+        let registered = self.registered();
+        for id in &registered.rpcs {
             let function = JsRpc {
                 id: id.clone(),
                 module: self.clone(),
@@ -117,6 +138,48 @@ impl Module {
                 tracing::warn!(%error, "a JavaScript RPC could not be registered");
             }
         }
+        for name in &registered.matches {
+            let module = self.clone();
+            let handler = name.clone();
+            handlers.register(name, move || {
+                Box::new(matches::JsMatch::new(module.clone(), &handler))
+            });
+        }
+    }
+
+    /// Reads and loads the bundle again. On success new calls and new matches use it (running
+    /// matches keep theirs); on failure nothing changes and the error says why. RPC ids and
+    /// match names are those registered at start: a reloaded bundle changes what they do.
+    pub fn reload(&self) -> Result<(), ModuleError> {
+        let _one = self.reloading.lock();
+        let current = self.bundle.read().clone();
+        let bundle = read(&current.path, &current.name)?;
+        let (jobs, bundle) = start_pool(bundle, &self.host, self.limits, self.vms, &self.node)?;
+        let added: Vec<&String> = bundle
+            .registered
+            .rpcs
+            .iter()
+            .chain(&bundle.registered.matches)
+            .filter(|n| {
+                !current.registered.rpcs.contains(n) && !current.registered.matches.contains(n)
+            })
+            .collect();
+        if !added.is_empty() {
+            tracing::warn!(?added, "the reloaded module registers new names: they are served after a restart");
+        }
+        *self.bundle.write() = Arc::new(bundle);
+        // The old pool's threads end once their queue is drained.
+        *self.jobs.write() = jobs;
+        self.metrics.reloads.inc();
+        tracing::info!("JavaScript module reloaded");
+        Ok(())
+    }
+
+    /// A VM with the bundle in force, for a match.
+    fn load_vm(&self) -> Result<Vm, JsError> {
+        let bundle = self.bundle.read().clone();
+        let host: Arc<dyn muster_js::Host> = self.host.clone();
+        Vm::load(&bundle.name, &bundle.text, host, self.limits).map(|(vm, _)| vm)
     }
 
     async fn call(&self, id: &str, context: Value, payload: &str) -> Result<String, JsError> {
@@ -128,21 +191,98 @@ impl Module {
             answer,
         };
         let gone = || JsError::new("the JavaScript VMs are stopped", 14);
-        self.jobs.send(job).await.map_err(|_| gone())?;
+        let jobs = self.jobs.read().clone();
+        jobs.send(job).await.map_err(|_| gone())?;
         answered.await.map_err(|_| gone())?
     }
 }
 
-/// A VM's thread: calls from the queue until the server stops.
-fn serve(vm: &Vm, queue: &Mutex<mpsc::Receiver<Job>>, node: &str) {
+fn read(path: &std::path::Path, name: &str) -> Result<Bundle, ModuleError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ModuleError::Read {
+        path: path.display().to_string(),
+        error,
+    })?;
+    Ok(Bundle {
+        path: path.to_owned(),
+        name: name.to_owned(),
+        text,
+        registered: Registrations::default(),
+    })
+}
+
+/// Starts `vms` VM threads with `bundle` loaded, each taking calls from the queue returned.
+/// Every VM loads before this returns, so a bundle that fails is refused whole.
+fn start_pool(
+    mut bundle: Bundle,
+    host: &Arc<ServerHost>,
+    limits: Limits,
+    vms: usize,
+    node: &str,
+) -> Result<(mpsc::Sender<Job>, Bundle), ModuleError> {
+    let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
+    let queue = Arc::new(Mutex::new(queue));
+    let text = Arc::new(bundle.text.clone());
+    for n in 0..vms {
+        let (loaded, ready) = std::sync::mpsc::channel();
+        let (text, name, queue) = (text.clone(), bundle.name.clone(), queue.clone());
+        let host: Arc<dyn muster_js::Host> = host.clone();
+        let node = node.to_owned();
+        std::thread::Builder::new()
+            .name(format!("js-vm-{n}"))
+            .spawn(move || {
+                let vm = match Vm::load(&name, &text, host.clone(), limits) {
+                    Ok((vm, registered)) => {
+                        let _ = loaded.send(Ok(registered));
+                        vm
+                    }
+                    Err(error) => {
+                        let _ = loaded.send(Err(error));
+                        return;
+                    }
+                };
+                serve(vm, &queue, &node, || {
+                    Vm::load(&name, &text, host.clone(), limits).map(|(vm, _)| vm)
+                });
+            })
+            .map_err(ModuleError::Spawn)?;
+        bundle.registered = ready
+            .recv()
+            .map_err(|_| ModuleError::Load(JsError::new("a VM thread ended", 13)))?
+            .map_err(ModuleError::Load)?;
+    }
+    Ok((jobs, bundle))
+}
+
+/// A pool VM's thread: calls from the queue until the queue closes. A call stopped at its
+/// time limit leaves the VM in whatever state the script left it, so the VM is replaced by a
+/// fresh one (`reload`).
+fn serve(
+    mut vm: Vm,
+    queue: &Mutex<mpsc::Receiver<Job>>,
+    node: &str,
+    reload: impl Fn() -> Result<Vm, JsError>,
+) {
     loop {
         let job = queue.lock().blocking_recv();
         let Some(mut job) = job else { return };
         if let Some(context) = job.context.as_object_mut() {
             context.insert("node".into(), json!(node));
         }
-        let answer = vm.call_rpc(&job.id, &job.context, &job.payload);
+        // A panic below the script (a bug of ours) fails this call, not the VM's thread.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            vm.call_rpc(&job.id, &job.context, &job.payload)
+        }))
+        .unwrap_or_else(|_| Err(JsError::new("internal error in the JavaScript host", 13)));
+        let replace = matches!(&answer, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == "internal error in the JavaScript host");
         let _ = job.answer.send(answer);
+        if replace {
+            match reload() {
+                Ok(fresh) => vm = fresh,
+                Err(error) => {
+                    tracing::error!(message = %error.message, "a JavaScript VM could not be replaced; it goes on")
+                }
+            }
+        }
     }
 }
 
@@ -155,23 +295,37 @@ struct JsRpc {
 #[async_trait::async_trait]
 impl ServerFunction for JsRpc {
     async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
-        // Nakama's context keys.
-        let context = match call.caller {
-            Some(caller) => json!({
-                "executionMode": "rpc",
-                "userId": caller.user_id,
-                "username": caller.username,
-            }),
-            None => json!({ "executionMode": "rpc" }),
-        };
-        self.module
-            .call(&self.id, context, call.payload)
-            .await
-            .map_err(|error| {
-                tracing::debug!(rpc = %self.id, code = error.code, message = %error.message, "a JavaScript RPC failed");
-                RpcError::new(code_of(error.code), error.message)
-            })
+        let context = context_of(&call, &self.module);
+        let answer = self.module.call(&self.id, context, call.payload).await;
+        answer.map_err(|error| {
+            tracing::debug!(rpc = %self.id, code = error.code, message = %error.message, "a JavaScript RPC failed");
+            RpcError::new(code_of(error.code), error.message)
+        })
     }
+}
+
+/// Nakama's `ctx` for an RPC.
+fn context_of(call: &Call<'_>, module: &Module) -> Value {
+    let mut context = json!({
+        "executionMode": "rpc",
+        "env": module.env,
+        "queryParams": {},
+        "headers": {},
+        "vars": {},
+    });
+    if let Some(caller) = call.caller {
+        context["userId"] = json!(caller.user_id.to_string());
+        context["username"] = json!(caller.username);
+    }
+    if let Some(request) = call.request {
+        context["sessionId"] = json!(request.session_id.map(|s| s.to_string()).unwrap_or_default());
+        context["clientIp"] = json!(request.client_ip);
+        context["vars"] = json!(request.vars);
+        context["queryParams"] = json!(request.query_params);
+        context["headers"] = json!(request.headers);
+        context["userSessionExp"] = json!(request.session_expires);
+    }
+    context
 }
 
 /// A gRPC code as a function's error code.
@@ -186,68 +340,4 @@ fn code_of(code: i32) -> RpcCode {
         4 | 14 => RpcCode::Unavailable,
         _ => RpcCode::Internal,
     }
-}
-
-/// The module's `nk`: the functions Muster answers so far.
-struct ServerHost {
-    notifications: Arc<Notifications>,
-    handle: tokio::runtime::Handle,
-}
-
-impl Host for ServerHost {
-    fn names(&self) -> Vec<String> {
-        vec!["uuidv4".into(), "notificationSend".into()]
-    }
-
-    fn call(&self, name: &str, args: Value) -> Result<Value, JsError> {
-        let arg = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
-        match name {
-            "uuidv4" => Ok(json!(Uuid::new_v4().to_string())),
-            // nk.notificationSend(userId, subject, content, code, senderId, persistent)
-            "notificationSend" => {
-                let user_id = parse_id(&arg(0), "userId")?;
-                let sender_id = match arg(4) {
-                    Value::Null => None,
-                    Value::String(s) if s.is_empty() => None,
-                    other => Some(parse_id(&other, "senderId")?),
-                };
-                let content = match arg(2) {
-                    Value::Null => "{}".to_string(),
-                    other => other.to_string(),
-                };
-                let notification = NewNotification {
-                    user_id,
-                    subject: arg(1).as_str().unwrap_or_default().to_owned(),
-                    content,
-                    code: arg(3).as_i64().unwrap_or(0) as i32,
-                    sender_id,
-                    persistent: arg(5).as_bool().unwrap_or(false),
-                };
-                self.handle
-                    .block_on(self.notifications.send(vec![notification]))
-                    .map_err(|error| {
-                        let error = RpcError::from(error);
-                        JsError::new(error.message, error.code.grpc())
-                    })?;
-                Ok(Value::Null)
-            }
-            other => Err(JsError::new(format!("nk.{other} is not available"), 12)),
-        }
-    }
-
-    fn log(&self, level: &str, message: &str) {
-        match level {
-            "debug" => tracing::debug!(target: "js", "{message}"),
-            "warn" => tracing::warn!(target: "js", "{message}"),
-            "error" => tracing::error!(target: "js", "{message}"),
-            _ => tracing::info!(target: "js", "{message}"),
-        }
-    }
-}
-
-fn parse_id(value: &Value, what: &str) -> Result<Uuid, JsError> {
-    value
-        .as_str()
-        .and_then(|s| Uuid::parse_str(s).ok())
-        .ok_or_else(|| JsError::new(format!("{what} must be a user id"), 3))
 }

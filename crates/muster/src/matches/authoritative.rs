@@ -51,9 +51,8 @@ pub struct AuthoritativeHandle {
     pub handler: String,
     pub capacity: usize,
     pub room: Option<RoomMeta>,
-    pub label: Option<String>,
-    /// The label's fields, read once for listings.
-    pub label_fields: super::listing::LabelFields,
+    /// The label and its fields (read once per change, for listings); the handler may change it.
+    label: parking_lot::RwLock<Arc<MatchLabel>>,
     control: mpsc::Sender<Control>,
     inputs: mpsc::Sender<Input>,
     size: AtomicUsize,
@@ -62,11 +61,33 @@ pub struct AuthoritativeHandle {
     pub ended: CancellationToken,
 }
 
+/// A match's label as listings read it.
+#[derive(Debug, Default)]
+pub struct MatchLabel {
+    pub text: Option<String>,
+    pub fields: super::listing::LabelFields,
+}
+
+impl MatchLabel {
+    fn of(text: Option<String>) -> Arc<MatchLabel> {
+        Arc::new(MatchLabel {
+            fields: super::listing::LabelFields::of(text.as_deref()),
+            text,
+        })
+    }
+}
+
+struct SignalRequest {
+    data: String,
+    reply: oneshot::Sender<Result<String, String>>,
+}
+
 /// Messages that wake the match task. Small (a join is boxed): the channel allocates its slots
 /// in blocks of 32, so the size of this enum is paid 32 times by every match, even an idle room.
 enum Control {
     Join(Box<JoinRequest>),
     Leave { session: Uuid },
+    Signal(Box<SignalRequest>),
     Terminate,
 }
 
@@ -100,6 +121,38 @@ impl AuthoritativeHandle {
 
     pub fn tick_rate_hz(&self) -> u32 {
         self.tick_rate_hz.load(Ordering::Relaxed)
+    }
+
+    /// The label now (the handler may have changed it since the match began).
+    pub fn label(&self) -> Option<String> {
+        self.label.read().text.clone()
+    }
+
+    /// The label and its fields now.
+    pub fn label_state(&self) -> Arc<MatchLabel> {
+        self.label.read().clone()
+    }
+
+    /// Sends the match a signal (Nakama's `matchSignal`): the handler's answer, or its refusal;
+    /// waits at most `limit`.
+    pub async fn signal(&self, data: String, limit: Duration) -> Result<String, MatchError> {
+        let (reply, answer) = oneshot::channel();
+        self.control
+            .try_send(Control::Signal(Box::new(SignalRequest { data, reply })))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => {
+                    MatchError::Rejected("Match is busy; try again.".into())
+                }
+                mpsc::error::TrySendError::Closed(_) => {
+                    MatchError::Ended("Match has ended.".into())
+                }
+            })?;
+        match tokio::time::timeout(limit, answer).await {
+            Ok(Ok(Ok(data))) => Ok(data),
+            Ok(Ok(Err(reason))) => Err(MatchError::Rejected(reason)),
+            Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
+            Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
+        }
     }
 
     /// Asks the match to take `member`; waits at most `limit` for its answer.
@@ -173,6 +226,8 @@ macro_rules! context {
             members: &$actor.members,
             tick_rate_hz: $actor.handle.tick_rate_hz(),
             sent: 0,
+            kicked: Vec::new(),
+            label: None,
         }
     };
 }
@@ -212,8 +267,7 @@ pub fn create(
         handler: handler_name.to_owned(),
         capacity: params.capacity,
         room,
-        label_fields: super::listing::LabelFields::of(settings.label.as_deref()),
-        label: settings.label,
+        label: parking_lot::RwLock::new(MatchLabel::of(settings.label)),
         control: control_tx,
         inputs: input_tx,
         size: AtomicUsize::new(0),
@@ -269,6 +323,16 @@ impl Actor {
                             empty_since = Some(Instant::now());
                         }
                     }
+                    Some(Control::Signal(request)) => {
+                        let mut ctx = context!(self);
+                        let answer = self.handler.signal(&mut ctx, &request.data);
+                        let (kicked, label) = (std::mem::take(&mut ctx.kicked), ctx.label.take());
+                        let _ = request.reply.send(answer);
+                        self.carry_out(kicked, label);
+                        if self.members.is_empty() && empty_since.is_none() {
+                            empty_since = Some(Instant::now());
+                        }
+                    }
                 },
                 scheduled = ticks.tick(), if ticking => {
                     let began = Instant::now();
@@ -279,6 +343,10 @@ impl Actor {
                     }
                     tick += 1;
                     let flow = self.tick(tick, &mut batch);
+                    if self.members.is_empty() && empty_since.is_none() {
+                        // The handler kicked everyone.
+                        empty_since = Some(Instant::now());
+                    }
                     metrics.ticks.inc();
                     metrics.tick_duration.observe(began.elapsed().as_secs_f64());
                     if flow == Flow::End {
@@ -314,8 +382,22 @@ impl Actor {
         }
         let mut ctx = context!(self);
         let flow = self.handler.tick(&mut ctx, tick, batch);
+        let (kicked, label) = (std::mem::take(&mut ctx.kicked), ctx.label.take());
         batch.clear();
+        self.carry_out(kicked, label);
         flow
+    }
+
+    /// What a handler asked for besides messages: players removed, a new label.
+    fn carry_out(&mut self, kicked: Vec<Uuid>, label: Option<String>) {
+        if let Some(text) = label {
+            *self.handle.label.write() = MatchLabel::of(Some(text));
+        }
+        for session in kicked {
+            if self.leave(session) {
+                self.env.registry.remove_membership(session, self.handle.id);
+            }
+        }
     }
 
     /// Handles a join; true when the member was added.
@@ -364,6 +446,8 @@ impl Actor {
         self.env.metrics.players.inc();
         let mut ctx = context!(self);
         self.handler.join(&mut ctx, &presence);
+        let (kicked, label) = (std::mem::take(&mut ctx.kicked), ctx.label.take());
+        self.carry_out(kicked, label);
         true
     }
 
@@ -387,6 +471,8 @@ impl Actor {
         }
         let mut ctx = context!(self);
         self.handler.leave(&mut ctx, &gone.presence);
+        let (kicked, label) = (std::mem::take(&mut ctx.kicked), ctx.label.take());
+        self.carry_out(kicked, label);
         true
     }
 
@@ -395,7 +481,7 @@ impl Actor {
         Match {
             match_id: self.handle.id_text.clone(),
             authoritative: true,
-            label: self.handle.label.clone(),
+            label: self.handle.label(),
             size: self.members.len() as i32,
             presences: self
                 .members

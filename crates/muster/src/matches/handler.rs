@@ -57,12 +57,17 @@ pub struct Input {
 /// What a match is created with.
 #[derive(Debug, Clone, Default)]
 pub struct MatchParams {
+    /// The match's id as clients see it (set by the server when it creates the match).
+    pub match_id: String,
     /// Most players at once (the room capacity, or the matched group's size).
     pub capacity: usize,
     /// Free parameters (a room's `params`).
     pub params: HashMap<String, String>,
     /// Players the matchmaker put in this match, before any of them joined.
     pub expected: Vec<UserPresence>,
+    /// Structured parameters from server code (a JavaScript module's `nk.matchCreate`), as
+    /// given; `params` holds their top-level fields as text.
+    pub data: Option<serde_json::Value>,
     /// The tick rate used unless the handler picks one (`matches.tick_rate_hz`).
     pub default_tick_rate_hz: u32,
 }
@@ -112,6 +117,12 @@ pub trait MatchHandler: Send + 'static {
     /// The match is ending (the handler asked, the room was destroyed, it stayed empty, or the
     /// server is shutting down). Messages sent here still reach the players.
     fn terminate(&mut self, _ctx: &mut MatchContext<'_>) {}
+
+    /// A signal from server code (Nakama's `matchSignal`): `Ok(answer)`, or `Err(reason)`
+    /// to refuse it.
+    fn signal(&mut self, _ctx: &mut MatchContext<'_>, _data: &str) -> Result<String, String> {
+        Err("This match takes no signals.".into())
+    }
 }
 
 /// What a handler sees of its match while it is called.
@@ -121,6 +132,10 @@ pub struct MatchContext<'a> {
     pub(super) tick_rate_hz: u32,
     /// Messages queued to players during this call (for metrics and tests).
     pub(super) sent: u64,
+    /// Sessions the handler removed during this call.
+    pub(super) kicked: Vec<Uuid>,
+    /// The label the handler set during this call.
+    pub(super) label: Option<String>,
 }
 
 impl<'a> MatchContext<'a> {
@@ -140,6 +155,17 @@ impl<'a> MatchContext<'a> {
 
     pub fn size(&self) -> usize {
         self.members.len()
+    }
+
+    /// Removes the player with this session id once the call returns (the others are told, as
+    /// when a player leaves, and the handler's `leave` runs).
+    pub fn kick(&mut self, session: Uuid) {
+        self.kicked.push(session);
+    }
+
+    /// Replaces the match's label (shown in listings and to players who join next).
+    pub fn set_label(&mut self, label: String) {
+        self.label = Some(label);
     }
 
     /// Sends `match_data` (from the match itself, no sender presence) to every player. The

@@ -123,15 +123,16 @@ pub fn list(registry: &MatchRegistry, filter: &ListFilter) -> Vec<Match> {
                 if filter.authoritative == Some(false) {
                     continue;
                 }
+                let label = handle.label_state();
                 let summary = Match {
                     match_id: handle.id_text.clone(),
                     authoritative: true,
-                    label: handle.label.clone(),
+                    label: label.text.clone(),
                     size: handle.size() as i32,
                     tick_rate: handle.tick_rate_hz() as i32,
                     handler_name: handle.handler.clone(),
                 };
-                (summary, Some(&handle.label_fields))
+                (summary, Some(label))
             }
             MatchRef::Relayed(relayed) => {
                 if filter.authoritative == Some(true) || by_label {
@@ -157,8 +158,8 @@ pub fn list(registry: &MatchRegistry, filter: &ListFilter) -> Vec<Match> {
                 continue;
             }
         }
-        if let (Some(query), Some(fields)) = (&filter.query, fields) {
-            if !query.matches(&fields.strings, &fields.numbers) {
+        if let (Some(query), Some(label)) = (&filter.query, fields) {
+            if !query.matches(&label.fields.strings, &label.fields.numbers) {
                 continue;
             }
         }

@@ -263,6 +263,7 @@ impl Matches {
         let id = MatchId::new_authoritative(self.node());
         let params = MatchParams {
             default_tick_rate_hz: self.config.tick_rate_hz,
+            match_id: id.display(self.node()),
             ..params
         };
         let is_room = room.is_some();
@@ -289,6 +290,26 @@ impl Matches {
         }
         tokio::spawn(actor.run());
         Ok(handle)
+    }
+
+    /// The authoritative match `match_id` when it runs on this node.
+    pub fn authoritative_here(
+        &self,
+        match_id: &str,
+    ) -> Result<Arc<AuthoritativeHandle>, MatchError> {
+        let id = MatchId::parse(match_id, self.node())?;
+        match self.registry.get(id)? {
+            MatchRef::Authoritative(handle) => Ok(handle),
+            _ => Err(MatchError::NotFound("Match not found.".into())),
+        }
+    }
+
+    /// Sends `data` to the handler of the authoritative match `match_id` on this node
+    /// (Nakama's `matchSignal`): its answer.
+    pub async fn signal(&self, match_id: &str, data: String) -> Result<String, MatchError> {
+        let handle = self.authoritative_here(match_id)?;
+        let limit = Duration::from_millis(self.config.join_timeout_ms);
+        handle.signal(data, limit).await
     }
 
     pub(crate) fn new_relayed(&self, id: MatchId, name: Option<String>) -> Arc<RelayedMatch> {

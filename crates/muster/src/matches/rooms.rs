@@ -100,7 +100,7 @@ impl RoomInfo {
             capacity: room.capacity,
             players: room.size(),
             tick_rate_hz: room.tick_rate_hz(),
-            label: room.label.clone(),
+            label: room.label(),
             owner: meta.and_then(|m| m.owner).map(|u| u.to_string()),
             created_at_ms: meta.map_or(0, |m| m.created_at_ms),
         }

@@ -113,9 +113,13 @@ pub fn handle<'a>(
                 user_id: session.user_id,
                 username: session.username.to_string(),
             };
+            let request = crate::functions::RequestContext {
+                session_id: Some(session.session_id),
+                ..Default::default()
+            };
             let answered = state
                 .rpc
-                .call(&rpc.id, Some(&caller), &rpc.payload)
+                .call(&rpc.id, Some(&caller), &rpc.payload, Some(&request))
                 .await
                 .map(|payload| {
                     Answer::Reply(Message::Rpc(realtime::Rpc {

@@ -283,6 +283,15 @@ pub struct RuntimeConfig {
     pub js_call_timeout_ms: u64,
     /// Most memory one JavaScript VM may hold, in MiB.
     pub js_memory_mb: usize,
+    /// Values a module reads as `ctx.env` (Nakama's `runtime.env`).
+    pub env: BTreeMap<String, String>,
+    /// Hosts a module's `nk.httpRequest` may reach: `host`, `host:port`, or `*` for any;
+    /// empty: none (the module has no network).
+    pub js_http_allow: Vec<String>,
+    /// Longest one `nk.httpRequest` may take.
+    pub js_http_timeout_ms: u64,
+    /// Largest answer one `nk.httpRequest` may read.
+    pub js_http_max_bytes: usize,
 }
 
 /// One stack of the starting inventory.
@@ -321,6 +330,10 @@ impl Default for RuntimeConfig {
             js_vms: 2,
             js_call_timeout_ms: 5000,
             js_memory_mb: 64,
+            env: BTreeMap::new(),
+            js_http_allow: Vec::new(),
+            js_http_timeout_ms: 5000,
+            js_http_max_bytes: 1 << 20,
         }
     }
 }

@@ -11,15 +11,15 @@ pub mod error;
 pub mod extract;
 mod friend;
 mod group;
-mod leaderboard;
+pub(crate) mod leaderboard;
 mod match_list;
 mod notification;
 mod response;
 pub mod rooms;
 mod rpc;
 mod session;
-mod storage;
-mod tournament;
+pub(crate) mod storage;
+pub(crate) mod tournament;
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,9 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
@@ -19,7 +21,8 @@ use serde::Deserialize;
 use super::auth::RpcCaller;
 use super::error::ApiError;
 use super::extract::{body_error, ApiQuery};
-use crate::functions::Caller;
+use super::extract::ClientIp;
+use crate::functions::{Caller, RequestContext};
 use crate::net::state::AppState;
 
 #[derive(Deserialize)]
@@ -30,20 +33,35 @@ pub struct RpcQuery {
     payload: Option<String>,
 }
 
+// One extractor per part of the request axum hands over.
+#[allow(clippy::too_many_arguments)]
 pub async fn call(
     State(state): State<AppState>,
     method: Method,
     Path(id): Path<String>,
     caller: RpcCaller,
     ApiQuery(query): ApiQuery<RpcQuery>,
+    RawQuery(raw_query): RawQuery,
+    ClientIp(client_ip): ClientIp,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let mut request = RequestContext {
+        client_ip: client_ip.to_string(),
+        query_params: query_params(raw_query.as_deref()),
+        headers: headers_of(&headers),
+        ..RequestContext::default()
+    };
     let caller = match caller {
-        RpcCaller::Player(claims) => Some(Caller {
-            user_id: claims.uid,
-            username: claims.usn,
-        }),
+        RpcCaller::Player(claims) => {
+            request.session_id = Some(claims.tid);
+            request.session_expires = claims.exp;
+            request.vars = claims.vrs;
+            Some(Caller {
+                user_id: claims.uid,
+                username: claims.usn,
+            })
+        }
         RpcCaller::Server => None,
     };
     let unwrap = query.unwrap.is_some();
@@ -62,7 +80,10 @@ pub async fn call(
     } else {
         query.payload.clone().unwrap_or_default()
     };
-    let result = state.rpc.call(&id, caller.as_ref(), &payload).await?;
+    let result = state
+        .rpc
+        .call(&id, caller.as_ref(), &payload, Some(&request))
+        .await?;
     if unwrap {
         let content_type = headers
             .get(CONTENT_TYPE)
@@ -71,4 +92,29 @@ pub async fn call(
         return Ok(([(CONTENT_TYPE, content_type)], result).into_response());
     }
     Ok(Json(serde_json::json!({ "payload": result })).into_response())
+}
+
+/// Query parameters by name, each with its values (the credentials left out).
+fn query_params(raw: Option<&str>) -> HashMap<String, Vec<String>> {
+    let mut params: HashMap<String, Vec<String>> = HashMap::new();
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        if name != "http_key" {
+            params.entry(name.into_owned()).or_default().push(value.into_owned());
+        }
+    }
+    params
+}
+
+/// Headers by name, each with its values; credentials (authorization, cookies) left out.
+fn headers_of(headers: &HeaderMap) -> HashMap<String, Vec<String>> {
+    let mut found: HashMap<String, Vec<String>> = HashMap::new();
+    for (name, value) in headers {
+        if matches!(name.as_str(), "authorization" | "cookie" | "proxy-authorization") {
+            continue;
+        }
+        if let Ok(value) = value.to_str() {
+            found.entry(name.as_str().to_owned()).or_default().push(value.to_owned());
+        }
+    }
+    found
 }

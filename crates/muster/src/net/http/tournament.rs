@@ -30,7 +30,7 @@ fn seconds(value: i64) -> u32 {
     u32::try_from(value.max(0)).unwrap_or(u32::MAX)
 }
 
-fn tournament(info: TournamentInfo) -> Tournament {
+pub fn tournament(info: TournamentInfo) -> Tournament {
     let def = info.def;
     let t = def.tournament;
     Tournament {

@@ -1,0 +1,298 @@
+//! The module's `nk`: [`ServerHost`] answers each call by name from one of the families in
+//! [`super::nk`], on the calling VM's thread. A call blocks that thread until the service
+//! answers: a pool VM's thread is its own; an authoritative match's VM runs in its match's
+//! task, which steps out of the async workers while it waits (`block_in_place`).
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use muster_js::{Host, JsError};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::nk;
+use crate::chat::Chat;
+use crate::cluster::Router;
+use crate::functions::{Domains, RpcError};
+use crate::matches::Matches;
+
+/// Muster's services as a module reaches them.
+pub struct ServerHost {
+    pub(super) domains: Domains,
+    pub(super) chat: Arc<Chat>,
+    pub(super) router: Arc<dyn Router>,
+    /// Set once the match service exists (it is built after the module, whose match handlers
+    /// it needs).
+    pub(crate) matches: OnceLock<Arc<Matches>>,
+    pub(super) http: nk::http::HttpRules,
+    handle: tokio::runtime::Handle,
+}
+
+impl ServerHost {
+    pub fn new(
+        domains: Domains,
+        chat: Arc<Chat>,
+        router: Arc<dyn Router>,
+        http: nk::http::HttpRules,
+    ) -> ServerHost {
+        ServerHost {
+            domains,
+            chat,
+            router,
+            matches: OnceLock::new(),
+            http,
+            handle: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Runs `future` to its end from a VM's thread.
+    pub(super) fn wait<T>(&self, future: impl Future<Output = T>) -> Result<T, JsError> {
+        match tokio::runtime::Handle::try_current() {
+            // A VM thread of the pool: outside the runtime.
+            Err(_) => Ok(self.handle.block_on(future)),
+            // A match's task, on a worker of the multi-threaded runtime.
+            Ok(handle)
+                if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+            {
+                Ok(tokio::task::block_in_place(|| handle.block_on(future)))
+            }
+            Ok(_) => Err(JsError::new(
+                "this nk function cannot be called from here (a single-threaded runtime)",
+                12,
+            )),
+        }
+    }
+
+    pub(super) fn matches(&self) -> Result<&Arc<Matches>, JsError> {
+        self.matches
+            .get()
+            .ok_or_else(|| JsError::new("matches are not started yet", 14))
+    }
+}
+
+impl Host for ServerHost {
+    fn names(&self) -> Vec<String> {
+        nk::names().into_iter().map(str::to_owned).collect()
+    }
+
+    fn call(&self, name: &str, args: Value) -> Result<Value, JsError> {
+        let args = Args(match args {
+            Value::Array(list) => list,
+            _ => Vec::new(),
+        });
+        nk::call(self, name, &args)
+    }
+
+    fn log(&self, level: &str, message: &str) {
+        match level {
+            "debug" => tracing::debug!(target: "js", "{message}"),
+            "warn" => tracing::warn!(target: "js", "{message}"),
+            "error" => tracing::error!(target: "js", "{message}"),
+            _ => tracing::info!(target: "js", "{message}"),
+        }
+    }
+}
+
+/// A domain's refusal as the script sees it: the message and gRPC code a client would get.
+pub(super) fn refused(error: impl Into<RpcError>) -> JsError {
+    let error = error.into();
+    JsError::new(error.message, error.code.grpc())
+}
+
+pub(super) fn invalid(message: impl Into<String>) -> JsError {
+    JsError::new(message, 3)
+}
+
+/// An `nk` call's arguments, by position.
+pub(super) struct Args(pub(super) Vec<Value>);
+
+static NULL: Value = Value::Null;
+
+impl Args {
+    pub(super) fn get(&self, i: usize) -> &Value {
+        self.0.get(i).unwrap_or(&NULL)
+    }
+
+    /// Whether argument `i` is absent, `null` or `undefined`.
+    pub(super) fn missing(&self, i: usize) -> bool {
+        self.get(i).is_null()
+    }
+
+    pub(super) fn string(&self, i: usize, what: &str) -> Result<String, JsError> {
+        self.get(i)
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| invalid(format!("{what} must be a string")))
+    }
+
+    /// A string, or `None` when absent or empty.
+    pub(super) fn opt_string(&self, i: usize) -> Option<String> {
+        self.get(i)
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
+
+    pub(super) fn user(&self, i: usize, what: &str) -> Result<Uuid, JsError> {
+        parse_user(self.get(i), what)
+    }
+
+    /// A user id, or `None` when absent or empty.
+    pub(super) fn opt_user(&self, i: usize, what: &str) -> Result<Option<Uuid>, JsError> {
+        match self.get(i) {
+            Value::Null => Ok(None),
+            Value::String(s) if s.is_empty() => Ok(None),
+            other => parse_user(other, what).map(Some),
+        }
+    }
+
+    pub(super) fn int(&self, i: usize, what: &str) -> Result<Option<i64>, JsError> {
+        match self.get(i) {
+            Value::Null => Ok(None),
+            value => value
+                .as_f64()
+                .filter(|n| n.is_finite() && n.fract() == 0.0)
+                .map(|n| Some(n as i64))
+                .ok_or_else(|| invalid(format!("{what} must be an integer"))),
+        }
+    }
+
+    pub(super) fn bool(&self, i: usize) -> Option<bool> {
+        self.get(i).as_bool()
+    }
+
+    /// A list of strings (absent: empty).
+    pub(super) fn strings(&self, i: usize, what: &str) -> Result<Vec<String>, JsError> {
+        match self.get(i) {
+            Value::Null => Ok(Vec::new()),
+            Value::Array(list) => list
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| invalid(format!("{what} must be strings")))
+                })
+                .collect(),
+            _ => Err(invalid(format!("{what} must be an array of strings"))),
+        }
+    }
+
+    /// An object argument as JSON text (absent: `{}`); a string is taken as JSON already.
+    pub(super) fn json_text(&self, i: usize, what: &str) -> Result<String, JsError> {
+        json_text(self.get(i), what)
+    }
+}
+
+pub(super) fn json_text(value: &Value, what: &str) -> Result<String, JsError> {
+    match value {
+        Value::Null => Ok("{}".to_owned()),
+        Value::Object(_) => Ok(value.to_string()),
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(_)) => Ok(text.clone()),
+            _ => Err(invalid(format!("{what} must be an object"))),
+        },
+        _ => Err(invalid(format!("{what} must be an object"))),
+    }
+}
+
+pub(super) fn parse_user(value: &Value, what: &str) -> Result<Uuid, JsError> {
+    value
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| invalid(format!("{what} must be a user id")))
+}
+
+/// A REST answer (Nakama's JSON: snake_case, times as RFC 3339, objects as JSON text) in the
+/// shape Nakama's JavaScript runtime gives: camelCase keys, times as Unix seconds, `metadata`,
+/// `value`, `wallet` and `content` as objects, and a user's `id` as `userId`.
+pub(super) fn shaped(value: impl serde::Serialize) -> Value {
+    shape(serde_json::to_value(value).unwrap_or(Value::Null), None)
+}
+
+fn shape(value: Value, key: Option<&str>) -> Value {
+    match value {
+        Value::Object(object) => {
+            let is_user = key == Some("user") || key == Some("users");
+            let mut out = Map::with_capacity(object.len());
+            for (name, inner) in object {
+                let name = if is_user && name == "id" {
+                    "userId".to_owned()
+                } else {
+                    camel(&name)
+                };
+                let inner = match (name.as_str(), inner) {
+                    // 64-bit integers the REST answers give as strings (proto3's JSON).
+                    (
+                        "score" | "subscore" | "numScore" | "maxNumScore" | "rank" | "rankCount",
+                        Value::String(text),
+                    ) => text
+                        .parse::<i64>()
+                        .map(Value::from)
+                        .unwrap_or(Value::String(text)),
+                    ("metadata" | "value" | "wallet" | "content", Value::String(text)) => {
+                        match serde_json::from_str::<Value>(&text) {
+                            Ok(parsed @ (Value::Object(_) | Value::Array(_))) => parsed,
+                            _ => Value::String(text),
+                        }
+                    }
+                    (n, Value::String(text)) if n.ends_with("Time") => {
+                        chrono::DateTime::parse_from_rfc3339(&text)
+                            .map(|t| Value::from(t.timestamp()))
+                            .unwrap_or(Value::String(text))
+                    }
+                    (n, inner) => shape(inner, Some(n)),
+                };
+                out.insert(name, inner);
+            }
+            Value::Object(out)
+        }
+        Value::Array(list) => Value::Array(list.into_iter().map(|v| shape(v, key)).collect()),
+        other => other,
+    }
+}
+
+fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_answers_take_the_javascript_runtime_shape() {
+        let rest = serde_json::json!({
+            "friends": [{
+                "user": { "id": "u1", "display_name": "Ana", "metadata": "{\"lvl\":3}",
+                          "create_time": "2026-01-01T00:00:00Z" },
+                "state": 0,
+                "update_time": "2026-01-01T00:00:01Z",
+            }],
+            "cursor": "c",
+        });
+        assert_eq!(
+            shaped(rest),
+            serde_json::json!({
+                "friends": [{
+                    "user": { "userId": "u1", "displayName": "Ana", "metadata": { "lvl": 3 },
+                              "createTime": 1_767_225_600 },
+                    "state": 0,
+                    "updateTime": 1_767_225_601,
+                }],
+                "cursor": "c",
+            })
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Accounts and users: `accountGetId`, `accountsGetId`, `accountUpdateId`, `accountDeleteId`,
+//! `usersGetId`, `usersGetUsername`, `usersBanId`, `usersUnbanId`.
+
+use muster_js::JsError;
+use muster_proto::api::UpdateAccountRequest;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::super::host::{invalid, refused, shaped, Args, ServerHost};
+
+pub(super) const NAMES: &[&str] = &[
+    "accountGetId",
+    "accountsGetId",
+    "accountUpdateId",
+    "accountDeleteId",
+    "usersGetId",
+    "usersGetUsername",
+    "usersBanId",
+    "usersUnbanId",
+];
+
+/// Most accounts one `accountsGetId` reads.
+const MAX_ACCOUNTS: usize = 100;
+
+pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    let accounts = &host.domains.accounts;
+    match name {
+        "accountGetId" => {
+            let user = args.user(0, "userId")?;
+            account(host, user)
+        }
+        "accountsGetId" => {
+            let ids = user_ids(args, 0, "userIds")?;
+            if ids.len() > MAX_ACCOUNTS {
+                return Err(invalid(format!("At most {MAX_ACCOUNTS} user IDs at once.")));
+            }
+            let mut found = Vec::with_capacity(ids.len());
+            for id in ids {
+                match account(host, id) {
+                    Ok(account) => found.push(account),
+                    Err(error) if error.code == 5 => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(Value::Array(found))
+        }
+        // accountUpdateId(userId, username, displayName, timezone, location, language, avatar,
+        // metadata)
+        "accountUpdateId" => {
+            let user = args.user(0, "userId")?;
+            let text = |i: usize| args.get(i).as_str().map(str::to_owned);
+            let request = UpdateAccountRequest {
+                username: text(1).filter(|s| !s.is_empty()),
+                display_name: text(2),
+                timezone: text(3),
+                location: text(4),
+                lang_tag: text(5),
+                avatar_url: text(6),
+            };
+            host.wait(accounts.update(user, request))?
+                .map_err(refused)?;
+            if !args.missing(7) {
+                let metadata = args.json_text(7, "metadata")?;
+                host.wait(accounts.set_metadata(user, &metadata))?
+                    .map_err(refused)?;
+            }
+            Ok(Value::Null)
+        }
+        "accountDeleteId" => {
+            let user = args.user(0, "userId")?;
+            host.wait(async {
+                accounts.delete(user).await?;
+                host.domains.leaderboards.forget_owner(user).await;
+                Ok::<_, crate::accounts::AccountError>(())
+            })?
+            .map_err(refused)?;
+            Ok(Value::Null)
+        }
+        "usersGetId" | "usersGetUsername" => {
+            let list = args.strings(0, if name == "usersGetId" { "userIds" } else { "usernames" })?;
+            let (ids, usernames) = if name == "usersGetId" {
+                (list, Vec::new())
+            } else {
+                (Vec::new(), list)
+            };
+            let router = host.router.clone();
+            let users = host
+                .wait(accounts.users(&ids, usernames, |id| router.is_online(id)))?
+                .map_err(refused)?;
+            Ok(Value::Array(users.into_iter().map(user).collect()))
+        }
+        "usersBanId" | "usersUnbanId" => {
+            let ids = user_ids(args, 0, "userIds")?;
+            let done = if name == "usersBanId" {
+                host.wait(accounts.ban(&ids))?
+            } else {
+                host.wait(accounts.unban(&ids))?
+            };
+            done.map_err(refused)?;
+            Ok(Value::Null)
+        }
+        _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
+    }
+}
+
+fn account(host: &ServerHost, id: Uuid) -> Result<Value, JsError> {
+    let online = host.router.is_online(id);
+    let account = host
+        .wait(host.domains.accounts.account(id, online))?
+        .map_err(refused)?;
+    let mut shaped = shaped(&account);
+    if let Some(object) = shaped.as_object_mut() {
+        object.insert("user".into(), user(account.user));
+        // Nakama's runtime gives the wallet as an object of amounts.
+        object.insert(
+            "wallet".into(),
+            serde_json::from_str(&account.wallet).unwrap_or_else(|_| json!({})),
+        );
+    }
+    Ok(shaped)
+}
+
+/// A user as Nakama's runtime gives one: `userId`, camelCase fields, metadata an object.
+pub(super) fn user(user: muster_proto::api::User) -> Value {
+    let mut value = shaped(&user);
+    if let Some(object) = value.as_object_mut() {
+        if let Some(id) = object.remove("id") {
+            object.insert("userId".into(), id);
+        }
+    }
+    value
+}
+
+pub(super) fn user_ids(args: &Args, i: usize, what: &str) -> Result<Vec<Uuid>, JsError> {
+    args.strings(i, what)?
+        .iter()
+        .map(|s| Uuid::parse_str(s).map_err(|_| invalid(format!("{what}: {s:?} is not a user id"))))
+        .collect()
+}

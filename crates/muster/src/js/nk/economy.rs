@@ -1,0 +1,129 @@
+//! Wallets and the ledger: `walletUpdate`, `walletsUpdate`, `walletLedgerList`. Every change
+//! is one atomic write of the economy (a ledger row included); a change that would take a
+//! balance below zero is refused whole.
+
+use std::collections::BTreeMap;
+
+use muster_js::JsError;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::super::host::{invalid, json_text, parse_user, refused, Args, ServerHost};
+use crate::economy::Change;
+
+pub(super) const NAMES: &[&str] = &["walletUpdate", "walletsUpdate", "walletLedgerList"];
+
+/// Most wallets one `walletsUpdate` changes.
+const MAX_WALLETS: usize = 100;
+
+pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    match name {
+        // walletUpdate(userId, changeset, metadata?, updateLedger?)
+        "walletUpdate" => {
+            let user = args.user(0, "userId")?;
+            let metadata = match args.missing(2) {
+                true => None,
+                false => Some(object(args.get(2))?),
+            };
+            update(host, user, args.get(1), metadata)
+        }
+        // walletsUpdate([{userId, changeset, metadata}], updateLedger?)
+        "walletsUpdate" => {
+            let Some(updates) = args.get(0).as_array() else {
+                return Err(invalid("updates must be an array"));
+            };
+            if updates.len() > MAX_WALLETS {
+                return Err(invalid(format!("At most {MAX_WALLETS} wallet updates at once.")));
+            }
+            let mut results = Vec::with_capacity(updates.len());
+            for one in updates {
+                let user = parse_user(&one["userId"], "userId")?;
+                let metadata = match &one["metadata"] {
+                    Value::Null => None,
+                    other => Some(object(other)?),
+                };
+                let mut result = update(host, user, &one["changeset"], metadata)?;
+                result["userId"] = json!(user.to_string());
+                results.push(result);
+            }
+            Ok(Value::Array(results))
+        }
+        // walletLedgerList(userId, limit?, cursor?)
+        "walletLedgerList" => {
+            let user = args.user(0, "userId")?;
+            let limit = args.int(1, "limit")?.map(|l| l.clamp(1, 100) as usize);
+            let cursor = args.opt_string(2);
+            let page = host
+                .wait(host.domains.economy.ledger(user, limit, cursor.as_deref()))?
+                .map_err(refused)?;
+            let items: Vec<Value> = page
+                .entries
+                .into_iter()
+                .map(|entry| {
+                    json!({
+                        "id": entry.id.to_string(),
+                        "userId": user.to_string(),
+                        "createTime": entry.create_time_ms / 1000,
+                        "updateTime": entry.create_time_ms / 1000,
+                        "changeset": entry.changes.wallet,
+                        "metadata": serde_json::from_str::<Value>(&entry.metadata)
+                            .unwrap_or_else(|_| json!({})),
+                        "reason": entry.reason,
+                    })
+                })
+                .collect();
+            let mut answer = json!({ "items": items });
+            if let Some(cursor) = page.cursor {
+                answer["cursor"] = cursor.into();
+            }
+            Ok(answer)
+        }
+        _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
+    }
+}
+
+/// A metadata argument as an object (a string is read as JSON).
+fn object(value: &Value) -> Result<Value, JsError> {
+    serde_json::from_str(&json_text(value, "metadata")?).map_err(|_| invalid("metadata must be an object"))
+}
+
+/// One wallet change: `{updated, previous}` as Nakama answers.
+fn update(
+    host: &ServerHost,
+    user: Uuid,
+    changeset: &Value,
+    metadata: Option<Value>,
+) -> Result<Value, JsError> {
+    let Some(changeset) = changeset.as_object() else {
+        return Err(invalid("changeset must be an object of currency to amount"));
+    };
+    let mut amounts = BTreeMap::new();
+    let mut change = Change::new(user, "js");
+    for (currency, amount) in changeset {
+        let amount = amount
+            .as_f64()
+            .filter(|a| a.is_finite() && a.fract() == 0.0 && a.abs() < 9.0e15)
+            .ok_or_else(|| invalid(format!("the amount of {currency} must be an integer")))?
+            as i64;
+        change = if amount < 0 {
+            change.spend(currency, -amount)
+        } else {
+            change.grant(currency, amount)
+        };
+        amounts.insert(currency.clone(), amount);
+    }
+    if let Some(metadata) = metadata {
+        change = change.metadata(&metadata);
+    }
+    let receipt = host
+        .wait(host.domains.economy.apply(change))?
+        .map_err(refused)?;
+    let mut previous = Map::new();
+    for (currency, balance) in &receipt.wallet {
+        previous.insert(
+            currency.clone(),
+            json!(balance - amounts.get(currency).copied().unwrap_or(0)),
+        );
+    }
+    Ok(json!({ "updated": receipt.wallet, "previous": previous }))
+}

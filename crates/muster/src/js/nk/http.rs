@@ -1,0 +1,119 @@
+//! `nk.httpRequest`: the one way out of the sandbox. Only hosts the settings allow
+//! (`runtime.js_http_allow`), redirects not followed (a redirect could leave the list), a
+//! timeout and a most-bytes bound on the answer.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use muster_js::JsError;
+use serde_json::{json, Value};
+
+use super::super::host::{invalid, Args, ServerHost};
+use crate::base::config::RuntimeConfig;
+
+pub(super) const NAMES: &[&str] = &["httpRequest"];
+
+/// What `httpRequest` may reach and how.
+pub struct HttpRules {
+    /// `host`, `host:port`, or `*` for any host.
+    allow: Vec<String>,
+    timeout: Duration,
+    max_bytes: usize,
+    client: reqwest::Client,
+}
+
+impl HttpRules {
+    pub fn new(config: &RuntimeConfig) -> HttpRules {
+        HttpRules {
+            allow: config
+                .js_http_allow
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            timeout: Duration::from_millis(config.js_http_timeout_ms),
+            max_bytes: config.js_http_max_bytes,
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    fn allows(&self, url: &reqwest::Url) -> bool {
+        let Some(host) = url.host_str().map(str::to_ascii_lowercase) else {
+            return false;
+        };
+        let with_port = url.port().map(|p| format!("{host}:{p}"));
+        self.allow
+            .iter()
+            .any(|a| a == "*" || *a == host || Some(a) == with_port.as_ref())
+    }
+}
+
+pub(super) fn call(host: &ServerHost, _name: &str, args: &Args) -> Result<Value, JsError> {
+    let rules = &host.http;
+    // httpRequest(url, method, headers?, body?, timeout?, insecure?)
+    let url = args.string(0, "url")?;
+    let url = reqwest::Url::parse(&url).map_err(|e| invalid(format!("url: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("url: only http and https are allowed"));
+    }
+    if !rules.allows(&url) {
+        return Err(JsError::new(
+            format!(
+                "httpRequest: {} is not in runtime.js_http_allow",
+                url.host_str().unwrap_or_default()
+            ),
+            7,
+        ));
+    }
+    let method = args.opt_string(1).unwrap_or_else(|| "get".into());
+    let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| invalid(format!("method {method:?} is not an HTTP method")))?;
+    let timeout = args
+        .int(4, "timeout")?
+        .filter(|ms| *ms > 0)
+        .map_or(rules.timeout, |ms| rules.timeout.min(Duration::from_millis(ms as u64)));
+    let mut request = rules.client.request(method, url).timeout(timeout);
+    if let Some(headers) = args.get(2).as_object() {
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str().unwrap_or_default());
+        }
+    }
+    if let Some(body) = args.get(3).as_str() {
+        request = request.body(body.to_owned());
+    }
+    let max_bytes = rules.max_bytes;
+    let answer = host.wait(async move {
+        let mut response = request.send().await?;
+        let code = response.status().as_u16();
+        let mut headers = BTreeMap::new();
+        for (name, value) in response.headers() {
+            headers.insert(
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            );
+        }
+        let mut body: Vec<u8> = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            if body.len() + chunk.len() > max_bytes {
+                return Ok(Err(max_bytes));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok::<_, reqwest::Error>(Ok((code, headers, body)))
+    })?;
+    match answer {
+        Ok(Ok((code, headers, body))) => Ok(json!({
+            "code": code,
+            "headers": headers,
+            "body": String::from_utf8_lossy(&body),
+        })),
+        Ok(Err(max)) => Err(JsError::new(
+            format!("httpRequest: the answer is larger than {max} bytes"),
+            8,
+        )),
+        Err(error) if error.is_timeout() => Err(JsError::new("httpRequest: timed out", 4)),
+        Err(error) => Err(JsError::new(format!("httpRequest: {error}"), 14)),
+    }
+}

@@ -1,0 +1,61 @@
+//! The `nk` functions Muster answers, by family. Each family reads its arguments by position,
+//! as Nakama's runtime takes them, and answers in the shape Nakama's runtime gives.
+
+mod accounts;
+mod chat;
+mod economy;
+pub mod http;
+mod leaderboards;
+mod matches;
+mod social;
+mod storage;
+
+use muster_js::JsError;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::host::{Args, ServerHost};
+
+const BASICS: &[&str] = &["uuidv4"];
+
+/// Every family's names.
+pub(super) fn names() -> Vec<&'static str> {
+    [
+        BASICS,
+        accounts::NAMES,
+        economy::NAMES,
+        storage::NAMES,
+        leaderboards::NAMES,
+        social::NAMES,
+        chat::NAMES,
+        matches::NAMES,
+        http::NAMES,
+    ]
+    .concat()
+}
+
+/// Answers `nk.<name>(...args)`.
+pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    let family = |names: &[&str]| names.contains(&name);
+    if name == "uuidv4" {
+        Ok(json!(Uuid::new_v4().to_string()))
+    } else if family(accounts::NAMES) {
+        accounts::call(host, name, args)
+    } else if family(economy::NAMES) {
+        economy::call(host, name, args)
+    } else if family(storage::NAMES) {
+        storage::call(host, name, args)
+    } else if family(leaderboards::NAMES) {
+        leaderboards::call(host, name, args)
+    } else if family(social::NAMES) {
+        social::call(host, name, args)
+    } else if family(chat::NAMES) {
+        chat::call(host, name, args)
+    } else if family(matches::NAMES) {
+        matches::call(host, name, args)
+    } else if family(http::NAMES) {
+        http::call(host, name, args)
+    } else {
+        Err(JsError::new(format!("nk.{name} is not available"), 12))
+    }
+}

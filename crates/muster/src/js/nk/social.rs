@@ -1,0 +1,323 @@
+//! Notifications, friends and groups, on any user's behalf: the `notification…`, `friends…`,
+//! `group…` and `userGroupsList` functions of Nakama's runtime.
+
+use muster_js::JsError;
+use muster_proto::api::{CreateGroupRequest, UpdateGroupRequest};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::super::host::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
+use crate::friends::Targets;
+use crate::groups::GroupQuery;
+use crate::notifications::NewNotification;
+use crate::store::groups::{Actor, GroupChanges, MemberChange};
+
+pub(super) const NAMES: &[&str] = &[
+    "notificationSend",
+    "notificationsSend",
+    "notificationsList",
+    "notificationsDelete",
+    "friendsList",
+    "friendsOfFriendsList",
+    "friendsAdd",
+    "friendsDelete",
+    "friendsBlock",
+    "groupCreate",
+    "groupUpdate",
+    "groupDelete",
+    "groupUserJoin",
+    "groupUserLeave",
+    "groupUsersAdd",
+    "groupUsersKick",
+    "groupUsersBan",
+    "groupUsersPromote",
+    "groupUsersDemote",
+    "groupUsersList",
+    "userGroupsList",
+    "groupsList",
+];
+
+/// Most notifications one `notificationsSend` sends.
+const MAX_NOTIFICATIONS: usize = 1000;
+
+pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    if name.starts_with("notification") {
+        notifications(host, name, args)
+    } else if name.starts_with("friends") {
+        friends(host, name, args)
+    } else {
+        groups(host, name, args)
+    }
+}
+
+fn notifications(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    let service = &host.domains.notifications;
+    match name {
+        // notificationSend(userId, subject, content, code, senderId?, persistent?)
+        "notificationSend" => {
+            let one = json!({
+                "userId": args.get(0), "subject": args.get(1), "content": args.get(2),
+                "code": args.get(3), "senderId": args.get(4), "persistent": args.get(5),
+            });
+            let batch = vec![notification(&one)?];
+            host.wait(service.send(batch))?.map_err(refused)?;
+            Ok(Value::Null)
+        }
+        // notificationsSend([{userId, subject, content, code, senderId, persistent}])
+        "notificationsSend" => {
+            let list = args
+                .get(0)
+                .as_array()
+                .ok_or_else(|| invalid("notifications must be an array"))?;
+            if list.len() > MAX_NOTIFICATIONS {
+                return Err(invalid(format!(
+                    "At most {MAX_NOTIFICATIONS} notifications at once."
+                )));
+            }
+            let batch = list.iter().map(notification).collect::<Result<_, _>>()?;
+            host.wait(service.send(batch))?.map_err(refused)?;
+            Ok(Value::Null)
+        }
+        // notificationsList(userId, limit?, cursor?)
+        "notificationsList" => {
+            let user = args.user(0, "userId")?;
+            let limit = args.int(1, "limit")?.unwrap_or(100).clamp(1, 1000) as usize;
+            let cursor = args.opt_string(2).unwrap_or_default();
+            let list = host
+                .wait(service.list(user, limit, &cursor))?
+                .map_err(refused)?;
+            Ok(shaped(list))
+        }
+        // notificationsDelete([{userId, notificationId}])
+        "notificationsDelete" => {
+            let list = args
+                .get(0)
+                .as_array()
+                .ok_or_else(|| invalid("notifications must be an array"))?;
+            for one in list {
+                let user = parse_user(&one["userId"], "userId")?;
+                let id = one["notificationId"]
+                    .as_str()
+                    .ok_or_else(|| invalid("notificationId must be a string"))?
+                    .to_owned();
+                host.wait(service.delete(user, &[id]))?
+                    .map_err(refused)?;
+            }
+            Ok(Value::Null)
+        }
+        _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
+    }
+}
+
+fn notification(one: &Value) -> Result<NewNotification, JsError> {
+    let sender_id = match &one["senderId"] {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        other => Some(parse_user(other, "senderId")?),
+    };
+    Ok(NewNotification {
+        user_id: parse_user(&one["userId"], "userId")?,
+        subject: one["subject"].as_str().unwrap_or_default().to_owned(),
+        content: json_text(&one["content"], "content")?,
+        code: one["code"].as_i64().unwrap_or(0) as i32,
+        sender_id,
+        persistent: one["persistent"].as_bool().unwrap_or(false),
+    })
+}
+
+fn friends(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    let service = &host.domains.friends;
+    let user = args.user(0, "userId")?;
+    match name {
+        // friendsList(userId, limit?, state?, cursor?)
+        "friendsList" => {
+            let limit = args.int(1, "limit")?.unwrap_or(100).clamp(1, 1000) as usize;
+            let state = args.int(2, "state")?.map(|s| s as i32);
+            let cursor = args.opt_string(3).unwrap_or_default();
+            let list = host
+                .wait(service.list(user, limit, state, &cursor))?
+                .map_err(refused)?;
+            Ok(shaped(list))
+        }
+        // friendsOfFriendsList(userId, limit?, cursor?)
+        "friendsOfFriendsList" => {
+            let limit = args.int(1, "limit")?.unwrap_or(10).clamp(1, 100) as usize;
+            let cursor = args.opt_string(2).unwrap_or_default();
+            let list = host
+                .wait(service.friends_of_friends(user, limit, &cursor))?
+                .map_err(refused)?;
+            Ok(shaped(list))
+        }
+        // friendsAdd / friendsDelete / friendsBlock(userId, username, ids, usernames)
+        _ => {
+            let username = args.opt_string(1).unwrap_or_default();
+            let targets = Targets {
+                ids: args.strings(2, "ids")?,
+                usernames: args.strings(3, "usernames")?,
+            };
+            let done = match name {
+                "friendsAdd" => host.wait(service.add(user, &username, targets))?,
+                "friendsDelete" => host.wait(service.delete(user, &username, targets))?,
+                "friendsBlock" => host.wait(service.block(user, targets))?,
+                _ => return Err(JsError::new(format!("nk.{name} is not available"), 12)),
+            };
+            done.map_err(refused)?;
+            Ok(json!({}))
+        }
+    }
+}
+
+fn groups(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    let service = &host.domains.groups;
+    let text = |i: usize| args.get(i).as_str().map(str::to_owned);
+    match name {
+        // groupCreate(userId, name, creatorId?, lang?, description?, avatarURL?, open?,
+        // metadata?, limit?)
+        "groupCreate" => {
+            let user = args.user(0, "userId")?;
+            let request = CreateGroupRequest {
+                name: args.string(1, "name")?,
+                description: text(4).unwrap_or_default(),
+                lang_tag: text(3).unwrap_or_default(),
+                avatar_url: text(5).unwrap_or_default(),
+                open: args.bool(6).unwrap_or(false),
+                max_count: args.int(8, "limit")?.unwrap_or(0) as i32,
+            };
+            let group = host.wait(service.create(user, request))?.map_err(refused)?;
+            let mut group = shaped(group);
+            if !args.missing(7) {
+                let metadata = args.json_text(7, "metadata")?;
+                let id = group["id"].as_str().and_then(|s| Uuid::parse_str(s).ok());
+                if let Some(id) = id {
+                    let changes = GroupChanges {
+                        metadata: Some(metadata.clone()),
+                        ..GroupChanges::default()
+                    };
+                    host.wait(service.update_as_server(id, changes))?
+                        .map_err(refused)?;
+                    group["metadata"] = serde_json::from_str(&metadata).unwrap_or(json!({}));
+                }
+            }
+            Ok(group)
+        }
+        // groupUpdate(groupId, userId | null, name?, creatorId?, lang?, description?,
+        // avatarURL?, open?, metadata?, limit?)
+        "groupUpdate" => {
+            let id = args.user(0, "groupId")?;
+            let changes = GroupChanges {
+                name: text(2),
+                lang_tag: text(4),
+                description: text(5),
+                avatar_url: text(6),
+                open: args.bool(7),
+                metadata: match args.missing(8) {
+                    true => None,
+                    false => Some(args.json_text(8, "metadata")?),
+                },
+                max_count: args.int(9, "limit")?.map(|l| l as i32),
+            };
+            match args.opt_user(1, "userId")? {
+                // As that user: held to their rights in the group.
+                Some(user) if changes.metadata.is_none() && changes.max_count.is_none() => {
+                    let request = UpdateGroupRequest {
+                        group_id: id.to_string(),
+                        name: changes.name,
+                        description: changes.description,
+                        lang_tag: changes.lang_tag,
+                        avatar_url: changes.avatar_url,
+                        open: changes.open,
+                    };
+                    host.wait(service.update(Actor::User(user), &id.to_string(), request))?
+                        .map_err(refused)?;
+                }
+                _ => {
+                    host.wait(service.update_as_server(id, changes))?
+                        .map_err(refused)?;
+                }
+            }
+            Ok(Value::Null)
+        }
+        "groupDelete" => {
+            let id = args.string(0, "groupId")?;
+            host.wait(service.delete(Actor::Server, &id))?
+                .map_err(refused)?;
+            Ok(Value::Null)
+        }
+        // groupUserJoin / groupUserLeave(groupId, userId, username)
+        "groupUserJoin" => {
+            let id = args.string(0, "groupId")?;
+            let user = args.user(1, "userId")?;
+            let username = args.opt_string(2).unwrap_or_default();
+            host.wait(service.join(user, &username, &id))?
+                .map_err(refused)?;
+            Ok(Value::Null)
+        }
+        "groupUserLeave" => {
+            let id = args.string(0, "groupId")?;
+            let user = args.user(1, "userId")?;
+            host.wait(service.leave(user, &id))?.map_err(refused)?;
+            Ok(Value::Null)
+        }
+        // groupUsersAdd / Kick / Ban / Promote / Demote(groupId, userIds, callerId?)
+        "groupUsersAdd" | "groupUsersKick" | "groupUsersBan" | "groupUsersPromote"
+        | "groupUsersDemote" => {
+            let id = args.string(0, "groupId")?;
+            let users = args.strings(1, "userIds")?;
+            let actor = match args.opt_user(2, "callerId")? {
+                Some(caller) => Actor::User(caller),
+                None => Actor::Server,
+            };
+            let change = match name {
+                "groupUsersAdd" => MemberChange::Add,
+                "groupUsersKick" => MemberChange::Kick,
+                "groupUsersBan" => MemberChange::Ban,
+                "groupUsersPromote" => MemberChange::Promote,
+                _ => MemberChange::Demote,
+            };
+            host.wait(service.change_users(actor, &id, change, &users))?
+                .map_err(refused)?;
+            Ok(Value::Null)
+        }
+        // groupUsersList(groupId, limit?, state?, cursor?)
+        "groupUsersList" => {
+            let id = args.string(0, "groupId")?;
+            let (limit, state, cursor) = page(args)?;
+            let list = host
+                .wait(service.users(&id, limit, state, &cursor))?
+                .map_err(refused)?;
+            Ok(shaped(list))
+        }
+        // userGroupsList(userId, limit?, state?, cursor?)
+        "userGroupsList" => {
+            let user = args.user(0, "userId")?;
+            let (limit, state, cursor) = page(args)?;
+            let list = host
+                .wait(service.of_user(&user.to_string(), limit, state, &cursor))?
+                .map_err(refused)?;
+            Ok(shaped(list))
+        }
+        // groupsList(name?, langTag?, open?, members?, limit?, cursor?)
+        "groupsList" => {
+            let query = GroupQuery {
+                name: args.opt_string(0),
+                lang_tag: args.opt_string(1),
+                open: args.bool(2),
+                members: args.int(3, "members")?.map(|m| m as i32),
+                limit: args.int(4, "limit")?.map(|l| l.max(1) as usize),
+                cursor: args.opt_string(5).unwrap_or_default(),
+            };
+            let list = host.wait(service.list(query))?.map_err(refused)?;
+            Ok(shaped(list))
+        }
+        _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
+    }
+}
+
+/// `(limit, state, cursor)` from arguments 1 to 3.
+fn page(args: &Args) -> Result<(Option<usize>, Option<i32>, String), JsError> {
+    Ok((
+        args.int(1, "limit")?.map(|l| l.max(1) as usize),
+        args.int(2, "state")?.map(|s| s as i32),
+        args.opt_string(3).unwrap_or_default(),
+    ))
+}
