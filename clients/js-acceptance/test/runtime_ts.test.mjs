@@ -244,3 +244,51 @@ test("a JavaScript authoritative match is played by nakama-js clients (JSON and 
   assert.ok(!(after.matches || []).some((m) => m.match_id === made.matchId), "the match ended");
   for (const s of [a, b, e]) s.disconnect(false);
 });
+
+test("before and after hooks change and refuse API calls and realtime messages", async () => {
+  const server = await start("sqlite");
+  const client = clientFor(server, { autoRefreshSession: false });
+
+  await assert.rejects(client.authenticateDevice(uniq("banned-"), true), (res) => {
+    assert.equal(res.status, 403);
+    return true;
+  });
+  const me = await player(client);
+  const socket = client.createSocket(false, false);
+  const notes = new Inbox();
+  socket.onnotification = (n) => notes.push(n);
+  await socket.connect(me, false);
+
+  // A before hook changes the body; the after hook sees answer and request.
+  await client.writeStorageObjects(me, [{ collection: "saves", key: "one", value: { hp: 3 } }]);
+  const [stored] = (await client.readStorageObjects(me, { object_ids: [{ collection: "saves", key: "one", user_id: me.user_id }] })).objects;
+  assert.deepEqual(stored.value, { hp: 3, stamped: me.user_id });
+  const note = await notes.next((n) => n.subject === "stored", "the after hook's notification");
+  assert.deepEqual(note.content, { acks: 1, keys: ["one"] });
+
+  // A throw refuses the call with its code; nothing is written.
+  const refused = await client
+    .writeStorageObjects(me, [{ collection: "forbidden", key: "x", value: {} }])
+    .then(() => null, (res) => res);
+  assert.equal(refused.status, 403);
+  assert.equal((await refused.json()).message, "no writing there");
+  const none = await client.listStorageObjects(me, "forbidden", me.user_id, 10);
+  assert.equal((none.objects || []).length, 0);
+
+  // Answering nothing refuses the call, as Nakama does.
+  const hidden = await client.listMatches(me, 10, true, "hidden").then(() => null, (res) => res);
+  assert.equal(hidden.status, 404);
+  assert.equal((await hidden.json()).message, "Requested resource was not found.");
+
+  // Realtime: a before hook rewrites the channel joined, or refuses the join.
+  const joined = await socket.joinChat("lobby", 1, false, false);
+  assert.equal(joined.id, "2...lobby-eu");
+  await assert.rejects(socket.joinChat("secret", 1, false, false), (err) => {
+    assert.equal(err.message, "Requested resource was not found.");
+    return true;
+  });
+  await socket.writeChatMessage(joined.id, { text: "hi" });
+  const echoed = await notes.next((n) => n.subject === "you said", "the realtime after hook's notification");
+  assert.deepEqual(echoed.content, { content: JSON.stringify({ text: "hi" }) });
+  socket.disconnect(false);
+});

@@ -77,9 +77,35 @@ impl JsError {
 pub struct Registrations {
     pub rpcs: Vec<String>,
     pub matches: Vec<String>,
+    /// API calls with a before hook, by Nakama's names (`AuthenticateDevice`, …).
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+    /// Realtime messages with a before hook, by Nakama's names (`ChannelJoin`, …).
     pub rt_before: Vec<String>,
     pub rt_after: Vec<String>,
     pub matchmaker_matched: bool,
+    /// `register…` calls Muster keeps but never calls (no such event here).
+    pub unused: Vec<String>,
+}
+
+/// Which table of hooks a call looks in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Before,
+    After,
+    RtBefore,
+    RtAfter,
+}
+
+impl Hook {
+    fn table(self) -> &'static str {
+        match self {
+            Hook::Before => "before",
+            Hook::After => "after",
+            Hook::RtBefore => "rtBefore",
+            Hook::RtAfter => "rtAfter",
+        }
+    }
 }
 
 /// One JavaScript VM with a module loaded.
@@ -189,6 +215,53 @@ impl Vm {
         })
     }
 
+    /// Calls the `hook` registered for `id` with `(ctx, logger, nk, data[, extra])`, the data
+    /// as JSON: what it answered (JSON), `None` when it answered nothing (a before hook's
+    /// "reject"). `NotFound` when no such hook is registered.
+    pub fn call_hook(
+        &self,
+        hook: Hook,
+        id: &str,
+        context: &serde_json::Value,
+        data: &serde_json::Value,
+        extra: Option<&serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, JsError> {
+        self.with_deadline(|| {
+            self.context.with(|ctx| {
+                let registry: Object = ctx.globals().get("__muster_registry").map_err(engine)?;
+                let table: Object = registry.get(hook.table()).map_err(engine)?;
+                let function: Option<Function> = table.get(id).map_err(engine)?;
+                let function = function
+                    .ok_or_else(|| JsError::new(format!("no {} hook for {id}", hook.table()), 5))?;
+                let globals = ctx.globals();
+                let logger: Value = globals.get("__muster_logger").map_err(engine)?;
+                let nk: Value = globals.get("__muster_nk").map_err(engine)?;
+                let parse = |v: &serde_json::Value| ctx.json_parse(v.to_string()).map_err(engine);
+                let context_object = parse(context)?;
+                let data_object = parse(data)?;
+                let answer: Value = match extra {
+                    Some(extra) => {
+                        function.call((context_object, logger, nk, data_object, parse(extra)?))
+                    }
+                    None => function.call((context_object, logger, nk, data_object)),
+                }
+                .catch(&ctx)
+                .map_err(|e| thrown(e, id))?;
+                if answer.is_null() || answer.is_undefined() {
+                    return Ok(None);
+                }
+                let text = ctx
+                    .json_stringify(answer)
+                    .map_err(engine)?
+                    .map(|s| s.to_string())
+                    .transpose()
+                    .map_err(engine)?
+                    .unwrap_or_default();
+                Ok(serde_json::from_str(&text).ok())
+            })
+        })
+    }
+
     /// Runs `f` with the call's deadline armed.
     fn with_deadline<T>(&self, f: impl FnOnce() -> Result<T, JsError>) -> Result<T, JsError> {
         // In whole milliseconds, as the interrupt handler compares them.
@@ -251,12 +324,16 @@ fn registrations(ctx: &Ctx<'_>) -> rquickjs::Result<Registrations> {
         Ok(keys)
     };
     let matched: Value = registry.get("matchmakerMatched")?;
+    let unused: Vec<String> = registry.get("unused")?;
     Ok(Registrations {
         rpcs: keys("rpc")?,
         matches: keys("match")?,
+        before: keys("before")?,
+        after: keys("after")?,
         rt_before: keys("rtBefore")?,
         rt_after: keys("rtAfter")?,
         matchmaker_matched: matched.is_function(),
+        unused,
     })
 }
 

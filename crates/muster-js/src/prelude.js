@@ -33,6 +33,42 @@
     registerRtBefore: named("realtime before hook", registry.rtBefore),
     registerRtAfter: named("realtime after hook", registry.rtAfter),
   };
+  // Before and after hooks of Nakama's API calls, by the names Nakama gives them.
+  const hooked = [
+    "AddFriends", "AddGroupUsers", "AuthenticateApple", "AuthenticateCustom", "AuthenticateDevice",
+    "AuthenticateEmail", "AuthenticateFacebook", "AuthenticateFacebookInstantGame", "AuthenticateGameCenter",
+    "AuthenticateGoogle", "AuthenticateSteam", "BanGroupUsers", "BlockFriends", "CreateGroup", "DeleteAccount",
+    "DeleteFriends", "DeleteGroup", "DeleteLeaderboardRecord", "DeleteNotifications", "DeleteStorageObjects",
+    "DeleteTournamentRecord", "DemoteGroupUsers", "Event", "GetAccount", "GetMatchmakerStats", "GetUsers",
+    "ImportFacebookFriends", "ImportSteamFriends", "JoinGroup", "JoinTournament", "KickGroupUsers", "LeaveGroup",
+    "LinkApple", "LinkCustom", "LinkDevice", "LinkEmail", "LinkFacebook", "LinkFacebookInstantGame",
+    "LinkGameCenter", "LinkGoogle", "LinkSteam", "ListChannelMessages", "ListFriends", "ListFriendsOfFriends",
+    "ListGroupUsers", "ListGroups", "ListLeaderboardRecords", "ListLeaderboardRecordsAroundOwner", "ListMatches",
+    "ListNotifications", "ListParties", "ListStorageObjects", "ListTournamentRecords",
+    "ListTournamentRecordsAroundOwner", "ListTournaments", "ListUserGroups", "PromoteGroupUsers",
+    "ReadStorageObjects", "SessionLogout", "SessionRefresh", "UnlinkApple", "UnlinkCustom", "UnlinkDevice", "UnlinkEmail",
+    "UnlinkFacebook", "UnlinkFacebookInstantGame", "UnlinkGameCenter", "UnlinkGoogle", "UnlinkSteam",
+    "UpdateAccount", "UpdateGroup", "ValidatePurchaseApple", "ValidatePurchaseGoogle", "ValidatePurchaseHuawei",
+    "ValidateSubscriptionApple", "ValidateSubscriptionGoogle", "WriteLeaderboardRecord", "WriteStorageObjects",
+    "WriteTournamentRecord",
+  ];
+  for (const name of hooked) {
+    initializer["registerBefore" + name] = (fn) => named("before hook", registry.before)(name, fn);
+    initializer["registerAfter" + name] = (fn) => named("after hook", registry.after)(name, fn);
+  }
+  // Registered and kept, but not called by Muster (it has no such event): a module that
+  // registers them still loads.
+  registry.unused = [];
+  for (const name of [
+    "registerLeaderboardReset", "registerTournamentEnd", "registerTournamentReset", "registerShutdown",
+    "registerPurchaseNotificationApple", "registerPurchaseNotificationGoogle",
+    "registerSubscriptionNotificationApple", "registerSubscriptionNotificationGoogle",
+    "registerStorageIndex", "registerStorageIndexFilter",
+  ]) {
+    initializer[name] = function () {
+      registry.unused.push(name);
+    };
+  }
   Object.defineProperty(global, "__muster_initializer", { value: initializer });
 
   // Go's fmt verbs, as Nakama's logger takes them: %v %s %d %q %t %%.

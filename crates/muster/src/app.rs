@@ -285,6 +285,7 @@ async fn build(
         router,
         cluster,
         rpc,
+        module,
         friends,
         groups,
         status,

@@ -51,9 +51,7 @@ impl ServerHost {
             // A VM thread of the pool: outside the runtime.
             Err(_) => Ok(self.handle.block_on(future)),
             // A match's task, on a worker of the multi-threaded runtime.
-            Ok(handle)
-                if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
-            {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 Ok(tokio::task::block_in_place(|| handle.block_on(future)))
             }
             Ok(_) => Err(JsError::new(

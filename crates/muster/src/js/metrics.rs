@@ -26,8 +26,8 @@ impl JsMetrics {
                         "Time in a JavaScript match's matchLoop, by handler (match:NAME).",
                     )
                     .buckets(vec![
-                        0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                        0.005, 0.01, 0.025, 0.05, 0.1,
+                        0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                        0.01, 0.025, 0.05, 0.1,
                     ]),
                     &["handler"],
                 ),
@@ -44,7 +44,10 @@ impl JsMetrics {
             ),
             reloads: register(
                 registry,
-                IntCounter::new("js_reloads_total", "JavaScript module reloads that took effect."),
+                IntCounter::new(
+                    "js_reloads_total",
+                    "JavaScript module reloads that took effect.",
+                ),
             ),
         }
     }

@@ -11,6 +11,7 @@
 //!   and loaded again; if it loads, new calls and new matches use it while running matches
 //!   keep their VM; if not, the old bundle stays.
 
+mod hooks;
 pub mod host;
 mod matches;
 mod metrics;
@@ -34,13 +35,12 @@ pub use nk::http::HttpRules;
 /// Calls waiting for a VM, beyond which callers wait too.
 const QUEUE: usize = 1024;
 
-/// One call for a pool VM.
-struct Job {
-    id: String,
-    context: Value,
-    payload: String,
-    answer: oneshot::Sender<Result<String, JsError>>,
-}
+/// One call for a pool VM: runs on the VM and answers its caller itself; true when the VM
+/// must be replaced afterwards (the call was stopped at its time limit, or the host failed).
+type Job = Box<dyn FnOnce(&Vm) -> bool + Send>;
+
+/// The message of a call whose host code panicked.
+const HOST_FAILED: &str = "internal error in the JavaScript host";
 
 /// The bundle in force.
 struct Bundle {
@@ -96,7 +96,7 @@ impl Module {
         let host = Arc::new(host);
         let vms = config.js_vms.max(1);
         let bundle = read(&path, &config.js_entrypoint)?;
-        let (jobs, bundle) = start_pool(bundle, &host, limits, vms, node)?;
+        let (jobs, bundle) = start_pool(bundle, &host, limits, vms)?;
         tracing::info!(
             rpcs = ?bundle.registered.rpcs,
             matches = ?bundle.registered.matches,
@@ -154,7 +154,7 @@ impl Module {
         let _one = self.reloading.lock();
         let current = self.bundle.read().clone();
         let bundle = read(&current.path, &current.name)?;
-        let (jobs, bundle) = start_pool(bundle, &self.host, self.limits, self.vms, &self.node)?;
+        let (jobs, bundle) = start_pool(bundle, &self.host, self.limits, self.vms)?;
         let added: Vec<&String> = bundle
             .registered
             .rpcs
@@ -165,7 +165,10 @@ impl Module {
             })
             .collect();
         if !added.is_empty() {
-            tracing::warn!(?added, "the reloaded module registers new names: they are served after a restart");
+            tracing::warn!(
+                ?added,
+                "the reloaded module registers new names: they are served after a restart"
+            );
         }
         *self.bundle.write() = Arc::new(bundle);
         // The old pool's threads end once their queue is drained.
@@ -182,18 +185,31 @@ impl Module {
         Vm::load(&bundle.name, &bundle.text, host, self.limits).map(|(vm, _)| vm)
     }
 
-    async fn call(&self, id: &str, context: Value, payload: &str) -> Result<String, JsError> {
+    /// Runs `call` on the next free pool VM: its answer.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&Vm) -> Result<T, JsError> + Send + 'static,
+    ) -> Result<T, JsError> {
         let (answer, answered) = oneshot::channel();
-        let job = Job {
-            id: id.to_owned(),
-            context,
-            payload: payload.to_owned(),
-            answer,
-        };
+        let job: Job = Box::new(move |vm| {
+            // A panic below the script (a bug of ours) fails this call, not the VM's thread.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(vm)))
+                .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
+            let replace = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
+            let _ = answer.send(result);
+            replace
+        });
         let gone = || JsError::new("the JavaScript VMs are stopped", 14);
         let jobs = self.jobs.read().clone();
         jobs.send(job).await.map_err(|_| gone())?;
         answered.await.map_err(|_| gone())?
+    }
+
+    async fn call(&self, id: &str, mut context: Value, payload: &str) -> Result<String, JsError> {
+        context["node"] = json!(self.node);
+        let (id, payload) = (id.to_owned(), payload.to_owned());
+        self.run(move |vm| vm.call_rpc(&id, &context, &payload))
+            .await
     }
 }
 
@@ -217,7 +233,6 @@ fn start_pool(
     host: &Arc<ServerHost>,
     limits: Limits,
     vms: usize,
-    node: &str,
 ) -> Result<(mpsc::Sender<Job>, Bundle), ModuleError> {
     let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
     let queue = Arc::new(Mutex::new(queue));
@@ -226,7 +241,6 @@ fn start_pool(
         let (loaded, ready) = std::sync::mpsc::channel();
         let (text, name, queue) = (text.clone(), bundle.name.clone(), queue.clone());
         let host: Arc<dyn muster_js::Host> = host.clone();
-        let node = node.to_owned();
         std::thread::Builder::new()
             .name(format!("js-vm-{n}"))
             .spawn(move || {
@@ -240,7 +254,7 @@ fn start_pool(
                         return;
                     }
                 };
-                serve(vm, &queue, &node, || {
+                serve(vm, &queue, || {
                     Vm::load(&name, &text, host.clone(), limits).map(|(vm, _)| vm)
                 });
             })
@@ -256,26 +270,11 @@ fn start_pool(
 /// A pool VM's thread: calls from the queue until the queue closes. A call stopped at its
 /// time limit leaves the VM in whatever state the script left it, so the VM is replaced by a
 /// fresh one (`reload`).
-fn serve(
-    mut vm: Vm,
-    queue: &Mutex<mpsc::Receiver<Job>>,
-    node: &str,
-    reload: impl Fn() -> Result<Vm, JsError>,
-) {
+fn serve(mut vm: Vm, queue: &Mutex<mpsc::Receiver<Job>>, reload: impl Fn() -> Result<Vm, JsError>) {
     loop {
         let job = queue.lock().blocking_recv();
-        let Some(mut job) = job else { return };
-        if let Some(context) = job.context.as_object_mut() {
-            context.insert("node".into(), json!(node));
-        }
-        // A panic below the script (a bug of ours) fails this call, not the VM's thread.
-        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            vm.call_rpc(&job.id, &job.context, &job.payload)
-        }))
-        .unwrap_or_else(|_| Err(JsError::new("internal error in the JavaScript host", 13)));
-        let replace = matches!(&answer, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == "internal error in the JavaScript host");
-        let _ = job.answer.send(answer);
-        if replace {
+        let Some(job) = job else { return };
+        if job(&vm) {
             match reload() {
                 Ok(fresh) => vm = fresh,
                 Err(error) => {
@@ -318,7 +317,10 @@ fn context_of(call: &Call<'_>, module: &Module) -> Value {
         context["username"] = json!(caller.username);
     }
     if let Some(request) = call.request {
-        context["sessionId"] = json!(request.session_id.map(|s| s.to_string()).unwrap_or_default());
+        context["sessionId"] = json!(request
+            .session_id
+            .map(|s| s.to_string())
+            .unwrap_or_default());
         context["clientIp"] = json!(request.client_ip);
         context["vars"] = json!(request.vars);
         context["queryParams"] = json!(request.query_params);
@@ -329,7 +331,7 @@ fn context_of(call: &Call<'_>, module: &Module) -> Value {
 }
 
 /// A gRPC code as a function's error code.
-fn code_of(code: i32) -> RpcCode {
+pub(crate) fn code_of(code: i32) -> RpcCode {
     match code {
         3 | 11 => RpcCode::InvalidArgument,
         5 => RpcCode::NotFound,

@@ -17,6 +17,7 @@ pub mod graphql;
 pub mod http;
 pub mod links;
 pub mod listener;
+pub mod rt_hooks;
 pub mod state;
 pub mod tcp;
 pub mod ws;

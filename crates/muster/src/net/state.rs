@@ -59,6 +59,8 @@ pub struct Shared {
     pub chat: Arc<Chat>,
     /// Server functions (and, through them, wallets and inventories).
     pub rpc: Arc<Rpc>,
+    /// The game's JavaScript module (its hooks run around API calls and realtime messages).
+    pub module: Option<Arc<crate::js::Module>>,
     /// Friends, invites and blocks.
     pub friends: Arc<crate::friends::Friends>,
     pub groups: Arc<crate::groups::Groups>,

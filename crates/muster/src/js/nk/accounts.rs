@@ -77,7 +77,14 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             Ok(Value::Null)
         }
         "usersGetId" | "usersGetUsername" => {
-            let list = args.strings(0, if name == "usersGetId" { "userIds" } else { "usernames" })?;
+            let list = args.strings(
+                0,
+                if name == "usersGetId" {
+                    "userIds"
+                } else {
+                    "usernames"
+                },
+            )?;
             let (ids, usernames) = if name == "usersGetId" {
                 (list, Vec::new())
             } else {

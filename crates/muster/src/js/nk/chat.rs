@@ -34,7 +34,11 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                     ChannelId::direct(&sender, &target)
                 }
                 Some(3) => ChannelId::Group(target),
-                _ => return Err(invalid("chanType must be 1 (room), 2 (direct) or 3 (group)")),
+                _ => {
+                    return Err(invalid(
+                        "chanType must be 1 (room), 2 (direct) or 3 (group)",
+                    ))
+                }
             };
             let text = id.to_string();
             ChannelId::parse(&text).map_err(|e| invalid(e.to_string()))?;

@@ -33,7 +33,9 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                 return Err(invalid("updates must be an array"));
             };
             if updates.len() > MAX_WALLETS {
-                return Err(invalid(format!("At most {MAX_WALLETS} wallet updates at once.")));
+                return Err(invalid(format!(
+                    "At most {MAX_WALLETS} wallet updates at once."
+                )));
             }
             let mut results = Vec::with_capacity(updates.len());
             for one in updates {
@@ -84,7 +86,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
 
 /// A metadata argument as an object (a string is read as JSON).
 fn object(value: &Value) -> Result<Value, JsError> {
-    serde_json::from_str(&json_text(value, "metadata")?).map_err(|_| invalid("metadata must be an object"))
+    serde_json::from_str(&json_text(value, "metadata")?)
+        .map_err(|_| invalid("metadata must be an object"))
 }
 
 /// One wallet change: `{updated, previous}` as Nakama answers.

@@ -73,7 +73,9 @@ pub(super) fn call(host: &ServerHost, _name: &str, args: &Args) -> Result<Value,
     let timeout = args
         .int(4, "timeout")?
         .filter(|ms| *ms > 0)
-        .map_or(rules.timeout, |ms| rules.timeout.min(Duration::from_millis(ms as u64)));
+        .map_or(rules.timeout, |ms| {
+            rules.timeout.min(Duration::from_millis(ms as u64))
+        });
     let mut request = rules.client.request(method, url).timeout(timeout);
     if let Some(headers) = args.get(2).as_object() {
         for (name, value) in headers {

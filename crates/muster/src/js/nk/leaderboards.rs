@@ -149,8 +149,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                 max_num_score: int(13, "maxNumScore")? as i32,
                 join_required: args.bool(14).unwrap_or(false),
             };
-            host.wait(boards.create_tournament(new))?
-                .map_err(refused)?;
+            host.wait(boards.create_tournament(new))?.map_err(refused)?;
             Ok(Value::Null)
         }
         // tournamentJoin(id, userId, username)
@@ -201,7 +200,9 @@ fn sort_order(args: &Args, i: usize) -> Result<String, JsError> {
     match args.get(i).as_str().unwrap_or("descending") {
         "descending" | "desc" | "" => Ok("desc".into()),
         "ascending" | "asc" => Ok("asc".into()),
-        other => Err(invalid(format!("sortOrder {other:?}: use ascending or descending"))),
+        other => Err(invalid(format!(
+            "sortOrder {other:?}: use ascending or descending"
+        ))),
     }
 }
 

@@ -100,8 +100,7 @@ fn notifications(host: &ServerHost, name: &str, args: &Args) -> Result<Value, Js
                     .as_str()
                     .ok_or_else(|| invalid("notificationId must be a string"))?
                     .to_owned();
-                host.wait(service.delete(user, &[id]))?
-                    .map_err(refused)?;
+                host.wait(service.delete(user, &[id]))?.map_err(refused)?;
             }
             Ok(Value::Null)
         }

@@ -10,7 +10,12 @@ use super::super::host::{invalid, json_text, parse_user, refused, shaped, Args, 
 use crate::net::http::storage::object;
 use crate::storage::{Caller, DeleteObject, ObjectId, WriteObject};
 
-pub(super) const NAMES: &[&str] = &["storageRead", "storageWrite", "storageDelete", "storageList"];
+pub(super) const NAMES: &[&str] = &[
+    "storageRead",
+    "storageWrite",
+    "storageDelete",
+    "storageList",
+];
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
     let storage = &host.domains.storage;
@@ -87,15 +92,13 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             let limit = args.int(2, "limit")?.map(|l| l.max(0) as usize);
             let cursor = args.opt_string(3);
             let page = host
-                .wait(storage.list(
-                    Caller::Server,
-                    &collection,
-                    owner,
-                    limit,
-                    cursor.as_deref(),
-                ))?
+                .wait(storage.list(Caller::Server, &collection, owner, limit, cursor.as_deref()))?
                 .map_err(refused)?;
-            let objects: Vec<Value> = page.objects.into_iter().map(|r| shaped(object(r))).collect();
+            let objects: Vec<Value> = page
+                .objects
+                .into_iter()
+                .map(|r| shaped(object(r)))
+                .collect();
             let mut answer = json!({ "objects": objects });
             if let Some(cursor) = page.cursor {
                 answer["cursor"] = cursor.into();

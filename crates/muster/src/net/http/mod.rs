@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 mod friend;
 mod group;
+mod hooks;
 pub(crate) mod leaderboard;
 mod match_list;
 mod notification;
@@ -137,6 +138,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/metrics", get(metrics))
         .route("/healthcheck", get(healthcheck))
+        // A module's before and after hooks, where it has some (MatchedPath names the call).
+        .route_layer(middleware::from_fn_with_state(state.clone(), hooks::run))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     edge_layers(routes, &config.limits, config.limits.max_request_size_bytes)

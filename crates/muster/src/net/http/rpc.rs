@@ -20,8 +20,8 @@ use serde::Deserialize;
 
 use super::auth::RpcCaller;
 use super::error::ApiError;
-use super::extract::{body_error, ApiQuery};
 use super::extract::ClientIp;
+use super::extract::{body_error, ApiQuery};
 use crate::functions::{Caller, RequestContext};
 use crate::net::state::AppState;
 
@@ -99,7 +99,10 @@ fn query_params(raw: Option<&str>) -> HashMap<String, Vec<String>> {
     let mut params: HashMap<String, Vec<String>> = HashMap::new();
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         if name != "http_key" {
-            params.entry(name.into_owned()).or_default().push(value.into_owned());
+            params
+                .entry(name.into_owned())
+                .or_default()
+                .push(value.into_owned());
         }
     }
     params
@@ -109,11 +112,17 @@ fn query_params(raw: Option<&str>) -> HashMap<String, Vec<String>> {
 fn headers_of(headers: &HeaderMap) -> HashMap<String, Vec<String>> {
     let mut found: HashMap<String, Vec<String>> = HashMap::new();
     for (name, value) in headers {
-        if matches!(name.as_str(), "authorization" | "cookie" | "proxy-authorization") {
+        if matches!(
+            name.as_str(),
+            "authorization" | "cookie" | "proxy-authorization"
+        ) {
             continue;
         }
         if let Ok(value) = value.to_str() {
-            found.entry(name.as_str().to_owned()).or_default().push(value.to_owned());
+            found
+                .entry(name.as_str().to_owned())
+                .or_default()
+                .push(value.to_owned());
         }
     }
     found

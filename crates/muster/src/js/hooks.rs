@@ -1,0 +1,131 @@
+//! Before and after hooks, as Nakama's runtime calls them: the request (or realtime envelope)
+//! in the shape a module sees (camelCase keys), what a before hook answers taken back in the
+//! API's shape (snake_case keys). A before hook answers the request to go on with, or nothing
+//! to refuse it; a throw refuses it with the thrown code. After hooks see the answer and the
+//! request and change nothing.
+
+use serde_json::{Map, Value};
+
+use super::Module;
+use muster_js::{Hook, JsError};
+
+/// Keys whose values are maps the game names (their keys are kept as they are).
+const FREE_MAPS: &[&str] = &[
+    "vars",
+    "params",
+    "properties",
+    "string_properties",
+    "stringProperties",
+    "numeric_properties",
+    "numericProperties",
+];
+
+impl Module {
+    /// Whether a `hook` is registered for `name` (Nakama's name of the call or message).
+    pub fn has_hook(&self, hook: Hook, name: &str) -> bool {
+        let bundle = self.bundle.read();
+        let names = match hook {
+            Hook::Before => &bundle.registered.before,
+            Hook::After => &bundle.registered.after,
+            Hook::RtBefore => &bundle.registered.rt_before,
+            Hook::RtAfter => &bundle.registered.rt_after,
+        };
+        names.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
+    }
+
+    /// Calls a hook with `data` (and `extra`, an after hook's request) in the API's shape;
+    /// what it answered, in the API's shape.
+    pub async fn call_hook(
+        &self,
+        hook: Hook,
+        name: &str,
+        mut context: Value,
+        data: &Value,
+        extra: Option<&Value>,
+    ) -> Result<Option<Value>, JsError> {
+        context["node"] = serde_json::json!(self.node);
+        context["env"] = self.env.clone();
+        let name = name.to_owned();
+        let data = to_camel(data);
+        let extra = extra.map(to_camel);
+        self.run(move |vm| vm.call_hook(hook, &name, &context, &data, extra.as_ref()))
+            .await
+            .map(|answer| answer.map(|a| to_snake(&a)))
+    }
+}
+
+/// `snake_case` keys as `camelCase`, recursively (free maps kept).
+pub fn to_camel(value: &Value) -> Value {
+    convert(value, &|key| {
+        let mut out = String::with_capacity(key.len());
+        let mut upper = false;
+        for c in key.chars() {
+            if c == '_' {
+                upper = true;
+            } else if upper {
+                out.extend(c.to_uppercase());
+                upper = false;
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    })
+}
+
+/// `camelCase` keys as `snake_case`, recursively (free maps kept).
+pub fn to_snake(value: &Value) -> Value {
+    convert(value, &|key| {
+        let mut out = String::with_capacity(key.len() + 4);
+        for c in key.chars() {
+            if c.is_ascii_uppercase() {
+                out.push('_');
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    })
+}
+
+fn convert(value: &Value, rename: &dyn Fn(&str) -> String) -> Value {
+    match value {
+        Value::Object(object) => {
+            let mut out = Map::with_capacity(object.len());
+            for (key, inner) in object {
+                let inner = if FREE_MAPS.contains(&key.as_str()) {
+                    inner.clone()
+                } else {
+                    convert(inner, rename)
+                };
+                out.insert(rename(key), inner);
+            }
+            Value::Object(out)
+        }
+        Value::Array(list) => Value::Array(list.iter().map(|v| convert(v, rename)).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_change_case_both_ways_and_free_maps_stay() {
+        let api = serde_json::json!({
+            "account": { "id": "d1", "vars": { "first_login": "1" } },
+            "objects": [{ "permission_read": 2, "value": "{\"a_b\":1}" }],
+        });
+        let module = to_camel(&api);
+        assert_eq!(
+            module,
+            serde_json::json!({
+                "account": { "id": "d1", "vars": { "first_login": "1" } },
+                "objects": [{ "permissionRead": 2, "value": "{\"a_b\":1}" }],
+            })
+        );
+        assert_eq!(to_snake(&module), api);
+    }
+}
