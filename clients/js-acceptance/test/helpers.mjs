@@ -120,6 +120,7 @@ export async function startServer(env = {}) {
       port: String(port),
       base,
       logs,
+      pid: child.pid,
       async stop() {
         if (child.exitCode === null && child.signalCode === null) {
           child.kill("SIGTERM");

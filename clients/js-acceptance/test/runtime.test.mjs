@@ -7,9 +7,10 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startServer, clientFor, uniq, expectHttpError, Inbox } from "./helpers.mjs";
+import { startServer, clientFor, uniq, expectHttpError, Inbox, SERVER_BIN } from "./helpers.mjs";
 
 const servers = [];
 const dirs = [];
@@ -93,4 +94,129 @@ test("a module that does not load stops the start with its error and line", asyn
     assert.match(e.message, /:2/);
     return true;
   });
+});
+
+const HOSTILE = `
+function InitModule(ctx, logger, nk, initializer) {
+  initializer.registerRpc("bomb", function () {
+    const hoard = [];
+    for (;;) hoard.push(new Array(1 << 16).fill(hoard.length));
+  });
+  initializer.registerRpc("throw_string", function () { throw "just a string"; });
+  initializer.registerRpc("throw_number", function () { throw 42; });
+  initializer.registerRpc("missing_nk", function (ctx, logger, nk) { return nk.sqlQuery("select 1"); });
+  initializer.registerRpc("no_fs", function () { return JSON.stringify([typeof require, typeof process, typeof fetch, typeof std, typeof os]); });
+  initializer.registerRpc("reenter", function (ctx, logger, nk, payload) {
+    const port = JSON.parse(payload).port;
+    const answer = nk.httpRequest("http://127.0.0.1:" + port + "/v2/rpc/reenter?unwrap&http_key=defaulthttpkey", "post", {}, payload, 500);
+    return answer.body;
+  });
+  initializer.registerRpc("ok", function () { return JSON.stringify("ok"); });
+}
+`;
+
+test("hostile modules are contained: memory bombs, odd throws, missing nk functions, no system access, re-entrant calls", async () => {
+  const dir = moduleDir(HOSTILE);
+  const server = await startServer({
+    MUSTER_RUNTIME__PATH: dir,
+    MUSTER_RUNTIME__JS_MEMORY_MB: "16",
+    MUSTER_RUNTIME__JS_CALL_TIMEOUT_MS: "2000",
+    MUSTER_RUNTIME__JS_HTTP_TIMEOUT_MS: "500",
+  });
+  servers.push(server);
+  const port = server.port;
+  // The server's own address, allowed only now: a module calling back into its server.
+  const client = clientFor(server, { autoRefreshSession: false });
+  const session = await client.authenticateDevice(uniq("device"), true);
+
+  // Internal errors reach the client as Nakama's code 13, their detail the server's log.
+  for (const id of ["bomb", "throw_string", "throw_number", "missing_nk"]) {
+    const failed = await expectHttpError(client.rpc(session, id, {}), 500);
+    assert.equal(failed.body.code, 13);
+  }
+  const log = server.logs.join("");
+  assert.match(log, /out of memory/);
+  assert.match(log, /just a string/);
+  assert.match(log, /42/);
+  assert.match(log, /nk\.sqlQuery is not available in Muster/);
+  assert.deepEqual((await client.rpc(session, "no_fs", {})).payload, ["undefined", "undefined", "undefined", "undefined", "undefined"]);
+  // Not on the allow-list: refused, whatever the address.
+  const reentered = await expectHttpError(client.rpc(session, "reenter", { port }), 403);
+  assert.match(reentered.body.message, /js_http_allow/);
+  assert.equal((await client.rpc(session, "ok", {})).payload, "ok", "the node serves throughout");
+});
+
+test("a module calling back into its own server is bounded by the HTTP timeout", async () => {
+  const server = await startServer({
+    MUSTER_RUNTIME__PATH: moduleDir(HOSTILE),
+    MUSTER_RUNTIME__JS_HTTP_ALLOW: "[127.0.0.1]",
+    MUSTER_RUNTIME__JS_HTTP_TIMEOUT_MS: "500",
+  });
+  servers.push(server);
+  const client = clientFor(server, { autoRefreshSession: false, timeoutMs: 20000 });
+  const session = await client.authenticateDevice(uniq("device"), true);
+  // reenter → reenter → … : every VM ends up waiting on the next; the innermost wait times out
+  // and every call unwinds with an error instead of holding the VMs forever.
+  const started = Date.now();
+  await expectHttpError(client.rpc(session, "reenter", { port: server.port }), 503);
+  assert.ok(Date.now() - started < 15000, "bounded");
+  assert.equal((await client.rpc(session, "ok", {})).payload, "ok", "the node serves throughout");
+});
+
+function versioned(version, { broken = false } = {}) {
+  return `
+function matchInit(ctx, logger, nk, params) { return { state: {}, tickRate: 5, label: "${version}" }; }
+function keep(ctx, logger, nk, dispatcher, tick, state) { return { state: state }; }
+function matchJoinAttempt(ctx, logger, nk, dispatcher, tick, state) { return { state: state, accept: true }; }
+function matchSignal(ctx, logger, nk, dispatcher, tick, state, data) { return { state: state, data: "${version}" }; }
+function InitModule(ctx, logger, nk, initializer) {
+  initializer.registerRpc("version", function () { return JSON.stringify("${version}"); });
+  initializer.registerRpc("make", function () { return JSON.stringify(nk.matchCreate("m", {})); });
+  initializer.registerRpc("ask", function (ctx, logger, nk, payload) { return JSON.stringify(nk.matchSignal(JSON.parse(payload), "?")); });
+  initializer.registerMatch("m", { matchInit: matchInit, matchJoinAttempt: matchJoinAttempt, matchJoin: keep,
+    matchLeave: keep, matchLoop: keep, matchTerminate: keep, matchSignal: matchSignal });
+  ${broken ? "initializer.registerRpc(\"x\", notDefinedAnywhere);" : ""}
+}
+`;
+}
+
+test("reload: new calls use the new bundle, running matches keep theirs, a broken bundle is refused", async () => {
+  const dir = moduleDir(versioned("v1"));
+  const server = await startServer({ MUSTER_RUNTIME__PATH: dir });
+  servers.push(server);
+  const client = clientFor(server, { autoRefreshSession: false });
+  const session = await client.authenticateDevice(uniq("device"), true);
+  const rpc = async (id, payload) => (await client.rpc(session, id, payload)).payload;
+  assert.equal(await rpc("version", {}), "v1");
+  const old = await rpc("make", {});
+
+  // muster runtime reload, against the running server.
+  writeFileSync(path.join(dir, "index.js"), versioned("v2"));
+  const reload = () =>
+    spawnSync(SERVER_BIN, ["runtime", "reload", "--server", server.base], { encoding: "utf8", env: { ...process.env } });
+  const done = reload();
+  assert.equal(done.status, 0, done.stderr);
+  assert.deepEqual(JSON.parse(done.stdout).rpcs, ["ask", "make", "version"]);
+  assert.equal(await rpc("version", {}), "v2");
+  const fresh = await rpc("make", {});
+  assert.equal(await client.rpc(session, "ask", old).then((r) => r.payload), "v1", "a running match keeps its VM");
+  assert.equal(await client.rpc(session, "ask", fresh).then((r) => r.payload), "v2");
+
+  // A bundle that does not load: refused with its error; the old one stays.
+  writeFileSync(path.join(dir, "index.js"), versioned("v3", { broken: true }));
+  const refused = reload();
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /notDefinedAnywhere/);
+  assert.equal(await rpc("version", {}), "v2");
+
+  // SIGHUP does the same.
+  writeFileSync(path.join(dir, "index.js"), versioned("v4"));
+  process.kill(server.pid, "SIGHUP");
+  const deadline = Date.now() + 10000;
+  let seen = await rpc("version", {});
+  while (seen !== "v4" && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    seen = await rpc("version", {});
+  }
+  assert.equal(seen, "v4");
 });

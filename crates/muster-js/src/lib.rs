@@ -362,13 +362,29 @@ fn thrown(error: CaughtError<'_>, origin: &str) -> JsError {
         }
         CaughtError::Value(value) => {
             let object = value.as_object();
-            let message = object
-                .and_then(|o| o.get::<_, Option<String>>("message").ok().flatten())
-                .unwrap_or_else(|| format!("{value:?}"));
             let code = object
                 .and_then(|o| o.get::<_, Option<i32>>("code").ok().flatten())
                 .unwrap_or(INTERNAL);
-            JsError::new(message, code)
+            // `{message, code}`, as Nakama's modules throw: the message as it is.
+            if let Some(message) =
+                object.and_then(|o| o.get::<_, Option<String>>("message").ok().flatten())
+            {
+                return JsError::new(message, code);
+            }
+            // A string, a number, anything else thrown: as JavaScript prints it.
+            let shown = value
+                .as_string()
+                .and_then(|s| s.to_string().ok())
+                .or_else(|| {
+                    value
+                        .ctx()
+                        .json_stringify(value.clone())
+                        .ok()
+                        .flatten()
+                        .and_then(|s| s.to_string().ok())
+                })
+                .unwrap_or_else(|| "a value that cannot be shown".to_owned());
+            JsError::new(format!("{origin}: {shown}"), code)
         }
         CaughtError::Error(error) => engine(error),
     }

@@ -106,7 +106,20 @@
       return answer === "" ? undefined : JSON.parse(answer);
     };
   }
-  Object.defineProperty(global, "__muster_nk", { value: nk });
+  // A function of Nakama's nk that Muster does not have is refused by name (gRPC's
+  // Unimplemented) when called, rather than failing as "not a function".
+  const notForwarded = new Set(["then", "toJSON", "constructor", "prototype", "valueOf", "toString"]);
+  const nkWithRefusals = new Proxy(nk, {
+    get(target, name) {
+      if (name in target || typeof name !== "string" || name.startsWith("__") || notForwarded.has(name)) {
+        return target[name];
+      }
+      return function () {
+        throw { message: "nk." + name + " is not available in Muster", code: 12 };
+      };
+    },
+  });
+  Object.defineProperty(global, "__muster_nk", { value: nkWithRefusals });
 
   // An authoritative match's VM: the dispatcher, and the glue the server calls (a match's
   // context and state live here between calls).

@@ -469,6 +469,9 @@ pub async fn run_on(
         cancel.cancel();
     });
     let housekeeping = tokio::spawn(housekeeping(state.clone()));
+    if let Some(module) = state.module.clone() {
+        tokio::spawn(reload_on_hangup(module));
+    }
     // Stopped once no request can count a click any more, then writes the last counts.
     let stop_clicks = CancellationToken::new();
     let clicks = tokio::spawn(state.links.clone().flush_clicks_until(stop_clicks.clone()));
@@ -580,6 +583,30 @@ pub async fn termination() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
+}
+
+/// Reloads the JavaScript module at each SIGHUP; a bundle that does not load is logged and
+/// the old one stays.
+async fn reload_on_hangup(module: Arc<crate::js::Module>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let module = module.clone();
+            match tokio::task::spawn_blocking(move || module.reload()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::error!(%error, "the JavaScript module was not reloaded; the old one stays")
+                }
+                Err(_) => tracing::error!("the JavaScript module's reload failed"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = module;
 }
 
 /// Periodic upkeep that keeps bounded maps bounded.

@@ -50,6 +50,11 @@ enum Command {
         #[command(subcommand)]
         command: WorldCommand,
     },
+    /// The JavaScript module (docs/runtime.md).
+    Runtime {
+        #[command(subcommand)]
+        command: RuntimeCommand,
+    },
     /// Runs one game server of the fleet (Muster's own use; see docs/fleet.md).
     #[command(hide = true)]
     FleetExec {
@@ -59,6 +64,19 @@ enum Command {
         /// The game server's command and arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RuntimeCommand {
+    /// Load the module's bundle again on a running server (as SIGHUP does): new calls and new
+    /// matches use it, running matches keep theirs; a bundle that does not load is refused and
+    /// its error printed. Uses the settings' `listen` address and `runtime.http_key`.
+    Reload {
+        /// The server's base URL, when not the settings' `listen` address (e.g.
+        /// `http://10.0.0.5:7350`).
+        #[arg(long)]
+        server: Option<String>,
     },
 }
 
@@ -133,6 +151,34 @@ struct RunArgs {
     /// Decide and log, but keep publishing the starting replicas.
     #[arg(long)]
     dry_run: bool,
+}
+
+/// `muster runtime reload`: asks the server to reload its module; prints what it registered.
+async fn runtime_reload(config: &Config, server: Option<&str>) -> anyhow::Result<()> {
+    let base = match server {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => format!("http://{}", config.listen.replace("0.0.0.0", "127.0.0.1")),
+    };
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v2/runtime/reload"))
+        .basic_auth(&config.runtime.http_key, Some(""))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach {base}: {e}"))?;
+    let status = response.status();
+    let body = response.text().await.unwrap_or_default();
+    if status.is_success() {
+        println!("{body}");
+        Ok(())
+    } else {
+        let message = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .unwrap_or(body);
+        Err(anyhow::anyhow!(
+            "the reload was refused ({status}): {message}"
+        ))
+    }
 }
 
 /// `muster autoscale run`.
@@ -402,6 +448,9 @@ fn run(cli: Cli, game: GameLogic) -> ExitCode {
                 );
                 Ok(())
             }
+            Some(Command::Runtime {
+                command: RuntimeCommand::Reload { server },
+            }) => runtime_reload(&config, server.as_deref()).await,
             _ => crate::app::serve_with(config, game).await,
         }
     });

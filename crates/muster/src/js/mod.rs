@@ -297,7 +297,13 @@ impl ServerFunction for JsRpc {
         let context = context_of(&call, &self.module);
         let answer = self.module.call(&self.id, context, call.payload).await;
         answer.map_err(|error| {
-            tracing::debug!(rpc = %self.id, code = error.code, message = %error.message, "a JavaScript RPC failed");
+            // A failure the client sees as "internal" keeps its detail here, for the module's
+            // author; the others are the module's own answers.
+            if code_of(error.code) == RpcCode::Internal {
+                tracing::warn!(rpc = %self.id, message = %error.message, "a JavaScript RPC failed");
+            } else {
+                tracing::debug!(rpc = %self.id, code = error.code, message = %error.message, "a JavaScript RPC refused a call");
+            }
             RpcError::new(code_of(error.code), error.message)
         })
     }

@@ -50,13 +50,15 @@ pub async fn hooked(
         {
             Ok(Some(changed)) => match rebuild(&cid, changed) {
                 Some(envelope) => envelope,
-                None => return Some(Envelope::error(
-                    cid,
-                    error_code::RUNTIME_FUNCTION_EXCEPTION,
-                    format!(
+                None => {
+                    return Some(Envelope::error(
+                        cid,
+                        error_code::RUNTIME_FUNCTION_EXCEPTION,
+                        format!(
                         "The {name} before hook answered something that is not a {name} message."
                     ),
-                )),
+                    ))
+                }
             },
             Ok(None) => {
                 return Some(Envelope::error(

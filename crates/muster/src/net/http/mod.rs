@@ -18,6 +18,7 @@ mod notification;
 mod response;
 pub mod rooms;
 mod rpc;
+mod runtime;
 mod session;
 pub(crate) mod storage;
 pub(crate) mod tournament;
@@ -96,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/rooms/{id}/tickets/verify", post(rooms::verify_ticket))
         .route("/v2/channel/{channel_id}", get(channel::list_messages))
         .route("/v2/rpc/{id}", get(rpc::call).post(rpc::call))
+        .route("/v2/runtime/reload", post(runtime::reload))
         .route(
             "/v2/storage",
             axum::routing::put(storage::write).post(storage::read),
