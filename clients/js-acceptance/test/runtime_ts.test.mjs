@@ -292,3 +292,21 @@ test("before and after hooks change and refuse API calls and realtime messages",
   assert.deepEqual(echoed.content, { content: JSON.stringify({ text: "hi" }) });
   socket.disconnect(false);
 });
+
+test("registerMatchmakerMatched: the matchmaker's group plays the match the module made", async () => {
+  const server = await start("sqlite");
+  const client = clientFor(server, { autoRefreshSession: false });
+  const [ana, bea] = [await player(client), await player(client)];
+  const sockets = [client.createSocket(false, false), client.createSocket(false, false)];
+  const matched = sockets.map((s) => new Promise((resolve) => (s.onmatchmakermatched = resolve)));
+  await sockets[0].connect(ana, false);
+  await sockets[1].connect(bea, false);
+  const inbox = inboxOf(sockets[0]);
+  for (const s of sockets) await s.addMatchmaker("*", 2, 2, {}, { skill: 7 });
+  const [first, second] = await Promise.all(matched);
+  const joined = await sockets[0].joinMatch(undefined, first.token);
+  await sockets[1].joinMatch(undefined, second.token);
+  assert.deepEqual(JSON.parse(joined.label), { mode: "mm", names: [ana.username, bea.username].sort().join(","), skill: 7 });
+  await inbox.next((m) => m.kind === "data" && m.op_code === 100 && JSON.parse(m.text).joined[0] === bea.username, "bea joins the module's match");
+  for (const s of sockets) s.disconnect(false);
+});

@@ -95,6 +95,8 @@ pub enum Hook {
     After,
     RtBefore,
     RtAfter,
+    /// `registerMatchmakerMatched`'s function (its id: `matched`).
+    MatchmakerMatched,
 }
 
 impl Hook {
@@ -104,6 +106,7 @@ impl Hook {
             Hook::After => "after",
             Hook::RtBefore => "rtBefore",
             Hook::RtAfter => "rtAfter",
+            Hook::MatchmakerMatched => "matched",
         }
     }
 }

@@ -11,6 +11,7 @@
     rtBefore: Object.create(null),
     rtAfter: Object.create(null),
     matchmakerMatched: null,
+    matched: Object.create(null),
   };
   Object.defineProperty(global, "__muster_registry", { value: registry });
 
@@ -29,6 +30,7 @@
     registerMatchmakerMatched(fn) {
       if (typeof fn !== "function") throw new TypeError("registerMatchmakerMatched needs a function");
       registry.matchmakerMatched = fn;
+      registry.matched.matched = fn;
     },
     registerRtBefore: named("realtime before hook", registry.rtBefore),
     registerRtAfter: named("realtime after hook", registry.rtAfter),

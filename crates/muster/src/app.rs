@@ -232,6 +232,9 @@ async fn build(
     .await?;
     if let Some(module) = &module {
         let _ = module.host().matches.set(matches.clone());
+        if module.registered().matchmaker_matched {
+            matches.set_matched_hook(Arc::new(crate::js::hooks::JsMatched(module.clone())));
+        }
     }
     // One cleanup path for every transport: a session that ends leaves its chat channels
     // first (telling their other members), then its matches and matchmaker tickets.

@@ -4,9 +4,13 @@
 //! to refuse it; a throw refuses it with the thrown code. After hooks see the answer and the
 //! request and change nothing.
 
+use std::sync::Arc;
+
+use muster_proto::realtime::MatchmakerUser;
 use serde_json::{Map, Value};
 
 use super::Module;
+use crate::matches::matchmaker::MatchedHook;
 use muster_js::{Hook, JsError};
 
 /// Keys whose values are maps the game names (their keys are kept as they are).
@@ -29,6 +33,7 @@ impl Module {
             Hook::After => &bundle.registered.after,
             Hook::RtBefore => &bundle.registered.rt_before,
             Hook::RtAfter => &bundle.registered.rt_after,
+            Hook::MatchmakerMatched => return bundle.registered.matchmaker_matched,
         };
         names.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
     }
@@ -51,6 +56,55 @@ impl Module {
         self.run(move |vm| vm.call_hook(hook, &name, &context, &data, extra.as_ref()))
             .await
             .map(|answer| answer.map(|a| to_snake(&a)))
+    }
+}
+
+/// `registerMatchmakerMatched`: told of every group the matchmaker forms, it may answer the
+/// id of a match it made for them.
+pub struct JsMatched(pub Arc<Module>);
+
+#[async_trait::async_trait]
+impl MatchedHook for JsMatched {
+    async fn matched(&self, users: Vec<MatchmakerUser>) -> Result<Option<String>, String> {
+        let entries: Vec<Value> = users
+            .into_iter()
+            .map(|user| {
+                let presence = user.presence.unwrap_or_default();
+                let mut properties = Map::new();
+                for (k, v) in user.string_properties {
+                    properties.insert(k, Value::from(v));
+                }
+                for (k, v) in user.numeric_properties {
+                    properties.insert(k, serde_json::json!(v));
+                }
+                serde_json::json!({
+                    "presence": {
+                        "user_id": presence.user_id,
+                        "session_id": presence.session_id,
+                        "username": presence.username,
+                        "node": self.0.node,
+                    },
+                    "properties": properties,
+                    "party_id": user.party_id,
+                })
+            })
+            .collect();
+        let context = serde_json::json!({ "executionMode": "matchmaker" });
+        match self
+            .0
+            .call_hook(
+                Hook::MatchmakerMatched,
+                "matched",
+                context,
+                &Value::Array(entries),
+                None,
+            )
+            .await
+        {
+            Ok(Some(Value::String(id))) if !id.is_empty() => Ok(Some(id)),
+            Ok(_) => Ok(None),
+            Err(error) => Err(error.message),
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //!   and loaded again; if it loads, new calls and new matches use it while running matches
 //!   keep their VM; if not, the old bundle stays.
 
-mod hooks;
+pub mod hooks;
 pub mod host;
 mod matches;
 mod metrics;

@@ -536,8 +536,65 @@ pub async fn run(matches: Arc<Matches>) {
     }
 }
 
-/// Makes the group's match and tells each player how to join it.
-pub(super) fn announce(matches: &Matches, group: Vec<Ticket>) {
+/// Server code told of every group the matchmaker forms, before its players are.
+#[async_trait::async_trait]
+pub trait MatchedHook: Send + Sync + 'static {
+    /// The id of the match the group is to join (one the hook made, e.g. with
+    /// `nk.matchCreate`), or `None` for the matchmaker's own choice; an error drops the group.
+    async fn matched(&self, users: Vec<MatchmakerUser>) -> Result<Option<String>, String>;
+}
+
+/// Makes the group's match and tells each player how to join it; with a [`MatchedHook`], once
+/// the hook has answered.
+pub(super) fn announce(matches: &Arc<Matches>, group: Vec<Ticket>) {
+    let Some(hook) = matches.matched_hook().cloned() else {
+        if let Some(id) = default_match(matches, &group) {
+            deliver(matches, id, &group);
+        }
+        return;
+    };
+    let matches = matches.clone();
+    tokio::spawn(async move {
+        let users = users_of(&group);
+        let id = match hook.matched(users).await {
+            Ok(Some(text)) => match MatchId::parse(&text, matches.node()) {
+                Ok(id) => Some(id),
+                Err(error) => {
+                    tracing::warn!(%error, "the matchmaker matched hook named no match of this node; the group is dropped");
+                    None
+                }
+            },
+            Ok(None) => default_match(&matches, &group),
+            Err(error) => {
+                tracing::warn!(%error, "the matchmaker matched hook failed; the group is dropped");
+                None
+            }
+        };
+        if let Some(id) = id {
+            deliver(&matches, id, &group);
+        }
+    });
+}
+
+/// Every player of the group as the matched message lists them.
+fn users_of(group: &[Ticket]) -> Vec<MatchmakerUser> {
+    group
+        .iter()
+        .flat_map(|t| {
+            let user = |presence: &UserPresence| MatchmakerUser {
+                presence: Some(presence.clone()),
+                party_id: t.party_id.clone(),
+                string_properties: t.strings.clone(),
+                numeric_properties: t.numbers.clone(),
+            };
+            std::iter::once(user(&t.presence)).chain(t.party.iter().map(move |m| user(&m.presence)))
+        })
+        .collect()
+}
+
+/// The match the matchmaker makes for a group itself: relayed, or of
+/// `matchmaker.match_handler`.
+fn default_match(matches: &Matches, group: &[Ticket]) -> Option<MatchId> {
     let handler = &matches.matchmaker_config.match_handler;
     let id = if handler.is_empty() {
         // Relayed: created by the first player who joins with a token, on the node of the
@@ -564,10 +621,15 @@ pub(super) fn announce(matches: &Matches, group: Vec<Ticket>) {
             Ok(handle) => handle.id,
             Err(error) => {
                 tracing::warn!(%error, "matchmaker could not create a match; the group is dropped");
-                return;
+                return None;
             }
         }
     };
+    Some(id)
+}
+
+/// Tells each player of the group how to join match `id`.
+fn deliver(matches: &Matches, id: MatchId, group: &[Ticket]) {
     // Every player, each with the ticket that brought them and where to tell them.
     let players: Vec<(&Ticket, Option<&Recipient>, MatchmakerUser)> = group
         .iter()

@@ -80,6 +80,9 @@ pub struct Matches {
     pub fleet: Option<Arc<Fleet>>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
+    /// Server code told of every group the matchmaker forms (a JavaScript module's
+    /// `registerMatchmakerMatched`), which may name the match they join.
+    matched_hook: OnceLock<Arc<dyn matchmaker::MatchedHook>>,
     /// Where the native TCP transport listens, once it does.
     tcp_addr: OnceLock<SocketAddr>,
     enet_port: OnceLock<u16>,
@@ -169,6 +172,7 @@ impl Matches {
             fleet,
             metrics,
             shutdown,
+            matched_hook: OnceLock::new(),
             tcp_addr: OnceLock::new(),
             enet_port: OnceLock::new(),
             http_port: OnceLock::new(),
@@ -239,6 +243,15 @@ impl Matches {
             shutdown: self.shutdown.clone(),
             rooms: self.rooms.clone(),
         }
+    }
+
+    /// Installs the hook told of every group the matchmaker forms (once).
+    pub fn set_matched_hook(&self, hook: Arc<dyn matchmaker::MatchedHook>) {
+        let _ = self.matched_hook.set(hook);
+    }
+
+    pub(crate) fn matched_hook(&self) -> Option<&Arc<dyn matchmaker::MatchedHook>> {
+        self.matched_hook.get()
     }
 
     /// This node's name (the cluster's name for it in a cluster).
