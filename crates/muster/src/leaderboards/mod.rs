@@ -21,6 +21,7 @@
 pub mod cursor;
 pub mod rank;
 pub mod tournament;
+pub mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

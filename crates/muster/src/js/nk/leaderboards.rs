@@ -10,9 +10,8 @@ use uuid::Uuid;
 
 use super::super::host::{invalid, refused, shaped, Args, ServerHost};
 use crate::leaderboards::tournament::NewTournament;
+use crate::leaderboards::view::{list_of, record, tournament};
 use crate::leaderboards::{Caller, NewLeaderboard};
-use crate::net::http::leaderboard::{list_of, record};
-use crate::net::http::tournament::tournament;
 
 pub(super) const NAMES: &[&str] = &[
     "leaderboardCreate",

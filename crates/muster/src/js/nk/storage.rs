@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::super::host::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
-use crate::net::http::storage::object;
+use crate::storage::api_object as object;
 use crate::storage::{Caller, DeleteObject, ObjectId, WriteObject};
 
 pub(super) const NAMES: &[&str] = &[

@@ -17,38 +17,9 @@ use uuid::Uuid;
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::ApiJson;
-use crate::base::clock::rfc3339;
-use crate::leaderboards::{Caller, Record, RecordList};
+use crate::leaderboards::view::{list_of, record};
+use crate::leaderboards::Caller;
 use crate::net::state::AppState;
-
-/// A record as Nakama renders it.
-pub fn record(record: Record) -> LeaderboardRecord {
-    let row = record.row;
-    LeaderboardRecord {
-        leaderboard_id: row.leaderboard_id,
-        owner_id: row.owner_id.to_string(),
-        username: row.username,
-        score: row.score,
-        subscore: row.subscore,
-        num_score: row.num_score,
-        metadata: row.metadata,
-        create_time: rfc3339(row.create_time_ms),
-        update_time: rfc3339(row.update_time_ms),
-        expiry_time: (row.expiry_time != 0).then(|| rfc3339(row.expiry_time.saturating_mul(1000))),
-        rank: record.rank,
-        max_num_score: row.max_num_score,
-    }
-}
-
-pub fn list_of(page: RecordList) -> LeaderboardRecordList {
-    LeaderboardRecordList {
-        records: page.records.into_iter().map(record).collect(),
-        owner_records: page.owner_records.into_iter().map(record).collect(),
-        next_cursor: page.next_cursor.unwrap_or_default(),
-        prev_cursor: page.prev_cursor.unwrap_or_default(),
-        rank_count: page.rank_count,
-    }
-}
 
 pub async fn write(
     Player(caller): Player,

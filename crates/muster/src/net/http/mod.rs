@@ -12,7 +12,7 @@ pub mod extract;
 mod friend;
 mod group;
 mod hooks;
-pub(crate) mod leaderboard;
+mod leaderboard;
 mod match_list;
 mod notification;
 mod response;
@@ -20,8 +20,8 @@ pub mod rooms;
 mod rpc;
 mod runtime;
 mod session;
-pub(crate) mod storage;
-pub(crate) mod tournament;
+mod storage;
+mod tournament;
 
 use std::time::{Duration, Instant};
 

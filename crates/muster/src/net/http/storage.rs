@@ -10,8 +10,8 @@
 use axum::extract::{Path, State};
 use axum::Json;
 use muster_proto::api::{
-    DeleteStorageObjectsRequest, ReadStorageObjectsRequest, StorageObject, StorageObjectAck,
-    StorageObjectAcks, StorageObjectList, StorageObjects, WriteStorageObjectsRequest,
+    DeleteStorageObjectsRequest, ReadStorageObjectsRequest, StorageObjectAck, StorageObjectAcks,
+    StorageObjectList, StorageObjects, WriteStorageObjectsRequest,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -23,7 +23,6 @@ use super::extract::{ApiJson, ApiQuery};
 use crate::base::clock::rfc3339;
 use crate::net::state::AppState;
 use crate::storage::{Caller, DeleteObject, ObjectId, WriteObject};
-use crate::store::StorageRecord;
 
 /// A user id as a client sends it: empty for the system, else a UUID.
 fn user_id(text: &str) -> Result<Option<Uuid>, ApiError> {
@@ -33,25 +32,6 @@ fn user_id(text: &str) -> Result<Option<Uuid>, ApiError> {
     Uuid::parse_str(text)
         .map(Some)
         .map_err(|_| ApiError::InvalidArgument("Invalid user ID - must be UUID.".into()))
-}
-
-/// A stored object as Nakama renders it (no `user_id` for a system object).
-pub fn object(record: StorageRecord) -> StorageObject {
-    StorageObject {
-        user_id: if record.id.owner.is_nil() {
-            String::new()
-        } else {
-            record.id.owner.to_string()
-        },
-        collection: record.id.collection,
-        key: record.id.key,
-        value: record.value,
-        version: record.version,
-        permission_read: i32::from(record.read),
-        permission_write: i32::from(record.write),
-        create_time: rfc3339(record.create_time_ms),
-        update_time: rfc3339(record.update_time_ms),
-    }
 }
 
 pub async fn write(
@@ -114,7 +94,7 @@ pub async fn read(
         .read(Caller::Player(caller.uid), ids)
         .await?;
     Ok(Json(StorageObjects {
-        objects: found.into_iter().map(object).collect(),
+        objects: found.into_iter().map(crate::storage::api_object).collect(),
     }))
 }
 
@@ -188,7 +168,11 @@ async fn list_page(
         )
         .await?;
     Ok(Json(StorageObjectList {
-        objects: page.objects.into_iter().map(object).collect(),
+        objects: page
+            .objects
+            .into_iter()
+            .map(crate::storage::api_object)
+            .collect(),
         cursor: page.cursor.unwrap_or_default(),
     }))
 }

@@ -11,7 +11,7 @@
 use axum::extract::{Path, RawQuery, State};
 use axum::Json;
 use muster_proto::api::{
-    LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, Tournament, TournamentList,
+    LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, TournamentList,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -20,44 +20,10 @@ use uuid::Uuid;
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
-use super::leaderboard::{list_of, parse_query, record};
-use crate::base::clock::rfc3339;
-use crate::leaderboards::tournament::TournamentInfo;
+use super::leaderboard::parse_query;
+use crate::leaderboards::view::{list_of, record, tournament};
 use crate::leaderboards::Caller;
 use crate::net::state::AppState;
-
-fn seconds(value: i64) -> u32 {
-    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
-}
-
-pub fn tournament(info: TournamentInfo) -> Tournament {
-    let def = info.def;
-    let t = def.tournament;
-    Tournament {
-        id: def.id,
-        title: t.title,
-        description: t.description,
-        category: seconds(i64::from(t.category)),
-        sort_order: seconds(i64::from(def.sort_order)),
-        size: seconds(info.size),
-        max_size: seconds(i64::from(t.max_size)),
-        max_num_score: seconds(i64::from(t.max_num_score)),
-        can_enter: info.can_enter,
-        end_active: seconds(info.deadlines.end_active),
-        next_reset: seconds(info.deadlines.expiry),
-        metadata: def.metadata,
-        create_time: rfc3339(def.create_time_ms),
-        start_time: rfc3339(t.start_time.saturating_mul(1000)),
-        end_time: (t.end_time > 0).then(|| rfc3339(t.end_time.saturating_mul(1000))),
-        duration: seconds(t.duration),
-        start_active: seconds(info.deadlines.start_active),
-        prev_reset: seconds(info.prev_reset),
-        // Stored 0 best … 3 decrement; the enum numbers them from 1 (0: no override).
-        operator: i32::from(def.operator) + 1,
-        authoritative: def.authoritative,
-        join_required: t.join_required,
-    }
-}
 
 /// `GET /v2/tournament`'s query.
 #[derive(Deserialize)]
