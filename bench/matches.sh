@@ -44,7 +44,7 @@ for transport in $TRANSPORTS; do
   port=$(free_port)
   tcp_port=$(free_port)
   enet_port=$(free_port)
-  MUSTER_MATCHMAKER__MATCH_HANDLER=arena MUSTER_MATCHMAKER__INTERVAL_MS=200 \
+  MUSTER_MATCHMAKER__MATCH_HANDLER="${HANDLER:-arena}" MUSTER_MATCHMAKER__INTERVAL_MS=200 \
   MUSTER_ROOMS__TCP_LISTEN="127.0.0.1:$tcp_port" MUSTER_ENET__LISTEN="127.0.0.1:$enet_port" \
     start_muster "$port" "$work/muster-$tag"
   cat >"$work/scenario-$tag.toml" <<TOML

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+};
 
 use crate::base::metrics::register;
 
@@ -13,6 +15,8 @@ pub struct JsMetrics {
     calls: HistogramVec,
     failures: IntCounterVec,
     pub(super) reloads: IntCounter,
+    /// VMs in the pool that runs RPCs and hooks.
+    pub(super) vms: IntGauge,
 }
 
 impl JsMetrics {
@@ -47,6 +51,13 @@ impl JsMetrics {
                 IntCounter::new(
                     "js_reloads_total",
                     "JavaScript module reloads that took effect.",
+                ),
+            ),
+            vms: register(
+                registry,
+                IntGauge::new(
+                    "js_vms",
+                    "JavaScript VMs in the pool running RPCs and hooks (runtime.js_vms up to js_max_vms).",
                 ),
             ),
         }

@@ -1,6 +1,6 @@
 //! A game's JavaScript module, as Nakama loads one (`runtime.path`, `runtime.js_entrypoint`).
 //!
-//! - **RPCs**: `runtime.js_vms` VMs ([`muster_js::Vm`]), each on a thread of its own with the
+//! - **RPCs**: a pool of VMs ([`muster_js::Vm`], `runtime.js_vms` up to `runtime.js_max_vms`), each on a thread of its own with the
 //!   module loaded, take calls from one queue; every RPC the module registers is a server
 //!   function, called like any other (`/v2/rpc/{id}`, the socket's `rpc`).
 //! - **Matches**: every match handler the module registers is a match handler like the
@@ -16,6 +16,7 @@ pub mod host;
 mod matches;
 mod metrics;
 mod nk;
+mod pool;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,6 @@ use std::time::Duration;
 use muster_js::{JsError, Limits, Registrations, Vm};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
 
 use crate::base::config::RuntimeConfig;
 use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
@@ -31,16 +31,6 @@ use crate::matches::handler::Handlers;
 use host::ServerHost;
 pub use metrics::JsMetrics;
 pub use nk::http::HttpRules;
-
-/// Calls waiting for a VM, beyond which callers wait too.
-const QUEUE: usize = 1024;
-
-/// One call for a pool VM: runs on the VM and answers its caller itself; true when the VM
-/// must be replaced afterwards (the call was stopped at its time limit, or the host failed).
-type Job = Box<dyn FnOnce(&Vm) -> bool + Send>;
-
-/// The message of a call whose host code panicked.
-const HOST_FAILED: &str = "internal error in the JavaScript host";
 
 /// The bundle in force.
 struct Bundle {
@@ -53,11 +43,11 @@ struct Bundle {
 /// The module: its bundle, its pool of VMs and what every VM shares.
 pub struct Module {
     bundle: RwLock<Arc<Bundle>>,
-    /// The pool's queue; replaced whole by a reload.
-    jobs: RwLock<mpsc::Sender<Job>>,
+    /// The VMs running RPCs and hooks; replaced whole by a reload.
+    pool: RwLock<Arc<pool::Pool>>,
     host: Arc<ServerHost>,
     limits: Limits,
-    vms: usize,
+    vms: (usize, usize),
     pub(crate) node: String,
     /// `runtime.env`, given to every call as `ctx.env`.
     pub(crate) env: Value,
@@ -94,18 +84,23 @@ impl Module {
             memory_bytes: config.js_memory_mb << 20,
         };
         let host = Arc::new(host);
-        let vms = config.js_vms.max(1);
-        let bundle = read(&path, &config.js_entrypoint)?;
-        let (jobs, bundle) = start_pool(bundle, &host, limits, vms)?;
+        let vms = (
+            config.js_vms.max(1),
+            config.js_max_vms.max(config.js_vms).max(1),
+        );
+        let mut bundle = read(&path, &config.js_entrypoint)?;
+        let (pool, registered) = start_pool(&bundle, &host, limits, vms)?;
+        bundle.registered = registered;
         tracing::info!(
             rpcs = ?bundle.registered.rpcs,
             matches = ?bundle.registered.matches,
-            vms,
+            vms = vms.0,
+            max_vms = vms.1,
             "JavaScript module loaded"
         );
         Ok(Some(Arc::new(Module {
             bundle: RwLock::new(Arc::new(bundle)),
-            jobs: RwLock::new(jobs),
+            pool: RwLock::new(Arc::new(pool)),
             host,
             limits,
             vms,
@@ -153,8 +148,9 @@ impl Module {
     pub fn reload(&self) -> Result<(), ModuleError> {
         let _one = self.reloading.lock();
         let current = self.bundle.read().clone();
-        let bundle = read(&current.path, &current.name)?;
-        let (jobs, bundle) = start_pool(bundle, &self.host, self.limits, self.vms)?;
+        let mut bundle = read(&current.path, &current.name)?;
+        let (pool, registered) = start_pool(&bundle, &self.host, self.limits, self.vms)?;
+        bundle.registered = registered;
         let added: Vec<&String> = bundle
             .registered
             .rpcs
@@ -172,7 +168,7 @@ impl Module {
         }
         *self.bundle.write() = Arc::new(bundle);
         // The old pool's threads end once their queue is drained.
-        *self.jobs.write() = jobs;
+        *self.pool.write() = Arc::new(pool);
         self.metrics.reloads.inc();
         tracing::info!("JavaScript module reloaded");
         Ok(())
@@ -190,19 +186,10 @@ impl Module {
         &self,
         call: impl FnOnce(&Vm) -> Result<T, JsError> + Send + 'static,
     ) -> Result<T, JsError> {
-        let (answer, answered) = oneshot::channel();
-        let job: Job = Box::new(move |vm| {
-            // A panic below the script (a bug of ours) fails this call, not the VM's thread.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(vm)))
-                .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
-            let replace = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
-            let _ = answer.send(result);
-            replace
-        });
-        let gone = || JsError::new("the JavaScript VMs are stopped", 14);
-        let jobs = self.jobs.read().clone();
-        jobs.send(job).await.map_err(|_| gone())?;
-        answered.await.map_err(|_| gone())?
+        let pool = self.pool.read().clone();
+        let answer = pool.run(call).await;
+        self.metrics.vms.set(pool.size() as i64);
+        answer
     }
 
     async fn call(&self, id: &str, mut context: Value, payload: &str) -> Result<String, JsError> {
@@ -211,6 +198,17 @@ impl Module {
         self.run(move |vm| vm.call_rpc(&id, &context, &payload))
             .await
     }
+}
+
+/// A pool of `vms` (at start, at most) VMs with `bundle` loaded.
+fn start_pool(
+    bundle: &Bundle,
+    host: &Arc<ServerHost>,
+    limits: Limits,
+    (min, max): (usize, usize),
+) -> Result<(pool::Pool, Registrations), ModuleError> {
+    let host: Arc<dyn muster_js::Host> = host.clone();
+    pool::Pool::start(&bundle.name, &bundle.text, host, limits, min, max)
 }
 
 fn read(path: &std::path::Path, name: &str) -> Result<Bundle, ModuleError> {
@@ -224,65 +222,6 @@ fn read(path: &std::path::Path, name: &str) -> Result<Bundle, ModuleError> {
         text,
         registered: Registrations::default(),
     })
-}
-
-/// Starts `vms` VM threads with `bundle` loaded, each taking calls from the queue returned.
-/// Every VM loads before this returns, so a bundle that fails is refused whole.
-fn start_pool(
-    mut bundle: Bundle,
-    host: &Arc<ServerHost>,
-    limits: Limits,
-    vms: usize,
-) -> Result<(mpsc::Sender<Job>, Bundle), ModuleError> {
-    let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
-    let queue = Arc::new(Mutex::new(queue));
-    let text = Arc::new(bundle.text.clone());
-    for n in 0..vms {
-        let (loaded, ready) = std::sync::mpsc::channel();
-        let (text, name, queue) = (text.clone(), bundle.name.clone(), queue.clone());
-        let host: Arc<dyn muster_js::Host> = host.clone();
-        std::thread::Builder::new()
-            .name(format!("js-vm-{n}"))
-            .spawn(move || {
-                let vm = match Vm::load(&name, &text, host.clone(), limits) {
-                    Ok((vm, registered)) => {
-                        let _ = loaded.send(Ok(registered));
-                        vm
-                    }
-                    Err(error) => {
-                        let _ = loaded.send(Err(error));
-                        return;
-                    }
-                };
-                serve(vm, &queue, || {
-                    Vm::load(&name, &text, host.clone(), limits).map(|(vm, _)| vm)
-                });
-            })
-            .map_err(ModuleError::Spawn)?;
-        bundle.registered = ready
-            .recv()
-            .map_err(|_| ModuleError::Load(JsError::new("a VM thread ended", 13)))?
-            .map_err(ModuleError::Load)?;
-    }
-    Ok((jobs, bundle))
-}
-
-/// A pool VM's thread: calls from the queue until the queue closes. A call stopped at its
-/// time limit leaves the VM in whatever state the script left it, so the VM is replaced by a
-/// fresh one (`reload`).
-fn serve(mut vm: Vm, queue: &Mutex<mpsc::Receiver<Job>>, reload: impl Fn() -> Result<Vm, JsError>) {
-    loop {
-        let job = queue.lock().blocking_recv();
-        let Some(job) = job else { return };
-        if job(&vm) {
-            match reload() {
-                Ok(fresh) => vm = fresh,
-                Err(error) => {
-                    tracing::error!(message = %error.message, "a JavaScript VM could not be replaced; it goes on")
-                }
-            }
-        }
-    }
 }
 
 /// One of the module's RPCs as a server function.

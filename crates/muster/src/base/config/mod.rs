@@ -277,8 +277,11 @@ pub struct RuntimeConfig {
     pub path: String,
     /// The module's bundle in `path` (Nakama's `runtime.js_entrypoint`).
     pub js_entrypoint: String,
-    /// JavaScript VMs running calls at once, each with the module loaded.
+    /// JavaScript VMs loaded at start to run RPCs and hooks, each with the module loaded.
     pub js_vms: usize,
+    /// Most JavaScript VMs running RPCs and hooks at once: the pool grows to it when every VM
+    /// is busy and calls wait (a call waiting on the database holds its VM).
+    pub js_max_vms: usize,
     /// Longest one JavaScript call may run before it is interrupted.
     pub js_call_timeout_ms: u64,
     /// Most memory one JavaScript VM may hold, in MiB.
@@ -328,6 +331,7 @@ impl Default for RuntimeConfig {
             path: String::new(),
             js_entrypoint: "index.js".into(),
             js_vms: 2,
+            js_max_vms: 32,
             js_call_timeout_ms: 5000,
             js_memory_mb: 64,
             env: BTreeMap::new(),
