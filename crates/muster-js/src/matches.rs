@@ -25,7 +25,8 @@ pub struct Presence {
 /// One message a player sent since the previous tick.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchMessage {
-    pub sender: Presence,
+    /// The sender's session id: the script gets the sender's presence as it joined.
+    pub sender: String,
     pub op_code: i64,
     pub data: Vec<u8>,
     pub reliable: bool,
@@ -54,6 +55,9 @@ pub enum Dispatch {
     /// The match's label becomes this.
     Label(String),
 }
+
+/// The global property (an integer key, set by the prelude) holding the glue's `loop`.
+const LOOP_GLUE_KEY: u32 = 1_000_001;
 
 /// Dispatches collected during a call.
 pub(crate) type Dispatches = Arc<Mutex<Vec<Dispatch>>>;
@@ -116,13 +120,17 @@ impl Vm {
         context: &serde_json::Value,
         params: &serde_json::Value,
     ) -> Result<MatchInit, JsError> {
-        let answer = self.match_call("init", |ctx| {
-            Ok(vec![
-                ctx.json_parse(serde_json::to_string(name).unwrap_or_default())?,
-                ctx.json_parse(context.to_string())?,
-                ctx.json_parse(params.to_string())?,
-            ])
-        })?;
+        let answer = self.match_call(
+            "init",
+            |ctx| {
+                Ok(vec![
+                    ctx.json_parse(serde_json::to_string(name).unwrap_or_default())?,
+                    ctx.json_parse(context.to_string())?,
+                    ctx.json_parse(params.to_string())?,
+                ])
+            },
+            json_text,
+        )?;
         let answer: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
         Ok(MatchInit {
             tick_rate: answer
@@ -144,13 +152,17 @@ impl Vm {
         presence: &Presence,
         metadata: &serde_json::Value,
     ) -> Result<Result<(), String>, JsError> {
-        let answer = self.match_call("joinAttempt", |ctx| {
-            Ok(vec![
-                Value::new_number(ctx.clone(), tick as f64),
-                presence_value(ctx, presence)?,
-                ctx.json_parse(metadata.to_string())?,
-            ])
-        })?;
+        let answer = self.match_call(
+            "joinAttempt",
+            |ctx| {
+                Ok(vec![
+                    Value::new_number(ctx.clone(), tick as f64),
+                    presence_value(ctx, presence)?,
+                    ctx.json_parse(metadata.to_string())?,
+                ])
+            },
+            json_text,
+        )?;
         let answer: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
         if answer.get("accept").and_then(|a| a.as_bool()) == Some(true) {
             Ok(Ok(()))
@@ -171,62 +183,83 @@ impl Vm {
         presences: &[Presence],
     ) -> Result<bool, JsError> {
         let kind = if leave { "leave" } else { "join" };
-        let answer = self.match_call(kind, |ctx| {
-            let list = rquickjs::Array::new(ctx.clone())?;
-            for (i, presence) in presences.iter().enumerate() {
-                list.set(i, presence_value(ctx, presence)?)?;
-            }
-            Ok(vec![
-                Value::new_number(ctx.clone(), tick as f64),
-                list.into_value(),
-            ])
-        })?;
-        Ok(answer == "true")
+        self.match_call(
+            kind,
+            |ctx| {
+                let list = rquickjs::Array::new(ctx.clone())?;
+                for (i, presence) in presences.iter().enumerate() {
+                    list.set(i, presence_value(ctx, presence)?)?;
+                }
+                Ok(vec![
+                    Value::new_number(ctx.clone(), tick as f64),
+                    list.into_value(),
+                ])
+            },
+            |answer| Ok(answer.as_bool().unwrap_or(false)),
+        )
     }
 
     /// `matchLoop` with the tick's messages; false when it ended the match.
     pub fn match_loop(&self, tick: u64, messages: &[MatchMessage]) -> Result<bool, JsError> {
-        let answer = self.match_call("loop", |ctx| {
-            let list = rquickjs::Array::new(ctx.clone())?;
-            for (i, message) in messages.iter().enumerate() {
-                let object = Object::new(ctx.clone())?;
-                object.set("sender", presence_value(ctx, &message.sender)?)?;
-                object.set("opCode", message.op_code as f64)?;
-                object.set("data", ArrayBuffer::new_copy(ctx.clone(), &message.data)?)?;
-                object.set("reliable", message.reliable)?;
-                object.set("receiveTimeMs", message.receive_time_ms as f64)?;
-                object.set("persistence", false)?;
-                object.set("status", "")?;
-                list.set(i, object)?;
-            }
-            Ok(vec![
-                Value::new_number(ctx.clone(), tick as f64),
-                list.into_value(),
-            ])
-        })?;
-        Ok(answer == "true")
+        // Each message as [sender's session id, opCode, data, reliable, receiveTimeMs]: set by
+        // index, no property name to look up; the glue makes Nakama's message objects.
+        self.with_deadline(|| {
+            self.context.with(|ctx| {
+                // Under an integer key: found without hashing a name.
+                let glue: Function = ctx.globals().get(LOOP_GLUE_KEY).map_err(engine)?;
+                let list = rquickjs::Array::new(ctx.clone()).map_err(engine)?;
+                for (i, message) in messages.iter().enumerate() {
+                    let entry = rquickjs::Array::new(ctx.clone()).map_err(engine)?;
+                    let fields = || -> rquickjs::Result<()> {
+                        entry.set(0, message.sender.as_str())?;
+                        entry.set(1, message.op_code as f64)?;
+                        entry.set(2, ArrayBuffer::new_copy(ctx.clone(), &message.data)?)?;
+                        entry.set(3, message.reliable)?;
+                        entry.set(4, message.receive_time_ms as f64)?;
+                        list.set(i, entry.clone())
+                    };
+                    fields().map_err(engine)?;
+                }
+                let answer: Value = glue
+                    .call((tick as f64, list))
+                    .catch(&ctx)
+                    .map_err(|e| thrown(e, "match loop"))?;
+                Ok(answer.as_bool().unwrap_or(false))
+            })
+        })
     }
 
     /// `matchTerminate` with `grace_seconds`.
     pub fn match_terminate(&self, tick: u64, grace_seconds: u32) -> Result<(), JsError> {
-        self.match_call("terminate", |ctx| {
-            Ok(vec![
-                Value::new_number(ctx.clone(), tick as f64),
-                Value::new_number(ctx.clone(), f64::from(grace_seconds)),
-            ])
-        })
-        .map(|_| ())
+        self.match_call(
+            "terminate",
+            |ctx| {
+                Ok(vec![
+                    Value::new_number(ctx.clone(), tick as f64),
+                    Value::new_number(ctx.clone(), f64::from(grace_seconds)),
+                ])
+            },
+            |_| Ok(()),
+        )
     }
 
     /// `matchSignal`: the data it answers.
     pub fn match_signal(&self, tick: u64, data: &str) -> Result<String, JsError> {
-        self.match_call("signal", |ctx| {
-            Ok(vec![
-                Value::new_number(ctx.clone(), tick as f64),
-                rquickjs::String::from_str(ctx.clone(), data)?.into_value(),
-            ])
-        })
-        .map(|answer| serde_json::from_str(&answer).unwrap_or_default())
+        self.match_call(
+            "signal",
+            |ctx| {
+                Ok(vec![
+                    Value::new_number(ctx.clone(), tick as f64),
+                    rquickjs::String::from_str(ctx.clone(), data)?.into_value(),
+                ])
+            },
+            |answer| {
+                Ok(answer
+                    .as_string()
+                    .and_then(|s| s.to_string().ok())
+                    .unwrap_or_default())
+            },
+        )
     }
 
     /// The dispatches the last calls asked for, in order.
@@ -238,12 +271,13 @@ impl Vm {
     }
 
     /// Calls `__muster_match[kind](...args)` (the prelude's glue, which keeps the state): its
-    /// answer as JSON text.
-    fn match_call(
+    /// answer, read by `read`.
+    fn match_call<R>(
         &self,
         kind: &str,
         args: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<Vec<Value<'js>>>,
-    ) -> Result<String, JsError> {
+        read: impl for<'js> FnOnce(Value<'js>) -> rquickjs::Result<R>,
+    ) -> Result<R, JsError> {
         self.with_deadline(|| {
             self.context.with(|ctx| {
                 let glue: Object = ctx.globals().get("__muster_match").map_err(engine)?;
@@ -257,16 +291,20 @@ impl Vm {
                     .call_arg(call)
                     .catch(&ctx)
                     .map_err(|e| thrown(e, &format!("match {kind}")))?;
-                Ok(ctx
-                    .json_stringify(answer)
-                    .map_err(engine)?
-                    .map(|s| s.to_string())
-                    .transpose()
-                    .map_err(engine)?
-                    .unwrap_or_default())
+                read(answer).map_err(engine)
             })
         })
     }
+}
+
+/// An answer as JSON text (empty when it has none).
+fn json_text(answer: Value<'_>) -> rquickjs::Result<String> {
+    let ctx = answer.ctx().clone();
+    Ok(ctx
+        .json_stringify(answer)?
+        .map(|s| s.to_string())
+        .transpose()?
+        .unwrap_or_default())
 }
 
 fn presence_value<'js>(ctx: &Ctx<'js>, presence: &Presence) -> rquickjs::Result<Value<'js>> {

@@ -93,7 +93,8 @@
       }
     });
   }
-  const log = (level) => (template, ...args) => __muster_log(level, format(template, args));
+  const writeLog = __muster_log;
+  const log = (level) => (template, ...args) => writeLog(level, format(template, args));
   const logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
   Object.defineProperty(global, "__muster_logger", { value: logger });
   Object.defineProperty(global, "__muster_format", { value: format });
@@ -102,9 +103,10 @@
   // names, its arguments and answer as JSON.
   const nk = {};
   for (const name of Object.keys(__muster_util)) nk[name] = __muster_util[name];
-  for (const name of JSON.parse(__muster_host("__names", "[]"))) {
+  const host = __muster_host;
+  for (const name of JSON.parse(host("__names", "[]"))) {
     nk[name] = (...args) => {
-      const answer = __muster_host(name, JSON.stringify(args));
+      const answer = host(name, JSON.stringify(args));
       return answer === "" ? undefined : JSON.parse(answer);
     };
   }
@@ -125,18 +127,24 @@
 
   // An authoritative match's VM: the dispatcher, and the glue the server calls (a match's
   // context and state live here between calls).
-  const sessions = (presences) =>
-    presences == null ? null : Array.from(presences, (p) => String(p && p.sessionId));
+  // The natives, held here: a call reaches them without a lookup on the global object.
+  const dispatch = __muster_dispatch;
+  const sessions = (presences) => {
+    if (presences == null) return null;
+    const ids = [];
+    for (let i = 0; i < presences.length; i++) ids.push(String(presences[i] && presences[i].sessionId));
+    return ids;
+  };
   const broadcast = (opCode, data, presences, sender, reliable) =>
-    __muster_dispatch(0, Number(opCode), data, sessions(presences), reliable !== false);
+    dispatch(0, +opCode, data, sessions(presences), reliable !== false);
   const dispatcher = {
     broadcastMessage: broadcast,
     broadcastMessageDeferred: broadcast,
     matchKick(presences) {
-      __muster_dispatch(1, 0, null, sessions(presences) || [], true);
+      dispatch(1, 0, null, sessions(presences) || [], true);
     },
     matchLabelUpdate(label) {
-      __muster_dispatch(2, 0, String(label), null, true);
+      dispatch(2, 0, String(label), null, true);
     },
   };
   let current = null;
@@ -156,7 +164,7 @@
       }
       const answer = handlers.matchInit(ctx, logger, nk, params || {});
       if (answer === null || typeof answer !== "object") throw new TypeError("matchInit must return { state, tickRate, label }");
-      current = { handlers, ctx, state: answer.state };
+      current = { handlers, ctx, state: answer.state, presences: Object.create(null) };
       return { tickRate: answer.tickRate, label: answer.label == null ? undefined : String(answer.label) };
     },
     joinAttempt(tick, presence, metadata) {
@@ -165,9 +173,33 @@
       current.state = answer.state;
       return { accept: answer.accept === true, rejectMessage: answer.rejectMessage == null ? undefined : String(answer.rejectMessage) };
     },
-    join: (tick, presences) => step("matchJoin", tick, presences),
-    leave: (tick, presences) => step("matchLeave", tick, presences),
-    loop: (tick, messages) => step("matchLoop", tick, messages),
+    join(tick, presences) {
+      for (const p of presences) current.presences[p.sessionId] = p;
+      return step("matchJoin", tick, presences);
+    },
+    leave(tick, presences) {
+      for (const p of presences) delete current.presences[p.sessionId];
+      return step("matchLeave", tick, presences);
+    },
+    loop(tick, entries) {
+      // Each message arrives as [session id, opCode, data, reliable, receiveTimeMs]; its sender
+      // is the presence the session joined with.
+      const presences = current.presences;
+      const messages = new Array(entries.length);
+      for (let i = 0; i < entries.length; i++) {
+        const e = entries[i];
+        messages[i] = {
+          sender: presences[e[0]] || { sessionId: e[0] },
+          persistence: false,
+          status: "",
+          opCode: e[1],
+          data: e[2],
+          reliable: e[3],
+          receiveTimeMs: e[4],
+        };
+      }
+      return step("matchLoop", tick, messages);
+    },
     terminate: (tick, grace) => step("matchTerminate", tick, grace),
     signal(tick, data) {
       const answer = current.handlers.matchSignal(current.ctx, logger, nk, dispatcher, tick, current.state, data);
@@ -177,4 +209,7 @@
     },
   };
   Object.defineProperty(global, "__muster_match", { value: match });
+  // The hot path's entry under an integer key (matches.rs's LOOP_GLUE_KEY): the server finds it
+  // without hashing a name at every tick.
+  Object.defineProperty(global, 1000001, { value: match.loop });
 })(globalThis);

@@ -309,7 +309,7 @@ fn a_match_keeps_its_state_and_dispatches_between_calls() {
         }]
     );
     let message = |op_code, data: &str| MatchMessage {
-        sender: presence("ana"),
+        sender: "s-ana".into(),
         op_code,
         data: data.as_bytes().to_vec(),
         reliable: true,

@@ -27,12 +27,15 @@ pub struct JsMatch {
     tick: u64,
     /// A handler answered null or failed: the match ends at its next tick.
     ended: bool,
+    /// `muster_js_match_loop_seconds` of this handler.
+    loop_time: prometheus::Histogram,
 }
 
 impl JsMatch {
     pub fn new(module: Arc<Module>, name: &str) -> JsMatch {
         JsMatch {
             name: name.to_owned(),
+            loop_time: module.metrics.loop_time(&format!("match:{name}")),
             module,
             vm: None,
             tick: 0,
@@ -149,16 +152,11 @@ impl MatchHandler for JsMatch {
         if self.ended || self.vm.is_none() {
             return Flow::End;
         }
-        let node = self.module.node.clone();
         let now_ms = crate::base::clock::now_ms();
         let messages: Vec<MatchMessage> = inputs
             .iter()
             .map(|input| MatchMessage {
-                sender: ctx
-                    .presences()
-                    .find(|p| p.session_id == input.from.to_string())
-                    .map(|p| presence_of(p, &node))
-                    .unwrap_or_default(),
+                sender: input.from.to_string(),
                 op_code: input.op_code,
                 data: input.data.clone(),
                 reliable: input.reliable,
@@ -167,9 +165,7 @@ impl MatchHandler for JsMatch {
             .collect();
         let started = std::time::Instant::now();
         self.step(ctx, "matchLoop", |vm, tick| vm.match_loop(tick, &messages));
-        self.module
-            .metrics
-            .observe(&format!("match:{}", self.name), started.elapsed());
+        self.loop_time.observe(started.elapsed().as_secs_f64());
         if self.ended {
             Flow::End
         } else {

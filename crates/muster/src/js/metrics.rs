@@ -2,8 +2,6 @@
 //! `muster_rpc_calls_total`, `muster_rpc_duration_seconds`): match handler calls and loop
 //! time by handler, failures, reloads.
 
-use std::time::Duration;
-
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
@@ -63,10 +61,9 @@ impl JsMetrics {
         }
     }
 
-    pub(super) fn observe(&self, handler: &str, took: Duration) {
-        self.calls
-            .with_label_values(&[handler])
-            .observe(took.as_secs_f64());
+    /// The loop-time histogram of `handler`.
+    pub(super) fn loop_time(&self, handler: &str) -> prometheus::Histogram {
+        self.calls.with_label_values(&[handler])
     }
 
     pub(super) fn failed(&self, handler: &str) {
