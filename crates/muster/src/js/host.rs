@@ -1,5 +1,5 @@
 //! The module's `nk`: [`ServerHost`] answers each call by name from one of the families in
-//! [`super::nk`], on the calling VM's thread. A call blocks that thread until the service
+//! `super::nk`, on the calling VM's thread. A call blocks that thread until the service
 //! answers: a pool VM's thread is its own; an authoritative match's VM runs in its match's
 //! task, which steps out of the async workers while it waits (`block_in_place`).
 

@@ -4,7 +4,7 @@
 //!   module loaded, take calls from one queue; every RPC the module registers is a server
 //!   function, called like any other (`/v2/rpc/{id}`, the socket's `rpc`).
 //! - **Matches**: every match handler the module registers is a match handler like the
-//!   built-in ones ([`matches::JsMatch`]); each match runs in a VM of its own.
+//!   built-in ones (`matches::JsMatch`); each match runs in a VM of its own.
 //! - **`nk`** reaches Muster's services through [`host::ServerHost`], blocking the calling VM's
 //!   thread, never an async worker.
 //! - **Reload** ([`Module::reload`], on SIGHUP or `muster runtime reload`): the bundle is read
