@@ -110,21 +110,7 @@ impl MatchedHook for JsMatched {
 
 /// `snake_case` keys as `camelCase`, recursively (free maps kept).
 pub fn to_camel(value: &Value) -> Value {
-    convert(value, &|key| {
-        let mut out = String::with_capacity(key.len());
-        let mut upper = false;
-        for c in key.chars() {
-            if c == '_' {
-                upper = true;
-            } else if upper {
-                out.extend(c.to_uppercase());
-                upper = false;
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    })
+    convert(value, &super::host::camel)
 }
 
 /// `camelCase` keys as `snake_case`, recursively (free maps kept).

@@ -249,7 +249,8 @@ fn shape(value: Value, key: Option<&str>) -> Value {
     }
 }
 
-fn camel(name: &str) -> String {
+/// `snake_case` as `camelCase`.
+pub(super) fn camel(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut upper = false;
     for c in name.chars() {

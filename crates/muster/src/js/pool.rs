@@ -100,7 +100,11 @@ impl Pool {
         });
         let gone = || JsError::new("the JavaScript VMs are stopped", 14);
         self.jobs.send(job).await.map_err(|_| gone())?;
-        if self.shared.idle.load(Ordering::Relaxed) == 0 {
+        // Calls wait and no VM is free: one more. (Not merely "none is free": a VM that has
+        // just taken this call is not free either, and growing then would load VMs for a load
+        // that one VM serves.)
+        let waiting = self.jobs.max_capacity() - self.jobs.capacity();
+        if waiting > 0 && self.shared.idle.load(Ordering::Relaxed) == 0 {
             self.grow();
         }
         answered.await.map_err(|_| gone())?

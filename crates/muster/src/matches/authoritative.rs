@@ -139,14 +139,7 @@ impl AuthoritativeHandle {
         let (reply, answer) = oneshot::channel();
         self.control
             .try_send(Control::Signal(Box::new(SignalRequest { data, reply })))
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => {
-                    MatchError::Rejected("Match is busy; try again.".into())
-                }
-                mpsc::error::TrySendError::Closed(_) => {
-                    MatchError::Ended("Match has ended.".into())
-                }
-            })?;
+            .map_err(refused_control)?;
         match tokio::time::timeout(limit, answer).await {
             Ok(Ok(Ok(data))) => Ok(data),
             Ok(Ok(Err(reason))) => Err(MatchError::Rejected(reason)),
@@ -169,14 +162,7 @@ impl AuthoritativeHandle {
                 metadata,
                 reply,
             })))
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => {
-                    MatchError::Rejected("Match is busy; try again.".into())
-                }
-                mpsc::error::TrySendError::Closed(_) => {
-                    MatchError::Ended("Match has ended.".into())
-                }
-            })?;
+            .map_err(refused_control)?;
         match tokio::time::timeout(limit, answer).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
@@ -214,6 +200,16 @@ impl AuthoritativeHandle {
             }
             mpsc::error::TrySendError::Closed(_) => MatchError::Ended("Match has ended.".into()),
         })
+    }
+}
+
+/// A control message the match's inbox did not take: busy (full) or over (closed).
+fn refused_control(error: mpsc::error::TrySendError<Control>) -> MatchError {
+    match error {
+        mpsc::error::TrySendError::Full(_) => {
+            MatchError::Rejected("Match is busy; try again.".into())
+        }
+        mpsc::error::TrySendError::Closed(_) => MatchError::Ended("Match has ended.".into()),
     }
 }
 

@@ -576,8 +576,9 @@ pub(super) fn announce(matches: &Arc<Matches>, group: Vec<Ticket>) {
     });
 }
 
-/// Every player of the group as the matched message lists them.
-fn users_of(group: &[Ticket]) -> Vec<MatchmakerUser> {
+/// Every player of the group, each with the ticket that brought them and where to tell them,
+/// as the matched message lists them.
+fn players_of(group: &[Ticket]) -> Vec<(&Ticket, Option<&Recipient>, MatchmakerUser)> {
     group
         .iter()
         .flat_map(|t| {
@@ -587,9 +588,18 @@ fn users_of(group: &[Ticket]) -> Vec<MatchmakerUser> {
                 string_properties: t.strings.clone(),
                 numeric_properties: t.numbers.clone(),
             };
-            std::iter::once(user(&t.presence)).chain(t.party.iter().map(move |m| user(&m.presence)))
+            std::iter::once((t, t.recipient.as_ref(), user(&t.presence))).chain(
+                t.party
+                    .iter()
+                    .map(move |m| (t, m.recipient.as_ref(), user(&m.presence))),
+            )
         })
         .collect()
+}
+
+/// Every player of the group as the matched message lists them.
+fn users_of(group: &[Ticket]) -> Vec<MatchmakerUser> {
+    players_of(group).into_iter().map(|(_, _, u)| u).collect()
 }
 
 /// The match the matchmaker makes for a group itself: relayed, or of
@@ -630,23 +640,7 @@ fn default_match(matches: &Matches, group: &[Ticket]) -> Option<MatchId> {
 
 /// Tells each player of the group how to join match `id`.
 fn deliver(matches: &Matches, id: MatchId, group: &[Ticket]) {
-    // Every player, each with the ticket that brought them and where to tell them.
-    let players: Vec<(&Ticket, Option<&Recipient>, MatchmakerUser)> = group
-        .iter()
-        .flat_map(|t| {
-            let user = |presence: &UserPresence| MatchmakerUser {
-                presence: Some(presence.clone()),
-                party_id: t.party_id.clone(),
-                string_properties: t.strings.clone(),
-                numeric_properties: t.numbers.clone(),
-            };
-            std::iter::once((t, t.recipient.as_ref(), user(&t.presence))).chain(
-                t.party
-                    .iter()
-                    .map(move |m| (t, m.recipient.as_ref(), user(&m.presence))),
-            )
-        })
-        .collect();
+    let players = players_of(group);
     let users: Vec<MatchmakerUser> = players.iter().map(|(_, _, u)| u.clone()).collect();
     matches
         .metrics

@@ -331,7 +331,7 @@ impl Default for RuntimeConfig {
             path: String::new(),
             js_entrypoint: "index.js".into(),
             js_vms: 2,
-            js_max_vms: 32,
+            js_max_vms: 256,
             js_call_timeout_ms: 5000,
             js_memory_mb: 64,
             env: BTreeMap::new(),
