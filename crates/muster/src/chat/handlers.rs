@@ -194,28 +194,10 @@ async fn send(
 ) -> Result<Message, ChatError> {
     let admitted = admit(&request.channel_id, session, chat)?;
     rules::check_content(&request.content, chat.config.max_content_bytes)?;
-    let now = crate::base::clock::now_ms();
     let persistent = admitted.flags.persistence;
     let channel = &admitted.channel;
-    let id = chat
-        .ids
-        .issue(now, persistent, &session.user_id, &channel.id);
-    let record = ChannelMessageRecord {
-        id,
-        channel_id: channel.id.to_string(),
-        code: code::CHAT,
-        sender_id: session.user_id,
-        username: session.username.to_string(),
-        content: request.content,
-        create_time_ms: now,
-        update_time_ms: now,
-    };
-    let record = if persistent {
-        // The ack (and the fanout) wait until the message is durable.
-        persist(chat, record).await?
-    } else {
-        record
-    };
+    let sender = (session.user_id, session.username.to_string());
+    let record = new_message(chat, &channel.id, sender, request.content, persistent).await?;
     let (ack, message) = prepare(channel, record, persistent);
     chat.router.send_to_channel(channel, &message);
     chat.metrics
@@ -225,7 +207,34 @@ async fn send(
     Ok(Message::ChannelMessageAck(ack))
 }
 
-pub(super) async fn persist(
+/// A new chat message from `sender` into `channel_id`, with its id issued; stored first when
+/// `persistent` (the ack and the fanout wait until it is durable).
+pub(super) async fn new_message(
+    chat: &Chat,
+    channel_id: &str,
+    (sender_id, username): (Uuid, String),
+    content: String,
+    persistent: bool,
+) -> Result<ChannelMessageRecord, ChatError> {
+    let now = crate::base::clock::now_ms();
+    let record = ChannelMessageRecord {
+        id: chat.ids.issue(now, persistent, &sender_id, channel_id),
+        channel_id: channel_id.to_owned(),
+        code: code::CHAT,
+        sender_id,
+        username,
+        content,
+        create_time_ms: now,
+        update_time_ms: now,
+    };
+    if persistent {
+        persist(chat, record).await
+    } else {
+        Ok(record)
+    }
+}
+
+async fn persist(
     chat: &Chat,
     record: ChannelMessageRecord,
 ) -> Result<ChannelMessageRecord, ChatError> {

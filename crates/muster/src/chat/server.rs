@@ -5,9 +5,8 @@
 use muster_proto::realtime::{ChannelId, ChannelMessageAck};
 use uuid::Uuid;
 
-use super::handlers::{code, persist, prepare_for};
+use super::handlers::{new_message, prepare_for};
 use super::{rules, Chat, ChatError};
-use crate::store::ChannelMessageRecord;
 
 impl Chat {
     /// Sends `content` (a JSON object) into `channel_id` as `sender` (user id and username;
@@ -22,23 +21,8 @@ impl Chat {
         ChannelId::parse(channel_id)
             .map_err(|error| ChatError::InvalidChannelId(error.to_string()))?;
         rules::check_content(&content, self.config.max_content_bytes)?;
-        let (sender_id, username) = sender.unwrap_or((Uuid::nil(), String::new()));
-        let now = crate::base::clock::now_ms();
-        let record = ChannelMessageRecord {
-            id: self.ids.issue(now, persistent, &sender_id, channel_id),
-            channel_id: channel_id.to_owned(),
-            code: code::CHAT,
-            sender_id,
-            username,
-            content,
-            create_time_ms: now,
-            update_time_ms: now,
-        };
-        let record = if persistent {
-            persist(self, record).await?
-        } else {
-            record
-        };
+        let sender = sender.unwrap_or((Uuid::nil(), String::new()));
+        let record = new_message(self, channel_id, sender, content, persistent).await?;
         let (ack, message) = prepare_for(channel_id, record, persistent);
         self.router.send_to_channel_id(channel_id, &message);
         self.metrics

@@ -25,6 +25,12 @@ const FREE_MAPS: &[&str] = &[
 ];
 
 impl Module {
+    /// Whether any realtime hook is registered (checked before a message's name is built).
+    pub fn has_rt_hooks(&self) -> bool {
+        let bundle = self.bundle.read();
+        !bundle.registered.rt_before.is_empty() || !bundle.registered.rt_after.is_empty()
+    }
+
     /// Whether a `hook` is registered for `name` (Nakama's name of the call or message).
     pub fn has_hook(&self, hook: Hook, name: &str) -> bool {
         let bundle = self.bundle.read();

@@ -56,7 +56,7 @@ pub fn handle<'a>(
         .realtime_messages
         .with_label_values(&[message.kind()])
         .inc();
-    if let Some(module) = &state.module {
+    if let Some(module) = state.module.as_ref().filter(|m| m.has_rt_hooks()) {
         let name = crate::net::rt_hooks::hook_name(message.kind());
         if module.has_hook(muster_js::Hook::RtBefore, &name)
             || module.has_hook(muster_js::Hook::RtAfter, &name)
