@@ -220,3 +220,55 @@ test("reload: new calls use the new bundle, running matches keep theirs, a broke
   }
   assert.equal(seen, "v4");
 });
+
+const SCHEDULED = `
+function tell(nk, tournament, what, end, reset, ctx) {
+  nk.notificationSend(tournament.metadata.player, what, {
+    id: tournament.id, title: tournament.title, end: end, reset: reset, endTime: tournament.endTime,
+    mode: ctx.executionMode, size: tournament.size,
+  }, 200, null, false);
+}
+function InitModule(ctx, logger, nk, initializer) {
+  initializer.registerRpc("make_cup", function (ctx, logger, nk, payload) {
+    const p = JSON.parse(payload);
+    // tournamentCreate(id, authoritative, sortOrder, operator, duration, resetSchedule, metadata,
+    //   title, description, category, startTime, endTime, maxSize, maxNumScore, joinRequired)
+    nk.tournamentCreate(p.id, true, "descending", "best", p.duration, "", { player: ctx.userId },
+      "Cup", "", 1, p.start, p.end, 0, 0, false);
+    nk.tournamentRecordWrite(p.id, ctx.userId, ctx.username, 7);
+    return "{}";
+  });
+  initializer.registerTournamentEnd(function (ctx, logger, nk, tournament, end, reset) {
+    tell(nk, tournament, "ended", end, reset, ctx);
+  });
+  initializer.registerTournamentReset(function (ctx, logger, nk, tournament, end, reset) {
+    tell(nk, tournament, "reset", end, reset, ctx);
+  });
+  initializer.registerLeaderboardReset(function (ctx, logger, nk, leaderboard, reset) {});
+}
+`;
+
+test("registerTournamentEnd and registerTournamentReset are told when a tournament closes and expires", async () => {
+  const server = await startServer({ MUSTER_RUNTIME__PATH: moduleDir(SCHEDULED) });
+  servers.push(server);
+  const client = clientFor(server, { autoRefreshSession: false });
+  const session = await client.authenticateDevice(uniq("device"), true);
+  const socket = client.createSocket(false, false);
+  const inbox = new Inbox();
+  socket.onnotification = (n) => inbox.push(n);
+  await socket.connect(session, false);
+
+  // Open for scores 2 s from now, its records expiring at its end 3 s from now.
+  const start = Math.floor(Date.now() / 1000);
+  const id = uniq("cup");
+  await client.rpc(session, "make_cup", { id, start, end: start + 3, duration: 2 });
+  const ended = await inbox.next((n) => n.subject === "ended", "the tournament's end", 10000);
+  assert.deepEqual(ended.content, {
+    id, title: "Cup", end: start + 2, reset: start + 3, endTime: start + 3, mode: "tournament_end", size: 1,
+  });
+  const reset = await inbox.next((n) => n.subject === "reset", "the tournament's reset", 10000);
+  assert.deepEqual(reset.content, {
+    id, title: "Cup", end: start + 2, reset: start + 3, endTime: start + 3, mode: "tournament_reset", size: 1,
+  });
+  socket.disconnect(false);
+});

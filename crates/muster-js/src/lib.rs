@@ -84,6 +84,9 @@ pub struct Registrations {
     pub rt_before: Vec<String>,
     pub rt_after: Vec<String>,
     pub matchmaker_matched: bool,
+    /// The scheduler's hooks registered: `leaderboardReset`, `tournamentEnd`,
+    /// `tournamentReset`.
+    pub schedule: Vec<String>,
     /// `register…` calls Muster keeps but never calls (no such event here).
     pub unused: Vec<String>,
 }
@@ -97,6 +100,9 @@ pub enum Hook {
     RtAfter,
     /// `registerMatchmakerMatched`'s function (its id: `matched`).
     MatchmakerMatched,
+    /// `registerLeaderboardReset`, `registerTournamentEnd`, `registerTournamentReset` (their
+    /// ids: `leaderboardReset`, `tournamentEnd`, `tournamentReset`).
+    Schedule,
 }
 
 impl Hook {
@@ -107,6 +113,7 @@ impl Hook {
             Hook::RtBefore => "rtBefore",
             Hook::RtAfter => "rtAfter",
             Hook::MatchmakerMatched => "matched",
+            Hook::Schedule => "schedule",
         }
     }
 }
@@ -218,16 +225,15 @@ impl Vm {
         })
     }
 
-    /// Calls the `hook` registered for `id` with `(ctx, logger, nk, data[, extra])`, the data
-    /// as JSON: what it answered (JSON), `None` when it answered nothing (a before hook's
-    /// "reject"). `NotFound` when no such hook is registered.
+    /// Calls the `hook` registered for `id` with `(ctx, logger, nk, ...args)`, each argument
+    /// given as JSON: what it answered (JSON), `None` when it answered nothing (a before
+    /// hook's "reject"). `NotFound` when no such hook is registered.
     pub fn call_hook(
         &self,
         hook: Hook,
         id: &str,
         context: &serde_json::Value,
-        data: &serde_json::Value,
-        extra: Option<&serde_json::Value>,
+        args: &[serde_json::Value],
     ) -> Result<Option<serde_json::Value>, JsError> {
         self.with_deadline(|| {
             self.context.with(|ctx| {
@@ -241,15 +247,11 @@ impl Vm {
                 let nk: Value = globals.get("__muster_nk").map_err(engine)?;
                 let parse = |v: &serde_json::Value| ctx.json_parse(v.to_string()).map_err(engine);
                 let context_object = parse(context)?;
-                let data_object = parse(data)?;
-                let answer: Value = match extra {
-                    Some(extra) => {
-                        function.call((context_object, logger, nk, data_object, parse(extra)?))
-                    }
-                    None => function.call((context_object, logger, nk, data_object)),
-                }
-                .catch(&ctx)
-                .map_err(|e| thrown(e, id))?;
+                let rest = args.iter().map(parse).collect::<Result<Vec<_>, _>>()?;
+                let answer: Value = function
+                    .call((context_object, logger, nk, rquickjs::function::Rest(rest)))
+                    .catch(&ctx)
+                    .map_err(|e| thrown(e, id))?;
                 if answer.is_null() || answer.is_undefined() {
                     return Ok(None);
                 }
@@ -336,6 +338,7 @@ fn registrations(ctx: &Ctx<'_>) -> rquickjs::Result<Registrations> {
         rt_before: keys("rtBefore")?,
         rt_after: keys("rtAfter")?,
         matchmaker_matched: matched.is_function(),
+        schedule: keys("schedule")?,
         unused,
     })
 }

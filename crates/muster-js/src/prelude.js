@@ -12,6 +12,8 @@
     rtAfter: Object.create(null),
     matchmakerMatched: null,
     matched: Object.create(null),
+    // The scheduler's hooks, by event: leaderboardReset, tournamentEnd, tournamentReset.
+    schedule: Object.create(null),
   };
   Object.defineProperty(global, "__muster_registry", { value: registry });
 
@@ -34,6 +36,9 @@
     },
     registerRtBefore: named("realtime before hook", registry.rtBefore),
     registerRtAfter: named("realtime after hook", registry.rtAfter),
+    registerLeaderboardReset: (fn) => named("leaderboard reset hook", registry.schedule)("leaderboardReset", fn),
+    registerTournamentEnd: (fn) => named("tournament end hook", registry.schedule)("tournamentEnd", fn),
+    registerTournamentReset: (fn) => named("tournament reset hook", registry.schedule)("tournamentReset", fn),
   };
   // Before and after hooks of Nakama's API calls, by the names Nakama gives them.
   const hooked = [
@@ -62,7 +67,7 @@
   // registers them still loads.
   registry.unused = [];
   for (const name of [
-    "registerLeaderboardReset", "registerTournamentEnd", "registerTournamentReset", "registerShutdown",
+    "registerShutdown",
     "registerPurchaseNotificationApple", "registerPurchaseNotificationGoogle",
     "registerSubscriptionNotificationApple", "registerSubscriptionNotificationGoogle",
     "registerStorageIndex", "registerStorageIndexFilter",

@@ -188,7 +188,7 @@ async fn build(
         economy,
         accounts: accounts.clone(),
         storage,
-        leaderboards,
+        leaderboards: leaderboards.clone(),
         notifications,
         friends: friends.clone(),
         groups: groups.clone(),
@@ -234,6 +234,9 @@ async fn build(
         let _ = module.host().matches.set(matches.clone());
         if module.registered().matchmaker_matched {
             matches.set_matched_hook(Arc::new(crate::js::hooks::JsMatched(module.clone())));
+        }
+        if crate::js::schedule::JsSchedule::registered(module) {
+            leaderboards.start_schedule(Arc::new(crate::js::schedule::JsSchedule(module.clone())));
         }
     }
     // One cleanup path for every transport: a session that ends leaves its chat channels

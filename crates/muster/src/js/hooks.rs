@@ -40,6 +40,7 @@ impl Module {
             Hook::RtBefore => &bundle.registered.rt_before,
             Hook::RtAfter => &bundle.registered.rt_after,
             Hook::MatchmakerMatched => return bundle.registered.matchmaker_matched,
+            Hook::Schedule => &bundle.registered.schedule,
         };
         names.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
     }
@@ -57,9 +58,8 @@ impl Module {
         context["node"] = serde_json::json!(self.node);
         context["env"] = self.env.clone();
         let name = name.to_owned();
-        let data = to_camel(data);
-        let extra = extra.map(to_camel);
-        self.run(move |vm| vm.call_hook(hook, &name, &context, &data, extra.as_ref()))
+        let args: Vec<Value> = std::iter::once(data).chain(extra).map(to_camel).collect();
+        self.run(move |vm| vm.call_hook(hook, &name, &context, &args))
             .await
             .map(|answer| answer.map(|a| to_snake(&a)))
     }

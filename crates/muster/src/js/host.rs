@@ -1,7 +1,8 @@
 //! The module's `nk`: [`ServerHost`] answers each call by name from one of the families in
 //! `super::nk`, on the calling VM's thread. A call blocks that thread until the service
-//! answers: a pool VM's thread is its own; an authoritative match's VM runs in its match's
-//! task, which steps out of the async workers while it waits (`block_in_place`).
+//! answers: a pool VM runs its call stepped out of the async workers already; an authoritative
+//! match's VM runs in its match's task, which steps out of them while it waits
+//! (`block_in_place`).
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -48,7 +49,7 @@ impl ServerHost {
     /// Runs `future` to its end from a VM's thread.
     pub(super) fn wait<T>(&self, future: impl Future<Output = T>) -> Result<T, JsError> {
         match tokio::runtime::Handle::try_current() {
-            // A VM thread of the pool: outside the runtime.
+            // A thread outside the runtime.
             Err(_) => Ok(self.handle.block_on(future)),
             // A match's task, on a worker of the multi-threaded runtime.
             Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {

@@ -1,12 +1,13 @@
 //! A game's JavaScript module, as Nakama loads one (`runtime.path`, `runtime.js_entrypoint`).
 //!
-//! - **RPCs**: a pool of VMs ([`muster_js::Vm`], `runtime.js_vms` up to `runtime.js_max_vms`), each on a thread of its own with the
-//!   module loaded, take calls from one queue; every RPC the module registers is a server
-//!   function, called like any other (`/v2/rpc/{id}`, the socket's `rpc`).
+//! - **RPCs**: a pool of VMs ([`muster_js::Vm`], `runtime.js_vms` up to `runtime.js_max_vms`)
+//!   with the module loaded; a call takes a free one and runs on the worker that serves it
+//!   (`pool`); every RPC the module registers is a server function, called like any other
+//!   (`/v2/rpc/{id}`, the socket's `rpc`).
 //! - **Matches**: every match handler the module registers is a match handler like the
 //!   built-in ones (`matches::JsMatch`); each match runs in a VM of its own.
-//! - **`nk`** reaches Muster's services through [`host::ServerHost`], blocking the calling VM's
-//!   thread, never an async worker.
+//! - **`nk`** reaches Muster's services through [`host::ServerHost`], blocking the calling
+//!   thread, which has stepped out of the async workers first.
 //! - **Reload** ([`Module::reload`], on SIGHUP or `muster runtime reload`): the bundle is read
 //!   and loaded again; if it loads, new calls and new matches use it while running matches
 //!   keep their VM; if not, the old bundle stays.
@@ -17,6 +18,7 @@ mod matches;
 mod metrics;
 mod nk;
 mod pool;
+pub mod schedule;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,8 +65,6 @@ pub enum ModuleError {
     Read { path: String, error: std::io::Error },
     #[error("the JavaScript module did not load: {0}")]
     Load(JsError),
-    #[error("cannot start a thread for a JavaScript VM: {0}")]
-    Spawn(std::io::Error),
 }
 
 impl Module {

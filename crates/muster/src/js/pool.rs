@@ -1,56 +1,40 @@
 //! The VMs that run RPCs and hooks: `runtime.js_vms` loaded at start, more — up to
-//! `runtime.js_max_vms` — when every VM is busy and calls wait. A VM's thread blocks while
-//! its script waits on a service (`nk.walletUpdate` waiting for its commit), so the number of
-//! VMs bounds how many such calls are in flight; the pool grows to what the load needs.
+//! `runtime.js_max_vms` — when every VM is busy. A call takes a free VM and runs on the thread
+//! that called it, a runtime worker, stepping out of the async workers for its length
+//! (`block_in_place`): a short call hands nothing over to another thread, a long one (or one
+//! waiting on a service, `nk.walletUpdate` waiting for its commit) leaves the worker's other
+//! tasks to a thread that takes them over. The number of VMs bounds how many calls are in
+//! flight; the pool grows to what the load needs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use muster_js::{Host, JsError, Limits, Registrations, Vm};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::Semaphore;
 
 use super::ModuleError;
-
-/// Calls waiting for a VM, beyond which callers wait too.
-const QUEUE: usize = 1024;
-
-/// One call for a VM: runs on the VM and answers its caller itself; true when the VM must be
-/// replaced afterwards (the call was stopped at its time limit, or the host failed).
-type Job = Box<dyn FnOnce(&Vm) -> bool + Send>;
 
 /// The message of a call whose host code panicked.
 const HOST_FAILED: &str = "internal error in the JavaScript host";
 
-/// What the pool's threads share.
-struct Shared {
-    queue: Mutex<mpsc::Receiver<Job>>,
-    /// Threads waiting for a call.
-    idle: AtomicUsize,
-    /// Threads started.
+/// A pool of VMs with one bundle loaded.
+pub(super) struct Pool {
+    /// VMs loaded and free.
+    idle: Mutex<Vec<Vm>>,
+    /// One permit per VM the pool may hold: a call holds one while it runs.
+    permits: Semaphore,
+    /// VMs loaded (free or running a call).
     total: AtomicUsize,
-    max: usize,
     name: String,
     text: String,
     host: Arc<dyn Host>,
     limits: Limits,
 }
 
-impl Shared {
-    fn load(&self) -> Result<(Vm, Registrations), JsError> {
-        Vm::load(&self.name, &self.text, self.host.clone(), self.limits)
-    }
-}
-
-/// A pool of VMs with one bundle loaded.
-pub(super) struct Pool {
-    jobs: mpsc::Sender<Job>,
-    shared: Arc<Shared>,
-}
-
 impl Pool {
-    /// Loads `text` (named `name`) in `min` VMs, each on a thread of its own; what the bundle
-    /// registered. Every VM loads before this returns, so a bundle that fails is refused whole.
+    /// Loads `text` (named `name`) in `min` VMs; what the bundle registered. Every VM loads
+    /// before this returns, so a bundle that fails is refused whole.
     pub(super) fn start(
         name: &str,
         text: &str,
@@ -59,122 +43,78 @@ impl Pool {
         min: usize,
         max: usize,
     ) -> Result<(Pool, Registrations), ModuleError> {
-        let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(queue),
-            idle: AtomicUsize::new(0),
+        let max = max.max(min).max(1);
+        let pool = Pool {
+            idle: Mutex::new(Vec::with_capacity(max)),
+            permits: Semaphore::new(max),
             total: AtomicUsize::new(0),
-            max: max.max(min).max(1),
             name: name.to_owned(),
             text: text.to_owned(),
             host,
             limits,
-        });
+        };
         let mut registered = Registrations::default();
         for _ in 0..min.max(1) {
-            let (loaded, ready) = std::sync::mpsc::channel();
-            spawn(&shared, move |result| {
-                let _ = loaded.send(result);
-            })?;
-            registered = ready
-                .recv()
-                .map_err(|_| ModuleError::Load(JsError::new("a VM thread ended", 13)))?
-                .map_err(ModuleError::Load)?;
+            let (vm, loaded) = pool.load().map_err(ModuleError::Load)?;
+            registered = loaded;
+            pool.idle.lock().push(vm);
         }
-        Ok((Pool { jobs, shared }, registered))
+        Ok((pool, registered))
     }
 
-    /// Runs `call` on the next free VM: its answer.
+    /// Runs `call` on a free VM (one loaded for it when none is free and the pool may grow):
+    /// its answer. The caller waits while every VM the pool may hold is running a call.
     pub(super) async fn run<T: Send + 'static>(
         &self,
         call: impl FnOnce(&Vm) -> Result<T, JsError> + Send + 'static,
     ) -> Result<T, JsError> {
-        let (answer, answered) = oneshot::channel();
-        let job: Job = Box::new(move |vm| {
-            // A panic below the script (a bug of ours) fails this call, not the VM's thread.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(vm)))
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| JsError::new("the JavaScript VMs are stopped", 14))?;
+        let free = self.idle.lock().pop();
+        in_place(|| {
+            let vm = match free {
+                Some(vm) => vm,
+                None => self.load()?.0,
+            };
+            // A panic below the script (a bug of ours) fails this call, not the worker.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&vm)))
                 .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
-            let replace = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
-            let _ = answer.send(result);
-            replace
-        });
-        let gone = || JsError::new("the JavaScript VMs are stopped", 14);
-        self.jobs.send(job).await.map_err(|_| gone())?;
-        // Calls wait and no VM is free: one more. (Not merely "none is free": a VM that has
-        // just taken this call is not free either, and growing then would load VMs for a load
-        // that one VM serves.)
-        let waiting = self.jobs.max_capacity() - self.jobs.capacity();
-        if waiting > 0 && self.shared.idle.load(Ordering::Relaxed) == 0 {
-            self.grow();
-        }
-        answered.await.map_err(|_| gone())?
-    }
-
-    /// VMs started so far.
-    pub(super) fn size(&self) -> usize {
-        self.shared.total.load(Ordering::Relaxed)
-    }
-
-    /// One more VM, unless the pool is at its most.
-    fn grow(&self) {
-        if let Err(error) = spawn(&self.shared, |result| {
-            if let Err(error) = result {
-                tracing::error!(message = %error.message, "a JavaScript VM did not load");
+            // A call stopped at its time limit leaves the VM in whatever state the script left
+            // it: the VM is dropped, and the next call that finds none free loads a fresh one.
+            let spoiled = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
+            if spoiled {
+                self.total.fetch_sub(1, Ordering::Relaxed);
+            } else {
+                self.idle.lock().push(vm);
             }
-        }) {
-            tracing::error!(%error, "no thread for another JavaScript VM");
-        }
-    }
-}
-
-/// Starts one VM thread (unless the pool is at its most): it loads the bundle, tells `loaded`,
-/// then serves calls until the queue closes.
-fn spawn(
-    shared: &Arc<Shared>,
-    loaded: impl FnOnce(Result<Registrations, JsError>) + Send + 'static,
-) -> Result<(), ModuleError> {
-    let taken = shared
-        .total
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (n < shared.max).then_some(n + 1)
-        });
-    let Ok(n) = taken else {
-        loaded(Err(JsError::new("the pool is at its most VMs", 8)));
-        return Ok(());
-    };
-    let shared = shared.clone();
-    std::thread::Builder::new()
-        .name(format!("js-vm-{n}"))
-        .spawn(move || match shared.load() {
-            Ok((vm, registered)) => {
-                loaded(Ok(registered));
-                serve(vm, &shared);
-            }
-            Err(error) => {
-                shared.total.fetch_sub(1, Ordering::Relaxed);
-                loaded(Err(error));
-            }
+            result
         })
-        .map(drop)
-        .map_err(ModuleError::Spawn)
+    }
+
+    /// VMs loaded.
+    pub(super) fn size(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// One more VM with the bundle loaded.
+    fn load(&self) -> Result<(Vm, Registrations), JsError> {
+        let loaded = Vm::load(&self.name, &self.text, self.host.clone(), self.limits)?;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        Ok(loaded)
+    }
 }
 
-/// A VM's thread: calls from the queue until the queue closes. A call stopped at its time
-/// limit leaves the VM in whatever state the script left it, so the VM is replaced by a fresh
-/// one.
-fn serve(mut vm: Vm, shared: &Shared) {
-    loop {
-        shared.idle.fetch_add(1, Ordering::Relaxed);
-        let job = shared.queue.lock().blocking_recv();
-        shared.idle.fetch_sub(1, Ordering::Relaxed);
-        let Some(job) = job else { return };
-        if job(&vm) {
-            match shared.load() {
-                Ok((fresh, _)) => vm = fresh,
-                Err(error) => {
-                    tracing::error!(message = %error.message, "a JavaScript VM could not be replaced; it goes on")
-                }
-            }
+/// Runs `work` on this thread; on a worker of the multi-threaded runtime, stepped out of the
+/// async workers so that a long script or a wait on a service does not hold the worker's
+/// other tasks (a short one is done before any other thread takes them over).
+fn in_place<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
         }
+        _ => work(),
     }
 }

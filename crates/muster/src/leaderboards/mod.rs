@@ -20,6 +20,7 @@
 
 pub mod cursor;
 pub mod rank;
+pub mod schedule;
 pub mod tournament;
 pub mod view;
 
@@ -264,6 +265,8 @@ pub struct Leaderboards {
     ranks: rank::Ranks,
     /// The cluster's bus, when this node is part of one.
     bus: Option<Bus>,
+    /// Woken whenever the leaderboards change (the scheduler looks again).
+    changed: Arc<tokio::sync::Notify>,
 }
 
 /// The bus topic of the changes nodes tell each other about.
@@ -310,6 +313,7 @@ impl Leaderboards {
             boards: RwLock::new(HashMap::new()),
             ranks: rank::Ranks::default(),
             bus,
+            changed: Arc::default(),
         });
         for spec in &config.boards {
             leaderboards.create(NewLeaderboard::from(spec)).await?;
@@ -422,9 +426,17 @@ impl Leaderboards {
         }
     }
 
+    /// The leaderboards, to change them (the scheduler is told to look again).
     fn write_boards(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Board>>> {
+        self.changed.notify_one();
         self.boards
             .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn read_boards(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Board>>> {
+        self.boards
+            .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 

@@ -97,7 +97,7 @@ pub struct TournamentInfo {
 }
 
 impl Board {
-    fn next_after(&self, at: i64) -> Option<i64> {
+    pub(super) fn next_after(&self, at: i64) -> Option<i64> {
         let schedule = self.schedule.as_ref()?;
         DateTime::from_timestamp(at, 0)
             .and_then(|t| schedule.find_next_occurrence(&t, false).ok())
@@ -482,7 +482,11 @@ impl Leaderboards {
         Ok((infos, next))
     }
 
-    async fn info(&self, board: &Board, now: i64) -> Result<TournamentInfo, LeaderboardError> {
+    pub(super) async fn info(
+        &self,
+        board: &Board,
+        now: i64,
+    ) -> Result<TournamentInfo, LeaderboardError> {
         let deadlines = board.deadlines(now);
         let size = self
             .ranks

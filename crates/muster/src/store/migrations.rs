@@ -90,6 +90,11 @@ pub const SQLITE: &[Migration] = &[
         name: "groups",
         sql: include_str!("migrations/sqlite/0016_groups.sql"),
     },
+    Migration {
+        version: 17,
+        name: "leaderboard_events",
+        sql: include_str!("migrations/sqlite/0017_leaderboard_events.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -172,6 +177,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 16,
         name: "groups",
         sql: include_str!("migrations/postgres/0016_groups.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "leaderboard_events",
+        sql: include_str!("migrations/postgres/0017_leaderboard_events.sql"),
     },
 ];
 

@@ -614,6 +614,9 @@ pub struct LeaderboardDef {
     pub tournament: TournamentFields,
 }
 
+/// How long a claimed leaderboard event is remembered (30 days).
+pub const EVENT_CLAIMS_KEPT_SECS: i64 = 30 * 24 * 3600;
+
 /// What makes a leaderboard a tournament.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TournamentFields {
@@ -721,6 +724,17 @@ pub struct RecordsAround {
 pub trait LeaderboardStore: Send + Sync {
     /// Stores `def` unless a leaderboard of its id exists; whether it was created.
     async fn create_leaderboard(&self, def: LeaderboardDef) -> Result<bool, StoreError>;
+
+    /// Claims the event `kind` of `leaderboard_id` due at the Unix second `at` for `node`:
+    /// true for the first claim (durably recorded), false once claimed. Prunes that
+    /// leaderboard's claims of the kind older than [`EVENT_CLAIMS_KEPT_SECS`].
+    async fn claim_event(
+        &self,
+        leaderboard_id: String,
+        kind: i16,
+        at: i64,
+        node: String,
+    ) -> Result<bool, StoreError>;
 
     /// Every leaderboard's definition.
     async fn leaderboards(&self) -> Result<Vec<LeaderboardDef>, StoreError>;

@@ -15,6 +15,7 @@ use super::{db_error, prepared, PostgresStore};
 use crate::store::{
     LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite,
     RecordsAround, ScoreOp, StoreError, TournamentFields, TournamentRefusal, TournamentRules,
+    EVENT_CLAIMS_KEPT_SECS,
 };
 
 const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, score, subscore,
@@ -359,6 +360,33 @@ impl LeaderboardStore for PostgresStore {
                 },
             )
             .await
+    }
+
+    async fn claim_event(
+        &self,
+        leaderboard_id: String,
+        kind: i16,
+        at: i64,
+        node: String,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM leaderboard_events WHERE leaderboard_id = $1 AND kind = $2 AND at < $3",
+            &[&leaderboard_id, &kind, &(at - EVENT_CLAIMS_KEPT_SECS)],
+        )
+        .await
+        .map_err(db_error)?;
+        let claimed = tx
+            .execute(
+                "INSERT INTO leaderboard_events (leaderboard_id, kind, at, node)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&leaderboard_id, &kind, &at, &node],
+            )
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(claimed == 1)
     }
 
     async fn create_leaderboard(&self, def: LeaderboardDef) -> Result<bool, StoreError> {

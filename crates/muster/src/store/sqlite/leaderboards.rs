@@ -10,6 +10,7 @@ use super::{db_error, parse_uuid, SqliteStore};
 use crate::store::{
     LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordPosition, RecordWrite,
     RecordsAround, ScoreOp, StoreError, TournamentFields, TournamentRefusal, TournamentRules,
+    EVENT_CLAIMS_KEPT_SECS,
 };
 
 const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, score, subscore,
@@ -341,6 +342,31 @@ fn def(row: &Row) -> rusqlite::Result<LeaderboardDef> {
 
 #[async_trait]
 impl LeaderboardStore for SqliteStore {
+    async fn claim_event(
+        &self,
+        leaderboard_id: String,
+        kind: i16,
+        at: i64,
+        node: String,
+    ) -> Result<bool, StoreError> {
+        self.write("leaderboard_event_claim", move |conn| {
+            conn.execute(
+                "DELETE FROM leaderboard_events WHERE leaderboard_id = ?1 AND kind = ?2 AND at < ?3",
+                params![leaderboard_id, kind, at - EVENT_CLAIMS_KEPT_SECS],
+            )
+            .and_then(|_| {
+                conn.execute(
+                    "INSERT INTO leaderboard_events (leaderboard_id, kind, at, node)
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                    params![leaderboard_id, kind, at, node],
+                )
+            })
+            .map(|n| n == 1)
+            .map_err(db_error)
+        })
+        .await
+    }
+
     async fn create_leaderboard(&self, def: LeaderboardDef) -> Result<bool, StoreError> {
         self.write("leaderboard_create", move |conn| {
             let t = &def.tournament;
