@@ -279,8 +279,8 @@ pub struct RuntimeConfig {
     pub js_entrypoint: String,
     /// JavaScript VMs loaded at start to run RPCs and hooks, each with the module loaded.
     pub js_vms: usize,
-    /// Most JavaScript VMs running RPCs and hooks at once: the pool grows to it when every VM
-    /// is busy and calls wait (a call waiting on the database holds its VM).
+    /// Most JavaScript VMs running RPCs and hooks at once: the pool grows to it when a call
+    /// finds every VM busy (a call waiting on the database holds its VM); past it calls wait.
     pub js_max_vms: usize,
     /// Longest one JavaScript call may run before it is interrupted.
     pub js_call_timeout_ms: u64,
