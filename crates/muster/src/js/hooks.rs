@@ -59,7 +59,8 @@ impl Module {
         context["env"] = self.env.clone();
         let name = name.to_owned();
         let args: Vec<Value> = std::iter::once(data).chain(extra).map(to_camel).collect();
-        self.run(move |vm| vm.call_hook(hook, &name, &context, &args))
+        let cost = self.hook_cost(hook, &name);
+        self.run(&cost, move |vm| vm.call_hook(hook, &name, &context, &args))
             .await
             .map(|answer| answer.map(|a| to_snake(&a)))
     }

@@ -20,10 +20,11 @@ mod nk;
 mod pool;
 pub mod schedule;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster_js::{JsError, Limits, Registrations, Vm};
+use muster_js::{Hook, JsError, Limits, Registrations, Vm};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 
@@ -33,6 +34,7 @@ use crate::matches::handler::Handlers;
 use host::ServerHost;
 pub use metrics::JsMetrics;
 pub use nk::http::HttpRules;
+use pool::CallCost;
 
 /// The bundle in force.
 struct Bundle {
@@ -56,6 +58,8 @@ pub struct Module {
     pub(crate) metrics: JsMetrics,
     /// One reload at a time.
     reloading: Mutex<()>,
+    /// Whether each hook's last call ran long (by hook table and id).
+    hook_costs: RwLock<HashMap<String, Arc<CallCost>>>,
 }
 
 /// Why the module could not start (or reload).
@@ -108,6 +112,7 @@ impl Module {
             env: json!(config.env),
             metrics,
             reloading: Mutex::new(()),
+            hook_costs: RwLock::default(),
         })))
     }
 
@@ -128,6 +133,7 @@ impl Module {
             let function = JsRpc {
                 id: id.clone(),
                 module: self.clone(),
+                cost: CallCost::default(),
             };
             if let Err(error) = functions.register(id, function) {
                 tracing::warn!(%error, "a JavaScript RPC could not be registered");
@@ -181,21 +187,37 @@ impl Module {
         Vm::load(&bundle.name, &bundle.text, host, self.limits).map(|(vm, _)| vm)
     }
 
-    /// Runs `call` on the next free pool VM: its answer.
+    /// Runs `call` (of a function whose cost is `cost`) on a free pool VM: its answer.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
+        cost: &CallCost,
         call: impl FnOnce(&Vm) -> Result<T, JsError> + Send + 'static,
     ) -> Result<T, JsError> {
         let pool = self.pool.read().clone();
-        let answer = pool.run(call).await;
+        let answer = pool.run(cost, call).await;
         self.metrics.vms.set(pool.size() as i64);
         answer
     }
 
-    async fn call(&self, id: &str, mut context: Value, payload: &str) -> Result<String, JsError> {
+    /// The cost record of the hook `id` of `table` (made at its first call).
+    pub(crate) fn hook_cost(&self, table: Hook, id: &str) -> Arc<CallCost> {
+        let key = format!("{table:?}/{id}");
+        if let Some(cost) = self.hook_costs.read().get(&key) {
+            return cost.clone();
+        }
+        self.hook_costs.write().entry(key).or_default().clone()
+    }
+
+    async fn call(
+        &self,
+        id: &str,
+        cost: &CallCost,
+        mut context: Value,
+        payload: &str,
+    ) -> Result<String, JsError> {
         context["node"] = json!(self.node);
         let (id, payload) = (id.to_owned(), payload.to_owned());
-        self.run(move |vm| vm.call_rpc(&id, &context, &payload))
+        self.run(cost, move |vm| vm.call_rpc(&id, &context, &payload))
             .await
     }
 }
@@ -228,13 +250,17 @@ fn read(path: &std::path::Path, name: &str) -> Result<Bundle, ModuleError> {
 struct JsRpc {
     id: String,
     module: Arc<Module>,
+    cost: CallCost,
 }
 
 #[async_trait::async_trait]
 impl ServerFunction for JsRpc {
     async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
         let context = context_of(&call, &self.module);
-        let answer = self.module.call(&self.id, context, call.payload).await;
+        let answer = self
+            .module
+            .call(&self.id, &self.cost, context, call.payload)
+            .await;
         answer.map_err(|error| {
             // A failure the client sees as "internal" keeps its detail here, for the module's
             // author; the others are the module's own answers.

@@ -32,9 +32,12 @@ impl JsSchedule {
             "headers": {},
             "vars": {},
         });
+        let cost = self.0.hook_cost(Hook::Schedule, id);
         let answer = self
             .0
-            .run(move |vm| vm.call_hook(Hook::Schedule, id, &context, &args))
+            .run(&cost, move |vm| {
+                vm.call_hook(Hook::Schedule, id, &context, &args)
+            })
             .await;
         if let Err(error) = answer {
             tracing::warn!(hook = id, message = %error.message, "a JavaScript scheduler hook failed");
