@@ -46,16 +46,15 @@ impl ServerHost {
         }
     }
 
-    /// Runs `future` to its end from a VM's thread (the time it waited is added to
-    /// [`waited`]).
+    /// Runs `future` to its end from a VM's thread (counted in [`waits`]).
     pub(super) fn wait<T>(&self, future: impl Future<Output = T>) -> Result<T, JsError> {
-        let started = std::time::Instant::now();
-        let _count = WaitClock(started);
+        WAITS.with(|w| w.set(w.get().wrapping_add(1)));
         match tokio::runtime::Handle::try_current() {
             // A thread outside the runtime.
             Err(_) => Ok(self.handle.block_on(future)),
-            // A call's or a match's task, on a worker of the multi-threaded runtime: the worker
-            // steps out of the async workers while it waits.
+            // An inline call's or a match's task, on a worker of the multi-threaded runtime: the
+            // worker steps out of the async workers while it waits. (On a blocking thread this
+            // blocks that thread.)
             Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 Ok(tokio::task::block_in_place(|| handle.block_on(future)))
             }
@@ -74,23 +73,13 @@ impl ServerHost {
 }
 
 thread_local! {
-    /// How long this thread has waited on services in `nk` calls.
-    static WAITED: std::cell::Cell<std::time::Duration> = const { std::cell::Cell::new(std::time::Duration::ZERO) };
+    /// How many times this thread has waited on a service in an `nk` call.
+    static WAITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Adds the time since it started to [`WAITED`] when dropped.
-struct WaitClock(std::time::Instant);
-
-impl Drop for WaitClock {
-    fn drop(&mut self) {
-        let waited = self.0.elapsed();
-        WAITED.with(|w| w.set(w.get() + waited));
-    }
-}
-
-/// How long this thread has waited on services in `nk` calls so far.
-pub(super) fn waited() -> std::time::Duration {
-    WAITED.with(std::cell::Cell::get)
+/// How many times this thread has waited on a service in an `nk` call so far.
+pub(super) fn waits() -> u64 {
+    WAITS.with(std::cell::Cell::get)
 }
 
 impl Host for ServerHost {

@@ -1,15 +1,20 @@
 //! The VMs that run RPCs and hooks: `runtime.js_vms` loaded at start, more — up to
-//! `runtime.js_max_vms` — when a call finds every VM busy. A call takes a free VM and runs on
-//! the thread that received it, a runtime worker, with no hand-over to another thread. While a
-//! script waits on a service (`nk.walletUpdate` waiting for its commit) the worker steps out of
-//! the async workers ([`super::host::ServerHost::wait`]); a function whose last call ran long on
-//! its thread ([`LONG_CALL`], waits not counted) runs its next call stepped out for its whole
-//! length, so a heavy or runaway script holds no worker's other tasks. The number of VMs bounds
-//! how many calls are in flight; the pool grows to what the load needs.
+//! `runtime.js_max_vms` — when a call finds every VM busy. A call takes a free VM and runs where
+//! its function's last call says it should:
+//!
+//! - **inline**, on the runtime worker that received it, with no hand-over to another thread —
+//!   a function whose calls compute and return (the first call of every function runs so);
+//! - **on a blocking thread** (`spawn_blocking`) — a function whose last call waited on a
+//!   service (`nk.walletUpdate` waiting for its commit: the thread blocks, not a worker) or used
+//!   more than [`LONG_CALL`] of its thread's CPU (a heavy or runaway script holds no worker).
+//!
+//! An inline call that does wait steps out of the async workers while it waits
+//! ([`super::host::ServerHost::wait`]). The number of VMs bounds how many calls are in flight;
+//! the pool grows to what the load needs.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use muster_js::{Host, JsError, Limits, Registrations, Vm};
 use parking_lot::Mutex;
@@ -20,14 +25,16 @@ use super::ModuleError;
 /// The message of a call whose host code panicked.
 const HOST_FAILED: &str = "internal error in the JavaScript host";
 
-/// A call that runs longer than this on its thread (waits on services not counted) runs long:
-/// the next call of its function steps out of the async workers for its whole length.
+/// A call that uses more of its thread's CPU than this runs long: the next call of its function
+/// runs on a blocking thread. CPU time, not elapsed time, so that a call preempted on a busy
+/// machine is not taken for a long one.
 pub(super) const LONG_CALL: Duration = Duration::from_millis(1);
 
-/// Whether a function's last call ran long.
+/// What a function's last call did: whether its next one runs on a blocking thread.
 #[derive(Debug, Default)]
 pub(crate) struct CallCost {
-    long: AtomicBool,
+    /// It waited on a service, or used more than [`LONG_CALL`] of CPU.
+    blocking: AtomicBool,
 }
 
 /// A pool of VMs with one bundle loaded.
@@ -35,7 +42,7 @@ pub(super) struct Pool {
     /// VMs loaded and free.
     idle: Mutex<Vec<Vm>>,
     /// One permit per VM the pool may hold: a call holds one while it runs.
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     /// VMs loaded (free or running a call).
     total: AtomicUsize,
     name: String,
@@ -58,7 +65,7 @@ impl Pool {
         let max = max.max(min).max(1);
         let pool = Pool {
             idle: Mutex::new(Vec::with_capacity(max)),
-            permits: Semaphore::new(max),
+            permits: Arc::new(Semaphore::new(max)),
             total: AtomicUsize::new(0),
             name: name.to_owned(),
             text: text.to_owned(),
@@ -76,48 +83,68 @@ impl Pool {
 
     /// Runs `call` on a free VM (one loaded for it when none is free and the pool may grow):
     /// its answer. The caller waits while every VM the pool may hold is running a call.
-    /// `cost` is the function's: whether to step out of the async workers for the whole call.
+    /// `cost` is the function's: where the call runs, and what it did for the next.
     pub(super) async fn run<T: Send + 'static>(
-        &self,
+        self: &Arc<Self>,
         cost: &CallCost,
         call: impl FnOnce(&Vm) -> Result<T, JsError> + Send + 'static,
     ) -> Result<T, JsError> {
-        let _permit = self
+        let stopped = || JsError::new("the JavaScript VMs are stopped", 14);
+        let permit = self
             .permits
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(|_| JsError::new("the JavaScript VMs are stopped", 14))?;
+            .map_err(|_| stopped())?;
         let free = self.idle.lock().pop();
-        let vm = match free {
-            Some(vm) => vm,
-            // Loading runs the whole bundle: never on an async worker.
-            None => in_place(|| self.load())?.0,
-        };
-        let run = move || {
-            let started = Instant::now();
-            let waited = super::host::waited();
-            // A panic below the script (a bug of ours) fails this call, not the worker.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&vm)))
-                .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
-            let on_thread = started
-                .elapsed()
-                .saturating_sub(super::host::waited().saturating_sub(waited));
-            cost.long.store(on_thread > LONG_CALL, Ordering::Relaxed);
-            // A call stopped at its time limit leaves the VM in whatever state the script left
-            // it: the VM is dropped, and the next call that finds none free loads a fresh one.
-            let spoiled = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
-            if spoiled {
-                self.total.fetch_sub(1, Ordering::Relaxed);
-            } else {
-                self.idle.lock().push(vm);
+        if !cost.blocking.load(Ordering::Relaxed) {
+            if let Some(vm) = free {
+                let (result, blocking) = self.run_on(vm, call);
+                cost.blocking.store(blocking, Ordering::Relaxed);
+                return result;
             }
-            result
-        };
-        if cost.long.load(Ordering::Relaxed) {
-            in_place(run)
-        } else {
-            run()
         }
+        // On a blocking thread, which also loads a VM when none is free. The VM goes back to
+        // the pool there, so a caller that stops waiting loses none.
+        let pool = self.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let vm = match free {
+                Some(vm) => vm,
+                None => pool.load()?.0,
+            };
+            Ok::<_, JsError>(pool.run_on(vm, call))
+        })
+        .await
+        .map_err(|_| JsError::new(HOST_FAILED, 13))?;
+        let (result, blocking) = done?;
+        cost.blocking.store(blocking, Ordering::Relaxed);
+        result
+    }
+
+    /// Runs `call` on `vm` on this thread, then gives `vm` back (unless the call spoiled it):
+    /// the answer, and whether the call waited on a service or ran long.
+    fn run_on<T>(
+        &self,
+        vm: Vm,
+        call: impl FnOnce(&Vm) -> Result<T, JsError>,
+    ) -> (Result<T, JsError>, bool) {
+        let cpu = thread_cpu();
+        let waits = super::host::waits();
+        // A panic below the script (a bug of ours) fails this call, not the thread.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&vm)))
+            .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
+        let blocking =
+            super::host::waits() != waits || thread_cpu().saturating_sub(cpu) > LONG_CALL;
+        // A call stopped at its time limit leaves the VM in whatever state the script left it:
+        // the VM is dropped, and the next call that finds none free loads a fresh one.
+        let spoiled = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
+        if spoiled {
+            self.total.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            self.idle.lock().push(vm);
+        }
+        (result, blocking)
     }
 
     /// VMs loaded.
@@ -133,15 +160,15 @@ impl Pool {
     }
 }
 
-/// Runs `work` on this thread; on a worker of the multi-threaded runtime, stepped out of the
-/// async workers so that it does not hold the worker's other tasks.
-fn in_place<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
+/// The CPU time this thread has used (zero where the clock cannot be read).
+fn thread_cpu() -> Duration {
+    use nix::time::{clock_gettime, ClockId};
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(Duration::ZERO, |t| {
+        Duration::new(
+            t.tv_sec().max(0) as u64,
+            t.tv_nsec().clamp(0, 999_999_999) as u32,
+        )
+    })
 }
 
 #[cfg(test)]
@@ -172,23 +199,24 @@ mod tests {
     "#;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_function_whose_call_ran_long_steps_out_for_its_next() {
+    async fn a_function_whose_call_ran_long_runs_its_next_on_a_blocking_thread() {
         let limits = Limits {
             call_timeout: Duration::from_secs(5),
             memory_bytes: 16 << 20,
         };
         let (pool, registered) =
             Pool::start("index.js", BUNDLE, Arc::new(NoHost), limits, 1, 2).expect("loads");
+        let pool = Arc::new(pool);
         assert_eq!(registered.rpcs, ["heavy", "quick"]);
         let (quick, heavy) = (CallCost::default(), CallCost::default());
         let call = |id: &'static str| move |vm: &Vm| vm.call_rpc(id, &serde_json::json!({}), "");
         assert_eq!(pool.run(&quick, call("quick")).await.expect("quick"), "q");
-        assert!(!quick.long.load(Ordering::Relaxed));
+        assert!(!quick.blocking.load(Ordering::Relaxed));
         assert_eq!(pool.run(&heavy, call("heavy")).await.expect("heavy"), "h");
-        assert!(heavy.long.load(Ordering::Relaxed));
-        // Stepped out this time, it is measured again.
+        assert!(heavy.blocking.load(Ordering::Relaxed));
+        // On a blocking thread this time, it is measured again.
         assert_eq!(pool.run(&heavy, call("heavy")).await.expect("heavy"), "h");
-        assert!(heavy.long.load(Ordering::Relaxed));
+        assert!(heavy.blocking.load(Ordering::Relaxed));
         assert_eq!(pool.size(), 1, "one VM serves one caller at a time");
     }
 }
