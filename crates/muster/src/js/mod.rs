@@ -1,13 +1,14 @@
 //! A game's JavaScript module, as Nakama loads one (`runtime.path`, `runtime.js_entrypoint`).
 //!
 //! - **RPCs**: a pool of VMs ([`muster_js::Vm`], `runtime.js_vms` up to `runtime.js_max_vms`)
-//!   with the module loaded; a call takes a free one and runs on the worker that serves it
-//!   (`pool`); every RPC the module registers is a server function, called like any other
-//!   (`/v2/rpc/{id}`, the socket's `rpc`).
+//!   with the module loaded; a call takes a free one and runs inline on its worker, or on a
+//!   blocking thread when its function waits on services or runs long (`pool`); every RPC the
+//!   module registers is a server function, called like any other (`/v2/rpc/{id}`, the
+//!   socket's `rpc`).
 //! - **Matches**: every match handler the module registers is a match handler like the
 //!   built-in ones (`matches::JsMatch`); each match runs in a VM of its own.
 //! - **`nk`** reaches Muster's services through [`host::ServerHost`], blocking the calling
-//!   thread, which has stepped out of the async workers first.
+//!   thread: a blocking thread, or a worker that has stepped out of the async workers first.
 //! - **Reload** ([`Module::reload`], on SIGHUP or `muster runtime reload`): the bundle is read
 //!   and loaded again; if it loads, new calls and new matches use it while running matches
 //!   keep their VM; if not, the old bundle stays.
