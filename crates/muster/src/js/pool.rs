@@ -5,8 +5,8 @@
 //! - **inline**, on the runtime worker that received it, with no hand-over to another thread —
 //!   a function whose calls compute and return (the first call of every function runs so);
 //! - **on a blocking thread** (`spawn_blocking`) — a function whose last call waited on a
-//!   service (`nk.walletUpdate` waiting for its commit: the thread blocks, not a worker) or used
-//!   more than [`LONG_CALL`] of its thread's CPU (a heavy or runaway script holds no worker).
+//!   service (`nk.walletUpdate` waiting for its commit: the thread blocks, not a worker) or ran
+//!   longer than [`LONG_CALL`] (a heavy or runaway script holds no worker).
 //!
 //! An inline call that does wait steps out of the async workers while it waits
 //! ([`super::host::ServerHost::wait`]). The number of VMs bounds how many calls are in flight;
@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use muster_js::{Host, JsError, Limits, Registrations, Vm};
 use parking_lot::Mutex;
@@ -25,15 +25,15 @@ use super::ModuleError;
 /// The message of a call whose host code panicked.
 const HOST_FAILED: &str = "internal error in the JavaScript host";
 
-/// A call that uses more of its thread's CPU than this runs long: the next call of its function
-/// runs on a blocking thread. CPU time, not elapsed time, so that a call preempted on a busy
-/// machine is not taken for a long one.
+/// A call that runs longer than this runs long: the next call of its function runs on a
+/// blocking thread. (Elapsed time: a short call preempted on a busy machine may be taken for a
+/// long one, which only moves its function's next call to a blocking thread.)
 pub(super) const LONG_CALL: Duration = Duration::from_millis(1);
 
 /// What a function's last call did: whether its next one runs on a blocking thread.
 #[derive(Debug, Default)]
 pub(crate) struct CallCost {
-    /// It waited on a service, or used more than [`LONG_CALL`] of CPU.
+    /// It waited on a service, or ran longer than [`LONG_CALL`].
     blocking: AtomicBool,
 }
 
@@ -129,13 +129,12 @@ impl Pool {
         vm: Vm,
         call: impl FnOnce(&Vm) -> Result<T, JsError>,
     ) -> (Result<T, JsError>, bool) {
-        let cpu = thread_cpu();
+        let started = Instant::now();
         let waits = super::host::waits();
         // A panic below the script (a bug of ours) fails this call, not the thread.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&vm)))
             .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
-        let blocking =
-            super::host::waits() != waits || thread_cpu().saturating_sub(cpu) > LONG_CALL;
+        let blocking = super::host::waits() != waits || started.elapsed() > LONG_CALL;
         // A call stopped at its time limit leaves the VM in whatever state the script left it:
         // the VM is dropped, and the next call that finds none free loads a fresh one.
         let spoiled = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);
@@ -158,17 +157,6 @@ impl Pool {
         self.total.fetch_add(1, Ordering::Relaxed);
         Ok(loaded)
     }
-}
-
-/// The CPU time this thread has used (zero where the clock cannot be read).
-fn thread_cpu() -> Duration {
-    use nix::time::{clock_gettime, ClockId};
-    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(Duration::ZERO, |t| {
-        Duration::new(
-            t.tv_sec().max(0) as u64,
-            t.tv_nsec().clamp(0, 999_999_999) as u32,
-        )
-    })
 }
 
 #[cfg(test)]
