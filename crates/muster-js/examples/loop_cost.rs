@@ -1,7 +1,9 @@
 //! What one `matchLoop` call costs in a VM, apart from any server: the arena game of
-//! bench/runtime/index.js ticked with two players' inputs. Prints JSON (ns per tick).
+//! bench/runtime/index.js ticked with two players' inputs. With VMS above 1, that many matches
+//! (each in a VM of its own, as the server runs them) are ticked in turn, so each VM is cold at
+//! its tick as amid a server's many matches. Prints JSON (ns per tick).
 //!
-//! `cargo run --release -p muster-js --example loop_cost [TICKS]`
+//! `cargo run --release -p muster-js --example loop_cost [TICKS] [VMS]`
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,11 +27,12 @@ fn main() {
         .nth(1)
         .and_then(|t| t.parse().ok())
         .unwrap_or(200_000);
+    let vms: usize = std::env::args()
+        .nth(2)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let bundle = include_str!("../../../bench/runtime/index.js");
-    let (vm, _) = Vm::load("index.js", bundle, Arc::new(NoHost), Limits::default())
-        .expect("the module loads");
-    vm.match_init("arena_js", &serde_json::json!({}), &serde_json::json!({}))
-        .expect("init");
     let players: Vec<Presence> = (0..2)
         .map(|n| Presence {
             user_id: format!("u{n}"),
@@ -38,8 +41,17 @@ fn main() {
             node: "n".into(),
         })
         .collect();
-    vm.match_presences(false, 0, &players).expect("join");
-    vm.take_dispatches();
+    let matches: Vec<Vm> = (0..vms)
+        .map(|_| {
+            let (vm, _) = Vm::load("index.js", bundle, Arc::new(NoHost), Limits::default())
+                .expect("the module loads");
+            vm.match_init("arena_js", &serde_json::json!({}), &serde_json::json!({}))
+                .expect("init");
+            vm.match_presences(false, 0, &players).expect("join");
+            vm.take_dispatches();
+            vm
+        })
+        .collect();
     let input = |n: usize, seq: u32| MatchMessage {
         sender: format!("s{n}"),
         op_code: 1,
@@ -47,23 +59,30 @@ fn main() {
         reliable: true,
         receive_time_ms: 0,
     };
+    let rounds = (ticks / vms as u64).max(1);
     let started = Instant::now();
-    for tick in 1..=ticks {
-        let messages = [input(0, tick as u32), input(1, tick as u32)];
-        vm.match_loop(tick, &messages).expect("loop");
-        vm.take_dispatches();
+    for tick in 1..=rounds {
+        for vm in &matches {
+            let messages = [input(0, tick as u32), input(1, tick as u32)];
+            vm.match_loop(tick, &messages).expect("loop");
+            vm.take_dispatches();
+        }
     }
     let empty_started = Instant::now();
     let elapsed = empty_started - started;
-    for tick in 1..=ticks {
-        vm.match_loop(ticks + tick, &[]).expect("loop");
-        vm.take_dispatches();
+    for tick in 1..=rounds {
+        for vm in &matches {
+            vm.match_loop(rounds + tick, &[]).expect("loop");
+            vm.take_dispatches();
+        }
     }
     let empty = empty_started.elapsed();
+    let ticks = rounds * vms as u64;
     println!(
         "{}",
         serde_json::json!({
             "ticks": ticks,
+            "vms": vms,
             "nsPerTickTwoInputs": elapsed.as_nanos() as u64 / ticks,
             "nsPerTickNoInput": empty.as_nanos() as u64 / ticks,
         })
