@@ -149,6 +149,11 @@ for (const engine of ENGINES) {
     assert.deepEqual(out.leaderboard.mine, [2]);
     assert.deepEqual(out.tournament.score, [11], "increment: 5 + 6");
     assert.equal(out.tournament.listed, true);
+    // By id: the leaderboard alone (an unknown id and a tournament left out), the tournament alone.
+    assert.deepEqual(out.leaderboard.found.slice(1), [true, "best", 1]);
+    assert.match(out.leaderboard.found[0], /^ts_board_/);
+    assert.equal(out.tournament.found.length, 1);
+    assert.deepEqual(out.tournament.found[0].slice(1), ["The Cup", 1, 100]);
     assert.deepEqual(out.notifications, ["hello from ts"]);
     assert.deepEqual(out.friends, [[friend.user_id, 1]], "an invite sent");
 

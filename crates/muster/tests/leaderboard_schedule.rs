@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use muster::base::config::{LeaderboardSpec, TournamentSpec};
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
-use muster::leaderboards::schedule::{EventKind, LeaderboardInfo, ScheduleHooks};
+use muster::leaderboards::schedule::{EventKind, ScheduleHooks};
 use muster::leaderboards::tournament::TournamentInfo;
+use muster::leaderboards::LeaderboardInfo;
 use serde_json::{json, Value};
 use support::{Backend, Database, TestServer};
 use tokio::sync::{mpsc, Mutex};

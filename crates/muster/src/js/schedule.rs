@@ -8,10 +8,12 @@ use muster_js::Hook;
 use serde_json::{json, Value};
 
 use super::host::shaped;
+use super::nk::leaderboard;
 use super::Module;
-use crate::leaderboards::schedule::{EventKind, LeaderboardInfo, ScheduleHooks};
+use crate::leaderboards::schedule::{EventKind, ScheduleHooks};
 use crate::leaderboards::tournament::TournamentInfo;
 use crate::leaderboards::view::tournament;
+use crate::leaderboards::LeaderboardInfo;
 
 /// The module's scheduler hooks.
 pub struct JsSchedule(pub Arc<Module>);
@@ -54,32 +56,6 @@ fn names(kind: EventKind) -> (&'static str, &'static str) {
     }
 }
 
-/// A leaderboard as Nakama's runtime gives one: its operator by name, its metadata an object,
-/// times in Unix seconds.
-fn leaderboard(info: &LeaderboardInfo) -> Value {
-    let def = &info.def;
-    let operator = match def.operator {
-        crate::leaderboards::SET => "set",
-        crate::leaderboards::INCREMENT => "increment",
-        crate::leaderboards::DECREMENT => "decrement",
-        _ => "best",
-    };
-    let metadata: Value = serde_json::from_str(&def.metadata).unwrap_or_else(|_| json!({}));
-    json!({
-        "id": def.id,
-        "title": def.tournament.title,
-        "description": def.tournament.description,
-        "category": def.tournament.category,
-        "authoritative": def.authoritative,
-        "sortOrder": def.sort_order,
-        "operator": operator,
-        "prevReset": info.prev_reset,
-        "nextReset": info.next_reset,
-        "metadata": metadata,
-        "createTime": def.create_time_ms / 1000,
-    })
-}
-
 #[async_trait::async_trait]
 impl ScheduleHooks for JsSchedule {
     fn wants(&self, kind: EventKind) -> bool {
@@ -117,38 +93,5 @@ impl ScheduleHooks for JsSchedule {
             vec![tournament, json!(end), json!(reset)],
         )
         .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{LeaderboardDef, TournamentFields};
-
-    #[test]
-    fn a_leaderboard_has_the_runtime_shape() {
-        let info = LeaderboardInfo {
-            def: LeaderboardDef {
-                id: "weekly".into(),
-                authoritative: true,
-                sort_order: crate::leaderboards::ASCENDING,
-                operator: crate::leaderboards::INCREMENT,
-                reset_schedule: "0 0 * * 1".into(),
-                metadata: r#"{"prize":"gold"}"#.into(),
-                create_time_ms: 1_700_000_000_123,
-                tournament: TournamentFields::default(),
-            },
-            prev_reset: 1_767_571_200,
-            next_reset: 1_768_176_000,
-        };
-        assert_eq!(
-            leaderboard(&info),
-            json!({
-                "id": "weekly", "title": "", "description": "", "category": 0,
-                "authoritative": true, "sortOrder": 0, "operator": "increment",
-                "prevReset": 1_767_571_200, "nextReset": 1_768_176_000,
-                "metadata": {"prize": "gold"}, "createTime": 1_700_000_000,
-            })
-        );
     }
 }

@@ -121,6 +121,16 @@ pub struct Record {
     pub rank: i64,
 }
 
+/// A leaderboard (not a tournament) and its resets around a moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderboardInfo {
+    pub def: LeaderboardDef,
+    /// The last reset (0: none, or no schedule).
+    pub prev_reset: i64,
+    /// The next one (0: no schedule).
+    pub next_reset: i64,
+}
+
 /// A page of records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordList {
@@ -538,6 +548,17 @@ impl Leaderboards {
         })
         .await;
         Ok(())
+    }
+
+    /// The leaderboard `id` (not a tournament) with its resets around now, if it exists.
+    pub fn leaderboard_info(&self, id: &str) -> Option<LeaderboardInfo> {
+        let board = self.board(id).ok().filter(|b| !b.is_tournament())?;
+        let now = self.clock.now_secs();
+        Some(LeaderboardInfo {
+            def: board.def.clone(),
+            prev_reset: board.last_before(now + 1).unwrap_or(0),
+            next_reset: board.next_after(now).unwrap_or(0),
+        })
     }
 
     /// The ids of every leaderboard, sorted.

@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::tournament::TournamentInfo;
-use super::{Board, Leaderboards};
-use crate::store::LeaderboardDef;
+use super::{Board, LeaderboardInfo, Leaderboards};
 
 /// The longest the scheduler sleeps before looking at the leaderboards again.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -48,22 +47,12 @@ pub struct Due {
     pub at: i64,
 }
 
-/// A leaderboard as a reset hook is told of it: after the reset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderboardInfo {
-    pub def: LeaderboardDef,
-    /// The reset that fell due.
-    pub prev_reset: i64,
-    /// The one after it.
-    pub next_reset: i64,
-}
-
 /// Server code told of resets and ends.
 #[async_trait::async_trait]
 pub trait ScheduleHooks: Send + Sync {
     /// Whether a hook for `kind` exists (events of other kinds are not claimed).
     fn wants(&self, kind: EventKind) -> bool;
-    /// A leaderboard has reset at `reset`.
+    /// A leaderboard has reset at `reset` (its `prev_reset`).
     async fn leaderboard_reset(&self, leaderboard: LeaderboardInfo, reset: i64);
     /// A tournament's period closed for scores at `end`; its records expire at `reset`.
     async fn tournament_end(&self, tournament: TournamentInfo, end: i64, reset: i64);

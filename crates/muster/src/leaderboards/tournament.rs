@@ -104,7 +104,7 @@ impl Board {
             .map(|t| t.timestamp())
     }
 
-    fn last_before(&self, at: i64) -> Option<i64> {
+    pub(super) fn last_before(&self, at: i64) -> Option<i64> {
         let schedule = self.schedule.as_ref()?;
         DateTime::from_timestamp(at, 0)
             .and_then(|t| schedule.find_previous_occurrence(&t, false).ok())
@@ -211,6 +211,18 @@ impl Leaderboards {
             Ok(_) | Err(LeaderboardError::NotFound) | Err(LeaderboardError::Invalid(_)) => {
                 Err(LeaderboardError::Missing("Tournament not found."))
             }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The tournament `id` as it is now, if it exists.
+    pub async fn tournament_info(
+        &self,
+        id: &str,
+    ) -> Result<Option<TournamentInfo>, LeaderboardError> {
+        match self.tournament(id) {
+            Ok(board) => Ok(Some(self.info(&board, self.clock.now_secs()).await?)),
+            Err(LeaderboardError::Missing(_)) => Ok(None),
             Err(other) => Err(other),
         }
     }

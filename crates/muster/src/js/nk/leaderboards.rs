@@ -2,7 +2,7 @@
 //! `leaderboardCreate`, `leaderboardDelete`, `leaderboardRecordWrite`,
 //! `leaderboardRecordDelete`, `leaderboardRecordsList`, `leaderboardRecordsHaystack`,
 //! `tournamentCreate`, `tournamentDelete`, `tournamentJoin`, `tournamentRecordWrite`,
-//! `tournamentRecordsList`, `tournamentList`.
+//! `tournamentRecordsList`, `tournamentList`, `leaderboardsGetId`, `tournamentsGetId`.
 
 use muster_js::JsError;
 use serde_json::{json, Value};
@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::super::host::{invalid, refused, shaped, Args, ServerHost};
 use crate::leaderboards::tournament::NewTournament;
 use crate::leaderboards::view::{list_of, record, tournament};
-use crate::leaderboards::{Caller, NewLeaderboard};
+use crate::leaderboards::{Caller, LeaderboardInfo, NewLeaderboard};
 
 pub(super) const NAMES: &[&str] = &[
     "leaderboardCreate",
@@ -27,6 +27,8 @@ pub(super) const NAMES: &[&str] = &[
     "tournamentRecordDelete",
     "tournamentRecordsList",
     "tournamentList",
+    "leaderboardsGetId",
+    "tournamentsGetId",
 ];
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
@@ -190,6 +192,27 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             }
             Ok(answer)
         }
+        // leaderboardsGetId(ids): the leaderboards found (tournaments and unknown ids left out).
+        "leaderboardsGetId" => {
+            let ids = args.strings(0, "leaderboardIDs")?;
+            let found: Vec<Value> = ids
+                .iter()
+                .filter_map(|id| boards.leaderboard_info(id))
+                .map(|info| leaderboard(&info))
+                .collect();
+            Ok(Value::Array(found))
+        }
+        // tournamentsGetId(ids): the tournaments found.
+        "tournamentsGetId" => {
+            let ids = args.strings(0, "tournamentIDs")?;
+            let mut found = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(info) = host.wait(boards.tournament_info(&id))?.map_err(refused)? {
+                    found.push(shaped(tournament(info)));
+                }
+            }
+            Ok(Value::Array(found))
+        }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }
 }
@@ -231,5 +254,65 @@ fn override_operator(args: &Args, i: usize) -> Result<i32, JsError> {
                 "operator {other:?}: use best, set, increment or decrement"
             ))),
         },
+    }
+}
+
+/// A leaderboard as Nakama's runtime gives one: its operator by name, its metadata an object,
+/// times in Unix seconds.
+pub(crate) fn leaderboard(info: &LeaderboardInfo) -> Value {
+    let def = &info.def;
+    let operator = match def.operator {
+        crate::leaderboards::SET => "set",
+        crate::leaderboards::INCREMENT => "increment",
+        crate::leaderboards::DECREMENT => "decrement",
+        _ => "best",
+    };
+    let metadata: Value = serde_json::from_str(&def.metadata).unwrap_or_else(|_| json!({}));
+    json!({
+        "id": def.id,
+        "title": def.tournament.title,
+        "description": def.tournament.description,
+        "category": def.tournament.category,
+        "authoritative": def.authoritative,
+        "sortOrder": def.sort_order,
+        "operator": operator,
+        "prevReset": info.prev_reset,
+        "nextReset": info.next_reset,
+        "metadata": metadata,
+        "createTime": def.create_time_ms / 1000,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leaderboards::LeaderboardInfo;
+    use crate::store::{LeaderboardDef, TournamentFields};
+
+    #[test]
+    fn a_leaderboard_has_the_runtime_shape() {
+        let info = LeaderboardInfo {
+            def: LeaderboardDef {
+                id: "weekly".into(),
+                authoritative: true,
+                sort_order: crate::leaderboards::ASCENDING,
+                operator: crate::leaderboards::INCREMENT,
+                reset_schedule: "0 0 * * 1".into(),
+                metadata: r#"{"prize":"gold"}"#.into(),
+                create_time_ms: 1_700_000_000_123,
+                tournament: TournamentFields::default(),
+            },
+            prev_reset: 1_767_571_200,
+            next_reset: 1_768_176_000,
+        };
+        assert_eq!(
+            leaderboard(&info),
+            json!({
+                "id": "weekly", "title": "", "description": "", "category": 0,
+                "authoritative": true, "sortOrder": 0, "operator": "increment",
+                "prevReset": 1_767_571_200, "nextReset": 1_768_176_000,
+                "metadata": {"prize": "gold"}, "createTime": 1_700_000_000,
+            })
+        );
     }
 }

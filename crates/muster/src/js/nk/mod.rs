@@ -6,6 +6,7 @@ mod chat;
 mod economy;
 pub mod http;
 mod leaderboards;
+pub(crate) use leaderboards::leaderboard;
 mod matches;
 mod social;
 mod storage;
