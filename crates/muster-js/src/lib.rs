@@ -92,7 +92,7 @@ pub struct Registrations {
 }
 
 /// Which table of hooks a call looks in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Hook {
     Before,
     After,

@@ -40,15 +40,13 @@ impl ScheduleHooks for Recorder {
         }));
     }
 
-    async fn tournament_end(&self, info: TournamentInfo, end: i64, reset: i64) {
+    async fn tournament(&self, kind: EventKind, info: TournamentInfo, end: i64, reset: i64) {
+        let (hook, at) = match kind {
+            EventKind::TournamentEnd => ("tournament_end", end),
+            _ => ("tournament_reset", reset),
+        };
         let _ = self.0.send(json!({
-            "hook": "tournament_end", "id": info.def.id, "at": end, "end": end, "reset": reset,
-        }));
-    }
-
-    async fn tournament_reset(&self, info: TournamentInfo, end: i64, reset: i64) {
-        let _ = self.0.send(json!({
-            "hook": "tournament_reset", "id": info.def.id, "at": reset, "end": end, "reset": reset,
+            "hook": hook, "id": info.def.id, "at": at, "end": end, "reset": reset,
         }));
     }
 }

@@ -60,7 +60,7 @@ pub struct Module {
     /// One reload at a time.
     reloading: Mutex<()>,
     /// Whether each hook's last call ran long (by hook table and id).
-    hook_costs: RwLock<HashMap<String, Arc<CallCost>>>,
+    hook_costs: RwLock<HashMap<Hook, HashMap<String, Arc<CallCost>>>>,
 }
 
 /// Why the module could not start (or reload).
@@ -202,11 +202,16 @@ impl Module {
 
     /// The cost record of the hook `id` of `table` (made at its first call).
     pub(crate) fn hook_cost(&self, table: Hook, id: &str) -> Arc<CallCost> {
-        let key = format!("{table:?}/{id}");
-        if let Some(cost) = self.hook_costs.read().get(&key) {
+        if let Some(cost) = self.hook_costs.read().get(&table).and_then(|t| t.get(id)) {
             return cost.clone();
         }
-        self.hook_costs.write().entry(key).or_default().clone()
+        let mut costs = self.hook_costs.write();
+        costs
+            .entry(table)
+            .or_default()
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
     }
 
     async fn call(

@@ -77,21 +77,9 @@ impl ScheduleHooks for JsSchedule {
         .await;
     }
 
-    async fn tournament_end(&self, info: TournamentInfo, end: i64, reset: i64) {
+    async fn tournament(&self, kind: EventKind, info: TournamentInfo, end: i64, reset: i64) {
         let tournament = shaped(tournament(info));
-        self.tell(
-            EventKind::TournamentEnd,
-            vec![tournament, json!(end), json!(reset)],
-        )
-        .await;
-    }
-
-    async fn tournament_reset(&self, info: TournamentInfo, end: i64, reset: i64) {
-        let tournament = shaped(tournament(info));
-        self.tell(
-            EventKind::TournamentReset,
-            vec![tournament, json!(end), json!(reset)],
-        )
-        .await;
+        self.tell(kind, vec![tournament, json!(end), json!(reset)])
+            .await;
     }
 }

@@ -27,7 +27,6 @@ pub mod view;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use chrono::DateTime;
 use croner::Cron;
 use uuid::Uuid;
 
@@ -169,12 +168,7 @@ impl Board {
 
     /// The schedule's next occurrence after the Unix second `at` (0: no schedule).
     fn expiry_after(&self, at: i64) -> i64 {
-        let Some(schedule) = &self.schedule else {
-            return 0;
-        };
-        DateTime::from_timestamp(at, 0)
-            .and_then(|t| schedule.find_next_occurrence(&t, false).ok())
-            .map_or(0, |t| t.timestamp())
+        self.next_after(at).unwrap_or(0)
     }
 
     fn op(&self, operator_override: i32) -> ScoreOp {
@@ -365,9 +359,7 @@ impl Leaderboards {
             boards.insert(def.id.clone(), Arc::new(Board { def, schedule }));
         }
         let gone: Vec<String> = self
-            .boards
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .read_boards()
             .keys()
             .filter(|id| !boards.contains_key(*id))
             .cloned()
@@ -452,9 +444,7 @@ impl Leaderboards {
 
     fn board(&self, id: &str) -> Result<Arc<Board>, LeaderboardError> {
         check_id(id)?;
-        self.boards
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.read_boards()
             .get(id)
             .cloned()
             .ok_or(LeaderboardError::NotFound)
@@ -563,13 +553,7 @@ impl Leaderboards {
 
     /// The ids of every leaderboard, sorted.
     pub fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .boards
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect();
+        let mut ids: Vec<String> = self.read_boards().keys().cloned().collect();
         ids.sort();
         ids
     }

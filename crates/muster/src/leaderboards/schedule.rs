@@ -54,10 +54,9 @@ pub trait ScheduleHooks: Send + Sync {
     fn wants(&self, kind: EventKind) -> bool;
     /// A leaderboard has reset at `reset` (its `prev_reset`).
     async fn leaderboard_reset(&self, leaderboard: LeaderboardInfo, reset: i64);
-    /// A tournament's period closed for scores at `end`; its records expire at `reset`.
-    async fn tournament_end(&self, tournament: TournamentInfo, end: i64, reset: i64);
-    /// A tournament's period, open until `end`, expired at `reset`.
-    async fn tournament_reset(&self, tournament: TournamentInfo, end: i64, reset: i64);
+    /// A tournament's period, open for scores until `end` and its records expiring at
+    /// `reset`, has ended (`TournamentEnd`, at `end`) or expired (`TournamentReset`, at `reset`).
+    async fn tournament(&self, kind: EventKind, tournament: TournamentInfo, end: i64, reset: i64);
 }
 
 impl Board {
@@ -184,13 +183,7 @@ impl Leaderboards {
                         }
                     };
                     let (end, reset) = (info.deadlines.end_active, info.deadlines.expiry);
-                    tokio::spawn(async move {
-                        if kind == EventKind::TournamentEnd {
-                            hooks.tournament_end(info, end, reset).await;
-                        } else {
-                            hooks.tournament_reset(info, end, reset).await;
-                        }
-                    });
+                    tokio::spawn(async move { hooks.tournament(kind, info, end, reset).await });
                 }
             }
             told.push(due);

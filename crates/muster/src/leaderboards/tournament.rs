@@ -451,9 +451,7 @@ impl Leaderboards {
         };
         let now = self.clock.now_secs();
         let mut boards: Vec<Arc<Board>> = self
-            .boards
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .read_boards()
             .values()
             .filter(|b| b.is_tournament())
             .cloned()
