@@ -367,7 +367,7 @@ impl Leaderboards {
         for id in gone {
             self.ranks.forget(&id);
         }
-        *self.write_boards() = boards;
+        self.change_boards(|all| *all = boards);
         Ok(())
     }
 
@@ -428,12 +428,17 @@ impl Leaderboards {
         }
     }
 
-    /// The leaderboards, to change them (the scheduler is told to look again).
-    fn write_boards(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Board>>> {
+    /// Changes the leaderboards with `change`, then tells the scheduler to look again (after
+    /// the change, so that it cannot look before and sleep past the new board's events).
+    fn change_boards<T>(&self, change: impl FnOnce(&mut HashMap<String, Arc<Board>>) -> T) -> T {
+        let done = change(
+            &mut self
+                .boards
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         self.changed.notify_one();
-        self.boards
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        done
     }
 
     fn read_boards(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Board>>> {
@@ -479,8 +484,7 @@ impl Leaderboards {
     ) -> Result<bool, LeaderboardError> {
         let created = self.store.create_leaderboard(def.clone()).await?;
         if created {
-            self.write_boards()
-                .insert(def.id.clone(), Arc::new(Board { def, schedule }));
+            self.change_boards(|all| all.insert(def.id.clone(), Arc::new(Board { def, schedule })));
             self.tell(Change::Boards {
                 node: self.node().to_string(),
             })
@@ -531,7 +535,7 @@ impl Leaderboards {
     pub async fn delete(&self, id: &str) -> Result<(), LeaderboardError> {
         self.board(id)?;
         self.store.delete_leaderboard(id.to_string()).await?;
-        self.write_boards().remove(id);
+        self.change_boards(|all| all.remove(id));
         self.ranks.forget(id);
         self.tell(Change::Boards {
             node: self.node().to_string(),
