@@ -217,7 +217,12 @@ async fn build(
     }
     let rpc = Arc::new(Rpc::new(functions, domains, metrics.clone()));
     let link_store: Arc<dyn LinkStore> = store.clone();
-    let links = Arc::new(Links::new(&config.links, link_store, &metrics, clock));
+    let links = Arc::new(Links::new(
+        &config.links,
+        link_store,
+        &metrics,
+        clock.clone(),
+    ));
     warn_default_secrets(&config);
     let limits = &config.limits;
     let matches = Matches::build(
@@ -257,7 +262,32 @@ async fn build(
     if let Some(world) = &world {
         registry.on_session_closed(world.clone());
     }
+    let console = if config.console.enabled() {
+        let history = Arc::new(crate::console::history::History::new(
+            metrics.registry().clone(),
+            config.console.history_max_series,
+        ));
+        let console = Arc::new(crate::console::Console::new(
+            &config.console,
+            store.clone(),
+            Hasher::new()?,
+            clock.clone(),
+            history,
+        ));
+        console
+            .ensure_admin(&config.console)
+            .await
+            .map_err(|e| anyhow::anyhow!("making the console's admin: {e}"))?;
+        Some(console)
+    } else {
+        None
+    };
     let state = AppState::new(Shared {
+        console,
+        console_limit: Arc::new(IpLimit::new(
+            config.console.requests_per_ip_per_sec,
+            config.console.request_burst,
+        )),
         matches,
         chat,
         connections: Arc::new(ConnectionCounter::new(
@@ -362,18 +392,26 @@ pub async fn run_with_clock(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let links = bind_setting(&config.links.listen, "links.listen").await?;
+    let console = if config.console.enabled() {
+        bind_setting(&config.console.listen, "console.listen").await?
+    } else {
+        None
+    };
     let listeners = Listeners {
         http: listener,
         links,
+        console,
     };
     run_on(listeners, config, game, clock, shutdown).await
 }
 
 /// The listeners a caller binds itself (tests bind port 0 and read the address): the HTTP API,
-/// and the links service when it is on.
+/// the links service and the console when they are on.
 pub struct Listeners {
     pub http: TcpListener,
     pub links: Option<TcpListener>,
+    /// Served only when `console.admin_password` is set.
+    pub console: Option<TcpListener>,
 }
 
 /// Binds `address` (the value of `setting`), or nothing when it is empty; a failure names the
@@ -410,6 +448,7 @@ pub async fn run_on(
     let Listeners {
         http: listener,
         links: links_listener,
+        console: console_listener,
     } = listeners;
     let (state, store) = build(config, game, clock).await?;
     // Every listener is bound before any is announced: a port that is taken stops the start
@@ -493,6 +532,22 @@ pub async fn run_on(
             state.shutdown.clone(),
         ))
     });
+    let console = match (console_listener, state.console.clone()) {
+        (Some(console_listener), Some(console)) => {
+            if let Ok(address) = console_listener.local_addr() {
+                tracing::info!(console = %address, "console listening");
+            }
+            let sampler = tokio::spawn(console.history.clone().run());
+            let serving = tokio::spawn(listener::serve(
+                console_listener,
+                crate::net::console::router(state.clone()),
+                http_edge(&state),
+                state.shutdown.clone(),
+            ));
+            Some((sampler, serving))
+        }
+        _ => None,
+    };
     let requests = listener::serve(listener, app, http_edge(&state), state.shutdown.clone()).await;
 
     // In-flight HTTP requests (API and links) and socket closes share one grace period.
@@ -501,10 +556,20 @@ pub async fn run_on(
         Some(serving) => serving.await.ok(),
         None => None,
     };
+    let console_requests = match console {
+        Some((sampler, serving)) => {
+            sampler.abort();
+            serving.await.ok()
+        }
+        None => None,
+    };
     let all_requests = async {
         requests.wait().await;
         if let Some(link_requests) = &link_requests {
             link_requests.wait().await;
+        }
+        if let Some(console_requests) = &console_requests {
+            console_requests.wait().await;
         }
     };
     if tokio::time::timeout_at(deadline, all_requests)
@@ -624,6 +689,10 @@ async fn housekeeping(state: AppState) {
         state.auth_limit.prune();
         state.connect_limit.prune();
         state.links_limit.prune();
+        state.console_limit.prune();
+        if let Some(console) = &state.console {
+            console.prune_limits();
+        }
         state.gateway_limit.prune();
         state.links.prune_limits();
         state.friends.prune_limits();

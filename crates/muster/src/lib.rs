@@ -23,6 +23,7 @@ pub mod base;
 pub mod chat;
 pub mod cli;
 pub mod cluster;
+pub mod console;
 pub mod economy;
 pub mod fleet;
 pub mod friends;

@@ -11,6 +11,7 @@
 //!   domain's error becomes an error envelope there.
 
 pub mod connection;
+pub mod console;
 pub mod dispatch;
 pub mod enet;
 pub mod graphql;

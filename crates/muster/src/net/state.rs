@@ -66,6 +66,10 @@ pub struct Shared {
     pub groups: Arc<crate::groups::Groups>,
     pub status: Arc<crate::status::StatusService>,
     pub parties: Arc<crate::parties::Parties>,
+    /// The operator's console (served on its own listener, `net::console`), when it is on.
+    pub console: Option<Arc<crate::console::Console>>,
+    /// Console requests per client IP.
+    pub console_limit: Arc<IpLimit>,
     /// Invite links (served on their own listener, `net::links`).
     pub links: Arc<Links>,
     /// The GraphQL read gateway (`/graphql`).

@@ -95,6 +95,11 @@ pub const SQLITE: &[Migration] = &[
         name: "leaderboard_events",
         sql: include_str!("migrations/sqlite/0017_leaderboard_events.sql"),
     },
+    Migration {
+        version: 18,
+        name: "console",
+        sql: include_str!("migrations/sqlite/0018_console.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -182,6 +187,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 17,
         name: "leaderboard_events",
         sql: include_str!("migrations/postgres/0017_leaderboard_events.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "console",
+        sql: include_str!("migrations/postgres/0018_console.sql"),
     },
 ];
 

@@ -2,6 +2,7 @@
 //! and [`postgres`] (production; also CockroachDB). Domain code sees only the trait; the engines
 //! enforce in SQL what SQL can enforce (unique usernames, devices, emails) and nothing else.
 
+pub mod console;
 pub mod groups;
 pub mod ledger;
 pub mod links;
@@ -16,6 +17,7 @@ use uuid::Uuid;
 
 use crate::base::config::Config;
 use crate::base::metrics::Metrics;
+pub use console::{AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow};
 pub use ledger::{
     Changes, InventoryItem, ItemDelta, LedgerEntry, LedgerOutcome, LedgerWrite, Receipt, Refusal,
     StartingGrant,
@@ -926,6 +928,7 @@ pub trait Store:
     + NotificationStore
     + FriendStore
     + groups::GroupStore
+    + ConsoleStore
     + 'static
 {
     /// Finishes pending writes and releases the database.

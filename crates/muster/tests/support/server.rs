@@ -101,6 +101,8 @@ impl Database {
         config.enet.listen = "127.0.0.1:0".into();
         // The links service too (`TestServer::links_url`).
         config.links.listen = "127.0.0.1:0".into();
+        // The console's port, when a test turns it on (console.admin_password).
+        config.console.listen = "127.0.0.1:0".into();
         config.shutdown_grace_ms = 3000;
         config
     }
@@ -114,6 +116,9 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// The links service's address, when `links.listen` is set.
     pub links_addr: Option<SocketAddr>,
+    /// The console's address, when it is on (`console.admin_password` set; tests give
+    /// `console.listen` port 0).
+    pub console_addr: Option<SocketAddr>,
     pub http: reqwest::Client,
     /// The server's clock for token expiry: stopped, moved by the test
     /// (`server.clock.advance(…)`) instead of sleeping.
@@ -144,6 +149,18 @@ impl TestServer {
         let links_addr = links
             .as_ref()
             .map(|l| l.local_addr().expect("links address"));
+        let console = if config.console.enabled() {
+            Some(
+                tokio::net::TcpListener::bind(config.console.listen.as_str())
+                    .await
+                    .expect("bind console"),
+            )
+        } else {
+            None
+        };
+        let console_addr = console
+            .as_ref()
+            .map(|l| l.local_addr().expect("console address"));
         let (stop, stopped) = oneshot::channel::<()>();
         let game = muster::app::GameLogic {
             functions,
@@ -154,6 +171,7 @@ impl TestServer {
             muster::app::Listeners {
                 http: listener,
                 links,
+                console,
             },
             config,
             game,
@@ -165,6 +183,7 @@ impl TestServer {
         let server = TestServer {
             addr,
             links_addr,
+            console_addr,
             clock,
             http: reqwest::Client::new(),
             stop: Some(stop),
@@ -188,6 +207,12 @@ impl TestServer {
     /// A URL on the links service.
     pub fn links_url(&self, path: &str) -> String {
         let addr = self.links_addr.expect("links.listen is set");
+        format!("http://{addr}{path}")
+    }
+
+    /// A URL on the console.
+    pub fn console_url(&self, path: &str) -> String {
+        let addr = self.console_addr.expect("the console is on");
         format!("http://{addr}{path}")
     }
 

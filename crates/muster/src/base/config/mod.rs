@@ -3,6 +3,7 @@
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
 pub mod cluster;
+pub mod console;
 pub mod enet;
 pub mod fleet;
 mod friends;
@@ -17,6 +18,7 @@ mod storage;
 pub mod world;
 
 pub use cluster::ClusterConfig;
+pub use console::ConsoleConfig;
 pub use enet::EnetConfig;
 pub use fleet::FleetConfig;
 pub use friends::FriendsConfig;
@@ -121,6 +123,8 @@ pub struct Config {
     pub gateway: muster_gateway::config::GatewayConfig,
     /// The persistent spatial world (docs/world.md); off unless `world.map` is set.
     pub world: WorldConfig,
+    /// The operator's console (docs/console.md); off until `console.admin_password` is set.
+    pub console: ConsoleConfig,
 }
 
 /// How log lines are written.
@@ -389,6 +393,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             fleet: FleetConfig::default(),
             world: WorldConfig::default(),
+            console: ConsoleConfig::default(),
             gateway: Default::default(),
         }
     }
@@ -567,6 +572,7 @@ impl Config {
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;
+        self.console.validate()?;
         for (name, server) in &self.fleet.servers {
             if server.queue_timeout_ms >= self.limits.request_timeout_ms {
                 return Err(format!(

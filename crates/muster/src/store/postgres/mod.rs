@@ -7,6 +7,7 @@
 
 mod accounts;
 mod chat;
+mod console;
 mod economy;
 mod friends;
 mod groups;

@@ -11,6 +11,7 @@
 //! proceed while the writer commits.
 
 mod checkpoint;
+mod console;
 mod economy;
 mod friends;
 mod groups;

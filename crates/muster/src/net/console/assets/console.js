@@ -1,0 +1,331 @@
+// Muster's console: one page, no dependencies. Every piece of HTML is built with
+// document.createElement and textContent, never from strings, so text from players (names,
+// metadata, messages) can never become markup.
+"use strict";
+
+const state = { me: null, timer: null };
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (key === "on") for (const [event, fn] of Object.entries(value)) node.addEventListener(event, fn);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key in node && typeof value !== "string") node[key] = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    this.status = status;
+    this.code = body && body.error;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (method !== "GET" && state.me) headers["x-csrf-token"] = state.me.csrf;
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const text = await response.text();
+  const parsed = text ? JSON.parse(text) : {};
+  if (!response.ok) {
+    if (response.status === 401 && path !== "/api/login") showLogin();
+    throw new ApiError(response.status, parsed);
+  }
+  return parsed;
+}
+
+function view() {
+  return document.getElementById("view");
+}
+
+function showError(error) {
+  view().prepend(el("p", { class: "error", role: "alert" }, error.message));
+}
+
+// --- logging in --------------------------------------------------------------------------
+
+function showLogin() {
+  state.me = null;
+  stopPolling();
+  document.getElementById("nav").hidden = true;
+  document.getElementById("logout").hidden = true;
+  document.getElementById("who").textContent = "";
+  view().replaceChildren();
+  document.getElementById("login").hidden = false;
+}
+
+function loggedIn(me) {
+  state.me = me;
+  document.getElementById("login").hidden = true;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = false;
+  document.getElementById("who").textContent = `${me.username} (${me.role})`;
+  for (const link of document.querySelectorAll("#nav [data-role=admin]")) link.hidden = me.role !== "admin";
+  route();
+}
+
+async function login(event) {
+  event.preventDefault();
+  const form = event.target;
+  const error = document.getElementById("login-error");
+  error.hidden = true;
+  try {
+    loggedIn(await api("POST", "/api/login", {
+      username: form.username.value,
+      password: form.password.value,
+    }));
+    form.password.value = "";
+  } catch (e) {
+    error.textContent = e.message;
+    error.hidden = false;
+  }
+}
+
+async function logout() {
+  try {
+    await api("POST", "/api/logout", {});
+  } finally {
+    showLogin();
+  }
+}
+
+// --- pages -------------------------------------------------------------------------------
+
+const pages = { status: statusPage, audit: auditPage, users: usersPage };
+
+function route() {
+  if (!state.me) return;
+  stopPolling();
+  const name = location.hash.replace(/^#/, "").split("/")[0] || "status";
+  for (const link of document.querySelectorAll("#nav a")) {
+    link.classList.toggle("active", link.getAttribute("href") === `#${name}`);
+  }
+  view().replaceChildren();
+  (pages[name] || statusPage)().catch(showError);
+}
+
+function stopPolling() {
+  if (state.timer) clearInterval(state.timer);
+  state.timer = null;
+}
+
+// --- status: charts of the history kept on the server -------------------------------------
+
+// Which series each chart draws: [metric, stat, scale], one line per label set.
+const CHARTS = [
+  { id: "ccu", title: "Players online and sockets", lines: [["users_online", "value"], ["sockets_open", "value"]] },
+  { id: "messages", title: "Realtime messages/s by kind", lines: [["realtime_messages_total", "rate"]] },
+  { id: "rpc_rate", title: "RPC calls/s by function", lines: [["rpc_duration_seconds", "rate"]] },
+  { id: "rpc_latency", title: "RPC latency p50 / p99 (ms)", lines: [["rpc_duration_seconds", "p50", 1000], ["rpc_duration_seconds", "p99", 1000]] },
+  { id: "matches", title: "Matches and their players", lines: [["matches", "value"], ["match_players", "value"]] },
+  { id: "ticks", title: "Match ticks/s and late ticks/s", lines: [["match_ticks_total", "rate"], ["match_late_ticks_total", "rate"]] },
+  { id: "matchmaker", title: "Matchmaker: tickets waiting, matched/s", lines: [["matchmaker_tickets", "value"], ["matchmaker_matched_total", "rate"]] },
+  { id: "chat", title: "Chat deliveries/s", lines: [["chat_messages_delivered_total", "rate"]] },
+  { id: "http", title: "HTTP requests/s", lines: [["http_request_duration_seconds", "rate"]] },
+  { id: "db_commits", title: "Database commits/s", lines: [["db_group_commit_duration_seconds", "rate"]] },
+  { id: "db_latency", title: "Database commit p50 / p99, operation p99 (ms)", lines: [["db_group_commit_duration_seconds", "p50", 1000], ["db_group_commit_duration_seconds", "p99", 1000], ["db_operation_duration_seconds", "p99", 1000]] },
+  { id: "db_batch", title: "Writes per group commit p50 / p99", lines: [["db_group_commit_size", "p50"], ["db_group_commit_size", "p99"]] },
+  { id: "memory", title: "Resident memory (MB)", lines: [["process_resident_memory_bytes", "value", 1 / 1048576]] },
+  { id: "cpu", title: "CPU (cores busy)", lines: [["process_cpu_seconds_total", "rate"]] },
+];
+
+const COLORS = ["#3b5bdb", "#e8590c", "#2f9e44", "#c2255c", "#7048e8", "#1098ad", "#f08c00", "#495057"];
+
+function seriesName(node, s) {
+  const labels = s.labels.map(([k, v]) => `${k}=${v}`).join(",");
+  return [node, s.metric + (labels ? `{${labels}}` : ""), s.stat].join(" ");
+}
+
+async function statusPage() {
+  const resolution = sessionStorage.getItem("resolution") || "second";
+  const select = el("select", { id: "resolution", on: { change: (e) => { sessionStorage.setItem("resolution", e.target.value); route(); } } },
+    el("option", { value: "second" }, "Last hour, every second"),
+    el("option", { value: "minute" }, "Last 7 days, every minute"));
+  select.value = resolution;
+  const nodes = el("span", { id: "nodes", class: "muted" });
+  const grid = el("div", { class: "charts" });
+  view().replaceChildren(el("div", { class: "toolbar" }, el("h2", {}, "Status"), select, nodes), grid);
+  // Every series of every node, by name: {node, key, start, step, points}.
+  const series = new Map();
+  let after = 0;
+  const keep = resolution === "second" ? 3600 : 10080;
+  const charts = CHARTS.map((def) => {
+    const canvas = el("canvas", { width: 720, height: 280 });
+    const legend = el("div", { class: "legend" });
+    const box = el("div", { class: "chart", dataset: { chart: def.id, points: "0" } }, el("h3", {}, def.title), canvas, legend);
+    grid.append(box);
+    return { def, canvas, legend, box };
+  });
+  async function poll() {
+    const answer = await api("GET", `/api/status?resolution=${resolution}&after=${after}`);
+    let end = after;
+    for (const { node, window } of answer.nodes) {
+      end = Math.max(end, window.end);
+      for (const s of window.series) {
+        const name = seriesName(node, s);
+        let known = series.get(name);
+        if (!known) {
+          known = { node, key: s, start: window.start, step: window.step, points: [] };
+          series.set(name, known);
+        }
+        // Points arrive in order after the last one asked for; gaps are nulls.
+        const expected = known.start + known.points.length * known.step;
+        for (let t = expected; t < window.start; t += known.step) known.points.push(null);
+        known.points.push(...s.points);
+        const extra = known.points.length - keep;
+        if (extra > 0) {
+          known.points.splice(0, extra);
+          known.start += extra * known.step;
+        }
+      }
+    }
+    after = end;
+    nodes.textContent = `nodes: ${answer.nodes.map((n) => n.node).join(", ")}`;
+    for (const chart of charts) draw(chart, series, end);
+  }
+  await poll();
+  state.timer = setInterval(() => poll().catch(() => {}), resolution === "second" ? 2000 : 30000);
+}
+
+function draw({ def, canvas, legend, box }, series, end) {
+  const lines = [];
+  for (const [metric, stat, scale = 1] of def.lines) {
+    for (const s of series.values()) {
+      if (s.key.metric === metric && s.key.stat === stat) lines.push({ s, scale });
+    }
+  }
+  const ctx = canvas.getContext("2d");
+  const { width, height } = canvas;
+  ctx.clearRect(0, 0, width, height);
+  legend.replaceChildren();
+  let max = 0;
+  let first = Infinity;
+  let counted = 0;
+  for (const { s, scale } of lines) {
+    first = Math.min(first, s.start);
+    let n = 0;
+    for (const v of s.points) if (v !== null) { max = Math.max(max, v * scale); n++; }
+    counted = Math.max(counted, n);
+  }
+  box.dataset.points = String(counted);
+  max = max > 0 ? max * 1.1 : 1;
+  const span = Math.max(end - first, 1);
+  const pad = 34;
+  ctx.fillStyle = "#868e96";
+  ctx.font = "20px system-ui";
+  ctx.fillText(formatNumber(max), 2, 20);
+  ctx.fillText("0", 2, height - 4);
+  lines.forEach(({ s, scale }, i) => {
+    const color = COLORS[i % COLORS.length];
+    ctx.strokeStyle = color;
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    let drawing = false;
+    s.points.forEach((v, j) => {
+      if (v === null) { drawing = false; return; }
+      const x = pad + ((s.start + j * s.step - first) / span) * (width - pad - 4);
+      const y = height - 4 - ((v * scale) / max) * (height - 28);
+      if (drawing) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+      drawing = true;
+    });
+    ctx.stroke();
+    const last = [...s.points].reverse().find((v) => v !== null);
+    const labels = s.key.labels.map(([, v]) => v).join(",");
+    legend.append(el("span", {}, el("i", { style: `background:${color}` }),
+      `${s.key.metric}${labels ? ` ${labels}` : ""} ${s.key.stat}: ${last === undefined ? "–" : formatNumber(last * scale)}`,
+      series.size && new Set([...series.values()].map((x) => x.node)).size > 1 ? ` (${s.node})` : ""));
+  });
+  if (!lines.length) legend.append(el("span", { class: "muted" }, "no data yet"));
+}
+
+function formatNumber(v) {
+  if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en");
+  return Number(v.toPrecision(3)).toString();
+}
+
+// --- audit log -------------------------------------------------------------------------------
+
+async function auditPage() {
+  const body = el("tbody");
+  const more = el("button", { id: "audit-more", hidden: true }, "Older entries");
+  view().replaceChildren(el("h2", {}, "Audit log"),
+    el("table", { id: "audit" }, el("thead", {}, el("tr", {}, ["When", "Who", "What", "On", "Details"].map((h) => el("th", {}, h)))), body), more);
+  let before = null;
+  async function page() {
+    const answer = await api("GET", `/api/audit?limit=50${before ? `&before=${before}` : ""}`);
+    for (const entry of answer.entries) {
+      body.append(el("tr", { dataset: { action: entry.action } },
+        el("td", {}, new Date(entry.time).toISOString()), el("td", {}, entry.username),
+        el("td", {}, entry.action), el("td", {}, entry.target),
+        el("td", {}, el("pre", {}, JSON.stringify(entry.detail)))));
+    }
+    before = answer.next;
+    more.hidden = !before;
+  }
+  more.addEventListener("click", () => page().catch(showError));
+  await page();
+}
+
+// --- console users -----------------------------------------------------------------------------
+
+async function usersPage() {
+  const { users } = await api("GET", "/api/users");
+  const body = el("tbody", {}, users.map((u) => el("tr", {},
+    el("td", {}, u.username), el("td", {}, u.role), el("td", {}, new Date(u.create_time * 1000).toISOString()),
+    el("td", {}, el("button", { class: "danger", on: { click: () => removeUser(u.username) } }, "Delete")))));
+  const form = el("form", { id: "new-user", class: "card", on: { submit: addUser } },
+    el("h3", {}, "Add a console user"),
+    el("label", {}, "Username", el("input", { name: "username", required: "" })),
+    el("label", {}, "Password", el("input", { name: "password", type: "password", required: "" })),
+    el("label", {}, "Role", el("select", { name: "role" }, ["readonly", "developer", "admin"].map((r) => el("option", { value: r }, r)))),
+    el("button", { type: "submit" }, "Add"));
+  view().replaceChildren(el("h2", {}, "Console users"),
+    el("table", { id: "users" }, el("thead", {}, el("tr", {}, ["Username", "Role", "Created", ""].map((h) => el("th", {}, h)))), body), el("p"), form);
+}
+
+async function addUser(event) {
+  event.preventDefault();
+  const form = event.target;
+  try {
+    await api("POST", "/api/users", { username: form.username.value, password: form.password.value, role: form.role.value });
+    route();
+  } catch (e) {
+    showError(e);
+  }
+}
+
+async function removeUser(username) {
+  if (!confirm(`Delete console user ${username}?`)) return;
+  try {
+    await api("DELETE", `/api/users/${encodeURIComponent(username)}`);
+    route();
+  } catch (e) {
+    showError(e);
+  }
+}
+
+// --- start -------------------------------------------------------------------------------------
+
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("login").addEventListener("submit", login);
+  document.getElementById("logout").addEventListener("click", logout);
+  window.addEventListener("hashchange", route);
+  try {
+    loggedIn(await api("GET", "/api/me"));
+  } catch {
+    showLogin();
+  }
+});

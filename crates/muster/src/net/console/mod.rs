@@ -1,0 +1,105 @@
+//! The console's HTTP edge, on its own listener (`console.listen`): the page and its script
+//! (compiled into the binary; nothing from a CDN), and a JSON API under `/api/`.
+//!
+//! | route | who | what |
+//! |---|---|---|
+//! | `GET /`, `/console.js`, `/console.css` | anyone | the single page and its assets |
+//! | `POST /api/login` | anyone (login limits) | a session cookie and the CSRF token |
+//! | `POST /api/logout`, `GET /api/me` | a session | end it; who is logged in |
+//! | `GET /api/status` | readonly | the status history (`?resolution=second\|minute&after=`) |
+//! | `GET /api/audit` | readonly | the audit log, newest first (`?before=&limit=`) |
+//! | `GET`, `POST /api/users`, `DELETE /api/users/{name}` | admin | console users |
+//!
+//! Every `/api/` route but the login needs a session (the `muster_console` cookie: HttpOnly,
+//! SameSite=Strict), and every change also the session's CSRF token in `X-CSRF-Token`. Every
+//! change is written to the audit log. Every request counts against the client IP's
+//! `console.requests_per_ip_per_sec`. The page builds its HTML with `textContent`, never from
+//! strings, so a player's `<script>` username shows as text.
+
+mod assets;
+mod auth;
+mod error;
+mod status;
+mod users;
+
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
+
+use super::http::extract::ClientIp;
+use crate::net::state::AppState;
+pub use error::ConsoleApiError;
+
+/// Largest request body the console takes (a storage object's value is the largest thing sent).
+const BODY_LIMIT: usize = 1 << 20;
+
+pub fn router(state: AppState) -> Router {
+    let limits = &state.config.limits;
+    let routes = Router::new()
+        .route("/", get(assets::index))
+        .route("/console.js", get(assets::script))
+        .route("/console.css", get(assets::style))
+        .route("/api/login", post(auth::login))
+        .route("/api/logout", post(auth::logout))
+        .route("/api/me", get(auth::me))
+        .route("/api/status", get(status::history))
+        .route("/api/audit", get(status::audit))
+        .route("/api/users", get(users::list).post(users::create))
+        .route("/api/users/{username}", delete(users::remove))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(
+            limits.body_read_timeout_ms,
+        )))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(limits.request_timeout_ms),
+        ));
+    routes
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// The per-IP request limit, and the headers every answer carries: no framing, no sniffing,
+/// no referrer, no caching of API answers.
+async fn guard(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = if state.console_limit.allow(ip) {
+        next.run(request).await
+    } else {
+        state
+            .metrics
+            .rate_limited
+            .with_label_values(&["console"])
+            .inc();
+        ConsoleApiError::TooManyRequests.into_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn not_found() -> Response {
+    ConsoleApiError::NotFound.into_response()
+}

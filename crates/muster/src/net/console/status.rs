@@ -1,0 +1,90 @@
+//! The status history and the audit log.
+
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::auth::{console, Session};
+use super::ConsoleApiError;
+use crate::console::history::{Resolution, Window};
+use crate::console::Role;
+use crate::net::state::AppState;
+
+#[derive(Deserialize)]
+pub struct HistoryQuery {
+    /// `second` (an hour at 1 s, the default) or `minute` (a week at 1 min).
+    resolution: Option<String>,
+    /// Only points after this Unix second (a page that polls asks for what is new).
+    #[serde(default)]
+    after: i64,
+}
+
+/// `GET /api/status`: this node's series, with the node's name.
+pub async fn history(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<serde_json::Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let resolution = match query.resolution.as_deref() {
+        None | Some("second") => Resolution::Second,
+        Some("minute") => Resolution::Minute,
+        Some(other) => {
+            return Err(ConsoleApiError::BadRequest(format!(
+                "resolution is second or minute, not {other:?}"
+            )))
+        }
+    };
+    let window: Window = console(&state)?.history.window(resolution, query.after);
+    Ok(Json(json!({
+        "nodes": [{
+            "node": node_name(&state),
+            "window": window,
+        }]
+    })))
+}
+
+/// This node's name in a cluster, `local` alone.
+pub fn node_name(state: &AppState) -> String {
+    match &state.cluster {
+        Some(cluster) => cluster.bus.node().to_owned(),
+        None => "local".into(),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct AuditQuery {
+    before: Option<i64>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/audit`: a page of the audit log, newest first; `next` is the `before` of the next
+/// page (absent at the end).
+pub async fn audit(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Query(query): Query<AuditQuery>,
+) -> Result<Json<serde_json::Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let limit = query.limit.unwrap_or(50);
+    let rows = console(&state)?.audit_log(query.before, limit).await?;
+    let next = (rows.len() >= limit.clamp(1, crate::console::MAX_AUDIT_PAGE))
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    let entries: Vec<_> = rows
+        .into_iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "time": r.time_ms,
+                "username": r.username,
+                "action": r.action,
+                "target": r.target,
+                "detail": serde_json::from_str::<serde_json::Value>(&r.detail)
+                    .unwrap_or(serde_json::Value::String(r.detail)),
+            })
+        })
+        .collect();
+    Ok(Json(json!({"entries": entries, "next": next})))
+}
