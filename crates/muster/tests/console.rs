@@ -13,7 +13,8 @@ use support::{Backend, Database, TestServer};
 
 on_both_backends!(
     sessions_roles_csrf_and_the_audit_log,
-    login_attempts_are_limited_and_sessions_expire
+    login_attempts_are_limited_and_sessions_expire,
+    players_found_and_changed_storage_edited_over_its_version
 );
 
 const ADMIN_PASSWORD: &str = "admin-password-1";
@@ -469,4 +470,321 @@ async fn login_attempts_are_limited_and_sessions_expire(backend: Backend) {
         Some(StatusCode::TOO_MANY_REQUESTS)
     );
     server.stop().await.expect("a well-formed answer");
+}
+
+/// A player made through the game API: (user id, token).
+async fn player(
+    server: &TestServer,
+    device: &str,
+    username: &str,
+    display_name: &str,
+) -> (String, String) {
+    let (status, body) = server
+        .authenticate(
+            "device",
+            &format!("create=true&username={username}"),
+            json!({"id": device}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["token"].as_str().expect("a token").to_owned();
+    let update = server
+        .http
+        .put(server.url("/v2/account"))
+        .bearer_auth(&token)
+        .json(&json!({"display_name": display_name}))
+        .send()
+        .await
+        .expect("account update");
+    assert!(update.status().is_success());
+    let (_, account) = server.get_with_token("/v2/account", &token).await;
+    (
+        account["user"]["id"].as_str().expect("an id").to_owned(),
+        token,
+    )
+}
+
+async fn players_found_and_changed_storage_edited_over_its_version(backend: Backend) {
+    let (_db, server) = console_server(backend).await;
+    let admin = login(&server, "admin", ADMIN_PASSWORD)
+        .await
+        .expect("admin logs in");
+    let (ana, ana_token) = player(&server, "device-ana-0001", "ana", "Ana Stormborn").await;
+    let (bob, _) = player(&server, "device-bob-0001", "bob", "Bobby Tables").await;
+    for n in 0..3 {
+        player(
+            &server,
+            &format!("device-extra-{n:04}"),
+            &format!("extra{n}"),
+            "Extra",
+        )
+        .await;
+    }
+
+    // Found by the start of a display name in any case, by username, by device, by id.
+    let found = |body: &Value| -> Vec<String> {
+        body["accounts"]
+            .as_array()
+            .expect("accounts")
+            .iter()
+            .map(|a| a["username"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    for (query, expected) in [
+        ("ana%20storm", vec!["ana"]),
+        ("BOBBY", vec!["bob"]),
+        ("extra", vec!["extra0", "extra1", "extra2"]),
+        ("device-bob-0001", vec!["bob"]),
+        (ana.as_str(), vec!["ana"]),
+        ("nobody-at-all", vec![]),
+        ("%25", vec![]),
+    ] {
+        let (status, body) = call(
+            &server,
+            Some(&admin),
+            false,
+            Method::GET,
+            &format!("/api/accounts?q={query}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        assert_eq!(found(&body), expected, "{query}");
+    }
+    // An empty search lists every account by username.
+    let (_, all) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/accounts",
+        None,
+    )
+    .await;
+    assert_eq!(found(&all), ["ana", "bob", "extra0", "extra1", "extra2"]);
+
+    // A wallet change goes through the ledger (reason console) and the audit log; an overdraw
+    // is refused and changes nothing.
+    let (_, before) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/accounts/{bob}"),
+        None,
+    )
+    .await;
+    let coins: i64 =
+        serde_json::from_str::<Value>(before["account"]["wallet"].as_str().expect("wallet"))
+            .expect("json")["coins"]
+            .as_i64()
+            .unwrap_or(0);
+    let (status, body) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{bob}/wallet"),
+        Some(json!({"changeset": {"coins": 40, "gems": 3}, "reason": "support ticket 12"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["wallet"]["coins"], coins + 40);
+    let (status, body) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{bob}/wallet"),
+        Some(json!({"changeset": {"gems": -4}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "an overdraw: {body}");
+    let (_, after) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/accounts/{bob}"),
+        None,
+    )
+    .await;
+    let wallet: Value =
+        serde_json::from_str(after["account"]["wallet"].as_str().expect("wallet")).expect("json");
+    assert_eq!(wallet["gems"], 3);
+    assert_eq!(after["ledger"][0]["reason"], "console");
+    assert_eq!(
+        after["ledger"][0]["metadata"]["reason"],
+        "support ticket 12"
+    );
+    for bad in [json!({"changeset": {}}), json!({"changeset": {"coins": 0}})] {
+        let (status, _) = call(
+            &server,
+            Some(&admin),
+            true,
+            Method::POST,
+            &format!("/api/accounts/{bob}/wallet"),
+            Some(bad),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/accounts/not-an-id/wallet",
+        Some(json!({"changeset": {"coins": 1}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // Metadata must be an object; a ban keeps the player out until the unban.
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{ana}/metadata"),
+        Some(json!({"metadata": "[1]"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{ana}/metadata"),
+        Some(json!({"metadata": {"vip": true}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, account) = server.get_with_token("/v2/account", &ana_token).await;
+    assert_eq!(account["user"]["metadata"], r#"{"vip":true}"#);
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{ana}/ban"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = server
+        .authenticate("device", "", json!({"id": "device-ana-0001"}))
+        .await;
+    assert_eq!(status, 403, "banned");
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{ana}/unban"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = server
+        .authenticate("device", "", json!({"id": "device-ana-0001"}))
+        .await;
+    assert_eq!(status, 200, "unbanned");
+
+    // A storage object edited over the version read; a stale version is refused.
+    let write = server
+        .http
+        .put(server.url("/v2/storage"))
+        .bearer_auth(&ana_token)
+        .json(
+            &json!({"objects": [{"collection": "saves", "key": "slot", "value": "{\"level\":1}"}]}),
+        )
+        .send()
+        .await
+        .expect("storage write");
+    assert!(write.status().is_success());
+    let (status, listing) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/storage?collection=saves&owner={ana}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listing}");
+    let version = listing["objects"][0]["version"]
+        .as_str()
+        .expect("a version")
+        .to_owned();
+    let edit = |value: &str, version: &str| json!({"collection": "saves", "key": "slot", "owner": ana, "value": value, "version": version});
+    let (status, saved) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/storage/object",
+        Some(edit(r#"{"level":2}"#, &version)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{saved}");
+    let (status, body) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/storage/object",
+        Some(edit(r#"{"level":3}"#, &version)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "stale: {body}");
+    let (status, body) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/storage/object",
+        Some(edit(r#"{"level":3}"#, "")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "no version: {body}");
+    let (_, object) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/storage/object?collection=saves&key=slot&owner={ana}"),
+        None,
+    )
+    .await;
+    assert_eq!(object["value"], r#"{"level":2}"#);
+
+    // Each change in the audit log, newest first.
+    let (_, log) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/audit",
+        None,
+    )
+    .await;
+    let actions: Vec<&str> = log["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["action"].as_str().expect("action"))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "storage_write",
+            "account_unban",
+            "account_ban",
+            "account_metadata",
+            "wallet_update"
+        ]
+    );
+    server.stop().await.expect("stopped");
 }

@@ -17,10 +17,23 @@ use crate::cluster::bus::Bus;
 use crate::session::registry::{Session, SessionObserver, SessionRegistry};
 
 const TOPIC: &str = "banned";
+/// Where an operator's "end these players' sessions" travels to the other nodes.
+const END_TOPIC: &str = "sessions_end";
 
-/// Told of every ban and unban made on this node, once it is stored.
+/// Told of every ban and unban made on this node, once it is stored, and of every ending of a
+/// player's sessions asked for here.
 pub trait BanObserver: Send + Sync {
     fn changed(&self, users: &[Uuid], banned: bool);
+
+    /// Ends every socket of `users` on every node (they may connect again).
+    fn end_sessions(&self, users: &[Uuid]);
+}
+
+/// What travels on [`END_TOPIC`].
+#[derive(Debug, Serialize, Deserialize)]
+struct EndSessions {
+    node: String,
+    users: Vec<Uuid>,
 }
 
 /// What travels on the bus.
@@ -60,6 +73,18 @@ impl Enforcer {
             return Ok(());
         };
         let mut incoming = bus.subscribe(TOPIC).await?;
+        let mut ends = bus.subscribe(END_TOPIC).await?;
+        let enforcer = self.clone();
+        let node = bus.node().to_owned();
+        tokio::spawn(async move {
+            while let Some(message) = ends.next().await {
+                match serde_json::from_slice::<EndSessions>(&message.payload) {
+                    Ok(end) if end.node != node => enforcer.end_sockets(&end.users),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("cluster: unreadable end of sessions: {e}"),
+                }
+            }
+        });
         let enforcer = self.clone();
         tokio::spawn(async move {
             while let Some(message) = incoming.next().await {
@@ -101,6 +126,25 @@ impl BanObserver for Enforcer {
             };
             if let Ok(body) = serde_json::to_vec(&message) {
                 bus.publish_soon(TOPIC, body);
+            }
+        }
+    }
+
+    fn end_sessions(&self, users: &[Uuid]) {
+        self.end_sockets(users);
+        self.publish_end(users);
+    }
+}
+
+impl Enforcer {
+    fn publish_end(&self, users: &[Uuid]) {
+        if let Some(bus) = &self.bus {
+            let message = EndSessions {
+                node: bus.node().to_string(),
+                users: users.to_vec(),
+            };
+            if let Ok(body) = serde_json::to_vec(&message) {
+                bus.publish_soon(END_TOPIC, body);
             }
         }
     }

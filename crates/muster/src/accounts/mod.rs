@@ -403,6 +403,14 @@ impl Accounts {
         Ok(found)
     }
 
+    /// Ends every socket of `users` on every node, without a ban: they may connect again with
+    /// their tokens (an operator's "end sessions"; a ban keeps them out).
+    pub fn end_sessions(&self, users: &[Uuid]) {
+        if let Some(observer) = self.ban_observer.get() {
+            observer.end_sessions(users);
+        }
+    }
+
     /// Sets who is told of bans made here (once; later calls are ignored).
     pub fn observe_bans(&self, observer: Arc<dyn bans::BanObserver>) {
         let _ = self.ban_observer.set(observer);

@@ -27,6 +27,8 @@ pub use users::Role;
 
 /// Most audit entries one page of the log holds.
 pub const MAX_AUDIT_PAGE: usize = 100;
+/// Most accounts one page of a search holds.
+pub const MAX_ACCOUNT_PAGE: usize = 50;
 
 /// Why the console refused.
 #[derive(Debug, thiserror::Error)]
@@ -260,6 +262,24 @@ impl Console {
         Ok(self
             .store
             .audit_entries(before_id, limit.clamp(1, MAX_AUDIT_PAGE))
+            .await?)
+    }
+
+    /// Accounts matching an operator's search (see [`ConsoleStore::search_accounts`]), at most
+    /// [`MAX_ACCOUNT_PAGE`].
+    pub async fn search_accounts(
+        &self,
+        text: &str,
+        after: Option<String>,
+    ) -> Result<Vec<crate::store::AccountRecord>, ConsoleError> {
+        if text.len() > 256 {
+            return Err(ConsoleError::Invalid(
+                "A search is at most 256 bytes.".into(),
+            ));
+        }
+        Ok(self
+            .store
+            .search_accounts(text.trim(), after, MAX_ACCOUNT_PAGE)
             .await?)
     }
 

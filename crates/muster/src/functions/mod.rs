@@ -401,6 +401,9 @@ pub struct Rpc {
     functions: HashMap<String, Arc<dyn ServerFunction>>,
     domains: Domains,
     metrics: Arc<Metrics>,
+    /// Each registered function's last failure: when (Unix ms), its code and message (what the
+    /// console shows; one entry per function, so bounded by the functions registered).
+    last_errors: parking_lot::Mutex<HashMap<String, (i64, &'static str, String)>>,
 }
 
 impl Rpc {
@@ -409,7 +412,20 @@ impl Rpc {
             functions: functions.functions,
             domains,
             metrics,
+            last_errors: parking_lot::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The registered functions' ids (lower case), sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.functions.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Function `id`'s last failure, if it has failed: when (Unix ms), its code and message.
+    pub fn last_error(&self, id: &str) -> Option<(i64, &'static str, String)> {
+        self.last_errors.lock().get(id).cloned()
     }
 
     /// Calls function `id` (case-insensitive) for `caller` (None: HTTP key) with `payload`,
@@ -456,6 +472,14 @@ impl Rpc {
             }
             Err(error) => {
                 self.count(id, error.code.name());
+                self.last_errors.lock().insert(
+                    id.clone(),
+                    (
+                        crate::base::clock::now_ms(),
+                        error.code.name(),
+                        error.message.clone(),
+                    ),
+                );
                 Err(CallError::Failed(error))
             }
         }

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{AccountRecord, StoreError};
 
 /// A console user, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +79,17 @@ pub trait ConsoleStore: Send + Sync {
 
     /// Appends `entry` to the audit log; its id.
     async fn append_audit(&self, entry: AuditRow) -> Result<i64, StoreError>;
+
+    /// Accounts an operator looks for (without devices or wallet), by username, at most
+    /// `limit`: with `text` empty, every account after the username `after`; otherwise those
+    /// whose id, device id, email or custom id is `text`, or whose username or display name
+    /// starts with it in any case.
+    async fn search_accounts(
+        &self,
+        text: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<AccountRecord>, StoreError>;
 
     /// Up to `limit` entries, newest first, older than `before_id` when it is set.
     async fn audit_entries(

@@ -21,6 +21,9 @@ pub enum ConsoleApiError {
     /// A change refused because what it changes moved on (a stale version).
     #[error("{0}")]
     Conflict(String),
+    /// A domain's refusal, as the game API would give it (its status and message).
+    #[error("{0}")]
+    Domain(crate::net::http::error::ApiError),
     #[error("The console is off on this node.")]
     Off,
     #[error("database unavailable; try again")]
@@ -35,9 +38,24 @@ impl From<StoreError> for ConsoleApiError {
     }
 }
 
+/// A domain's error as a console answer (`.map_err(domain)`).
+pub fn domain<E: Into<crate::net::http::error::ApiError>>(error: E) -> ConsoleApiError {
+    ConsoleApiError::Domain(error.into())
+}
+
 impl ConsoleApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
+            ConsoleApiError::Domain(e) => match e.status_and_code().0 {
+                StatusCode::BAD_REQUEST => (StatusCode::BAD_REQUEST, "invalid"),
+                StatusCode::NOT_FOUND => (StatusCode::NOT_FOUND, "not_found"),
+                StatusCode::CONFLICT => (StatusCode::CONFLICT, "conflict"),
+                StatusCode::FORBIDDEN => (StatusCode::FORBIDDEN, "forbidden"),
+                StatusCode::SERVICE_UNAVAILABLE => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+                StatusCode::TOO_MANY_REQUESTS => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+                status if status.is_client_error() => (status, "invalid"),
+                status => (status, "internal"),
+            },
             ConsoleApiError::Console(e) => match e {
                 ConsoleError::BadLogin => (StatusCode::UNAUTHORIZED, "bad_login"),
                 ConsoleError::TooManyLogins => (StatusCode::TOO_MANY_REQUESTS, "too_many_logins"),

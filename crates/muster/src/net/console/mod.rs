@@ -9,6 +9,12 @@
 //! | `GET /api/status` | readonly | the status history (`?resolution=second\|minute&after=`) |
 //! | `GET /api/audit` | readonly | the audit log, newest first (`?before=&limit=`) |
 //! | `GET`, `POST /api/users`, `DELETE /api/users/{name}` | admin | console users |
+//! | `GET /api/accounts`, `/api/accounts/{id}`, `…/ledger` | readonly | search players; an account with its wallet, ledger, inventory, friends, groups, notifications, sockets |
+//! | `GET /api/storage`, `/api/storage/object` | readonly | a collection's objects (values shortened), one object |
+//! | `POST /api/storage/object` | developer | write an object over the version read (a stale one is refused) |
+//! | `GET /api/runtime` | readonly | the functions, their calls and last errors |
+//! | `POST /api/runtime/{id}/call` | developer | call a function as a player or the server |
+//! | `POST /api/accounts/{id}/wallet`, `…/metadata`, `…/ban`, `…/unban`, `…/sessions/end`; `GET …/export`; `DELETE /api/accounts/{id}` | developer | change a player (audited) |
 //!
 //! Every `/api/` route but the login needs a session (the `muster_console` cookie: HttpOnly,
 //! SameSite=Strict), and every change also the session's CSRF token in `X-CSRF-Token`. Every
@@ -18,7 +24,10 @@
 
 mod assets;
 mod auth;
+mod data;
 mod error;
+mod players;
+mod runtime;
 mod status;
 mod users;
 
@@ -52,6 +61,24 @@ pub fn router(state: AppState) -> Router {
         .route("/api/audit", get(status::audit))
         .route("/api/users", get(users::list).post(users::create))
         .route("/api/users/{username}", delete(users::remove))
+        .route("/api/accounts", get(players::search))
+        .route(
+            "/api/accounts/{id}",
+            get(players::account).delete(players::delete),
+        )
+        .route("/api/accounts/{id}/ledger", get(players::ledger))
+        .route("/api/accounts/{id}/export", get(players::export))
+        .route("/api/accounts/{id}/wallet", post(players::wallet))
+        .route("/api/accounts/{id}/metadata", post(players::metadata))
+        .route(
+            "/api/accounts/{id}/sessions/end",
+            post(players::end_sessions),
+        )
+        .route("/api/accounts/{id}/{action}", post(players::ban))
+        .route("/api/storage", get(data::list))
+        .route("/api/storage/object", get(data::read).post(data::write))
+        .route("/api/runtime", get(runtime::functions))
+        .route("/api/runtime/{id}/call", post(runtime::call))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(

@@ -42,7 +42,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    fn status_and_code(&self) -> (StatusCode, i32) {
+    pub(crate) fn status_and_code(&self) -> (StatusCode, i32) {
         match self {
             ApiError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, code::INVALID_ARGUMENT),
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, code::UNAUTHENTICATED),

@@ -4,8 +4,14 @@
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
+use super::lifecycle::user_from;
 use super::{db_error, prepared, PostgresStore};
-use crate::store::{AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow, StoreError};
+use crate::store::{
+    AccountRecord, AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow, StoreError,
+};
+
+const USER_COLUMNS: &str = "id, username, display_name, avatar_url, lang_tag, location, \
+                            timezone, metadata, disable_time_ms, create_time_ms, update_time_ms";
 
 fn user(row: &Row) -> ConsoleUserRow {
     ConsoleUserRow {
@@ -181,6 +187,52 @@ impl ConsoleStore for PostgresStore {
             .await
             .map(|n| n > 0)
             .map_err(db_error)
+    }
+
+    async fn search_accounts(
+        &self,
+        text: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<AccountRecord>, StoreError> {
+        let client = self.client().await?;
+        let limit = limit as i64;
+        let rows = if text.is_empty() {
+            let statement = prepared(
+                &client,
+                &format!(
+                    "SELECT {USER_COLUMNS} FROM users WHERE username > $1
+                     ORDER BY username LIMIT $2"
+                ),
+            )
+            .await?;
+            client
+                .query(&statement, &[&after.unwrap_or_default(), &limit])
+                .await
+        } else {
+            let id = uuid::Uuid::parse_str(text).ok();
+            let low = text.to_lowercase();
+            let high = format!("{low}\u{10FFFF}");
+            let statement = prepared(
+                &client,
+                &format!(
+                    r#"SELECT {USER_COLUMNS} FROM users WHERE id IN (
+                         SELECT id FROM users WHERE id = $1 OR email = $2 OR custom_id = $2
+                         UNION SELECT user_id FROM user_devices WHERE id = $2
+                         UNION (SELECT id FROM users WHERE lower(username) COLLATE "C" >= $3
+                                AND lower(username) COLLATE "C" < $4 LIMIT $5)
+                         UNION (SELECT id FROM users WHERE lower(display_name) COLLATE "C" >= $3
+                                AND lower(display_name) COLLATE "C" < $4 LIMIT $5))
+                     ORDER BY username LIMIT $5"#
+                ),
+            )
+            .await?;
+            client
+                .query(&statement, &[&id, &text, &low, &high, &limit])
+                .await
+        }
+        .map_err(db_error)?;
+        Ok(rows.iter().map(user_from).collect())
     }
 
     async fn append_audit(&self, entry: AuditRow) -> Result<i64, StoreError> {

@@ -3,8 +3,11 @@
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
-use super::{db_error, SqliteStore};
-use crate::store::{AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow, StoreError};
+use super::lifecycle::{user_from, USER_COLUMNS};
+use super::{db_error, parse_uuid, SqliteStore};
+use crate::store::{
+    AccountRecord, AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow, StoreError,
+};
 
 fn user(row: &Row) -> rusqlite::Result<ConsoleUserRow> {
     Ok(ConsoleUserRow {
@@ -181,6 +184,55 @@ impl ConsoleStore for SqliteStore {
             )
             .map(|n| n > 0)
             .map_err(db_error)
+        })
+        .await
+    }
+
+    async fn search_accounts(
+        &self,
+        text: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<AccountRecord>, StoreError> {
+        let text = text.to_owned();
+        self.read("console_account_search", move |conn| {
+            let limit = limit as i64;
+            let rows: Vec<(String, AccountRecord)> = if text.is_empty() {
+                conn.prepare_cached(&format!(
+                    "SELECT {USER_COLUMNS} FROM users WHERE username > ?1
+                     ORDER BY username LIMIT ?2"
+                ))
+                .and_then(|mut s| {
+                    s.query_map(params![after.unwrap_or_default(), limit], user_from)?
+                        .collect()
+                })
+            } else {
+                // SQLite's lower() folds ASCII only; the prefix is folded the same way.
+                let low = text.to_ascii_lowercase();
+                let high = format!("{low}\u{10FFFF}");
+                conn.prepare_cached(&format!(
+                    "SELECT {USER_COLUMNS} FROM users WHERE id IN (
+                         SELECT id FROM users WHERE id = ?1 OR email = ?1 OR custom_id = ?1
+                         UNION SELECT user_id FROM user_devices WHERE id = ?1
+                         UNION SELECT id FROM (SELECT id FROM users
+                             WHERE lower(username) >= ?2 AND lower(username) < ?3 LIMIT ?4)
+                         UNION SELECT id FROM (SELECT id FROM users
+                             WHERE lower(display_name) >= ?2 AND lower(display_name) < ?3
+                             LIMIT ?4))
+                     ORDER BY username LIMIT ?4"
+                ))
+                .and_then(|mut s| {
+                    s.query_map(params![text, low, high, limit], user_from)?
+                        .collect()
+                })
+            }
+            .map_err(db_error)?;
+            rows.into_iter()
+                .map(|(id, mut record)| {
+                    record.id = parse_uuid(&id)?;
+                    Ok(record)
+                })
+                .collect()
         })
         .await
     }

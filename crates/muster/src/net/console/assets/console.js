@@ -104,7 +104,30 @@ async function logout() {
 
 // --- pages -------------------------------------------------------------------------------
 
-const pages = { status: statusPage, audit: auditPage, users: usersPage };
+const pages = {
+  status: statusPage,
+  players: playersPage,
+  storage: storagePage,
+  runtime: runtimePage,
+  audit: auditPage,
+  users: usersPage,
+};
+
+function canChange() {
+  return state.me && state.me.role !== "readonly";
+}
+
+function table(id, headings, rows) {
+  return el("table", { id }, el("thead", {}, el("tr", {}, headings.map((h) => el("th", {}, h)))), el("tbody", {}, rows));
+}
+
+function formJson(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${what} is not valid JSON.`);
+  }
+}
 
 function route() {
   if (!state.me) return;
@@ -114,7 +137,8 @@ function route() {
     link.classList.toggle("active", link.getAttribute("href") === `#${name}`);
   }
   view().replaceChildren();
-  (pages[name] || statusPage)().catch(showError);
+  const arg = decodeURIComponent(location.hash.replace(/^#[^/]*\/?/, ""));
+  (pages[name] || statusPage)(arg).catch(showError);
 }
 
 function stopPolling() {
@@ -244,7 +268,9 @@ function draw({ def, canvas, legend, box }, series, end) {
     ctx.stroke();
     const last = [...s.points].reverse().find((v) => v !== null);
     const labels = s.key.labels.map(([, v]) => v).join(",");
-    legend.append(el("span", {}, el("i", { style: `background:${color}` }),
+    const swatch = el("i");
+    swatch.style.background = color; // a property, not an attribute: the policy allows no inline style
+    legend.append(el("span", {}, swatch,
       `${s.key.metric}${labels ? ` ${labels}` : ""} ${s.key.stat}: ${last === undefined ? "–" : formatNumber(last * scale)}`,
       series.size && new Set([...series.values()].map((x) => x.node)).size > 1 ? ` (${s.node})` : ""));
   });
@@ -254,6 +280,160 @@ function draw({ def, canvas, legend, box }, series, end) {
 function formatNumber(v) {
   if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en");
   return Number(v.toPrecision(3)).toString();
+}
+
+// --- players ---------------------------------------------------------------------------------
+
+async function playersPage(id) {
+  if (id) return accountPage(id);
+  const input = el("input", { id: "player-search", placeholder: "id, username, display name, device id, email or custom id", value: sessionStorage.getItem("q") || "" });
+  const results = el("div", { id: "player-results" });
+  const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); search(null).catch(showError); } } },
+    input, el("button", { type: "submit" }, "Search"));
+  view().replaceChildren(el("h2", {}, "Players"), form, results);
+  async function search(after) {
+    sessionStorage.setItem("q", input.value);
+    const answer = await api("GET", `/api/accounts?q=${encodeURIComponent(input.value)}${after ? `&after=${encodeURIComponent(after)}` : ""}`);
+    const rows = answer.accounts.map((a) => el("tr", {},
+      el("td", {}, el("a", { href: `#players/${a.id}` }, a.username)), el("td", {}, a.display_name),
+      el("td", {}, a.id), el("td", {}, a.online ? "online" : ""), el("td", {}, a.banned ? "banned" : "")));
+    results.replaceChildren(table("accounts", ["Username", "Display name", "Id", "", ""], rows),
+      answer.accounts.length ? "" : el("p", { class: "muted" }, "No player found."),
+      answer.next ? el("button", { on: { click: () => search(answer.next).catch(showError) } }, "Next page") : "");
+  }
+  await search(null);
+}
+
+async function accountPage(id) {
+  const data = await api("GET", `/api/accounts/${encodeURIComponent(id)}`);
+  const { account } = data;
+  const user = account.user || {};
+  const act = async (method, path, body, done) => {
+    try {
+      await api(method, path, body);
+      if (done) done(); else route();
+    } catch (e) {
+      showError(e);
+    }
+  };
+  const base = `/api/accounts/${encodeURIComponent(id)}`;
+  const profile = el("div", { class: "card", id: "profile" },
+    el("h3", {}, user.username), el("p", {}, "Display name: ", user.display_name || "–"),
+    el("p", {}, "Id: ", user.id), el("p", {}, "Email: ", account.email || "–", " · Custom id: ", account.custom_id || "–"),
+    el("p", {}, "Devices: ", (account.devices || []).map((d) => d.id).join(", ") || "–"),
+    el("p", {}, "Created: ", user.create_time || "", account.disable_time ? ` · banned ${account.disable_time}` : ""),
+    el("p", {}, data.online ? "Online" : "Offline"));
+  const sessions = el("div", { class: "card", id: "sessions" }, el("h3", {}, "Sockets on this node"),
+    data.sessions.length ? table("session-list", ["Session", "Format"], data.sessions.map((s) => el("tr", {}, el("td", {}, s.session_id), el("td", {}, s.format)))) : el("p", { class: "muted" }, "none"),
+    canChange() ? el("button", { id: "end-sessions", on: { click: () => act("POST", `${base}/sessions/end`, {}) } }, "End sessions (every node)") : "");
+  const wallet = formJson(account.wallet || "{}", "The wallet");
+  const walletForm = el("form", { id: "wallet-form", on: { submit: (e) => {
+    e.preventDefault();
+    const f = e.target;
+    act("POST", `${base}/wallet`, { changeset: { [f.currency.value]: Number(f.amount.value) }, reason: f.reason.value });
+  } } },
+  el("label", {}, "Currency", el("input", { name: "currency", required: "" })),
+  el("label", {}, "Amount (negative takes)", el("input", { name: "amount", type: "number", required: "" })),
+  el("label", {}, "Reason", el("input", { name: "reason" })),
+  el("button", { type: "submit" }, "Change wallet"));
+  const walletCard = el("div", { class: "card", id: "wallet" }, el("h3", {}, "Wallet"),
+    table("balances", ["Currency", "Balance"], Object.entries(wallet).map(([c, v]) => el("tr", {}, el("td", {}, c), el("td", {}, String(v))))),
+    canChange() ? walletForm : "");
+  const ledger = el("div", { class: "card", id: "ledger" }, el("h3", {}, "Ledger"),
+    table("ledger-rows", ["Id", "When", "Reason", "Changes", "Metadata"], data.ledger.map((e) => el("tr", { dataset: { ledger: String(e.id) } },
+      el("td", {}, String(e.id)), el("td", {}, new Date(e.time).toISOString()), el("td", {}, e.reason),
+      el("td", {}, el("pre", {}, JSON.stringify(e.changes))), el("td", {}, el("pre", {}, JSON.stringify(e.metadata)))))));
+  const inventory = el("div", { class: "card" }, el("h3", {}, "Inventory"),
+    table("inventory", ["Item", "Kind", "Count"], data.inventory.map((i) => el("tr", {}, el("td", {}, i.item_id), el("td", {}, i.kind), el("td", {}, String(i.count))))));
+  const friends = el("div", { class: "card" }, el("h3", {}, "Friends"),
+    table("friends", ["User", "State"], (data.friends.friends || []).map((f) => el("tr", {}, el("td", {}, el("a", { href: `#players/${f.user.id}` }, f.user.username)), el("td", {}, String(f.state))))));
+  const groups = el("div", { class: "card" }, el("h3", {}, "Groups"),
+    table("groups", ["Group", "State"], (data.groups.user_groups || []).map((g) => el("tr", {}, el("td", {}, g.group.name), el("td", {}, String(g.state))))));
+  const notifications = el("div", { class: "card" }, el("h3", {}, "Notifications"),
+    table("notifications", ["Subject", "Code", "Content"], (data.notifications.notifications || []).map((n) => el("tr", {}, el("td", {}, n.subject), el("td", {}, String(n.code)), el("td", {}, el("pre", {}, n.content))))));
+  const metadata = el("textarea", { id: "metadata", rows: 4, cols: 60 });
+  metadata.value = user.metadata || "{}";
+  const manage = el("div", { class: "card", id: "manage" }, el("h3", {}, "Metadata and account"), metadata,
+    canChange() ? el("div", { class: "toolbar" },
+      el("button", { id: "save-metadata", on: { click: () => act("POST", `${base}/metadata`, { metadata: metadata.value }) } }, "Save metadata"),
+      account.disable_time
+        ? el("button", { id: "unban", on: { click: () => act("POST", `${base}/unban`, {}) } }, "Unban")
+        : el("button", { id: "ban", class: "danger", on: { click: () => act("POST", `${base}/ban`, {}) } }, "Ban"),
+      el("a", { href: `${base}/export`, download: `account-${id}.json` }, "Export (JSON)"),
+      el("button", { id: "delete-account", class: "danger", on: { click: () => confirm(`Delete ${user.username} and everything they own?`) && act("DELETE", base, undefined, () => { location.hash = "#players"; }) } }, "Delete account")) : "");
+  view().replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, friends, groups, notifications, manage);
+}
+
+// --- storage ---------------------------------------------------------------------------------
+
+async function storagePage() {
+  const collection = el("input", { id: "storage-collection", placeholder: "collection", value: sessionStorage.getItem("collection") || "" });
+  const owner = el("input", { id: "storage-owner", placeholder: "owner (user id; empty: every owner)", value: sessionStorage.getItem("owner") || "" });
+  const results = el("div", { id: "storage-results" });
+  const editor = el("div", { id: "storage-editor" });
+  const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); list(null).catch(showError); } } },
+    collection, owner, el("button", { type: "submit" }, "List"));
+  view().replaceChildren(el("h2", {}, "Storage"), form, results, editor);
+  async function list(cursor) {
+    sessionStorage.setItem("collection", collection.value);
+    sessionStorage.setItem("owner", owner.value);
+    if (!collection.value) return;
+    const answer = await api("GET", `/api/storage?collection=${encodeURIComponent(collection.value)}&owner=${encodeURIComponent(owner.value)}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    results.replaceChildren(table("objects", ["Key", "Owner", "Version", "Size", "Value"], answer.objects.map((o) => el("tr", {},
+      el("td", {}, el("a", { href: "#", on: { click: (e) => { e.preventDefault(); edit(o).catch(showError); } } }, o.key)),
+      el("td", {}, o.user_id || "(system)"), el("td", {}, o.version), el("td", {}, String(o.size)), el("td", {}, el("pre", {}, o.value))))),
+    answer.cursor ? el("button", { on: { click: () => list(answer.cursor).catch(showError) } }, "Next page") : "");
+  }
+  async function edit(o) {
+    const object = await api("GET", `/api/storage/object?collection=${encodeURIComponent(o.collection)}&key=${encodeURIComponent(o.key)}&owner=${encodeURIComponent(o.user_id || "")}`);
+    const value = el("textarea", { id: "storage-value", rows: 10, cols: 80 });
+    value.value = object.value;
+    const status = el("p", { id: "storage-status" });
+    editor.replaceChildren(el("div", { class: "card" }, el("h3", {}, `${object.collection} / ${object.key}`),
+      el("p", { class: "muted" }, `owner ${object.user_id || "(system)"} · version `, el("code", { id: "storage-version" }, object.version)),
+      value, status,
+      canChange() ? el("button", { id: "storage-save", on: { click: async () => {
+        try {
+          const saved = await api("POST", "/api/storage/object", {
+            collection: object.collection, key: object.key, owner: object.user_id || "", value: value.value,
+            version: object.version, permission_read: object.permission_read, permission_write: object.permission_write,
+          });
+          object.version = saved.version;
+          document.getElementById("storage-version").textContent = saved.version;
+          status.className = "";
+          status.textContent = "Saved.";
+        } catch (e) {
+          status.className = "error";
+          status.textContent = e.message;
+        }
+      } } }, "Save") : ""));
+  }
+  await list(null);
+}
+
+// --- runtime and API explorer -------------------------------------------------------------------
+
+async function runtimePage() {
+  const { functions, javascript } = await api("GET", "/api/runtime");
+  const rows = functions.map((f) => el("tr", { dataset: { function: f.id } },
+    el("td", {}, f.id),
+    el("td", {}, Object.entries(f.calls).map(([outcome, n]) => `${outcome}: ${n}`).join(", ") || "–"),
+    el("td", {}, f.last_error ? `${new Date(f.last_error.time).toISOString()} ${f.last_error.code}: ${f.last_error.message}` : "–")));
+  const id = el("select", { id: "rpc-id" }, functions.map((f) => el("option", { value: f.id }, f.id)));
+  const user = el("input", { id: "rpc-user", placeholder: "user id (empty: as the server)" });
+  const payload = el("textarea", { id: "rpc-payload", rows: 4, cols: 60 });
+  const answer = el("pre", { id: "rpc-answer" });
+  const explorer = el("div", { class: "card" }, el("h3", {}, "API explorer"), id, user, payload,
+    canChange() ? el("button", { id: "rpc-call", on: { click: async () => {
+      try {
+        const result = await api("POST", `/api/runtime/${encodeURIComponent(id.value)}/call`, { user_id: user.value, payload: payload.value });
+        answer.textContent = result.error ? `error ${result.error.code}: ${result.error.message}` : result.payload;
+      } catch (e) {
+        answer.textContent = `refused: ${e.message}`;
+      }
+    } } }, "Call") : "", answer);
+  view().replaceChildren(el("h2", {}, "Runtime"), el("p", { class: "muted" }, javascript ? "A JavaScript module is loaded." : "No JavaScript module."),
+    table("functions", ["Function", "Calls on this node", "Last error"], rows), el("p"), explorer);
 }
 
 // --- audit log -------------------------------------------------------------------------------

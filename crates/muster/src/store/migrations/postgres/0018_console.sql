@@ -25,3 +25,7 @@ CREATE TABLE console_audit (
     target TEXT NOT NULL,
     detail TEXT NOT NULL
 );
+-- The console's player search: by the start of a username or display name, in any case
+-- (byte order, so that a prefix is a range of the index).
+CREATE INDEX users_username_lower ON users ((lower(username)) COLLATE "C");
+CREATE INDEX users_display_name_lower ON users ((lower(display_name)) COLLATE "C");

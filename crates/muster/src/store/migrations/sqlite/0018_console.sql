@@ -25,3 +25,6 @@ CREATE TABLE console_audit (
     target TEXT NOT NULL,
     detail TEXT NOT NULL
 );
+-- The console's player search: by the start of a username or display name, in any case.
+CREATE INDEX users_username_lower ON users (lower(username));
+CREATE INDEX users_display_name_lower ON users (lower(display_name));

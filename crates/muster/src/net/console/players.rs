@@ -1,0 +1,379 @@
+//! Players: search, an account with everything it holds, and an operator's changes to it
+//! (metadata, wallet, ban, ending its sessions, deletion), each audited; an export of the
+//! account's data as JSON.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::{console, Session};
+use super::error::domain;
+use super::ConsoleApiError;
+use crate::console::Role;
+use crate::economy::Change;
+use crate::net::state::AppState;
+use crate::store::{InventoryItem, LedgerEntry};
+
+/// Items and ledger rows an account page shows at first (the ledger pages on).
+const PAGE: usize = 100;
+
+fn user_id(text: &str) -> Result<Uuid, ConsoleApiError> {
+    Uuid::parse_str(text).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    after: Option<String>,
+}
+
+/// `GET /api/accounts?q=&after=`: accounts by id, device, email, custom id, or the start of a
+/// username or display name; with no `q`, every account by username (`after` pages).
+pub async fn search(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Query(query): Query<SearchQuery>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let found = console(&state)?
+        .search_accounts(&query.q, query.after)
+        .await?;
+    let next = (query.q.trim().is_empty() && found.len() >= crate::console::MAX_ACCOUNT_PAGE)
+        .then(|| found.last().map(|a| a.username.clone()))
+        .flatten();
+    let accounts: Vec<Value> = found
+        .into_iter()
+        .map(|a| {
+            json!({
+                "id": a.id,
+                "username": a.username,
+                "display_name": a.display_name,
+                "create_time": a.create_time_ms / 1000,
+                "banned": a.disable_time_ms.is_some(),
+                "online": state.router.is_online(a.id),
+            })
+        })
+        .collect();
+    Ok(Json(json!({"accounts": accounts, "next": next})))
+}
+
+fn ledger_json(entries: &[LedgerEntry]) -> Vec<Value> {
+    entries
+        .iter()
+        .map(|e| {
+            json!({
+                "id": e.id,
+                "time": e.create_time_ms,
+                "reason": e.reason,
+                "changes": e.changes.wallet,
+                "items": e.changes.items,
+                "balances": e.balances.wallet,
+                "metadata": serde_json::from_str::<Value>(&e.metadata).unwrap_or(Value::Null),
+            })
+        })
+        .collect()
+}
+
+fn inventory_json(items: &[InventoryItem]) -> Vec<Value> {
+    items
+        .iter()
+        .map(|i| {
+            json!({
+                "item_id": i.item_id,
+                "kind": i.kind,
+                "count": i.count,
+                "properties": serde_json::from_str::<Value>(&i.properties).unwrap_or(Value::Null),
+            })
+        })
+        .collect()
+}
+
+/// Everything the account page shows.
+async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiError> {
+    let online = state.router.is_online(id);
+    let account = state.accounts.account(id, online).await.map_err(domain)?;
+    let economy = state.rpc.economy();
+    let inventory = economy
+        .inventory(id, Some(PAGE), None)
+        .await
+        .map_err(domain)?;
+    let ledger = economy.ledger(id, Some(PAGE), None).await.map_err(domain)?;
+    let friends = state
+        .friends
+        .list(id, PAGE, None, "")
+        .await
+        .map_err(domain)?;
+    let groups = state
+        .groups
+        .of_user(&id.to_string(), Some(PAGE), None, "")
+        .await
+        .map_err(domain)?;
+    let notifications = state
+        .rpc
+        .notifications()
+        .list(id, 100, "")
+        .await
+        .map_err(domain)?;
+    let sessions: Vec<Value> = state
+        .registry
+        .sessions_of(id)
+        .iter()
+        .map(|s| json!({"session_id": s.session_id, "format": format!("{:?}", s.format)}))
+        .collect();
+    Ok(json!({
+        "account": account,
+        "online": online,
+        "sessions": sessions,
+        "inventory": inventory_json(&inventory.items),
+        "inventory_cursor": inventory.cursor,
+        "ledger": ledger_json(&ledger.entries),
+        "ledger_cursor": ledger.cursor,
+        "friends": friends,
+        "groups": groups,
+        "notifications": notifications,
+    }))
+}
+
+/// `GET /api/accounts/{id}`.
+pub async fn account(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    Ok(Json(account_json(&state, user_id(&id)?).await?))
+}
+
+#[derive(Deserialize)]
+pub struct LedgerQuery {
+    cursor: Option<String>,
+}
+
+/// `GET /api/accounts/{id}/ledger?cursor=`: the next page of the ledger, newest first.
+pub async fn ledger(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Query(query): Query<LedgerQuery>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let page = state
+        .rpc
+        .economy()
+        .ledger(user_id(&id)?, Some(PAGE), query.cursor.as_deref())
+        .await
+        .map_err(domain)?;
+    Ok(Json(
+        json!({"ledger": ledger_json(&page.entries), "cursor": page.cursor}),
+    ))
+}
+
+/// `GET /api/accounts/{id}/export`: the account's data as a JSON file (developer).
+pub async fn export(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Response, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let id = user_id(&id)?;
+    let mut data = account_json(&state, id).await?;
+    // The whole ledger and inventory, page by page.
+    let economy = state.rpc.economy();
+    let mut ledger = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = economy
+            .ledger(id, Some(PAGE), cursor.as_deref())
+            .await
+            .map_err(domain)?;
+        ledger.extend(ledger_json(&page.entries));
+        match page.cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = economy
+            .inventory(id, Some(PAGE), cursor.as_deref())
+            .await
+            .map_err(domain)?;
+        items.extend(inventory_json(&page.items));
+        match page.cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    data["ledger"] = Value::Array(ledger);
+    data["inventory"] = Value::Array(items);
+    data["ledger_cursor"] = Value::Null;
+    data["inventory_cursor"] = Value::Null;
+    console(&state)?
+        .audit(&operator, "account_export", &id.to_string(), json!({}))
+        .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"account-{id}.json\""),
+            ),
+        ],
+        data.to_string(),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+pub struct WalletBody {
+    /// Currency to a signed amount: positive grants, negative takes.
+    changeset: BTreeMap<String, i64>,
+    /// Why, in the ledger's metadata.
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /api/accounts/{id}/wallet`: grants and takes currencies through the economy's one
+/// write path (a ledger row, reason `console`); an overdraw is refused and changes nothing.
+pub async fn wallet(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Json(body): Json<WalletBody>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let id = user_id(&id)?;
+    if body.changeset.is_empty() || body.changeset.values().any(|a| *a == 0) {
+        return Err(ConsoleApiError::BadRequest(
+            "A change names at least one currency, each with a non-zero amount.".into(),
+        ));
+    }
+    if body.reason.len() > 256 {
+        return Err(ConsoleApiError::BadRequest(
+            "A reason is at most 256 bytes.".into(),
+        ));
+    }
+    let mut change = Change::new(id, "console");
+    for (currency, amount) in &body.changeset {
+        change = if *amount < 0 {
+            change.spend(currency, amount.checked_neg().unwrap_or(i64::MAX))
+        } else {
+            change.grant(currency, *amount)
+        };
+    }
+    change = change.metadata(&json!({"console_user": operator.username, "reason": body.reason}));
+    let receipt = state.rpc.economy().apply(change).await.map_err(domain)?;
+    console(&state)?
+        .audit(
+            &operator,
+            "wallet_update",
+            &id.to_string(),
+            json!({"changeset": body.changeset, "reason": body.reason, "ledger_id": receipt.ledger_id}),
+        )
+        .await?;
+    Ok(Json(
+        json!({"wallet": receipt.wallet, "ledger_id": receipt.ledger_id}),
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct MetadataBody {
+    /// A JSON object (or its text).
+    metadata: Value,
+}
+
+/// `POST /api/accounts/{id}/metadata`: replaces the account's metadata.
+pub async fn metadata(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Json(body): Json<MetadataBody>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let id = user_id(&id)?;
+    let text = match &body.metadata {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    state
+        .accounts
+        .set_metadata(id, &text)
+        .await
+        .map_err(domain)?;
+    console(&state)?
+        .audit(
+            &operator,
+            "account_metadata",
+            &id.to_string(),
+            json!({"metadata": text}),
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+/// `POST /api/accounts/{id}/ban` and `/unban`.
+pub async fn ban(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path((id, action)): Path<(String, String)>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let id = user_id(&id)?;
+    let found = match action.as_str() {
+        "ban" => state.accounts.ban(&[id]).await,
+        "unban" => state.accounts.unban(&[id]).await,
+        _ => return Err(ConsoleApiError::NotFound),
+    }
+    .map_err(domain)?;
+    if found.is_empty() {
+        return Err(ConsoleApiError::NotFound);
+    }
+    console(&state)?
+        .audit(
+            &operator,
+            &format!("account_{action}"),
+            &id.to_string(),
+            json!({}),
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+/// `POST /api/accounts/{id}/sessions/end`: closes every socket of the player, on every node.
+pub async fn end_sessions(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let id = user_id(&id)?;
+    state.accounts.end_sessions(&[id]);
+    console(&state)?
+        .audit(&operator, "sessions_end", &id.to_string(), json!({}))
+        .await?;
+    Ok(Json(json!({})))
+}
+
+/// `DELETE /api/accounts/{id}`: the account and what it owns, as a player's own deletion.
+pub async fn delete(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let id = user_id(&id)?;
+    state.accounts.delete(id).await.map_err(domain)?;
+    state.rpc.leaderboards().forget_owner(id).await;
+    console(&state)?
+        .audit(&operator, "account_delete", &id.to_string(), json!({}))
+        .await?;
+    Ok(Json(json!({})))
+}
