@@ -36,7 +36,7 @@ pub struct ConsoleConfig {
 impl Default for ConsoleConfig {
     fn default() -> Self {
         ConsoleConfig {
-            listen: "127.0.0.1:7351".into(),
+            listen: "127.0.0.1:7353".into(),
             admin_username: "admin".into(),
             admin_password: String::new(),
             session_expiry_sec: 86_400,
