@@ -267,13 +267,17 @@ async fn build(
             metrics.registry().clone(),
             config.console.history_max_series,
         ));
-        let console = Arc::new(crate::console::Console::new(
+        let mut console = crate::console::Console::new(
             &config.console,
             store.clone(),
             Hasher::new()?,
             clock.clone(),
             history,
-        ));
+        );
+        if let Some(cluster) = &cluster {
+            console = console.in_cluster(cluster.bus.clone(), Arc::default());
+        }
+        let console = Arc::new(console);
         console
             .ensure_admin(&config.console)
             .await
@@ -480,15 +484,23 @@ pub async fn run_on(
         } else {
             config.advertise.clone()
         };
+        let mut observers: Vec<Arc<dyn crate::cluster::membership::MembershipObserver>> = vec![
+            cluster.router.clone(),
+            state.matches.clone(),
+            state.parties.clone(),
+        ];
+        // The console asks the other nodes for their status history, and answers theirs.
+        if let Some(console) = &state.console {
+            if let Some(console_cluster) = &console.cluster {
+                observers.push(console_cluster.nodes.clone());
+                console_cluster.serve(console.history.clone()).await?;
+            }
+        }
         crate::cluster::membership::join(
             config,
             cluster.bus.clone(),
             advertise,
-            vec![
-                cluster.router.clone(),
-                state.matches.clone(),
-                state.parties.clone(),
-            ],
+            observers,
             state.metrics.registry(),
             state.shutdown.clone(),
         )

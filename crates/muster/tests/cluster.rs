@@ -1087,3 +1087,152 @@ async fn a_ban_on_one_node_ends_the_players_sockets_on_every_node() {
     }
     assert_eq!(account_status(&b, &token).await, 401);
 }
+
+/// The console of a two-node cluster: a login on one node's console works on the other's (the
+/// sessions are in the shared database), the status page's data names both nodes with their
+/// series, the cluster page lists the other node, and ending a player's sessions from one node's
+/// console closes their sockets on both.
+#[tokio::test]
+async fn the_console_shows_every_node_and_ends_sessions_everywhere() {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let Some(nats) = nats_url() else { return };
+    if support::postgres_url().is_none() {
+        return;
+    }
+    let db = Database::new(Backend::Postgres).await;
+    let prefix = unique_prefix();
+    let mut dbs = Vec::new();
+    let mut nodes = Vec::new();
+    let mut consoles = Vec::new();
+    for name in ["a", "b"] {
+        let shared = Database {
+            dir: tempfile::tempdir().expect("dir"),
+            url: db.url.clone(),
+        };
+        let console_port = free_port();
+        let mut command = node(&shared, &nats, &prefix, name);
+        command
+            .env(
+                "MUSTER_CONSOLE__LISTEN",
+                format!("127.0.0.1:{console_port}"),
+            )
+            .env("MUSTER_CONSOLE__ADMIN_PASSWORD", "cluster-console-pw");
+        nodes.push(Binary::run(command, free_port()).await);
+        consoles.push(format!("http://127.0.0.1:{console_port}"));
+        dbs.push(shared);
+    }
+    until_nodes(&nodes.iter().collect::<Vec<_>>(), 2).await;
+    let http = reqwest::Client::new();
+    let login = http
+        .post(format!("{}/api/login", consoles[0]))
+        .json(&serde_json::json!({"username": "admin", "password": "cluster-console-pw"}))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status(), 200);
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("cookie pair")
+        .to_owned();
+    let csrf = login
+        .json::<serde_json::Value>()
+        .await
+        .expect("login answer")["csrf"]
+        .as_str()
+        .expect("csrf")
+        .to_owned();
+    let get = |base: String, path: &'static str| {
+        let http = http.clone();
+        let cookie = cookie.clone();
+        async move {
+            http.get(format!("{base}{path}"))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("console request")
+        }
+    };
+
+    // The same login works on the other node's console.
+    assert_eq!(get(consoles[1].clone(), "/api/me").await.status(), 200);
+
+    // Each console's status data names both nodes, each with its own series.
+    for base in &consoles {
+        eventually("both nodes' series on one console", || async {
+            let body: serde_json::Value = get(base.clone(), "/api/status")
+                .await
+                .json()
+                .await
+                .expect("status");
+            let mut named: Vec<(String, usize)> = body["nodes"]
+                .as_array()
+                .expect("nodes")
+                .iter()
+                .map(|n| {
+                    (
+                        n["node"].as_str().unwrap_or("").to_owned(),
+                        n["window"]["series"].as_array().map_or(0, Vec::len),
+                    )
+                })
+                .collect();
+            named.sort();
+            named.len() == 2
+                && named[0].0 == "a"
+                && named[1].0 == "b"
+                && named.iter().all(|n| n.1 > 0)
+        })
+        .await;
+    }
+    let cluster: serde_json::Value = get(consoles[0].clone(), "/api/cluster")
+        .await
+        .json()
+        .await
+        .expect("cluster");
+    assert_eq!(cluster["node"], "a");
+    assert_eq!(cluster["peers"][0]["node"], "b");
+
+    // A player with a socket on each node; ending their sessions from a's console closes both.
+    let (token, _) = session(&nodes[0], "console-cluster-device").await;
+    let user = support::claims(&token)["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let mut sockets = Vec::new();
+    for n in &nodes {
+        let url = format!("ws://127.0.0.1:{}/ws?token={token}&format=json", n.port);
+        sockets.push(
+            tokio_tungstenite::connect_async(url)
+                .await
+                .expect("socket")
+                .0,
+        );
+    }
+    let ended = http
+        .post(format!("{}/api/accounts/{user}/sessions/end", consoles[0]))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("end sessions");
+    assert_eq!(ended.status(), 200);
+    for socket in &mut sockets {
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+                .await
+                .expect("closed within 10 s")
+            {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+    // Not a ban: the player connects again.
+    assert_eq!(account_status(&nodes[1], &token).await, 200);
+    dbs.push(db);
+}

@@ -398,6 +398,31 @@ impl History {
         }
     }
 
+    /// [`History::window`]'s series from the `from`th (in its order) while they fit in about
+    /// `max_bytes` of JSON (at least one), and the index of the next series when some are left:
+    /// what one message to another node carries.
+    pub fn window_part(
+        &self,
+        resolution: Resolution,
+        after: i64,
+        from: usize,
+        max_bytes: usize,
+    ) -> (Window, Option<usize>) {
+        let mut window = self.window(resolution, after);
+        let all = std::mem::take(&mut window.series);
+        let mut bytes = 0;
+        for (i, series) in all.into_iter().enumerate().skip(from) {
+            // A point is at most ~12 bytes of JSON ("-1.2345678,"); a key about 100.
+            let size = 100 + series.points.len() * 12;
+            if !window.series.is_empty() && bytes + size > max_bytes {
+                return (window, Some(i));
+            }
+            bytes += size;
+            window.series.push(series);
+        }
+        (window, None)
+    }
+
     /// Series kept now.
     pub fn series_count(&self) -> usize {
         self.inner.lock().series.len()

@@ -6,6 +6,7 @@
 //! 1 min).
 
 pub mod history;
+pub mod nodes;
 pub mod users;
 
 use std::net::IpAddr;
@@ -108,6 +109,8 @@ pub struct Console {
     logins_per_ip: IpLimit,
     logins_per_user: KeyedLimit<String>,
     pub history: Arc<history::History>,
+    /// The other nodes, in a cluster.
+    pub cluster: Option<nodes::ClusterStatus>,
 }
 
 impl Console {
@@ -126,7 +129,44 @@ impl Console {
             logins_per_ip: IpLimit::per_minute(config.logins_per_ip_per_min),
             logins_per_user: KeyedLimit::per_minute(config.logins_per_user_per_min),
             history,
+            cluster: None,
         }
+    }
+
+    /// In a cluster: asks and answers other nodes over `bus`, knowing them through `nodes`
+    /// (which the cluster's membership must tell).
+    pub fn in_cluster(
+        mut self,
+        bus: crate::cluster::bus::Bus,
+        nodes: Arc<nodes::Nodes>,
+    ) -> Console {
+        self.cluster = Some(nodes::ClusterStatus { bus, nodes });
+        self
+    }
+
+    /// Every node's status window (this one first), each `{node, window}` or `{node, error}`.
+    pub async fn cluster_status(
+        &self,
+        this_node: &str,
+        resolution: history::Resolution,
+        after: i64,
+    ) -> Vec<serde_json::Value> {
+        let local = serde_json::json!({
+            "node": this_node,
+            "window": self.history.window(resolution, after),
+        });
+        let Some(cluster) = &self.cluster else {
+            return vec![local];
+        };
+        let asks = cluster.nodes.peers().into_iter().map(|node| async move {
+            match cluster.ask(&node, resolution, after).await {
+                Ok(window) => serde_json::json!({"node": node, "window": window}),
+                Err(e) => serde_json::json!({"node": node, "error": e.to_string()}),
+            }
+        });
+        let mut all = vec![local];
+        all.extend(futures_util::future::join_all(asks).await);
+        all
     }
 
     /// Makes the configured admin, or gives them the configured password and the admin role

@@ -7,6 +7,7 @@
 //! | `POST /api/login` | anyone (login limits) | a session cookie and the CSRF token |
 //! | `POST /api/logout`, `GET /api/me` | a session | end it; who is logged in |
 //! | `GET /api/status` | readonly | the status history (`?resolution=second\|minute&after=`) |
+//! | `GET /api/cluster` | readonly | this node, the live nodes it knows, the latest departures |
 //! | `GET /api/audit` | readonly | the audit log, newest first (`?before=&limit=`) |
 //! | `GET`, `POST /api/users`, `DELETE /api/users/{name}` | admin | console users |
 //! | `GET /api/accounts`, `/api/accounts/{id}`, `…/ledger` | readonly | search players; an account with its wallet, ledger, inventory, friends, groups, notifications, sockets |
@@ -59,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/me", get(auth::me))
         .route("/api/status", get(status::history))
         .route("/api/audit", get(status::audit))
+        .route("/api/cluster", get(status::cluster))
         .route("/api/users", get(users::list).post(users::create))
         .route("/api/users/{username}", delete(users::remove))
         .route("/api/accounts", get(players::search))

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::auth::{console, Session};
 use super::ConsoleApiError;
-use crate::console::history::{Resolution, Window};
+use crate::console::history::Resolution;
 use crate::console::Role;
 use crate::net::state::AppState;
 
@@ -36,13 +36,10 @@ pub async fn history(
             )))
         }
     };
-    let window: Window = console(&state)?.history.window(resolution, query.after);
-    Ok(Json(json!({
-        "nodes": [{
-            "node": node_name(&state),
-            "window": window,
-        }]
-    })))
+    let nodes = console(&state)?
+        .cluster_status(&node_name(&state), resolution, query.after)
+        .await;
+    Ok(Json(json!({ "nodes": nodes })))
 }
 
 /// This node's name in a cluster, `local` alone.
@@ -51,6 +48,27 @@ pub fn node_name(state: &AppState) -> String {
         Some(cluster) => cluster.bus.node().to_owned(),
         None => "local".into(),
     }
+}
+
+/// `GET /api/cluster`: this node, the live nodes it knows of and the latest departures.
+pub async fn cluster(
+    State(state): State<AppState>,
+    Session(operator): Session,
+) -> Result<Json<serde_json::Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let console = console(&state)?;
+    let known = match &console.cluster {
+        Some(cluster) => cluster.nodes.report(),
+        None => json!({"peers": [], "departures": []}),
+    };
+    Ok(Json(json!({
+        "node": node_name(&state),
+        "clustered": state.cluster.is_some(),
+        "peers": known["peers"],
+        "departures": known["departures"],
+        "sockets": state.registry.sockets(),
+        "version": env!("CARGO_PKG_VERSION"),
+    })))
 }
 
 #[derive(Deserialize)]

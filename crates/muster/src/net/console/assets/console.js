@@ -106,6 +106,7 @@ async function logout() {
 
 const pages = {
   status: statusPage,
+  cluster: clusterPage,
   players: playersPage,
   storage: storagePage,
   runtime: runtimePage,
@@ -196,7 +197,12 @@ async function statusPage() {
   async function poll() {
     const answer = await api("GET", `/api/status?resolution=${resolution}&after=${after}`);
     let end = after;
-    for (const { node, window } of answer.nodes) {
+    const failed = [];
+    for (const { node, window, error } of answer.nodes) {
+      if (!window) {
+        failed.push(`${node} (${error})`);
+        continue;
+      }
       end = Math.max(end, window.end);
       for (const s of window.series) {
         const name = seriesName(node, s);
@@ -217,7 +223,8 @@ async function statusPage() {
       }
     }
     after = end;
-    nodes.textContent = `nodes: ${answer.nodes.map((n) => n.node).join(", ")}`;
+    nodes.textContent = `nodes: ${answer.nodes.filter((n) => n.window).map((n) => n.node).join(", ")}` +
+      (failed.length ? ` · not answering: ${failed.join(", ")}` : "");
     for (const chart of charts) draw(chart, series, end);
   }
   await poll();
@@ -434,6 +441,18 @@ async function runtimePage() {
     } } }, "Call") : "", answer);
   view().replaceChildren(el("h2", {}, "Runtime"), el("p", { class: "muted" }, javascript ? "A JavaScript module is loaded." : "No JavaScript module."),
     table("functions", ["Function", "Calls on this node", "Last error"], rows), el("p"), explorer);
+}
+
+// --- cluster ---------------------------------------------------------------------------------
+
+async function clusterPage() {
+  const info = await api("GET", "/api/cluster");
+  view().replaceChildren(el("h2", {}, "Cluster"),
+    el("p", {}, `This node: ${info.node} (Muster ${info.version}), ${info.sockets} sockets`, info.clustered ? "" : " — not clustered"),
+    table("cluster-nodes", ["Node", "Heard of since"], [el("tr", {}, el("td", {}, `${info.node} (this node)`), el("td", {}, "–"))]
+      .concat(info.peers.map((p) => el("tr", {}, el("td", {}, p.node), el("td", {}, new Date(p.seen_since).toISOString()))))),
+    el("h3", {}, "Latest departures"),
+    table("departures", ["Node", "Why", "When"], info.departures.map((d) => el("tr", {}, el("td", {}, d.node), el("td", {}, d.why), el("td", {}, new Date(d.time).toISOString())))));
 }
 
 // --- audit log -------------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+//! The console across a cluster: which nodes are alive (told by the cluster's membership) and
+//! each node's status history, asked for over NATS. Every node answers on
+//! `<prefix>.console.status.<node>`; a history too large for one message (NATS takes 1 MB) comes
+//! in parts, each naming the series to start the next from.
+
+use std::collections::BTreeMap;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::history::{History, Resolution};
+use crate::cluster::bus::Bus;
+use crate::cluster::membership::{Departure, MembershipObserver};
+
+/// How long a node is waited for.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+/// JSON one part of an answer carries at most (under NATS's 1 MB).
+const PART_BYTES: usize = 600_000;
+/// Departures remembered for the operations page.
+const DEPARTURES_KEPT: usize = 50;
+
+/// What a node is asked.
+#[derive(Debug, Serialize, Deserialize)]
+struct Ask {
+    minute: bool,
+    after: i64,
+    from: usize,
+}
+
+/// The nodes this one knows to be alive, and the latest departures.
+#[derive(Default)]
+pub struct Nodes {
+    /// Live peers and when this node first heard of each (Unix ms).
+    peers: Mutex<BTreeMap<String, i64>>,
+    /// (node, why, when) newest last.
+    departures: Mutex<VecDeque<(String, &'static str, i64)>>,
+}
+
+impl MembershipObserver for Nodes {
+    fn node_joined(&self, node: &str) {
+        self.peers
+            .lock()
+            .insert(node.to_owned(), crate::base::clock::now_ms());
+    }
+
+    fn node_left(&self, node: &str, why: Departure) {
+        self.peers.lock().remove(node);
+        let why = match why {
+            Departure::Goodbye => "goodbye",
+            Departure::Silent => "silent",
+            Departure::Restarted => "restarted",
+        };
+        let mut departures = self.departures.lock();
+        if departures.len() == DEPARTURES_KEPT {
+            departures.pop_front();
+        }
+        departures.push_back((node.to_owned(), why, crate::base::clock::now_ms()));
+    }
+}
+
+impl Nodes {
+    /// The live peers, by name.
+    pub fn peers(&self) -> Vec<String> {
+        self.peers.lock().keys().cloned().collect()
+    }
+
+    /// The peers with when they were first heard of, and the latest departures (newest first).
+    pub fn report(&self) -> Value {
+        let peers: Vec<Value> = self
+            .peers
+            .lock()
+            .iter()
+            .map(|(node, since)| json!({"node": node, "seen_since": since}))
+            .collect();
+        let departures: Vec<Value> = self
+            .departures
+            .lock()
+            .iter()
+            .rev()
+            .map(|(node, why, at)| json!({"node": node, "why": why, "time": at}))
+            .collect();
+        json!({"peers": peers, "departures": departures})
+    }
+}
+
+/// This node's part of the console in a cluster.
+pub struct ClusterStatus {
+    pub bus: Bus,
+    pub nodes: Arc<Nodes>,
+}
+
+fn topic(node: &str) -> String {
+    format!("console.status.{node}")
+}
+
+impl ClusterStatus {
+    /// Answers the other nodes' questions about this node's history until the bus closes.
+    pub async fn serve(&self, history: Arc<History>) -> anyhow::Result<()> {
+        let mut asks = self.bus.subscribe(&topic(self.bus.node())).await?;
+        let bus = self.bus.clone();
+        tokio::spawn(async move {
+            while let Some(message) = asks.next().await {
+                let Some(reply) = message.reply else { continue };
+                let Ok(ask) = serde_json::from_slice::<Ask>(&message.payload) else {
+                    continue;
+                };
+                let resolution = if ask.minute {
+                    Resolution::Minute
+                } else {
+                    Resolution::Second
+                };
+                let (window, next) =
+                    history.window_part(resolution, ask.after, ask.from, PART_BYTES);
+                if let Ok(body) = serde_json::to_vec(&json!({"window": window, "next": next})) {
+                    bus.reply(reply, body).await;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Node `node`'s window, asked for part by part.
+    pub async fn ask(
+        &self,
+        node: &str,
+        resolution: Resolution,
+        after: i64,
+    ) -> anyhow::Result<Value> {
+        let mut window: Option<Value> = None;
+        let mut from = 0;
+        loop {
+            let ask = Ask {
+                minute: resolution == Resolution::Minute,
+                after,
+                from,
+            };
+            let answer = self
+                .bus
+                .request(&topic(node), serde_json::to_vec(&ask)?, ASK_TIMEOUT)
+                .await?;
+            let mut part: Value = serde_json::from_slice(&answer)?;
+            let next = part["next"].as_u64();
+            let part_window = part["window"].take();
+            match &mut window {
+                None => window = Some(part_window),
+                Some(w) => {
+                    if let (Some(all), Some(more)) =
+                        (w["series"].as_array_mut(), part_window["series"].as_array())
+                    {
+                        all.extend(more.iter().cloned());
+                    }
+                }
+            }
+            match next {
+                Some(n) if (n as usize) > from => from = n as usize,
+                _ => return Ok(window.unwrap_or(Value::Null)),
+            }
+        }
+    }
+}
