@@ -141,6 +141,8 @@ async function logIn(page, username, password) {
 }
 
 let muster, browser, page, zed, xss, startingWallet;
+/** Script errors on the console's pages: none is expected. */
+const pageErrors = [];
 
 /** A player's wallet as the game API shows it. */
 async function wallet(who) {
@@ -156,6 +158,7 @@ before(async () => {
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
   page = await browser.newPage();
+  page.on("pageerror", (e) => pageErrors.push(e.message));
   await page.setViewport({ width: 1280, height: 900 });
   zed = await player("zed-custom-id", "zed", "Zed Fighter");
   xss = await player("xss-custom-id", XSS_NAME, "<img src=x onerror=window.__xss=2>");
@@ -318,6 +321,20 @@ test("a player's <script> name is shown as text, never run", async () => {
   assert.equal(await page.$eval("#profile h3", (h) => h.textContent), XSS_NAME);
   assert.equal(await page.evaluate(() => window.__xss), undefined, "no player text ran as script");
   assert.equal(await page.$$eval("#profile script, #profile img", (n) => n.length), 0);
+});
+
+test("every page renders, with no script error on any", async () => {
+  for (const [hash, selector] of [["#leaderboards", "#boards"], ["#matches", "#matches"], ["#cluster", "#cluster-nodes"],
+    ["#config", "#config"], ["#users", "#users"], ["#audit", "#audit"], ["#runtime", "#functions"]]) {
+    await page.goto(`${muster.console}/${hash}`);
+    await page.waitForSelector(selector);
+    if (hash === "#config") {
+      const config = await page.$eval("#config", (c) => c.textContent);
+      assert.ok(!config.includes(ADMIN_PASSWORD), "the configuration page shows no secret");
+      assert.match(config, /"admin_password": "\(redacted\)"/);
+    }
+  }
+  assert.deepEqual(pageErrors, []);
 });
 
 test("a read-only user sees the pages and can change nothing", async () => {

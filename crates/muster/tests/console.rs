@@ -14,14 +14,23 @@ use support::{Backend, Database, TestServer};
 on_both_backends!(
     sessions_roles_csrf_and_the_audit_log,
     login_attempts_are_limited_and_sessions_expire,
-    players_found_and_changed_storage_edited_over_its_version
+    players_found_and_changed_storage_edited_over_its_version,
+    boards_matches_cluster_and_the_configuration
 );
 
 const ADMIN_PASSWORD: &str = "admin-password-1";
 
 async fn console_server(backend: Backend) -> (Database, TestServer) {
+    console_server_with(backend, |_| {}).await
+}
+
+async fn console_server_with(
+    backend: Backend,
+    change: impl FnOnce(&mut muster::base::config::Config),
+) -> (Database, TestServer) {
     let db = Database::new(backend).await;
     let mut config = db.config();
+    change(&mut config);
     config.console.admin_password = ADMIN_PASSWORD.into();
     config.console.session_expiry_sec = 3600;
     let server = TestServer::start(config).await;
@@ -786,5 +795,149 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
             "wallet_update"
         ]
     );
+    server.stop().await.expect("stopped");
+}
+
+async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
+    let (_db, server) = console_server_with(backend, |config| {
+        config.leaderboards.boards = vec![muster::base::config::LeaderboardSpec {
+            id: "weekly".into(),
+            ..Default::default()
+        }];
+    })
+    .await;
+    let admin = login(&server, "admin", ADMIN_PASSWORD)
+        .await
+        .expect("admin logs in");
+    let (carla, token) = player(&server, "device-carla-001", "carla", "Carla").await;
+    let wrote = server
+        .http
+        .post(server.url("/v2/leaderboard/weekly"))
+        .bearer_auth(&token)
+        .json(&json!({"score": "42"}))
+        .send()
+        .await
+        .expect("record");
+    assert!(wrote.status().is_success());
+
+    let (status, boards) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/leaderboards",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{boards}");
+    assert_eq!(boards["leaderboards"][0]["id"], "weekly");
+    let (_, records) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/leaderboards/weekly/records",
+        None,
+    )
+    .await;
+    assert_eq!(records["records"][0]["owner_id"], carla.as_str());
+    assert_eq!(records["records"][0]["score"], "42");
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::DELETE,
+        &format!("/api/leaderboards/weekly/records/{carla}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, records) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/leaderboards/weekly/records",
+        None,
+    )
+    .await;
+    assert!(
+        records["records"].as_array().is_none_or(Vec::is_empty),
+        "{records}"
+    );
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/leaderboards/nothing/records",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, matches) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/matches",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{matches}");
+    assert!(matches["matches"].is_array() && matches["rooms"].is_array());
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/matches/not-a-match/signal",
+        Some(json!({"data": "x"})),
+    )
+    .await;
+    assert!(status.is_client_error());
+
+    let (_, cluster) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/cluster",
+        None,
+    )
+    .await;
+    assert_eq!(cluster["node"], "local");
+    assert_eq!(cluster["clustered"], false);
+
+    // The configuration, for admins only, with its secrets redacted.
+    let (status, config) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/config",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(config["server_key"], "(redacted)");
+    assert_eq!(config["console"]["admin_password"], "(redacted)");
+    assert!(!config.to_string().contains(ADMIN_PASSWORD));
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/users",
+        Some(json!({"username": "dev", "password": "developer-password", "role": "developer"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let dev = login(&server, "dev", "developer-password")
+        .await
+        .expect("developer logs in");
+    let (status, _) = call(&server, Some(&dev), false, Method::GET, "/api/config", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
     server.stop().await.expect("stopped");
 }

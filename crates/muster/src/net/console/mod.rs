@@ -8,11 +8,16 @@
 //! | `POST /api/logout`, `GET /api/me` | a session | end it; who is logged in |
 //! | `GET /api/status` | readonly | the status history (`?resolution=second\|minute&after=`) |
 //! | `GET /api/cluster` | readonly | this node, the live nodes it knows, the latest departures |
+//! | `GET /api/config` | admin | the configuration in force, secrets redacted |
 //! | `GET /api/audit` | readonly | the audit log, newest first (`?before=&limit=`) |
 //! | `GET`, `POST /api/users`, `DELETE /api/users/{name}` | admin | console users |
 //! | `GET /api/accounts`, `/api/accounts/{id}`, `…/ledger` | readonly | search players; an account with its wallet, ledger, inventory, friends, groups, notifications, sockets |
 //! | `GET /api/storage`, `/api/storage/object` | readonly | a collection's objects (values shortened), one object |
 //! | `POST /api/storage/object` | developer | write an object over the version read (a stale one is refused) |
+//! | `GET /api/leaderboards`, `/api/leaderboards/{id}/records` | readonly | boards with their definitions; a board's records in rank order |
+//! | `DELETE /api/leaderboards/{id}/records/{owner}` | developer | delete a record of the current period |
+//! | `GET /api/matches` | readonly | the cluster's matches (labels, sizes), this node's rooms |
+//! | `POST /api/matches/{id}/signal` | developer | signal an authoritative match on this node |
 //! | `GET /api/runtime` | readonly | the functions, their calls and last errors |
 //! | `POST /api/runtime/{id}/call` | developer | call a function as a player or the server |
 //! | `POST /api/accounts/{id}/wallet`, `…/metadata`, `…/ban`, `…/unban`, `…/sessions/end`; `GET …/export`; `DELETE /api/accounts/{id}` | developer | change a player (audited) |
@@ -25,10 +30,13 @@
 
 mod assets;
 mod auth;
+mod boards;
 mod data;
 mod error;
+mod matches;
 mod players;
 mod runtime;
+mod settings;
 mod status;
 mod users;
 
@@ -61,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/status", get(status::history))
         .route("/api/audit", get(status::audit))
         .route("/api/cluster", get(status::cluster))
+        .route("/api/config", get(settings::config))
         .route("/api/users", get(users::list).post(users::create))
         .route("/api/users/{username}", delete(users::remove))
         .route("/api/accounts", get(players::search))
@@ -79,6 +88,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/accounts/{id}/{action}", post(players::ban))
         .route("/api/storage", get(data::list))
         .route("/api/storage/object", get(data::read).post(data::write))
+        .route("/api/leaderboards", get(boards::list))
+        .route("/api/leaderboards/{id}/records", get(boards::records))
+        .route(
+            "/api/leaderboards/{id}/records/{owner}",
+            delete(boards::delete_record),
+        )
+        .route("/api/matches", get(matches::list))
+        .route("/api/matches/{id}/signal", post(matches::signal))
         .route("/api/runtime", get(runtime::functions))
         .route("/api/runtime/{id}/call", post(runtime::call))
         .fallback(not_found)

@@ -47,8 +47,10 @@ async function api(method, path, body) {
   return parsed;
 }
 
+// Each page renders into a root of its own, taken when it starts: a page still loading when the
+// operator moves on renders into its detached root, never over the next page.
 function view() {
-  return document.getElementById("view");
+  return state.root || document.getElementById("view");
 }
 
 function showError(error) {
@@ -63,7 +65,8 @@ function showLogin() {
   document.getElementById("nav").hidden = true;
   document.getElementById("logout").hidden = true;
   document.getElementById("who").textContent = "";
-  view().replaceChildren();
+  state.root = null;
+  document.getElementById("view").replaceChildren();
   document.getElementById("login").hidden = false;
 }
 
@@ -107,6 +110,9 @@ async function logout() {
 const pages = {
   status: statusPage,
   cluster: clusterPage,
+  leaderboards: leaderboardsPage,
+  matches: matchesPage,
+  config: configPage,
   players: playersPage,
   storage: storagePage,
   runtime: runtimePage,
@@ -137,7 +143,8 @@ function route() {
   for (const link of document.querySelectorAll("#nav a")) {
     link.classList.toggle("active", link.getAttribute("href") === `#${name}`);
   }
-  view().replaceChildren();
+  state.root = el("section");
+  document.getElementById("view").replaceChildren(state.root);
   const arg = decodeURIComponent(location.hash.replace(/^#[^/]*\/?/, ""));
   (pages[name] || statusPage)(arg).catch(showError);
 }
@@ -312,6 +319,7 @@ async function playersPage(id) {
 }
 
 async function accountPage(id) {
+  const root = view();
   const data = await api("GET", `/api/accounts/${encodeURIComponent(id)}`);
   const { account } = data;
   const user = account.user || {};
@@ -368,7 +376,7 @@ async function accountPage(id) {
         : el("button", { id: "ban", class: "danger", on: { click: () => act("POST", `${base}/ban`, {}) } }, "Ban"),
       el("a", { href: `${base}/export`, download: `account-${id}.json` }, "Export (JSON)"),
       el("button", { id: "delete-account", class: "danger", on: { click: () => confirm(`Delete ${user.username} and everything they own?`) && act("DELETE", base, undefined, () => { location.hash = "#players"; }) } }, "Delete account")) : "");
-  view().replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, friends, groups, notifications, manage);
+  root.replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, friends, groups, notifications, manage);
 }
 
 // --- storage ---------------------------------------------------------------------------------
@@ -421,6 +429,7 @@ async function storagePage() {
 // --- runtime and API explorer -------------------------------------------------------------------
 
 async function runtimePage() {
+  const root = view();
   const { functions, javascript } = await api("GET", "/api/runtime");
   const rows = functions.map((f) => el("tr", { dataset: { function: f.id } },
     el("td", {}, f.id),
@@ -439,15 +448,84 @@ async function runtimePage() {
         answer.textContent = `refused: ${e.message}`;
       }
     } } }, "Call") : "", answer);
-  view().replaceChildren(el("h2", {}, "Runtime"), el("p", { class: "muted" }, javascript ? "A JavaScript module is loaded." : "No JavaScript module."),
+  root.replaceChildren(el("h2", {}, "Runtime"), el("p", { class: "muted" }, javascript ? "A JavaScript module is loaded." : "No JavaScript module."),
     table("functions", ["Function", "Calls on this node", "Last error"], rows), el("p"), explorer);
+}
+
+// --- leaderboards ----------------------------------------------------------------------------
+
+async function leaderboardsPage(id) {
+  const root = view();
+  if (id) return recordsPage(id);
+  const { leaderboards } = await api("GET", "/api/leaderboards");
+  root.replaceChildren(el("h2", {}, "Leaderboards and tournaments"),
+    table("boards", ["Id", "Kind", "Order", "Operator", "Reset", "Metadata"], leaderboards.map((b) => el("tr", {},
+      el("td", {}, el("a", { href: `#leaderboards/${encodeURIComponent(b.id)}` }, b.id)),
+      el("td", {}, b.tournament ? `tournament: ${b.title || ""}` : "leaderboard"),
+      el("td", {}, String(b.sort_order)), el("td", {}, String(b.operator)),
+      el("td", {}, b.reset_schedule || "never"), el("td", {}, el("pre", {}, b.metadata || ""))))));
+}
+
+async function recordsPage(id) {
+  const body = el("tbody");
+  const more = el("button", { hidden: true }, "Next page");
+  view().replaceChildren(el("h2", {}, "Records of ", id),
+    el("table", { id: "records" }, el("thead", {}, el("tr", {}, ["Rank", "Owner", "Score", "Subscore", "Submissions", "Metadata", ""].map((h) => el("th", {}, h)))), body), more);
+  let cursor = null;
+  async function page() {
+    const list = await api("GET", `/api/leaderboards/${encodeURIComponent(id)}/records${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`);
+    for (const r of list.records || []) {
+      const row = el("tr", {}, el("td", {}, String(r.rank)), el("td", {}, el("a", { href: `#players/${r.owner_id}` }, r.username || r.owner_id)),
+        el("td", {}, String(r.score)), el("td", {}, String(r.subscore)), el("td", {}, String(r.num_score)), el("td", {}, el("pre", {}, r.metadata || "")),
+        el("td", {}, canChange() ? el("button", { class: "danger", on: { click: async () => {
+          if (!confirm(`Delete ${r.username || r.owner_id}'s record?`)) return;
+          try { await api("DELETE", `/api/leaderboards/${encodeURIComponent(id)}/records/${r.owner_id}`); row.remove(); } catch (e) { showError(e); }
+        } } }, "Delete") : ""));
+      body.append(row);
+    }
+    cursor = list.next_cursor;
+    more.hidden = !cursor;
+  }
+  more.addEventListener("click", () => page().catch(showError));
+  await page();
+}
+
+// --- matches and rooms -----------------------------------------------------------------------
+
+async function matchesPage() {
+  const root = view();
+  const { matches, rooms } = await api("GET", "/api/matches");
+  const answer = el("pre", { id: "signal-answer" });
+  root.replaceChildren(el("h2", {}, "Matches"),
+    table("matches", ["Match", "Kind", "Handler", "Label", "Players", "Tick rate", ""], matches.map((m) => {
+      const data = el("input", { placeholder: "signal data" });
+      return el("tr", {}, el("td", {}, m.match_id), el("td", {}, m.authoritative ? "authoritative" : "relayed"),
+        el("td", {}, m.handler_name || ""), el("td", {}, el("pre", {}, m.label || "")), el("td", {}, String(m.size)), el("td", {}, String(m.tick_rate || "")),
+        el("td", {}, m.authoritative && canChange() ? [data, el("button", { on: { click: async () => {
+          try { answer.textContent = (await api("POST", `/api/matches/${encodeURIComponent(m.match_id)}/signal`, { data: data.value })).data; } catch (e) { answer.textContent = `refused: ${e.message}`; }
+        } } }, "Signal")] : ""));
+    })), answer,
+    el("h2", {}, "Rooms on this node"),
+    table("rooms", ["Room", "Handler", "Players", "Capacity", "Tick rate", "Label", "Created"], rooms.map((r) => el("tr", {},
+      el("td", {}, r.room_id), el("td", {}, r.handler), el("td", {}, String(r.players)), el("td", {}, String(r.capacity)),
+      el("td", {}, String(r.tick_rate_hz)), el("td", {}, el("pre", {}, r.label || "")), el("td", {}, new Date(r.created_at_ms).toISOString())))));
+}
+
+// --- configuration ----------------------------------------------------------------------------
+
+async function configPage() {
+  const root = view();
+  const config = await api("GET", "/api/config");
+  root.replaceChildren(el("h2", {}, "Configuration in force"), el("p", { class: "muted" }, "Secrets are redacted."),
+    el("pre", { id: "config", class: "card" }, JSON.stringify(config, null, 2)));
 }
 
 // --- cluster ---------------------------------------------------------------------------------
 
 async function clusterPage() {
+  const root = view();
   const info = await api("GET", "/api/cluster");
-  view().replaceChildren(el("h2", {}, "Cluster"),
+  root.replaceChildren(el("h2", {}, "Cluster"),
     el("p", {}, `This node: ${info.node} (Muster ${info.version}), ${info.sockets} sockets`, info.clustered ? "" : " — not clustered"),
     table("cluster-nodes", ["Node", "Heard of since"], [el("tr", {}, el("td", {}, `${info.node} (this node)`), el("td", {}, "–"))]
       .concat(info.peers.map((p) => el("tr", {}, el("td", {}, p.node), el("td", {}, new Date(p.seen_since).toISOString()))))),
@@ -481,6 +559,7 @@ async function auditPage() {
 // --- console users -----------------------------------------------------------------------------
 
 async function usersPage() {
+  const root = view();
   const { users } = await api("GET", "/api/users");
   const body = el("tbody", {}, users.map((u) => el("tr", {},
     el("td", {}, u.username), el("td", {}, u.role), el("td", {}, new Date(u.create_time * 1000).toISOString()),
@@ -491,7 +570,7 @@ async function usersPage() {
     el("label", {}, "Password", el("input", { name: "password", type: "password", required: "" })),
     el("label", {}, "Role", el("select", { name: "role" }, ["readonly", "developer", "admin"].map((r) => el("option", { value: r }, r)))),
     el("button", { type: "submit" }, "Add"));
-  view().replaceChildren(el("h2", {}, "Console users"),
+  root.replaceChildren(el("h2", {}, "Console users"),
     el("table", { id: "users" }, el("thead", {}, el("tr", {}, ["Username", "Role", "Created", ""].map((h) => el("th", {}, h)))), body), el("p"), form);
 }
 

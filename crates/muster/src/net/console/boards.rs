@@ -1,0 +1,96 @@
+//! Leaderboards and tournaments: every board with its definition, a board's records in rank
+//! order page by page, and an operator's deletion of a record (audited).
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::{console, Session};
+use super::error::domain;
+use super::ConsoleApiError;
+use crate::console::Role;
+use crate::leaderboards::view::list_of;
+use crate::leaderboards::Caller;
+use crate::net::state::AppState;
+
+/// Records per page.
+const PAGE: usize = 50;
+
+/// `GET /api/leaderboards`: every leaderboard and tournament with its definition.
+pub async fn list(
+    State(state): State<AppState>,
+    Session(operator): Session,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let leaderboards = state.rpc.leaderboards();
+    let mut boards = Vec::new();
+    for id in leaderboards.ids() {
+        if let Some(info) = leaderboards.leaderboard_info(&id) {
+            let def = &info.def;
+            boards.push(json!({
+                "id": def.id, "tournament": false, "authoritative": def.authoritative,
+                "sort_order": def.sort_order, "operator": def.operator,
+                "reset_schedule": def.reset_schedule, "metadata": def.metadata,
+                "prev_reset": info.prev_reset, "next_reset": info.next_reset,
+            }));
+        } else if let Some(info) = leaderboards.tournament_info(&id).await.map_err(domain)? {
+            let mut t = serde_json::to_value(crate::leaderboards::view::tournament(info))
+                .unwrap_or_default();
+            t["tournament"] = true.into();
+            boards.push(t);
+        }
+    }
+    Ok(Json(json!({ "leaderboards": boards })))
+}
+
+#[derive(Deserialize)]
+pub struct RecordsQuery {
+    cursor: Option<String>,
+}
+
+/// `GET /api/leaderboards/{id}/records?cursor=`: the current period's records in rank order.
+pub async fn records(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Query(query): Query<RecordsQuery>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let page = state
+        .rpc
+        .leaderboards()
+        .list(&id, Vec::new(), Some(PAGE), query.cursor.as_deref(), 0)
+        .await
+        .map_err(domain)?;
+    Ok(Json(
+        serde_json::to_value(list_of(page)).unwrap_or_default(),
+    ))
+}
+
+/// `DELETE /api/leaderboards/{id}/records/{owner}`: the owner's record of the current period.
+pub async fn delete_record(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path((id, owner)): Path<(String, String)>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let owner = Uuid::parse_str(&owner)
+        .map_err(|_| ConsoleApiError::BadRequest("Not an owner id.".into()))?;
+    state
+        .rpc
+        .leaderboards()
+        .delete_record(Caller::Server, &id, owner)
+        .await
+        .map_err(domain)?;
+    console(&state)?
+        .audit(
+            &operator,
+            "leaderboard_record_delete",
+            &format!("{id}/{owner}"),
+            json!({}),
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
