@@ -324,7 +324,7 @@ test("a player's <script> name is shown as text, never run", async () => {
 });
 
 test("every page renders, with no script error on any", async () => {
-  for (const [hash, selector] of [["#leaderboards", "#boards"], ["#matches", "#matches"], ["#cluster", "#cluster-nodes"],
+  for (const [hash, selector] of [["#leaderboards", "#boards"], ["#groups", "#groups-list"], ["#chat", "#chat-channel"], ["#links", "#link-code"], ["#matches", "#matches"], ["#cluster", "#cluster-nodes"],
     ["#config", "#config"], ["#users", "#users"], ["#audit", "#audit"], ["#runtime", "#functions"]]) {
     await page.goto(`${muster.console}/${hash}`);
     await page.waitForSelector(selector);

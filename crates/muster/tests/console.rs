@@ -876,6 +876,140 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
+    // A room's stored messages, read as the server; a group listed with its members; a
+    // notification sent from the console reaches the player.
+    let mut chatter = support::Client::connect(&server, "console-chatter").await;
+    let channel = chatter
+        .ok(
+            "channel_join",
+            json!({"target": "lobby", "type": 1, "persistence": true}),
+            "channel",
+        )
+        .await;
+    let channel_id = channel["id"].as_str().expect("channel id").to_owned();
+    chatter
+        .ok(
+            "channel_message_send",
+            json!({"channel_id": channel_id, "content": "{\"text\":\"<b>hello</b>\"}"}),
+            "channel_message_ack",
+        )
+        .await;
+    let (status, messages) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/chat/messages?channel=lobby",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{messages}");
+    assert_eq!(messages["channel_id"], channel_id.as_str());
+    assert_eq!(
+        messages["messages"][0]["content"],
+        r#"{"text":"<b>hello</b>"}"#
+    );
+    let made = server
+        .http
+        .post(server.url("/v2/group"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "Night Owls", "open": true}))
+        .send()
+        .await
+        .expect("group");
+    assert!(made.status().is_success());
+    let group: Value = made.json().await.expect("group json");
+    let (_, groups) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/groups?name=night",
+        None,
+    )
+    .await;
+    assert_eq!(groups["groups"][0]["name"], "Night Owls", "{groups}");
+    let (_, members) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/groups/{}/users", group["id"].as_str().expect("id")),
+        None,
+    )
+    .await;
+    assert_eq!(members["group_users"][0]["user"]["id"], carla.as_str());
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/accounts/{carla}/notify"),
+        Some(json!({"subject": "Server maintenance", "content": "{\"at\":\"noon\"}", "code": 101})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, listed) = server
+        .get_with_token("/v2/notification?limit=10", &token)
+        .await;
+    assert_eq!(
+        listed["notifications"][0]["subject"], "Server maintenance",
+        "{listed}"
+    );
+
+    // An invite link made by a player: its clicks on the console, and disabled from it.
+    let made = server
+        .http
+        .post(server.links_url("/"))
+        .bearer_auth(&token)
+        .json(&json!({"url": "https://game.example.com/join/7", "slug": "join-seven"}))
+        .send()
+        .await
+        .expect("link");
+    assert!(
+        made.status().is_success(),
+        "{}",
+        made.text().await.unwrap_or_default()
+    );
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let visit = no_redirects
+        .get(server.links_url("/join-seven"))
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(visit.status(), StatusCode::PERMANENT_REDIRECT);
+    let (status, link) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/links/join-seven",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{link}");
+    assert_eq!(link["url"], "https://game.example.com/join/7");
+    assert_eq!(link["clicks"][0][1], 1, "{link}");
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::DELETE,
+        "/api/links/join-seven",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let gone = no_redirects
+        .get(server.links_url("/join-seven"))
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(gone.status(), StatusCode::GONE);
+
     let (status, matches) = call(
         &server,
         Some(&admin),

@@ -713,3 +713,69 @@ async fn a_game_server_that_calls_ready_again_serves_another_room() {
         "a ticket of the new room: {welcome}"
     );
 }
+
+/// The console shows a process room's game server output (what the game server printed), and
+/// refuses the log of a room that is not a game server's.
+#[tokio::test]
+async fn the_console_shows_a_process_rooms_output() {
+    let db = Database::new(Backend::Sqlite).await;
+    let path = db.data_dir().join("fleet.toml");
+    std::fs::create_dir_all(db.data_dir()).expect("dir");
+    std::fs::write(&path, fleet_toml("41060-41069", &[], "buffer = 1\nmax = 2")).expect("config");
+    let console_port = free_port();
+    let mut command = muster_command(&db);
+    command
+        .arg("--config")
+        .arg(&path)
+        .env(
+            "MUSTER_CONSOLE__LISTEN",
+            format!("127.0.0.1:{console_port}"),
+        )
+        .env("MUSTER_CONSOLE__ADMIN_PASSWORD", "fleet-console-pw");
+    let node = Binary::run(command, free_port()).await;
+    let alice = player(&node, "fleet-console-alice").await;
+    let (status, room) = create(&node, &alice, 2).await;
+    assert_eq!(status, 201, "{room}");
+    let id = room["room_id"].as_str().expect("id").to_owned();
+    let console = format!("http://127.0.0.1:{console_port}");
+    let http = reqwest::Client::new();
+    let login = http
+        .post(format!("{console}/api/login"))
+        .json(&json!({"username": "admin", "password": "fleet-console-pw"}))
+        .send()
+        .await
+        .expect("login");
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("pair")
+        .to_owned();
+    let log = |room: String| {
+        let http = http.clone();
+        let cookie = cookie.clone();
+        let console = console.clone();
+        async move {
+            let r = http
+                .get(format!("{console}/api/rooms/{room}/log"))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("log");
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or_default())
+        }
+    };
+    let (status, output) = log(id.clone()).await;
+    assert_eq!(status, 200, "{output}");
+    assert!(
+        output["output"]
+            .as_str()
+            .expect("output")
+            .contains("ready on port"),
+        "{output}"
+    );
+    let (status, _) = log("not-a-room".into()).await;
+    assert!((400..500).contains(&status));
+}

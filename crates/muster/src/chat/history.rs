@@ -14,8 +14,9 @@ use crate::store::{HistoryQuery, StoreError};
 
 /// One page request.
 pub struct HistoryRequest {
-    /// Who reads (a direct chat is readable only by its two users).
-    pub reader: Uuid,
+    /// Who reads (a direct chat is readable only by its two users, a group's only by its
+    /// members); `None`: the server (an operator's console), which reads any channel.
+    pub reader: Option<Uuid>,
     pub channel_id: String,
     /// 1–100; 1 when absent, as in Nakama.
     pub limit: Option<i64>,
@@ -47,13 +48,15 @@ impl Chat {
         let channel_id = request.channel_id;
         let channel = ChannelId::parse(&channel_id)
             .map_err(|e| HistoryError::Invalid(format!("Invalid channel ID: {e}.")))?;
+        let reader = request.reader;
         match &channel {
+            _ if reader.is_none() => {}
             ChannelId::Room(_) => {}
             ChannelId::Group(group) => {
                 let member = match Uuid::parse_str(group) {
                     Ok(group) => self
                         .groups
-                        .member_state(group, request.reader)
+                        .member_state(group, reader.unwrap_or_default())
                         .await?
                         .is_some_and(crate::store::groups::state::is_member),
                     Err(_) => false,
@@ -65,7 +68,7 @@ impl Chat {
                 }
             }
             ChannelId::Direct(one, two) => {
-                let me = request.reader.to_string();
+                let me = reader.unwrap_or_default().to_string();
                 if me != *one && me != *two {
                     return Err(HistoryError::Forbidden(
                         "Only the two users of a direct chat can read its history.".into(),

@@ -73,6 +73,13 @@ const TRACKED: &[Tracked] = &[
     tracked("db_group_commit_duration_seconds", &[Rate, P50, P99], false),
     tracked("db_group_commit_size", &[P50, P99], false),
     tracked("db_operation_duration_seconds", &[Rate, P99], false),
+    tracked("links_redirects_total", &[Rate], false),
+    tracked("links_creates_total", &[Rate], false),
+    tracked("world_towers", &[Value], true),
+    tracked("world_creeps", &[Value], true),
+    tracked("world_subscribers", &[Value], false),
+    tracked("world_tick_seconds", &[P50, P99], false),
+    tracked("world_checkpoint_seconds", &[Rate, P99], false),
     tracked("process_resident_memory_bytes", &[Value], false),
     tracked("process_cpu_seconds_total", &[Rate], false),
 ];

@@ -327,6 +327,15 @@ impl Matches {
     }
 
     /// The room `id` when it is one of the fleet's.
+    /// The latest output (standard output and error) of the game server process serving room
+    /// `id`, when it is a room of this node's fleet; `None` for any other room.
+    pub fn room_output(&self, id: &str) -> Result<Option<String>, MatchError> {
+        Ok(self
+            .fleet_room(id)?
+            .and_then(|room| room.server)
+            .map(|server| server.output()))
+    }
+
     fn fleet_room(&self, id: &str) -> Result<Option<FleetRoom>, MatchError> {
         match &self.fleet {
             Some(fleet) => fleet.room(id),

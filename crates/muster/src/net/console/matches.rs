@@ -37,6 +37,21 @@ pub async fn list(
     Ok(Json(json!({"matches": matches, "rooms": rooms})))
 }
 
+/// `GET /api/rooms/{id}/log`: the game server's latest output, for a room of this node's fleet.
+pub async fn room_log(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let output = state
+        .matches
+        .room_output(&id)
+        .map_err(domain)?
+        .ok_or(ConsoleApiError::NotFound)?;
+    Ok(Json(json!({ "output": output })))
+}
+
 #[derive(Deserialize)]
 pub struct SignalBody {
     #[serde(default)]

@@ -16,7 +16,11 @@
 //! | `POST /api/storage/object` | developer | write an object over the version read (a stale one is refused) |
 //! | `GET /api/leaderboards`, `/api/leaderboards/{id}/records` | readonly | boards with their definitions; a board's records in rank order |
 //! | `DELETE /api/leaderboards/{id}/records/{owner}` | developer | delete a record of the current period |
+//! | `GET /api/chat/messages`, `/api/groups`, `/api/groups/{id}/users` | readonly | a channel's stored messages; groups; a group's members |
+//! | `POST /api/accounts/{id}/notify` | developer | a notification from the system to a player |
+//! | `GET /api/links/{code}`, `DELETE /api/links/{code}` | readonly, developer | an invite link with its clicks per day; disable it |
 //! | `GET /api/matches` | readonly | the cluster's matches (labels, sizes), this node's rooms |
+//! | `GET /api/rooms/{id}/log` | readonly | a process room's game server output (its last `fleet.*.log_bytes`) |
 //! | `POST /api/matches/{id}/signal` | developer | signal an authoritative match on this node |
 //! | `GET /api/runtime` | readonly | the functions, their calls and last errors |
 //! | `POST /api/runtime/{id}/call` | developer | call a function as a player or the server |
@@ -33,10 +37,12 @@ mod auth;
 mod boards;
 mod data;
 mod error;
+mod links;
 mod matches;
 mod players;
 mod runtime;
 mod settings;
+mod social;
 mod status;
 mod users;
 
@@ -94,8 +100,17 @@ pub fn router(state: AppState) -> Router {
             "/api/leaderboards/{id}/records/{owner}",
             delete(boards::delete_record),
         )
+        .route("/api/chat/messages", get(social::messages))
+        .route("/api/groups", get(social::groups))
+        .route("/api/groups/{id}/users", get(social::group_users))
+        .route("/api/accounts/{id}/notify", post(social::notify))
+        .route(
+            "/api/links/{code}",
+            get(links::stats).delete(links::disable),
+        )
         .route("/api/matches", get(matches::list))
         .route("/api/matches/{id}/signal", post(matches::signal))
+        .route("/api/rooms/{id}/log", get(matches::room_log))
         .route("/api/runtime", get(runtime::functions))
         .route("/api/runtime/{id}/call", post(runtime::call))
         .fallback(not_found)

@@ -33,7 +33,7 @@ pub async fn list_messages(
     let Path(channel_id) =
         path.map_err(|e| ApiError::InvalidArgument(format!("Invalid channel ID: {e}.")))?;
     let request = HistoryRequest {
-        reader: caller.uid,
+        reader: Some(caller.uid),
         channel_id,
         limit: query.limit,
         forward: query.forward.unwrap_or(true),

@@ -109,6 +109,9 @@ async function logout() {
 
 const pages = {
   status: statusPage,
+  links: linksPage,
+  chat: chatPage,
+  groups: groupsPage,
   cluster: clusterPage,
   leaderboards: leaderboardsPage,
   matches: matchesPage,
@@ -170,6 +173,10 @@ const CHARTS = [
   { id: "db_commits", title: "Database commits/s", lines: [["db_group_commit_duration_seconds", "rate"]] },
   { id: "db_latency", title: "Database commit p50 / p99, operation p99 (ms)", lines: [["db_group_commit_duration_seconds", "p50", 1000], ["db_group_commit_duration_seconds", "p99", 1000], ["db_operation_duration_seconds", "p99", 1000]] },
   { id: "db_batch", title: "Writes per group commit p50 / p99", lines: [["db_group_commit_size", "p50"], ["db_group_commit_size", "p99"]] },
+  { id: "links", title: "Invite links: redirects/s and creates/s", lines: [["links_redirects_total", "rate"], ["links_creates_total", "rate"]] },
+  { id: "world", title: "World: towers and creeps by shard, subscribers", lines: [["world_towers", "value"], ["world_creeps", "value"], ["world_subscribers", "value"]] },
+  { id: "world_tick", title: "World tick p50 / p99 (ms)", lines: [["world_tick_seconds", "p50", 1000], ["world_tick_seconds", "p99", 1000]] },
+  { id: "world_checkpoints", title: "World checkpoints/s and their p99 (s)", lines: [["world_checkpoint_seconds", "rate"], ["world_checkpoint_seconds", "p99"]] },
   { id: "memory", title: "Resident memory (MB)", lines: [["process_resident_memory_bytes", "value", 1 / 1048576]] },
   { id: "cpu", title: "CPU (cores busy)", lines: [["process_cpu_seconds_total", "rate"]] },
 ];
@@ -364,8 +371,18 @@ async function accountPage(id) {
     table("friends", ["User", "State"], (data.friends.friends || []).map((f) => el("tr", {}, el("td", {}, el("a", { href: `#players/${f.user.id}` }, f.user.username)), el("td", {}, String(f.state))))));
   const groups = el("div", { class: "card" }, el("h3", {}, "Groups"),
     table("groups", ["Group", "State"], (data.groups.user_groups || []).map((g) => el("tr", {}, el("td", {}, g.group.name), el("td", {}, String(g.state))))));
+  const notifyForm = el("form", { id: "notify-form", on: { submit: (e) => {
+    e.preventDefault();
+    const f = e.target;
+    act("POST", `${base}/notify`, { subject: f.subject.value, content: f.content.value || "{}", code: Number(f.code.value || 0), persistent: true });
+  } } },
+  el("label", {}, "Subject", el("input", { name: "subject", required: "" })),
+  el("label", {}, "Content (a JSON object)", el("input", { name: "content", value: "{}" })),
+  el("label", {}, "Code", el("input", { name: "code", type: "number", value: "0" })),
+  el("button", { type: "submit" }, "Send notification"));
   const notifications = el("div", { class: "card" }, el("h3", {}, "Notifications"),
-    table("notifications", ["Subject", "Code", "Content"], (data.notifications.notifications || []).map((n) => el("tr", {}, el("td", {}, n.subject), el("td", {}, String(n.code)), el("td", {}, el("pre", {}, n.content))))));
+    table("notifications", ["Subject", "Code", "Content"], (data.notifications.notifications || []).map((n) => el("tr", {}, el("td", {}, n.subject), el("td", {}, String(n.code)), el("td", {}, el("pre", {}, n.content))))),
+    canChange() ? notifyForm : "");
   const metadata = el("textarea", { id: "metadata", rows: 4, cols: 60 });
   metadata.value = user.metadata || "{}";
   const manage = el("div", { class: "card", id: "manage" }, el("h3", {}, "Metadata and account"), metadata,
@@ -452,6 +469,72 @@ async function runtimePage() {
     table("functions", ["Function", "Calls on this node", "Last error"], rows), el("p"), explorer);
 }
 
+// --- invite links -------------------------------------------------------------------------------
+
+async function linksPage() {
+  const code = el("input", { id: "link-code", placeholder: "a link's code" });
+  const result = el("div", { id: "link-result" });
+  const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); show().catch((err) => { result.replaceChildren(el("p", { class: "error" }, err.message)); }); } } },
+    code, el("button", { type: "submit" }, "Look up"));
+  view().replaceChildren(el("h2", {}, "Invite links"), el("p", { class: "muted" }, "Redirects and creations per second are on the status page."), form, result);
+  async function show() {
+    const link = await api("GET", `/api/links/${encodeURIComponent(code.value)}`);
+    result.replaceChildren(el("div", { class: "card" },
+      el("h3", {}, link.code), el("p", {}, "To: ", link.url), el("p", {}, `Owner ${link.owner} · ${link.visits} visits`, link.disabled ? " · disabled" : ""),
+      table("link-clicks", ["Day", "Clicks"], link.clicks.map(([day, n]) => el("tr", {}, el("td", {}, new Date(day * 86400000).toISOString().slice(0, 10)), el("td", {}, String(n))))),
+      canChange() && !link.disabled ? el("button", { class: "danger", on: { click: async () => {
+        try { await api("DELETE", `/api/links/${encodeURIComponent(link.code)}`); await show(); } catch (e) { showError(e); }
+      } } }, "Disable") : ""));
+  }
+}
+
+// --- chat --------------------------------------------------------------------------------------
+
+async function chatPage() {
+  const channel = el("input", { id: "chat-channel", placeholder: "room name, or a channel id (2...room, 3.group.., 4..one.two)", value: sessionStorage.getItem("channel") || "" });
+  const results = el("div", { id: "chat-results" });
+  const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); list(null).catch(showError); } } },
+    channel, el("button", { type: "submit" }, "Show messages"));
+  view().replaceChildren(el("h2", {}, "Chat"), form, results);
+  async function list(cursor) {
+    sessionStorage.setItem("channel", channel.value);
+    if (!channel.value) return;
+    const page = await api("GET", `/api/chat/messages?channel=${encodeURIComponent(channel.value)}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    results.replaceChildren(el("p", { class: "muted" }, `channel ${page.channel_id}, newest first`),
+      table("messages", ["When", "Sender", "Content"], (page.messages || []).map((m) => el("tr", {},
+        el("td", {}, m.create_time || ""), el("td", {}, el("a", { href: `#players/${m.sender_id}` }, m.username || m.sender_id)),
+        el("td", {}, el("pre", {}, m.content))))),
+      page.next_cursor ? el("button", { on: { click: () => list(page.next_cursor).catch(showError) } }, "Older messages") : "");
+  }
+  await list(null);
+}
+
+// --- groups ------------------------------------------------------------------------------------
+
+async function groupsPage(id) {
+  const root = view();
+  if (id) {
+    const { group_users } = await api("GET", `/api/groups/${encodeURIComponent(id)}/users`);
+    root.replaceChildren(el("h2", {}, "Group members"),
+      table("group-users", ["User", "State"], (group_users || []).map((g) => el("tr", {},
+        el("td", {}, el("a", { href: `#players/${g.user.id}` }, g.user.username)), el("td", {}, String(g.state))))));
+    return;
+  }
+  const name = el("input", { id: "group-name", placeholder: "name starts with (empty: all, largest first)" });
+  const results = el("div");
+  const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); list("").catch(showError); } } },
+    name, el("button", { type: "submit" }, "List"));
+  root.replaceChildren(el("h2", {}, "Groups"), form, results);
+  async function list(cursor) {
+    const page = await api("GET", `/api/groups?name=${encodeURIComponent(name.value)}&cursor=${encodeURIComponent(cursor)}`);
+    results.replaceChildren(table("groups-list", ["Name", "Members", "Open", "Description"], (page.groups || []).map((g) => el("tr", {},
+      el("td", {}, el("a", { href: `#groups/${g.id}` }, g.name)), el("td", {}, `${g.edge_count} / ${g.max_count}`),
+      el("td", {}, g.open ? "open" : "closed"), el("td", {}, g.description || "")))),
+    page.cursor ? el("button", { on: { click: () => list(page.cursor).catch(showError) } }, "Next page") : "");
+  }
+  await list("");
+}
+
 // --- leaderboards ----------------------------------------------------------------------------
 
 async function leaderboardsPage(id) {
@@ -496,6 +579,7 @@ async function matchesPage() {
   const root = view();
   const { matches, rooms } = await api("GET", "/api/matches");
   const answer = el("pre", { id: "signal-answer" });
+  const log = el("pre", { id: "room-log", class: "card" });
   root.replaceChildren(el("h2", {}, "Matches"),
     table("matches", ["Match", "Kind", "Handler", "Label", "Players", "Tick rate", ""], matches.map((m) => {
       const data = el("input", { placeholder: "signal data" });
@@ -507,8 +591,10 @@ async function matchesPage() {
     })), answer,
     el("h2", {}, "Rooms on this node"),
     table("rooms", ["Room", "Handler", "Players", "Capacity", "Tick rate", "Label", "Created"], rooms.map((r) => el("tr", {},
-      el("td", {}, r.room_id), el("td", {}, r.handler), el("td", {}, String(r.players)), el("td", {}, String(r.capacity)),
-      el("td", {}, String(r.tick_rate_hz)), el("td", {}, el("pre", {}, r.label || "")), el("td", {}, new Date(r.created_at_ms).toISOString())))));
+      el("td", {}, r.room_id, " ", el("button", { on: { click: async () => {
+        try { log.textContent = (await api("GET", `/api/rooms/${encodeURIComponent(r.room_id)}/log`)).output || "(no output yet)"; } catch (e) { log.textContent = e.status === 404 ? "Not a game server's room." : e.message; }
+      } } }, "Log")), el("td", {}, r.handler), el("td", {}, String(r.players)), el("td", {}, String(r.capacity)),
+      el("td", {}, String(r.tick_rate_hz)), el("td", {}, el("pre", {}, r.label || "")), el("td", {}, new Date(r.created_at_ms).toISOString())))), log);
 }
 
 // --- configuration ----------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+//! Invite links: a link by its code with its clicks per day, and an operator's disabling of it
+//! (as the links API key may).
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::{console, Session};
+use super::error::domain;
+use super::ConsoleApiError;
+use crate::console::Role;
+use crate::links::Viewer;
+use crate::net::state::AppState;
+
+#[derive(Deserialize)]
+pub struct StatsQuery {
+    days: Option<u32>,
+}
+
+/// `GET /api/links/{code}?days=`: the link, its visits and clicks per day (90 days by default).
+pub async fn stats(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(code): Path<String>,
+    Query(query): Query<StatsQuery>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let stats = state
+        .links
+        .stats(&code, Viewer::ApiKey, query.days.unwrap_or(90))
+        .await
+        .map_err(domain)?;
+    let link = &stats.link;
+    Ok(Json(json!({
+        "code": link.code,
+        "url": link.url,
+        "owner": link.owner,
+        "disabled": link.disabled,
+        "expires_at_ms": link.expires_at_ms,
+        "max_visits": link.max_visits,
+        "create_time_ms": link.create_time_ms,
+        "visits": stats.visits,
+        // UTC days since 1970-01-01, and the clicks on each.
+        "clicks": stats.clicks,
+    })))
+}
+
+/// `DELETE /api/links/{code}`: disables the link for good (410 from then on).
+pub async fn disable(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(code): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    state
+        .links
+        .disable(&code, Viewer::ApiKey)
+        .await
+        .map_err(domain)?;
+    console(&state)?
+        .audit(&operator, "link_disable", &code, json!({}))
+        .await?;
+    Ok(Json(json!({})))
+}

@@ -1,0 +1,161 @@
+//! Chat, groups and notifications: a channel's stored messages (any channel: the console reads
+//! as the server), groups page by page with their members, and a notification sent to a player.
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use muster_proto::realtime::ChannelId;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::{console, Session};
+use super::error::domain;
+use super::ConsoleApiError;
+use crate::chat::history::HistoryRequest;
+use crate::console::Role;
+use crate::groups::GroupQuery;
+use crate::net::state::AppState;
+use crate::notifications::NewNotification;
+
+/// Messages, groups and members per page.
+const PAGE: usize = 100;
+
+#[derive(Deserialize)]
+pub struct MessagesQuery {
+    /// A channel id (`2...lobby`, `3.<group>..`, `4..<one>.<two>`) or a room's name.
+    channel: String,
+    cursor: Option<String>,
+}
+
+/// `GET /api/chat/messages?channel=&cursor=`: a channel's stored messages, newest first.
+pub async fn messages(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Query(query): Query<MessagesQuery>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let channel_id = if ChannelId::parse(&query.channel).is_ok() {
+        query.channel
+    } else {
+        ChannelId::Room(query.channel).to_string()
+    };
+    let page = state
+        .chat
+        .history(HistoryRequest {
+            reader: None,
+            channel_id: channel_id.clone(),
+            limit: Some(PAGE as i64),
+            forward: false,
+            cursor: query.cursor.unwrap_or_default(),
+        })
+        .await
+        .map_err(domain)?;
+    let mut answer = serde_json::to_value(page).unwrap_or_default();
+    answer["channel_id"] = channel_id.into();
+    Ok(Json(answer))
+}
+
+#[derive(Deserialize)]
+pub struct GroupsQuery {
+    name: Option<String>,
+    #[serde(default)]
+    cursor: String,
+}
+
+/// `GET /api/groups?name=&cursor=`: groups by name (a prefix, `%` a wildcard) or all, largest
+/// first.
+pub async fn groups(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Query(query): Query<GroupsQuery>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let list = state
+        .groups
+        .list(GroupQuery {
+            name: query.name.filter(|n| !n.trim().is_empty()).map(|n| {
+                if n.ends_with('%') {
+                    n
+                } else {
+                    format!("{n}%")
+                }
+            }),
+            cursor: query.cursor,
+            limit: Some(PAGE),
+            lang_tag: None,
+            members: None,
+            open: None,
+        })
+        .await
+        .map_err(domain)?;
+    Ok(Json(serde_json::to_value(list).unwrap_or_default()))
+}
+
+/// `GET /api/groups/{id}/users`: a group's members (first page), by state.
+pub async fn group_users(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let list = state
+        .groups
+        .users(&id, Some(PAGE), None, "")
+        .await
+        .map_err(domain)?;
+    Ok(Json(serde_json::to_value(list).unwrap_or_default()))
+}
+
+#[derive(Deserialize)]
+pub struct NotifyBody {
+    subject: String,
+    /// A JSON object, as text.
+    #[serde(default = "empty_object")]
+    content: String,
+    #[serde(default)]
+    code: i32,
+    #[serde(default = "yes")]
+    persistent: bool,
+}
+
+fn empty_object() -> String {
+    "{}".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /api/accounts/{id}/notify`: a notification from the system to the player.
+pub async fn notify(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Json(body): Json<NotifyBody>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let user_id =
+        Uuid::parse_str(&id).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))?;
+    state
+        .rpc
+        .notifications()
+        .send(vec![NewNotification {
+            user_id,
+            subject: body.subject.clone(),
+            content: body.content.clone(),
+            code: body.code,
+            sender_id: None,
+            persistent: body.persistent,
+        }])
+        .await
+        .map_err(domain)?;
+    console(&state)?
+        .audit(
+            &operator,
+            "notification_send",
+            &id,
+            json!({"subject": body.subject, "code": body.code, "content": body.content}),
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
