@@ -66,6 +66,11 @@ async fn pairs_the_right_players_and_their_tokens_join_one_match() {
     assert_eq!(m_eu1["users"][0]["numeric_properties"]["skill"], 10.0);
     assert_ne!(m_eu1["token"], m_eu2["token"], "a token per player");
     assert!(m_eu1.get("match_id").is_none());
+    // Each matched ticket's wait is observed (what the console charts).
+    assert_eq!(
+        support::metric(&server, "muster_matchmaker_wait_seconds_count").await,
+        4.0
+    );
 
     // Both eu players join with their tokens: the same relayed match, and data flows.
     let j1 = eu1

@@ -69,6 +69,7 @@ const TRACKED: &[Tracked] = &[
     tracked("match_late_ticks_total", &[Rate], false),
     tracked("matchmaker_tickets", &[Value], false),
     tracked("matchmaker_matched_total", &[Rate], false),
+    tracked("matchmaker_wait_seconds", &[P50, P99], false),
     tracked("chat_messages_delivered_total", &[Rate], false),
     tracked("db_group_commit_duration_seconds", &[Rate, P50, P99], false),
     tracked("db_group_commit_size", &[P50, P99], false),

@@ -646,6 +646,13 @@ fn deliver(matches: &Matches, id: MatchId, group: &[Ticket]) {
         .metrics
         .matchmaker_matched
         .inc_by(players.len() as u64);
+    let pass_secs = matches.matchmaker_config.interval_ms as f64 / 1000.0;
+    for ticket in group {
+        matches
+            .metrics
+            .matchmaker_wait
+            .observe(f64::from(ticket.intervals) * pass_secs);
+    }
     for (ticket, recipient, me) in &players {
         let Some(recipient) = recipient else {
             continue;

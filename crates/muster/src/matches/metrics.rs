@@ -31,6 +31,8 @@ pub struct MatchMetrics {
     pub matchmaker_pass: Histogram,
     /// Players matched.
     pub matchmaker_matched: IntCounter,
+    /// How long matched tickets waited, in whole passes (the matchmaker's resolution).
+    pub matchmaker_wait: Histogram,
     /// Join tokens remembered as used (single use), until they expire.
     pub used_tokens: IntGauge,
     /// In a cluster: the matchmaker lease's epoch while this node holds it, else 0.
@@ -106,6 +108,15 @@ impl MatchMetrics {
             matchmaker_matched: register!(IntCounter::new(
                 "matchmaker_matched_total",
                 "Players matched by the matchmaker."
+            )),
+            matchmaker_wait: register!(Histogram::with_opts(
+                HistogramOpts::new(
+                    "matchmaker_wait_seconds",
+                    "How long a matched ticket waited, from its first pass to its match (passes × matchmaker.interval_ms)."
+                )
+                .buckets(vec![
+                    0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0
+                ])
             )),
             used_tokens: register!(IntGauge::new(
                 "match_join_tokens_used",

@@ -168,6 +168,7 @@ const CHARTS = [
   { id: "matches", title: "Matches and their players", lines: [["matches", "value"], ["match_players", "value"]] },
   { id: "ticks", title: "Match ticks/s and late ticks/s", lines: [["match_ticks_total", "rate"], ["match_late_ticks_total", "rate"]] },
   { id: "matchmaker", title: "Matchmaker: tickets waiting, matched/s", lines: [["matchmaker_tickets", "value"], ["matchmaker_matched_total", "rate"]] },
+  { id: "matchmaker_wait", title: "Matchmaker wait p50 / p99 (s)", lines: [["matchmaker_wait_seconds", "p50"], ["matchmaker_wait_seconds", "p99"]] },
   { id: "chat", title: "Chat deliveries/s", lines: [["chat_messages_delivered_total", "rate"]] },
   { id: "http", title: "HTTP requests/s", lines: [["http_request_duration_seconds", "rate"]] },
   { id: "db_commits", title: "Database commits/s", lines: [["db_group_commit_duration_seconds", "rate"]] },
