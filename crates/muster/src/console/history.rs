@@ -219,12 +219,34 @@ struct Inner {
 }
 
 /// Which resolution a query reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Resolution {
     /// 1 s points, up to an hour back.
     Second,
     /// 1 min points, up to 7 days back.
     Minute,
+}
+
+/// What a window holds (see [`History::window_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize)]
+pub struct WindowQuery {
+    pub resolution: Resolution,
+    pub after: i64,
+    /// Kept points merged into one answer point.
+    pub every: i64,
+    /// How far back, in seconds (`None`: all that is kept).
+    pub span: Option<i64>,
+}
+
+/// A group of kept points as one: their mean, or for a p99 their max; `None` when none was kept.
+fn merge_points(group: &[Option<f32>], stat: Stat) -> Option<f32> {
+    let values = group.iter().flatten();
+    if stat == Stat::P99 {
+        return values.copied().reduce(f32::max);
+    }
+    let (sum, n) = values.fold((0.0f64, 0u32), |(sum, n), v| (sum + f64::from(*v), n + 1));
+    (n > 0).then(|| (sum / f64::from(n)) as f32)
 }
 
 /// One series of a query's answer.
@@ -363,28 +385,60 @@ impl History {
         }
     }
 
-    /// Every series' points after `after` (Unix seconds, or minutes' starts for
-    /// [`Resolution::Minute`]); `after` 0 reads all that is kept.
+    /// Every series' points after `after` (Unix seconds), one per second or minute.
     pub fn window(&self, resolution: Resolution, after: i64) -> Window {
+        self.window_with(WindowQuery {
+            resolution,
+            after,
+            every: 1,
+            span: None,
+        })
+    }
+
+    /// Every series' points as `query` asks: after `query.after` (Unix seconds; 0 reads all that
+    /// is kept), at most `query.span` seconds back, each answer point merging `query.every`
+    /// kept points (their mean; for a p99 their max) — a chart 720 pixels wide needs no more
+    /// than 720 points. Only whole groups are answered, so a poll after the last `end` gets the
+    /// groups completed since.
+    pub fn window_with(&self, query: WindowQuery) -> Window {
         let inner = self.inner.lock();
-        let step = match resolution {
+        let step = match query.resolution {
             Resolution::Second => 1,
             Resolution::Minute => 60,
         };
-        let end = inner.previous_at.unwrap_or(0).div_euclid(step);
-        let first = inner.first_at.unwrap_or(0).div_euclid(step);
-        let after = after.div_euclid(step).max(first - 1);
-        let mut start = end + 1;
+        let every = query.every.clamp(1, 3600);
+        let last = inner.previous_at.unwrap_or(0).div_euclid(step);
+        // The last whole group ends here.
+        let end = (last + 1).div_euclid(every) * every - 1;
+        let kept_from = inner.first_at.unwrap_or(0).div_euclid(step);
+        let span_from = query
+            .span
+            .map_or(i64::MIN, |span| end + 1 - span.div_euclid(step).max(1));
+        let from = (query.after.div_euclid(step) + 1)
+            .max(kept_from)
+            .max(span_from);
+        // Groups start at multiples of `every`.
+        let from = from.div_euclid(every) * every
+            + if from.rem_euclid(every) == 0 {
+                0
+            } else {
+                every
+            };
+        let mut start = from;
         let mut series: Vec<SeriesPoints> = inner
             .series
             .iter()
             .map(|(key, s)| {
-                let ring = match resolution {
+                let ring = match query.resolution {
                     Resolution::Second => &s.seconds,
                     Resolution::Minute => &s.minutes,
                 };
-                let (first, points) = ring.since(after, end);
+                let (first, raw) = ring.since(from - 1, end);
                 start = first;
+                let points = raw
+                    .chunks(every as usize)
+                    .map(|group| merge_points(group, s.stat))
+                    .collect();
                 SeriesPoints {
                     key: key.clone(),
                     points,
@@ -400,7 +454,7 @@ impl History {
         });
         Window {
             start: start * step,
-            step,
+            step: step * every,
             end: end * step,
             series,
         }
@@ -411,12 +465,11 @@ impl History {
     /// what one message to another node carries.
     pub fn window_part(
         &self,
-        resolution: Resolution,
-        after: i64,
+        query: WindowQuery,
         from: usize,
         max_bytes: usize,
     ) -> (Window, Option<usize>) {
-        let mut window = self.window(resolution, after);
+        let mut window = self.window_with(query);
         let all = std::mem::take(&mut window.series);
         let mut bytes = 0;
         for (i, series) in all.into_iter().enumerate().skip(from) {
@@ -631,6 +684,44 @@ mod tests {
             online_m.points[online_m.points.len() - 2],
             Some(29.5),
             "mean of 0..59"
+        );
+    }
+
+    #[test]
+    fn points_are_grouped_whole_and_a_span_bounds_the_window() {
+        let (registry, online, _, _) = registry();
+        let history = History::new(registry, 100);
+        // Seconds 1000..=1011: values 0..=11.
+        for s in 0..12 {
+            online.set(s);
+            history.sample(1000 + s);
+        }
+        let query = |after, every, span| {
+            history.window_with(WindowQuery {
+                resolution: Resolution::Second,
+                after,
+                every,
+                span,
+            })
+        };
+        let grouped = query(0, 5, None);
+        assert_eq!((grouped.start, grouped.step, grouped.end), (1000, 5, 1009));
+        let online_points = &points(&grouped, "users_online", Stat::Value)[0].points;
+        assert_eq!(
+            online_points,
+            &[Some(2.0), Some(7.0)],
+            "means of 0..4 and 5..9; 10..11 not whole yet"
+        );
+        // A poll after the last end gets nothing until the next group is whole.
+        let next = query(grouped.end, 5, None);
+        assert!(points(&next, "users_online", Stat::Value)[0]
+            .points
+            .is_empty());
+        let spanned = query(0, 1, Some(3));
+        assert_eq!(spanned.start, 1009);
+        assert_eq!(
+            points(&spanned, "users_online", Stat::Value)[0].points,
+            vec![Some(9.0), Some(10.0), Some(11.0)]
         );
     }
 

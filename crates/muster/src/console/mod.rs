@@ -148,18 +148,17 @@ impl Console {
     pub async fn cluster_status(
         &self,
         this_node: &str,
-        resolution: history::Resolution,
-        after: i64,
+        query: history::WindowQuery,
     ) -> Vec<serde_json::Value> {
         let local = serde_json::json!({
             "node": this_node,
-            "window": self.history.window(resolution, after),
+            "window": self.history.window_with(query),
         });
         let Some(cluster) = &self.cluster else {
             return vec![local];
         };
         let asks = cluster.nodes.peers().into_iter().map(|node| async move {
-            match cluster.ask(&node, resolution, after).await {
+            match cluster.ask(&node, query).await {
                 Ok(window) => serde_json::json!({"node": node, "window": window}),
                 Err(e) => serde_json::json!({"node": node, "error": e.to_string()}),
             }

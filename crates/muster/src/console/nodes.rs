@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::history::{History, Resolution};
+use super::history::{History, WindowQuery};
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
 
@@ -24,11 +24,10 @@ const PART_BYTES: usize = 600_000;
 /// Departures remembered for the operations page.
 const DEPARTURES_KEPT: usize = 50;
 
-/// What a node is asked.
+/// What a node is asked: a window, from its `from`th series.
 #[derive(Debug, Serialize, Deserialize)]
 struct Ask {
-    minute: bool,
-    after: i64,
+    query: WindowQuery,
     from: usize,
 }
 
@@ -109,13 +108,7 @@ impl ClusterStatus {
                 let Ok(ask) = serde_json::from_slice::<Ask>(&message.payload) else {
                     continue;
                 };
-                let resolution = if ask.minute {
-                    Resolution::Minute
-                } else {
-                    Resolution::Second
-                };
-                let (window, next) =
-                    history.window_part(resolution, ask.after, ask.from, PART_BYTES);
+                let (window, next) = history.window_part(ask.query, ask.from, PART_BYTES);
                 if let Ok(body) = serde_json::to_vec(&json!({"window": window, "next": next})) {
                     bus.reply(reply, body).await;
                 }
@@ -125,20 +118,11 @@ impl ClusterStatus {
     }
 
     /// Node `node`'s window, asked for part by part.
-    pub async fn ask(
-        &self,
-        node: &str,
-        resolution: Resolution,
-        after: i64,
-    ) -> anyhow::Result<Value> {
+    pub async fn ask(&self, node: &str, query: WindowQuery) -> anyhow::Result<Value> {
         let mut window: Option<Value> = None;
         let mut from = 0;
         loop {
-            let ask = Ask {
-                minute: resolution == Resolution::Minute,
-                after,
-                from,
-            };
+            let ask = Ask { query, from };
             let answer = self
                 .bus
                 .request(&topic(node), serde_json::to_vec(&ask)?, ASK_TIMEOUT)

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::auth::{console, Session};
 use super::ConsoleApiError;
-use crate::console::history::Resolution;
+use crate::console::history::{Resolution, WindowQuery};
 use crate::console::Role;
 use crate::net::state::AppState;
 
@@ -18,6 +18,10 @@ pub struct HistoryQuery {
     /// Only points after this Unix second (a page that polls asks for what is new).
     #[serde(default)]
     after: i64,
+    /// Kept points merged into one answered point (1 to 3600; default 1).
+    every: Option<i64>,
+    /// How far back, in seconds (default: all that is kept).
+    span: Option<i64>,
 }
 
 /// `GET /api/status`: this node's series, with the node's name.
@@ -36,8 +40,20 @@ pub async fn history(
             )))
         }
     };
+    let every = query.every.unwrap_or(1);
+    if !(1..=3600).contains(&every) || query.span.is_some_and(|s| s < 1) {
+        return Err(ConsoleApiError::BadRequest(
+            "every is 1 to 3600, and span at least 1.".into(),
+        ));
+    }
+    let window = WindowQuery {
+        resolution,
+        after: query.after,
+        every,
+        span: query.span,
+    };
     let nodes = console(&state)?
-        .cluster_status(&node_name(&state), resolution, query.after)
+        .cluster_status(&node_name(&state), window)
         .await;
     Ok(Json(json!({ "nodes": nodes })))
 }

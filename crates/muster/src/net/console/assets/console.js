@@ -189,19 +189,28 @@ function seriesName(node, s) {
   return [node, s.metric + (labels ? `{${labels}}` : ""), s.stat].join(" ");
 }
 
+// What each range asks the server for: a chart is 720 pixels wide, so no range needs more than
+// ~720 points (the server keeps an hour at 1 s and a week at 1 min, and merges the rest).
+const RANGES = {
+  minutes: { label: "Last 5 minutes, every second", resolution: "second", every: 1, span: 300, pollMs: 2000 },
+  hour: { label: "Last hour, every 5 seconds", resolution: "second", every: 5, span: 3600, pollMs: 5000 },
+  week: { label: "Last 7 days, every 15 minutes", resolution: "minute", every: 15, span: 604800, pollMs: 60000 },
+};
+
 async function statusPage() {
-  const resolution = sessionStorage.getItem("resolution") || "second";
-  const select = el("select", { id: "resolution", on: { change: (e) => { sessionStorage.setItem("resolution", e.target.value); route(); } } },
-    el("option", { value: "second" }, "Last hour, every second"),
-    el("option", { value: "minute" }, "Last 7 days, every minute"));
-  select.value = resolution;
+  const rangeName = RANGES[sessionStorage.getItem("range")] ? sessionStorage.getItem("range") : "minutes";
+  const range = RANGES[rangeName];
+  const select = el("select", { id: "range", on: { change: (e) => { sessionStorage.setItem("range", e.target.value); route(); } } },
+    Object.entries(RANGES).map(([name, r]) => el("option", { value: name }, r.label)));
+  select.value = rangeName;
   const nodes = el("span", { id: "nodes", class: "muted" });
   const grid = el("div", { class: "charts" });
   view().replaceChildren(el("div", { class: "toolbar" }, el("h2", {}, "Status"), select, nodes), grid);
   // Every series of every node, by name: {node, key, start, step, points}.
   const series = new Map();
   let after = 0;
-  const keep = resolution === "second" ? 3600 : 10080;
+  const resolution = range.resolution;
+  const keep = Math.ceil(range.span / (range.every * (resolution === "minute" ? 60 : 1)));
   const charts = CHARTS.map((def) => {
     const canvas = el("canvas", { width: 720, height: 280 });
     const legend = el("div", { class: "legend" });
@@ -210,7 +219,7 @@ async function statusPage() {
     return { def, canvas, legend, box };
   });
   async function poll() {
-    const answer = await api("GET", `/api/status?resolution=${resolution}&after=${after}`);
+    const answer = await api("GET", `/api/status?resolution=${resolution}&every=${range.every}&span=${range.span}&after=${after}`);
     let end = after;
     const failed = [];
     for (const { node, window, error } of answer.nodes) {
@@ -242,8 +251,11 @@ async function statusPage() {
       (failed.length ? ` · not answering: ${failed.join(", ")}` : "");
     for (const chart of charts) draw(chart, series, end);
   }
+  const root = view();
   await poll();
-  state.timer = setInterval(() => poll().catch(() => {}), resolution === "second" ? 2000 : 30000);
+  // The operator may have moved on while the first answer came.
+  if (root !== state.root) return;
+  state.timer = setInterval(() => poll().catch(() => {}), range.pollMs);
 }
 
 function draw({ def, canvas, legend, box }, series, end) {
