@@ -1,6 +1,6 @@
 //! What the console's status history costs one node: the memory of a full set of series, one
 //! sample (what the node pays every second), and serving a window as JSON — the full hour at
-//! 1 s (a page's first load, or another node's question) and the last two seconds (a page's
+//! 1 s, the page's hour view (every 5 s: ~720 points a series) and the last two seconds (a page's
 //! poll). Prints JSON.
 //!
 //! `cargo run --release -p muster --example console_history [SERIES] [RUNS]` (defaults: 150
@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use muster::console::history::{History, Resolution, SERIES_BYTES};
+use muster::console::history::{History, Resolution, WindowQuery, SERIES_BYTES};
 use prometheus::{HistogramOpts, HistogramVec, Registry};
 
 fn rss_bytes() -> u64 {
@@ -66,12 +66,17 @@ fn main() {
     let made = rss_bytes().saturating_sub(before);
     let kept = history.series_count();
     let end = start + 3601;
-    let time_query = |after: i64| {
+    let time_query = |after: i64, every: i64| {
         let mut ms = Vec::with_capacity(runs);
         let mut bytes = 0;
         for _ in 0..runs {
             let began = Instant::now();
-            let window = history.window(Resolution::Second, after);
+            let window = history.window_with(WindowQuery {
+                resolution: Resolution::Second,
+                after,
+                every,
+                span: None,
+            });
             let json = serde_json::to_vec(&window).expect("json");
             ms.push(began.elapsed().as_secs_f64() * 1e3);
             bytes = json.len();
@@ -83,8 +88,9 @@ fn main() {
             "p99_ms": percentile(&ms, 0.99),
         })
     };
-    let full_hour = time_query(0);
-    let poll = time_query(end - 2);
+    let full_hour = time_query(0, 1);
+    let hour_view = time_query(0, 5);
+    let poll = time_query(end - 2, 1);
     println!(
         "{}",
         serde_json::json!({
@@ -98,6 +104,7 @@ fn main() {
                 "cpu_share_of_one_core_at_1_hz": percentile(&sample_us, 0.5) / 1e6,
             },
             "window_full_hour": full_hour,
+            "window_hour_view_every_5_s": hour_view,
             "window_poll_last_2_s": poll,
         })
     );
