@@ -9,8 +9,8 @@ import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import net from "node:net";
 import puppeteer from "puppeteer-core";
+import { freePort, waitFor } from "./support.mjs";
 
 const { SERVER_BIN, CHROMIUM, TEST_POSTGRES_URL, TEST_NATS_URL, SCREENSHOT_DIR } = process.env;
 const required = process.env.TEST_REQUIRE_POSTGRES === "1" || process.env.TEST_REQUIRE_NATS === "1";
@@ -18,27 +18,6 @@ const missing = !TEST_POSTGRES_URL || !TEST_NATS_URL;
 if (missing && required) throw new Error("TEST_REQUIRE_POSTGRES/NATS=1 but TEST_POSTGRES_URL or TEST_NATS_URL is not set");
 const skip = missing ? "TEST_POSTGRES_URL and TEST_NATS_URL are not set" : false;
 const PASSWORD = "cluster-console-pw";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitFor(what, check, timeoutMs = 20000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const database = `console_cluster_${process.pid}_${Date.now()}`;
 const prefix = `c${process.pid}${Date.now()}`;

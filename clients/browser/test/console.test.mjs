@@ -11,8 +11,8 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import net from "node:net";
 import puppeteer from "puppeteer-core";
+import { freePort, waitFor } from "./support.mjs";
 
 const SERVER_BIN = process.env.SERVER_BIN;
 const SWARM_BIN = process.env.SWARM_BIN;
@@ -21,27 +21,6 @@ const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR;
 const SCENARIO = new URL("../../../scenarios/smoke.toml", import.meta.url).pathname;
 const ADMIN_PASSWORD = "console-admin-pw";
 const XSS_NAME = "<script>window.__xss=1</script>";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitFor(what, check, timeoutMs = 20000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Muster with the console on, and a JavaScript module with one RPC (`echo`). */
 async function startMuster() {
@@ -142,6 +121,15 @@ async function searchPlayers(text) {
   }, text);
 }
 
+/** Waits until the players page lists exactly `names` (the answer to the latest search). */
+async function shownAccounts(names) {
+  await page.waitForFunction(
+    (expected) => JSON.stringify([...document.querySelectorAll("#accounts a")].map((a) => a.textContent)) === expected,
+    {},
+    JSON.stringify(names),
+  );
+}
+
 async function logIn(page, username, password) {
   await page.goto(`${muster.console}/`);
   await page.waitForSelector("#login:not([hidden])");
@@ -229,7 +217,7 @@ test("log in, and watch the status charts gain points while swarm runs", async (
 
 test("find a player by display name, change their wallet, see the ledger row and the audit entry", async () => {
   await searchPlayers("zed fi");
-  await page.waitForFunction(() => [...document.querySelectorAll("#accounts a")].some((a) => a.textContent === "zed"));
+  await shownAccounts(["zed"]);
   await page.click("#accounts a");
   await page.waitForSelector("#wallet-form");
   await page.type("#wallet-form input[name=currency]", "coins");
@@ -324,7 +312,7 @@ test("call an RPC from the explorer as a player", async () => {
 
 test("a player's <script> name is shown as text, never run", async () => {
   await searchPlayers("<script>");
-  await page.waitForFunction((name) => [...document.querySelectorAll("#accounts a")].some((a) => a.textContent === name), {}, XSS_NAME);
+  await shownAccounts([XSS_NAME]);
   await page.click("#accounts a");
   await page.waitForSelector("#profile h3");
   assert.equal(await page.$eval("#profile h3", (h) => h.textContent), XSS_NAME);

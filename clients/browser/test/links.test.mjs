@@ -8,22 +8,11 @@ import { createServer } from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import net from "node:net";
 import puppeteer from "puppeteer-core";
+import { freePort } from "./support.mjs";
 
 const SERVER_BIN = process.env.SERVER_BIN;
 const CHROMIUM = process.env.CHROMIUM;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Muster with the links service on `linksPort`, public link creation on. */
 async function startMuster() {

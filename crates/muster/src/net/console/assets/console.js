@@ -325,9 +325,13 @@ async function playersPage(id) {
   const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); search(null).catch(showError); } } },
     input, el("button", { type: "submit" }, "Search"));
   view().replaceChildren(el("h2", {}, "Players"), form, results);
+  // Only the latest search draws its answer: an earlier one that answers later is dropped.
+  let latest = 0;
   async function search(after) {
+    const mine = ++latest;
     sessionStorage.setItem("q", input.value);
     const answer = await api("GET", `/api/accounts?q=${encodeURIComponent(input.value)}${after ? `&after=${encodeURIComponent(after)}` : ""}`);
+    if (mine !== latest) return;
     const rows = answer.accounts.map((a) => el("tr", {},
       el("td", {}, el("a", { href: `#players/${a.id}` }, a.username)), el("td", {}, a.display_name),
       el("td", {}, a.id), el("td", {}, a.online ? "online" : ""), el("td", {}, a.banned ? "banned" : "")));
@@ -419,11 +423,14 @@ async function storagePage() {
   const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); list(null).catch(showError); } } },
     collection, owner, el("button", { type: "submit" }, "List"));
   view().replaceChildren(el("h2", {}, "Storage"), form, results, editor);
+  let latest = 0;
   async function list(cursor) {
+    const mine = ++latest;
     sessionStorage.setItem("collection", collection.value);
     sessionStorage.setItem("owner", owner.value);
     if (!collection.value) return;
     const answer = await api("GET", `/api/storage?collection=${encodeURIComponent(collection.value)}&owner=${encodeURIComponent(owner.value)}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    if (mine !== latest) return;
     results.replaceChildren(table("objects", ["Key", "Owner", "Version", "Size", "Value"], answer.objects.map((o) => el("tr", {},
       el("td", {}, el("a", { href: "#", on: { click: (e) => { e.preventDefault(); edit(o).catch(showError); } } }, o.key)),
       el("td", {}, o.user_id || "(system)"), el("td", {}, o.version), el("td", {}, String(o.size)), el("td", {}, el("pre", {}, o.value))))),
@@ -509,10 +516,13 @@ async function chatPage() {
   const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); list(null).catch(showError); } } },
     channel, el("button", { type: "submit" }, "Show messages"));
   view().replaceChildren(el("h2", {}, "Chat"), form, results);
+  let latest = 0;
   async function list(cursor) {
+    const mine = ++latest;
     sessionStorage.setItem("channel", channel.value);
     if (!channel.value) return;
     const page = await api("GET", `/api/chat/messages?channel=${encodeURIComponent(channel.value)}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    if (mine !== latest) return;
     results.replaceChildren(el("p", { class: "muted" }, `channel ${page.channel_id}, newest first`),
       table("messages", ["When", "Sender", "Content"], (page.messages || []).map((m) => el("tr", {},
         el("td", {}, m.create_time || ""), el("td", {}, el("a", { href: `#players/${m.sender_id}` }, m.username || m.sender_id)),
@@ -538,8 +548,11 @@ async function groupsPage(id) {
   const form = el("form", { class: "toolbar", on: { submit: (e) => { e.preventDefault(); list("").catch(showError); } } },
     name, el("button", { type: "submit" }, "List"));
   root.replaceChildren(el("h2", {}, "Groups"), form, results);
+  let latest = 0;
   async function list(cursor) {
+    const mine = ++latest;
     const page = await api("GET", `/api/groups?name=${encodeURIComponent(name.value)}&cursor=${encodeURIComponent(cursor)}`);
+    if (mine !== latest) return;
     results.replaceChildren(table("groups-list", ["Name", "Members", "Open", "Description"], (page.groups || []).map((g) => el("tr", {},
       el("td", {}, el("a", { href: `#groups/${g.id}` }, g.name)), el("td", {}, `${g.edge_count} / ${g.max_count}`),
       el("td", {}, g.open ? "open" : "closed"), el("td", {}, g.description || "")))),
