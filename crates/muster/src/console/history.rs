@@ -414,9 +414,14 @@ impl History {
         let span_from = query
             .span
             .map_or(i64::MIN, |span| end + 1 - span.div_euclid(step).max(1));
+        let capacity = match query.resolution {
+            Resolution::Second => SECOND_POINTS,
+            Resolution::Minute => MINUTE_POINTS,
+        } as i64;
         let from = (query.after.div_euclid(step) + 1)
             .max(kept_from)
-            .max(span_from);
+            .max(span_from)
+            .max(end + 1 - capacity);
         // Groups start at multiples of `every`.
         let from = from.div_euclid(every) * every
             + if from.rem_euclid(every) == 0 {
@@ -424,7 +429,6 @@ impl History {
             } else {
                 every
             };
-        let mut start = from;
         let mut series: Vec<SeriesPoints> = inner
             .series
             .iter()
@@ -433,8 +437,7 @@ impl History {
                     Resolution::Second => &s.seconds,
                     Resolution::Minute => &s.minutes,
                 };
-                let (first, raw) = ring.since(from - 1, end);
-                start = first;
+                let (_, raw) = ring.since(from - 1, end);
                 let points = raw
                     .chunks(every as usize)
                     .map(|group| merge_points(group, s.stat))
@@ -452,8 +455,9 @@ impl History {
                 b.key.stat as u8,
             ))
         });
+        // `from` is within what every ring keeps, so each answers from it.
         Window {
-            start: start * step,
+            start: from * step,
             step: step * every,
             end: end * step,
             series,

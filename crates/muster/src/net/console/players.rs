@@ -186,32 +186,16 @@ pub async fn export(
     let mut data = account_json(&state, id).await?;
     // The whole ledger and inventory, page by page.
     let economy = state.rpc.economy();
-    let mut ledger = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = economy
-            .ledger(id, Some(PAGE), cursor.as_deref())
-            .await
-            .map_err(domain)?;
-        ledger.extend(ledger_json(&page.entries));
-        match page.cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = economy
-            .inventory(id, Some(PAGE), cursor.as_deref())
-            .await
-            .map_err(domain)?;
-        items.extend(inventory_json(&page.items));
-        match page.cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
+    let ledger = every_page(|cursor| async move {
+        let page = economy.ledger(id, Some(PAGE), cursor.as_deref()).await?;
+        Ok((ledger_json(&page.entries), page.cursor))
+    })
+    .await?;
+    let items = every_page(|cursor| async move {
+        let page = economy.inventory(id, Some(PAGE), cursor.as_deref()).await?;
+        Ok((inventory_json(&page.items), page.cursor))
+    })
+    .await?;
     data["ledger"] = Value::Array(ledger);
     data["inventory"] = Value::Array(items);
     data["ledger_cursor"] = Value::Null;
@@ -230,6 +214,26 @@ pub async fn export(
         data.to_string(),
     )
         .into_response())
+}
+
+/// Every row of a paged listing: `page(cursor)` answers one page's rows and the next cursor.
+async fn every_page<F, Fut>(mut page: F) -> Result<Vec<Value>, ConsoleApiError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<
+        Output = Result<(Vec<Value>, Option<String>), crate::economy::EconomyError>,
+    >,
+{
+    let mut rows = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (more, next) = page(cursor).await.map_err(domain)?;
+        rows.extend(more);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(rows),
+        }
+    }
 }
 
 #[derive(Deserialize)]
