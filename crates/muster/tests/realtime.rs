@@ -397,6 +397,21 @@ async fn metrics_count_sockets(backend: Backend) {
     let (token, _) = server.device_session("device-ws-metrics").await;
     let _a = connect(&server, &token, "json").await;
     let _b = connect(&server, &token, "json").await;
+    // A socket is counted when its session registers, just after the upgrade is answered.
+    support::eventually("both sockets counted", || async {
+        let text = server
+            .http
+            .get(server.url("/metrics"))
+            .bearer_auth("scrape-me")
+            .send()
+            .await
+            .expect("send")
+            .text()
+            .await
+            .expect("text");
+        text.lines().any(|l| l == "muster_sockets_open 2")
+    })
+    .await;
     let refused = server
         .http
         .get(server.url("/metrics"))
