@@ -172,7 +172,9 @@ after(async () => {
 test("every console route refuses without a session, and a change without the CSRF token", async () => {
   for (const [method, route] of [["GET", "/api/status"], ["GET", "/api/accounts"], ["GET", `/api/accounts/${zed.id}`],
     ["POST", `/api/accounts/${zed.id}/wallet`], ["GET", "/api/storage?collection=saves"], ["POST", "/api/storage/object"],
-    ["GET", "/api/runtime"], ["POST", "/api/runtime/echo/call"], ["GET", "/api/audit"], ["GET", "/api/users"]]) {
+    ["GET", "/api/runtime"], ["POST", "/api/runtime/echo/call"], ["GET", "/api/audit"], ["GET", "/api/users"],
+    ["GET", `/api/accounts/${zed.id}/storage`], ["GET", `/api/accounts/${zed.id}/messages`], ["GET", "/api/parties"], ["GET", "/api/autoscaler"],
+    ["GET", `/api/matches/${zed.id}.local`], ["POST", `/api/matches/${zed.id}.local/kick`], ["POST", "/api/leaderboards/any/metadata"]]) {
     const r = await fetch(`${muster.console}${route}`, { method, headers: { "content-type": "application/json" }, body: method === "GET" ? undefined : "{}" });
     assert.equal(r.status, 401, `${method} ${route}`);
   }
@@ -310,6 +312,37 @@ test("call an RPC from the explorer as a player", async () => {
   await shot(page, "runtime");
 });
 
+test("a match's presences and state, and a player kicked from it", async () => {
+  // The player's game: a page of the game API's origin, its socket in an arena room.
+  const made = await fetch(`${muster.api}/v2/rooms`, { method: "POST", headers: zed.auth, body: JSON.stringify({ handler: "arena", capacity: 4 }) });
+  assert.equal(made.status, 201);
+  const room = (await made.json()).room_id;
+  const { ticket } = await (await fetch(`${muster.api}/v2/rooms/${room}/connection`, { headers: zed.auth })).json();
+  const game = await browser.newPage();
+  await game.goto(`${muster.api}/healthcheck`);
+  await game.evaluate((url, ticket) => new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    window.__socket = ws;
+    ws.onopen = () => ws.send(JSON.stringify({ cid: "1", match_join: { token: ticket } }));
+    ws.onmessage = (m) => { if (JSON.parse(m.data).cid === "1") resolve(); };
+    ws.onerror = () => reject(new Error("socket failed"));
+  }), `ws://127.0.0.1:${muster.port}/ws?token=${zed.token}`, ticket);
+  await page.bringToFront();
+  await page.goto(`${muster.console}/#matches`);
+  const link = `#matches a[href="#matches/${encodeURIComponent(room)}"]`;
+  await page.waitForSelector(link);
+  await page.click(link);
+  await page.waitForSelector("#match-presences tbody tr");
+  assert.equal(await page.$eval("#match-presences tbody tr td:nth-child(1)", (td) => td.textContent), zed.id);
+  const state = JSON.parse(await page.$eval("#match-state", (pre) => pre.textContent));
+  assert.equal(state.players.length, 1, "the arena shows its player");
+  await shot(page, "match");
+  page.once("dialog", (dialog) => dialog.accept());
+  await page.click("#match-presences tbody button");
+  await page.waitForFunction(() => document.querySelectorAll("#match-presences tbody tr").length === 0);
+  await game.close();
+});
+
 test("a player's <script> name is shown as text, never run", async () => {
   await searchPlayers("<script>");
   await shownAccounts([XSS_NAME]);
@@ -322,7 +355,8 @@ test("a player's <script> name is shown as text, never run", async () => {
 
 test("every page renders, with no script error on any", async () => {
   for (const [hash, selector] of [["#leaderboards", "#boards"], ["#groups", "#groups-list"], ["#chat", "#chat-channel"], ["#links", "#link-code"], ["#matches", "#matches"], ["#cluster", "#cluster-nodes"],
-    ["#config", "#config"], ["#users", "#users"], ["#audit", "#audit"], ["#runtime", "#functions"]]) {
+    ["#config", "#config"], ["#users", "#users"], ["#audit", "#audit"], ["#runtime", "#functions"], ["#parties", "#parties"], ["#world", "#world-nodes"],
+    ["#autoscaler", "#autoscaler-none"]]) {
     await page.goto(`${muster.console}/${hash}`);
     await page.waitForSelector(selector);
     if (hash === "#config") {

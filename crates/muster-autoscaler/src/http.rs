@@ -3,11 +3,13 @@
 //! | route | who | what |
 //! |---|---|---|
 //! | `GET /metrics` | anyone (scrape it over a private network) | `muster_autoscaler_desired_replicas` (for an HPA through the Prometheus adapter), `_source_up`, `_decisions_total` |
+//! | `GET /decisions` | anyone (over a private network, as `/metrics`) | the latest decisions, newest first: when, the demand read, the rule, why, the replicas before and after; and when demand could not be read |
 //! | `GET /events` | anyone with `--api-token` | the calendar of scheduled events |
 //! | `POST /events` | `Authorization: Bearer <--api-token>` | adds an event (the calendar file's fields, as JSON); 400 with the reason when it is not valid |
 //!
 //! Without `--api-token` the events API answers 403: nothing changes the calendar but the file.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -30,11 +32,46 @@ pub struct Shared {
     pub decisions: Arc<AtomicU64>,
     pub add_event: mpsc::Sender<(Event, oneshot::Sender<Result<(), String>>)>,
     pub api_token: Option<String>,
+    /// The latest decisions, oldest first ([`RECENT_DECISIONS`] at most).
+    pub recent: Arc<std::sync::Mutex<VecDeque<Record>>>,
+}
+
+/// Decisions `GET /decisions` keeps.
+pub const RECENT_DECISIONS: usize = 200;
+
+/// What the run loop did and why, as `GET /decisions` shows it (and the log prints it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    /// Unix seconds.
+    pub at: u64,
+    /// `decision` (the replicas changed, or would have in a dry run), `source_down` (demand could
+    /// not be read: the last decision holds) or `source_up` (readable again).
+    pub kind: String,
+    pub demand: Option<f64>,
+    pub rule: Option<String>,
+    pub why: String,
+    pub from_replicas: u64,
+    pub to_replicas: u64,
+    pub dry_run: bool,
+}
+
+impl Shared {
+    /// Keeps `record`, dropping the oldest past [`RECENT_DECISIONS`].
+    pub fn remember(recent: &std::sync::Mutex<VecDeque<Record>>, record: Record) {
+        let mut recent = recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if recent.len() == RECENT_DECISIONS {
+            recent.pop_front();
+        }
+        recent.push_back(record);
+    }
 }
 
 pub fn router(shared: Shared) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
+        .route("/decisions", get(decisions))
         .route("/events", get(list_events).post(add_event))
         .with_state(shared)
 }
@@ -55,6 +92,23 @@ async fn metrics(State(shared): State<Shared>) -> Response {
         shared.decisions.load(Ordering::Relaxed),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn decisions(State(shared): State<Shared>) -> Response {
+    let recent: Vec<Record> = shared
+        .recent
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .rev()
+        .cloned()
+        .collect();
+    Json(serde_json::json!({
+        "replicas": shared.desired.borrow().replicas,
+        "source_up": shared.source_up.load(Ordering::Relaxed),
+        "decisions": recent,
+    }))
+    .into_response()
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {

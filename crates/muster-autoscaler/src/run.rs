@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::calendar::{Calendar, Event};
-use crate::http::Shared;
+use crate::http::{Record, Shared};
 use crate::keda::Desired;
 use crate::policy::{Decision, Muster, MusterSettings, Observation, Policy, Sample, Unit};
 
@@ -300,6 +300,7 @@ pub struct Outputs {
     source_up: Arc<AtomicBool>,
     decisions: Arc<AtomicU64>,
     add_event: mpsc::Receiver<(Event, oneshot::Sender<Result<(), String>>)>,
+    recent: Arc<std::sync::Mutex<std::collections::VecDeque<Record>>>,
 }
 
 /// The run loop's outputs and the endpoint's view of them, starting at `initial` replicas.
@@ -313,7 +314,9 @@ pub fn channels(
     let (add_event_tx, add_event) = mpsc::channel(16);
     let source_up = Arc::new(AtomicBool::new(false));
     let decisions = Arc::new(AtomicU64::new(0));
+    let recent = Arc::default();
     let shared = Shared {
+        recent: Arc::clone(&recent),
         desired: desired_seen,
         events: events_seen,
         source_up: source_up.clone(),
@@ -328,6 +331,7 @@ pub fn channels(
             source_up,
             decisions,
             add_event,
+            recent,
         },
         shared,
     )
@@ -375,7 +379,21 @@ pub async fn run(
             Ok(read) => read,
             Err(error) => {
                 if !holding {
-                    tracing::warn!(%error, replicas = desired.borrow().replicas, "cannot read demand; holding the last decision");
+                    let replicas = desired.borrow().replicas;
+                    tracing::warn!(%error, replicas, "cannot read demand; holding the last decision");
+                    Shared::remember(
+                        &outputs.recent,
+                        Record {
+                            at: now,
+                            kind: "source_down".into(),
+                            demand: None,
+                            rule: None,
+                            why: format!("cannot read demand ({error}); holding the last decision"),
+                            from_replicas: replicas,
+                            to_replicas: replicas,
+                            dry_run: settings.dry_run,
+                        },
+                    );
                 }
                 holding = true;
                 outputs.source_up.store(false, Ordering::Relaxed);
@@ -386,6 +404,20 @@ pub async fn run(
         if holding {
             tracing::info!("demand readable again");
             holding = false;
+            let replicas = desired.borrow().replicas;
+            Shared::remember(
+                &outputs.recent,
+                Record {
+                    at: now,
+                    kind: "source_up".into(),
+                    demand: None,
+                    rule: None,
+                    why: "demand readable again".into(),
+                    from_replicas: replicas,
+                    to_replicas: replicas,
+                    dry_run: settings.dry_run,
+                },
+            );
         }
         outputs.source_up.store(true, Ordering::Relaxed);
         let demand = if settings.prometheus.is_none() && settings.signal.is_counter() {
@@ -405,18 +437,18 @@ pub async fn run(
         let Some((replicas, decision)) = decider.decide(now, demand, current) else {
             continue;
         };
-        println!(
-            "{}",
-            serde_json::json!({
-                "at": now,
-                "demand": demand,
-                "rule": decision.rule,
-                "why": decision.why,
-                "from_replicas": current,
-                "to_replicas": replicas,
-                "dry_run": settings.dry_run,
-            })
-        );
+        let record = Record {
+            at: now,
+            kind: "decision".into(),
+            demand: Some(demand),
+            rule: Some(decision.rule.to_owned()),
+            why: decision.why,
+            from_replicas: current,
+            to_replicas: replicas,
+            dry_run: settings.dry_run,
+        };
+        println!("{}", serde_json::to_string(&record).unwrap_or_default());
+        Shared::remember(&outputs.recent, record);
         if !settings.dry_run {
             outputs.decisions.fetch_add(1, Ordering::Relaxed);
             desired.send_replace(Desired { replicas });

@@ -262,6 +262,21 @@ impl Vm {
         )
     }
 
+    /// The match's state as JSON (`JSON.stringify` of what the handlers last answered), for
+    /// an operator; a state JSON cannot hold (a cycle, a BigInt) is an error.
+    pub fn match_state(&self) -> Result<String, JsError> {
+        self.match_call(
+            "state",
+            |_| Ok(Vec::new()),
+            |answer| {
+                Ok(answer
+                    .as_string()
+                    .and_then(|s| s.to_string().ok())
+                    .unwrap_or_default())
+            },
+        )
+    }
+
     /// The dispatches the last calls asked for, in order.
     pub fn take_dispatches(&self) -> Vec<Dispatch> {
         self.dispatches

@@ -212,6 +212,11 @@
       current.state = answer.state;
       return answer.data == null ? "" : String(answer.data);
     },
+    // The state as JSON for an operator (Nakama's console shows it so); undefined shows as null.
+    state() {
+      const text = JSON.stringify(current.state);
+      return text === undefined ? "null" : text;
+    },
   };
   Object.defineProperty(global, "__muster_match", { value: match });
   // The hot path's entry under an integer key (matches.rs's LOOP_GLUE_KEY): the server finds it

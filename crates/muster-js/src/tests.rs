@@ -338,6 +338,10 @@ fn a_match_keeps_its_state_and_dispatches_between_calls() {
         ]
     );
     assert_eq!(vm.match_signal(3, "hello").expect("signal"), "hello 2 m1");
+    // The state an operator sees (the console): what the handlers last answered, as JSON.
+    let state: serde_json::Value =
+        serde_json::from_str(&vm.match_state().expect("state")).expect("JSON");
+    assert_eq!(state, serde_json::json!({"seen": 2, "id": "m1"}));
     assert!(!vm.match_loop(4, &[message(1, "quit")]).expect("loop"));
     vm.take_dispatches();
     vm.match_terminate(5, 30).expect("terminate");

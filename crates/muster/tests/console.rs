@@ -15,7 +15,8 @@ on_both_backends!(
     sessions_roles_csrf_and_the_audit_log,
     login_attempts_are_limited_and_sessions_expire,
     players_found_and_changed_storage_edited_over_its_version,
-    boards_matches_cluster_and_the_configuration
+    boards_matches_cluster_and_the_configuration,
+    a_match_inspected_and_kicked_parties_a_players_data_and_the_autoscaler
 );
 
 const ADMIN_PASSWORD: &str = "admin-password-1";
@@ -848,6 +849,58 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     .await;
     assert_eq!(records["records"][0]["owner_id"], carla.as_str());
     assert_eq!(records["records"][0]["score"], "42");
+    // A board's metadata edited from the console (not only through SQL); what is not a JSON
+    // object is refused and changes nothing.
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/leaderboards/weekly/metadata",
+        Some(json!({"metadata": "{\"season\":3}"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    for bad in ["[1]", "not json"] {
+        let (status, body) = call(
+            &server,
+            Some(&admin),
+            true,
+            Method::POST,
+            "/api/leaderboards/weekly/metadata",
+            Some(json!({ "metadata": bad })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        "/api/leaderboards/nothing/metadata",
+        Some(json!({"metadata": "{}"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, boards) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/leaderboards",
+        None,
+    )
+    .await;
+    assert_eq!(boards["leaderboards"][0]["metadata"], r#"{"season":3}"#);
+    let (_, game_view) = server
+        .get_with_token("/v2/leaderboard/weekly", &token)
+        .await;
+    assert_eq!(
+        game_view["records"][0]["owner_id"],
+        carla.as_str(),
+        "{game_view}"
+    );
     let (status, _) = call(
         &server,
         Some(&admin),
@@ -1079,5 +1132,368 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
         .expect("developer logs in");
     let (status, _) = call(&server, Some(&dev), false, Method::GET, "/api/config", None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+    server.stop().await.expect("stopped");
+}
+
+/// Creates an arena room as `owner` and joins `players` to it over their sockets: its id.
+async fn arena_room(server: &TestServer, players: &mut [&mut support::Client]) -> String {
+    let made = server
+        .http
+        .post(server.url("/v2/rooms"))
+        .bearer_auth(&players[0].token)
+        .json(&json!({"handler": "arena", "capacity": 4}))
+        .send()
+        .await
+        .expect("room");
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let room: Value = made.json().await.expect("room json");
+    let room = room["room_id"].as_str().expect("room id").to_owned();
+    for player in players.iter_mut() {
+        let info = server
+            .http
+            .get(server.url(&format!("/v2/rooms/{room}/connection")))
+            .bearer_auth(&player.token)
+            .send()
+            .await
+            .expect("connection info");
+        let info: Value = info.json().await.expect("connection json");
+        let joined = player
+            .request(json!({"match_join": {"token": info["ticket"]}}))
+            .await;
+        assert_eq!(joined["match"]["match_id"], room.as_str(), "{joined}");
+    }
+    room
+}
+
+async fn a_match_inspected_and_kicked_parties_a_players_data_and_the_autoscaler(backend: Backend) {
+    use muster_autoscaler::calendar::Calendar;
+    use muster_autoscaler::keda::Desired;
+    use muster_autoscaler::run::{channels, run, RunSettings};
+
+    // The autoscaler's own endpoint, which the console reads its decisions from.
+    let autoscaler = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("autoscaler listener");
+    let autoscaler_url = format!(
+        "http://{}",
+        autoscaler.local_addr().expect("autoscaler address")
+    );
+    let (_db, server) = console_server_with(backend, |config| {
+        config.console.autoscaler_url = autoscaler_url.clone();
+    })
+    .await;
+    let admin = login(&server, "admin", ADMIN_PASSWORD)
+        .await
+        .expect("admin logs in");
+    let (status, none_yet) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/autoscaler",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(none_yet["configured"], true);
+    assert!(
+        none_yet["error"].is_string(),
+        "nothing listens yet: {none_yet}"
+    );
+
+    // A match's presences and state, from the console; a player kicked from it, and the other
+    // told so.
+    let mut ana = support::Client::connect(&server, "console-match-ana").await;
+    let mut ben = support::Client::connect(&server, "console-match-ben").await;
+    let room = arena_room(&server, &mut [&mut ana, &mut ben]).await;
+    let (status, seen) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/matches/{room}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{seen}");
+    assert_eq!(seen["authoritative"], true);
+    assert_eq!(seen["handler"], "arena");
+    let presences = seen["presences"].as_array().expect("presences");
+    assert_eq!(presences.len(), 2, "{seen}");
+    let ben_presence = presences
+        .iter()
+        .find(|p| p["user_id"] == ben.user_id.as_str())
+        .expect("ben is in the match")
+        .clone();
+    let state: Value =
+        serde_json::from_str(seen["state"].as_str().expect("the arena shows its state"))
+            .expect("the state is JSON");
+    assert_eq!(
+        state["players"].as_array().map(Vec::len),
+        Some(2),
+        "{state}"
+    );
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::POST,
+        &format!("/api/matches/{room}/kick"),
+        Some(json!({"session_id": ben_presence["session_id"]})),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "no kick without the CSRF token"
+    );
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        true,
+        Method::POST,
+        &format!("/api/matches/{room}/kick"),
+        Some(json!({"session_id": ben_presence["session_id"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // Ana was told of Ben's join, then of his leave.
+    let joined = ana.event("match_presence_event").await;
+    assert_eq!(
+        joined["joins"][0]["user_id"],
+        ben.user_id.as_str(),
+        "{joined}"
+    );
+    let left = ana.event("match_presence_event").await;
+    assert_eq!(left["leaves"][0]["user_id"], ben.user_id.as_str(), "{left}");
+    let (_, seen) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/matches/{room}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        seen["presences"].as_array().map(Vec::len),
+        Some(1),
+        "{seen}"
+    );
+    // Kicking someone not in the match, or from a match that is not there, is refused.
+    for (path, session) in [
+        (
+            format!("/api/matches/{room}/kick"),
+            ben_presence["session_id"].clone(),
+        ),
+        (format!("/api/matches/{room}/kick"), json!("not-a-session")),
+        (
+            format!("/api/matches/{}.local/kick", uuid::Uuid::new_v4()),
+            ben_presence["session_id"].clone(),
+        ),
+    ] {
+        let (status, body) = call(
+            &server,
+            Some(&admin),
+            true,
+            Method::POST,
+            &path,
+            Some(json!({ "session_id": session })),
+        )
+        .await;
+        assert!(status.is_client_error(), "{path}: {status} {body}");
+    }
+    let (_, audit) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/audit",
+        None,
+    )
+    .await;
+    assert_eq!(audit["entries"][0]["action"], "match_kick", "{audit}");
+
+    // A party on this node, with its leader; a socket's status on the account page.
+    let party = ana
+        .ok(
+            "party_create",
+            json!({"open": true, "max_size": 4, "label": "raid night"}),
+            "party",
+        )
+        .await;
+    let (status, parties) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/parties",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        parties["parties"][0]["party_id"], party["party_id"],
+        "{parties}"
+    );
+    assert_eq!(parties["parties"][0]["label"], "raid night");
+    assert_eq!(
+        parties["parties"][0]["leader"]["user_id"],
+        ana.user_id.as_str()
+    );
+    let updated = ana
+        .call("status_update", json!({"status": "in a raid"}))
+        .await;
+    assert!(updated.get("error").is_none(), "{updated}");
+
+    // The player's storage across collections, page by page, and their chat messages.
+    let objects: Vec<Value> = (0..60)
+        .map(|i| {
+            json!({"collection": if i % 2 == 0 { "saves" } else { "settings" },
+                   "key": format!("k{i:02}"), "value": format!("{{\"n\":{i}}}")})
+        })
+        .collect();
+    let wrote = server
+        .http
+        .put(server.url("/v2/storage"))
+        .bearer_auth(&ana.token)
+        .json(&json!({ "objects": objects }))
+        .send()
+        .await
+        .expect("storage write");
+    assert!(wrote.status().is_success());
+    let channel = ana
+        .ok(
+            "channel_join",
+            json!({"target": "guild-hall", "type": 1, "persistence": true}),
+            "channel",
+        )
+        .await;
+    for text in ["first", "second"] {
+        ana.ok(
+            "channel_message_send",
+            json!({"channel_id": channel["id"], "content": format!("{{\"text\":\"{text}\"}}")}),
+            "channel_message_ack",
+        )
+        .await;
+    }
+    let (status, account) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/accounts/{}", ana.user_id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(account["sessions"][0]["status"], "in a raid", "{account}");
+    assert_eq!(account["messages"][0]["content"], r#"{"text":"second"}"#);
+    assert_eq!(account["messages"][1]["content"], r#"{"text":"first"}"#);
+    assert!(account["messages_before"].is_null());
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut page = account["storage"].clone();
+    let mut cursor = account["storage_cursor"].clone();
+    loop {
+        for object in page.as_array().expect("objects") {
+            keys.push((
+                object["collection"]
+                    .as_str()
+                    .expect("collection")
+                    .to_owned(),
+                object["key"].as_str().expect("key").to_owned(),
+            ));
+        }
+        let Some(next) = cursor.as_str() else { break };
+        let (status, more) = call(
+            &server,
+            Some(&admin),
+            false,
+            Method::GET,
+            &format!("/api/accounts/{}/storage?cursor={next}", ana.user_id),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{more}");
+        page = more["objects"].clone();
+        cursor = more["cursor"].clone();
+    }
+    let mut expected = keys.clone();
+    expected.sort();
+    expected.dedup();
+    assert_eq!(keys.len(), 60, "every object once");
+    assert_eq!(keys, expected, "in (collection, key) order");
+    // A cursor of another player's listing, or none at all, is refused.
+    let (status, _) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/accounts/{}/storage?cursor=e30", ana.user_id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, export) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        &format!("/api/accounts/{}/export", ana.user_id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(export["storage"].as_array().map(Vec::len), Some(60));
+    assert_eq!(export["storage"][0]["value"], r#"{"n":0}"#, "values whole");
+    assert_eq!(export["messages"].as_array().map(Vec::len), Some(2));
+
+    // The autoscaler's decisions, with their reasons, once it runs: two sockets at one a
+    // replica want two replicas.
+    let (outputs, shared) = channels(Desired { replicas: 1 }, &Calendar::default(), None);
+    let settings = RunSettings {
+        units_per_replica: 1.0,
+        target: 1.0,
+        max_replicas: 10,
+        ..RunSettings::new(vec![server.url("/metrics")])
+    };
+    tokio::spawn(run(settings, outputs, std::future::pending()));
+    tokio::spawn(async move {
+        let _ = axum::serve(autoscaler, muster_autoscaler::http::router(shared)).await;
+    });
+    let decision = |answer: &Value| {
+        answer["decisions"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| d["kind"] == "decision").cloned())
+    };
+    support::eventually("the console shows a decision", || {
+        let (server, admin) = (&server, &admin);
+        async move {
+            let (_, answer) = call(
+                server,
+                Some(admin),
+                false,
+                Method::GET,
+                "/api/autoscaler",
+                None,
+            )
+            .await;
+            decision(&answer).is_some()
+        }
+    })
+    .await;
+    let (_, answer) = call(
+        &server,
+        Some(&admin),
+        false,
+        Method::GET,
+        "/api/autoscaler",
+        None,
+    )
+    .await;
+    let decided = decision(&answer).expect("a decision");
+    assert_eq!(decided["to_replicas"], 2, "{decided}");
+    assert!(decided["why"].as_str().is_some_and(|why| !why.is_empty()));
+    assert!(decided["rule"].is_string());
     server.stop().await.expect("stopped");
 }

@@ -106,34 +106,56 @@ impl Chat {
             })
             .await?;
         let page = plan.page(rows, &channel_id, &incoming);
-        let fields = Fields::of(&channel_id);
-        let messages = page
-            .rows
-            .into_iter()
-            .map(|row| {
-                let m = row.message;
-                ChannelMessage {
-                    channel_id: m.channel_id,
-                    message_id: m.id.to_string(),
-                    code: Some(m.code),
-                    sender_id: m.sender_id.to_string(),
-                    username: m.username,
-                    content: m.content,
-                    create_time: Some(Timestamp::from_unix_ms(m.create_time_ms)),
-                    update_time: Some(Timestamp::from_unix_ms(m.update_time_ms)),
-                    persistent: Some(true),
-                    room_name: fields.room_name.to_owned(),
-                    group_id: fields.group_id.to_owned(),
-                    user_id_one: fields.user_id_one.to_owned(),
-                    user_id_two: fields.user_id_two.to_owned(),
-                }
-            })
-            .collect();
+        let messages = page.rows.into_iter().map(stored_message).collect();
         Ok(ChannelMessageList {
             messages,
             next_cursor: page.next_cursor.unwrap_or_default(),
             prev_cursor: page.prev_cursor.unwrap_or_default(),
             cacheable_cursor: page.cacheable_cursor.unwrap_or_default(),
         })
+    }
+
+    /// Up to `limit` messages `sender` sent in any channel, newest first, before the position
+    /// `before` (an earlier page's `next`): an operator's view of a player (the console reads
+    /// as the server). The position of the page's last message, when there may be more.
+    pub async fn sent_by(
+        &self,
+        sender: Uuid,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<(Vec<ChannelMessage>, Option<i64>), HistoryError> {
+        let limit = limit.clamp(1, MAX_LIMIT);
+        let mut rows = self
+            .messages
+            .sender_messages(sender, before, limit + 1)
+            .await?;
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|row| row.seq)
+        } else {
+            None
+        };
+        Ok((rows.into_iter().map(stored_message).collect(), next))
+    }
+}
+
+/// A stored message as Nakama's API shows it.
+fn stored_message(row: crate::store::HistoryRow) -> ChannelMessage {
+    let m = row.message;
+    let fields = Fields::of(&m.channel_id);
+    ChannelMessage {
+        message_id: m.id.to_string(),
+        code: Some(m.code),
+        sender_id: m.sender_id.to_string(),
+        username: m.username,
+        content: m.content,
+        create_time: Some(Timestamp::from_unix_ms(m.create_time_ms)),
+        update_time: Some(Timestamp::from_unix_ms(m.update_time_ms)),
+        persistent: Some(true),
+        room_name: fields.room_name.to_owned(),
+        group_id: fields.group_id.to_owned(),
+        user_id_one: fields.user_id_one.to_owned(),
+        user_id_two: fields.user_id_two.to_owned(),
+        channel_id: m.channel_id,
     }
 }

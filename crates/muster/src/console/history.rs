@@ -1,8 +1,8 @@
 //! The status history: chosen metrics of this node sampled once a second from its Prometheus
 //! registry, kept in memory for an hour at 1 s and for a week at 1 min, so that a reload of the
 //! page, or a second operator, sees the same past. A series is one statistic of one label set:
-//! a gauge's value, a counter's rate per second, a histogram's rate or its p50/p99 over the
-//! second (from the buckets' increase, as Prometheus' `histogram_quantile` computes it).
+//! a gauge's value (or, for a gauge holding a time, its age), a counter's rate per second, a
+//! histogram's rate or its p50/p99 over the second (from the buckets' increase, as Prometheus' `histogram_quantile` computes it).
 //!
 //! Memory is bounded: each series holds two rings of `f32` ([`SERIES_BYTES`]), and at most
 //! `console.history_max_series` series are kept; label values seen past the cap are counted,
@@ -35,6 +35,8 @@ pub enum Stat {
     P50,
     /// A histogram's 99th percentile over the last second.
     P99,
+    /// Seconds since the time a gauge holds (Unix seconds): how old what it dates is.
+    Age,
 }
 
 /// A metric family charted, and how.
@@ -54,7 +56,7 @@ const fn tracked(name: &'static str, stats: &'static [Stat], per_label: bool) ->
     }
 }
 
-use Stat::{Rate, Value, P50, P99};
+use Stat::{Age, Rate, Value, P50, P99};
 
 /// What the status page charts.
 const TRACKED: &[Tracked] = &[
@@ -81,6 +83,7 @@ const TRACKED: &[Tracked] = &[
     tracked("world_subscribers", &[Value], false),
     tracked("world_tick_seconds", &[P50, P99], false),
     tracked("world_checkpoint_seconds", &[Rate, P99], false),
+    tracked("world_last_checkpoint_timestamp_seconds", &[Age], true),
     tracked("process_resident_memory_bytes", &[Value], false),
     tracked("process_cpu_seconds_total", &[Rate], false),
 ];
@@ -344,6 +347,7 @@ impl History {
         for &stat in tracked.stats {
             let value = match (stat, &reading, &before, elapsed) {
                 (Stat::Value, Previous::Counter(v), _, _) => Some(*v),
+                (Stat::Age, Previous::Counter(v), _, _) => Some((now as f64 - v).max(0.0)),
                 (Stat::Rate, Previous::Counter(v), Some(Previous::Counter(b)), Some(dt)) => {
                     Some((v - b).max(0.0) / dt)
                 }
@@ -740,6 +744,40 @@ mod tests {
         history.sample(11);
         assert_eq!(history.series_count(), 3);
         assert!(history.dropped.get() > 0);
+    }
+
+    #[test]
+    fn a_gauge_holding_a_time_is_charted_as_its_age() {
+        let (registry, _, _, _) = registry();
+        let last = prometheus::IntGaugeVec::new(
+            Opts::new("world_last_checkpoint_timestamp_seconds", "c"),
+            &["shard"],
+        )
+        .unwrap();
+        registry.register(Box::new(last.clone())).unwrap();
+        let history = History::new(registry, 100);
+        last.with_label_values(&["0"]).set(1_000);
+        last.with_label_values(&["1"]).set(1_003);
+        history.sample(1_005);
+        history.sample(1_006);
+        let window = history.window(Resolution::Second, 0);
+        let ages = points(
+            &window,
+            "world_last_checkpoint_timestamp_seconds",
+            Stat::Age,
+        );
+        let by_shard: Vec<(&str, Vec<Option<f32>>)> = ages
+            .iter()
+            .map(|s| (s.key.labels[0].1.as_str(), s.points.clone()))
+            .collect();
+        assert!(
+            by_shard.contains(&("0", vec![Some(5.0), Some(6.0)])),
+            "{by_shard:?}"
+        );
+        assert!(
+            by_shard.contains(&("1", vec![Some(2.0), Some(3.0)])),
+            "{by_shard:?}"
+        );
     }
 
     #[test]

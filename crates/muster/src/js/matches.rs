@@ -191,6 +191,14 @@ impl MatchHandler for JsMatch {
         carry_out(ctx, vm.take_dispatches());
         answer.map_err(|error| error.message)
     }
+
+    fn state(&mut self) -> Option<String> {
+        let vm = self.vm.as_ref()?;
+        Some(
+            vm.match_state()
+                .unwrap_or_else(|error| format!("(the state cannot be shown: {})", error.message)),
+        )
+    }
 }
 
 fn presence_of(presence: &UserPresence, node: &str) -> Presence {

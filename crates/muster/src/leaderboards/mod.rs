@@ -544,6 +544,32 @@ impl Leaderboards {
         Ok(())
     }
 
+    /// Replaces the metadata of leaderboard or tournament `id` (a JSON object; empty is `{}`),
+    /// on this node and, told over the bus, on the others.
+    pub async fn set_metadata(&self, id: &str, metadata: String) -> Result<(), LeaderboardError> {
+        let board = self.board(id)?;
+        let metadata = parse_metadata(metadata)?;
+        if !self
+            .store
+            .set_leaderboard_metadata(id.to_owned(), metadata.clone())
+            .await?
+        {
+            return Err(LeaderboardError::NotFound);
+        }
+        let mut def = board.def.clone();
+        def.metadata = metadata;
+        let changed = Arc::new(Board {
+            def,
+            schedule: board.schedule.clone(),
+        });
+        self.change_boards(|all| all.insert(id.to_owned(), changed));
+        self.tell(Change::Boards {
+            node: self.node().to_string(),
+        })
+        .await;
+        Ok(())
+    }
+
     /// The leaderboard `id` (not a tournament) with its resets around now, if it exists.
     pub fn leaderboard_info(&self, id: &str) -> Option<LeaderboardInfo> {
         let board = self.board(id).ok().filter(|b| !b.is_tournament())?;

@@ -82,12 +82,34 @@ struct SignalRequest {
     reply: oneshot::Sender<Result<String, String>>,
 }
 
+/// What an operator sees of a match (the console): who is in it and, when its handler can show
+/// it, its state.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Inspection {
+    pub match_id: String,
+    pub handler: String,
+    pub authoritative: bool,
+    pub label: Option<String>,
+    pub size: usize,
+    pub tick_rate_hz: u32,
+    /// Ticks run so far (0 for a relayed match).
+    pub tick: u64,
+    pub presences: Vec<UserPresence>,
+    /// The handler's state as text (see [`super::handler::MatchHandler::state`]).
+    pub state: Option<String>,
+}
+
 /// Messages that wake the match task. Small (a join is boxed): the channel allocates its slots
 /// in blocks of 32, so the size of this enum is paid 32 times by every match, even an idle room.
 enum Control {
     Join(Box<JoinRequest>),
-    Leave { session: Uuid },
+    Leave {
+        session: Uuid,
+    },
     Signal(Box<SignalRequest>),
+    Inspect(oneshot::Sender<Inspection>),
+    /// An operator removes a player: answered whether they were in the match.
+    Kick(Box<(Uuid, oneshot::Sender<bool>)>),
     Terminate,
 }
 
@@ -165,6 +187,33 @@ impl AuthoritativeHandle {
             .map_err(refused_control)?;
         match tokio::time::timeout(limit, answer).await {
             Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
+            Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
+        }
+    }
+
+    /// Who is in the match and its state, as the match task answers; waits at most `limit`.
+    pub async fn inspect(&self, limit: Duration) -> Result<Inspection, MatchError> {
+        let (reply, answer) = oneshot::channel();
+        self.control
+            .try_send(Control::Inspect(reply))
+            .map_err(refused_control)?;
+        match tokio::time::timeout(limit, answer).await {
+            Ok(Ok(inspection)) => Ok(inspection),
+            Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
+            Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
+        }
+    }
+
+    /// Removes the player of `session` as a handler's kick does (the others are told, the
+    /// handler's `leave` runs): whether they were in the match; waits at most `limit`.
+    pub async fn kick(&self, session: Uuid, limit: Duration) -> Result<bool, MatchError> {
+        let (reply, answer) = oneshot::channel();
+        self.control
+            .try_send(Control::Kick(Box::new((session, reply))))
+            .map_err(refused_control)?;
+        match tokio::time::timeout(limit, answer).await {
+            Ok(Ok(kicked)) => Ok(kicked),
             Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
             Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
         }
@@ -329,6 +378,21 @@ impl Actor {
                             empty_since = Some(Instant::now());
                         }
                     }
+                    Some(Control::Inspect(reply)) => {
+                        let _ = reply.send(self.inspection(tick));
+                    }
+                    Some(Control::Kick(kick)) => {
+                        let (session, reply) = *kick;
+                        let member = self
+                            .members
+                            .iter()
+                            .any(|m| m.recipient.session_id() == session);
+                        self.carry_out(vec![session], None);
+                        let _ = reply.send(member);
+                        if self.members.is_empty() && empty_since.is_none() {
+                            empty_since = Some(Instant::now());
+                        }
+                    }
                 },
                 scheduled = ticks.tick(), if ticking => {
                     let began = Instant::now();
@@ -382,6 +446,20 @@ impl Actor {
         batch.clear();
         self.carry_out(kicked, label);
         flow
+    }
+
+    fn inspection(&mut self, tick: u64) -> Inspection {
+        Inspection {
+            match_id: self.handle.id_text.clone(),
+            handler: self.handle.handler.clone(),
+            authoritative: true,
+            label: self.handle.label(),
+            size: self.members.len(),
+            tick_rate_hz: self.handle.tick_rate_hz(),
+            tick,
+            presences: self.members.iter().map(|m| m.presence.clone()).collect(),
+            state: self.handler.state(),
+        }
     }
 
     /// What a handler asked for besides messages: players removed, a new label.

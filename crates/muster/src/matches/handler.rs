@@ -123,6 +123,12 @@ pub trait MatchHandler: Send + 'static {
     fn signal(&mut self, _ctx: &mut MatchContext<'_>, _data: &str) -> Result<String, String> {
         Err("This match takes no signals.".into())
     }
+
+    /// The match's state as text for an operator (the console shows it, as Nakama's console
+    /// shows a match's state); `None` when the handler has nothing to show.
+    fn state(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// What a handler sees of its match while it is called.

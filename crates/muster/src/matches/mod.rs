@@ -20,6 +20,7 @@ pub mod join_tokens;
 pub mod listing;
 pub mod matchmaker;
 pub mod metrics;
+pub mod operate;
 pub mod query;
 pub mod registry;
 pub mod relayed;
@@ -315,14 +316,6 @@ impl Matches {
             MatchRef::Authoritative(handle) => Ok(handle),
             _ => Err(MatchError::NotFound("Match not found.".into())),
         }
-    }
-
-    /// Sends `data` to the handler of the authoritative match `match_id` on this node
-    /// (Nakama's `matchSignal`): its answer.
-    pub async fn signal(&self, match_id: &str, data: String) -> Result<String, MatchError> {
-        let handle = self.authoritative_here(match_id)?;
-        let limit = Duration::from_millis(self.config.join_timeout_ms);
-        handle.signal(data, limit).await
     }
 
     pub(crate) fn new_relayed(&self, id: MatchId, name: Option<String>) -> Arc<RelayedMatch> {

@@ -159,6 +159,12 @@ impl RelayedMatch {
         self.state.read().members.len()
     }
 
+    /// Everyone in the match now, in join order.
+    pub fn presences(&self) -> Vec<UserPresence> {
+        let state = self.state.read();
+        state.members.iter().map(|m| m.presence.clone()).collect()
+    }
+
     fn presence_event(&self, joins: Vec<UserPresence>, leaves: Vec<UserPresence>) -> Encoded {
         Encoded::new(Envelope::new(
             "",

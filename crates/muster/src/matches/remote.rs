@@ -13,7 +13,8 @@
 //!
 //! - `node.<owner>.room`, request/reply: the rooms API for a room of another node — its info,
 //!   a player's connection info (the ticket issued by the owner, the owner's address), or its
-//!   destruction — and the node's part of a match listing, as JSON.
+//!   destruction — the node's part of a match listing, and an operator's look at, signal to or
+//!   kick from a match of the node (the console), as JSON.
 //!
 //! Nodes that leave the cluster take their part with them: the owner drops the members of a node
 //! that died (the others are told they left), and a node drops its sessions' memberships of the
@@ -77,6 +78,20 @@ pub enum RoomAsk {
     },
     /// `GET /v2/match` asked on another node: this node's matches that pass it.
     ListMatches(super::listing::ListAsk),
+    /// An operator's look at a match here (its presences and state).
+    Inspect {
+        id: String,
+    },
+    /// An operator's signal to an authoritative match here.
+    Signal {
+        id: String,
+        data: String,
+    },
+    /// An operator removing a player from a match here.
+    Kick {
+        id: String,
+        session: Uuid,
+    },
 }
 
 /// The owner's answer to a [`RoomAsk`]: the API's answer, or the error's label and message.

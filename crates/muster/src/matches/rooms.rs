@@ -297,6 +297,9 @@ impl Matches {
                 self.destroy_room(&caller, &id).await?;
                 Ok(serde_json::Value::Null)
             }
+            RoomAsk::Inspect { id } => serde_json::to_value(self.inspect(&id).await?),
+            RoomAsk::Signal { id, data } => serde_json::to_value(self.signal(&id, data).await?),
+            RoomAsk::Kick { id, session } => serde_json::to_value(self.kick(&id, session).await?),
             RoomAsk::ListMatches(ask) => {
                 let filter = ask.filter().map_err(MatchError::BadInput)?;
                 serde_json::to_value(super::listing::list(&self.registry, &filter))
@@ -470,7 +473,9 @@ impl Matches {
     }
 }
 
-fn from_answer<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, MatchError> {
+pub(super) fn from_answer<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, MatchError> {
     serde_json::from_value(value)
         .map_err(|_| MatchError::Rejected("The room's node gave an unreadable answer.".into()))
 }

@@ -522,6 +522,16 @@ impl Parties {
         answer.map_err(PartiesError::from)
     }
 
+    /// Up to `limit` of the parties this node owns, as an operator sees them (the console),
+    /// each with how many ask to join.
+    pub fn owned_views(&self, limit: usize) -> Vec<(muster_proto::realtime::Party, usize)> {
+        self.owned
+            .iter()
+            .take(limit)
+            .map(|party| party.lock().operator_view())
+            .collect()
+    }
+
     /// Parties this node owns now (metrics).
     pub fn owned_count(&self) -> usize {
         self.owned.len()

@@ -185,6 +185,21 @@ impl Party {
         }
     }
 
+    /// The party as an operator sees it (no member's own view), and how many ask to join.
+    pub fn operator_view(&self) -> (PartyView, usize) {
+        let view = PartyView {
+            party_id: self.id.clone(),
+            open: self.open,
+            hidden: self.hidden,
+            max_size: self.max_size as i32,
+            self_presence: None,
+            leader: self.leader_presence(),
+            presences: self.members.iter().map(|m| m.presence.clone()).collect(),
+            label: self.label.clone(),
+        };
+        (view, self.requests.len())
+    }
+
     fn leader_presence(&self) -> Option<UserPresence> {
         self.members
             .iter()

@@ -82,6 +82,11 @@ const PUBLISHER: JoinFlags = JoinFlags {
 };
 
 impl StatusService {
+    /// The status a session of this node last set (`status_update`), if it set one.
+    pub fn status_of(&self, session: Uuid) -> Option<String> {
+        self.statuses.get(&session).map(|status| status.to_string())
+    }
+
     /// The service writing its sessions' status messages into `statuses` (the map the
     /// channels' [`presence::StatusPresence`] reads).
     pub fn new(

@@ -63,9 +63,52 @@ impl Listing {
     }
 }
 
+/// A cursor of one owner's objects across collections (an operator's view): the last object's
+/// collection and key, and the owner it belongs to.
+#[derive(Serialize, Deserialize)]
+struct OwnedEncoded {
+    o: Uuid,
+    c: String,
+    k: String,
+}
+
+/// The cursor of `owner`'s page that ends at `last`.
+pub fn owned_cursor_after(owner: Uuid, last: &StorageRecord) -> String {
+    let encoded = OwnedEncoded {
+        o: owner,
+        c: last.id.collection.clone(),
+        k: last.id.key.clone(),
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&encoded).unwrap_or_default())
+}
+
+/// The (collection, key) `cursor` names, if it decodes and is a cursor of `owner`'s objects.
+pub fn owned_position(owner: Uuid, cursor: &str) -> Option<(String, String)> {
+    if cursor.len() > MAX_CURSOR_BYTES {
+        return None;
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let encoded: OwnedEncoded = serde_json::from_slice(&bytes).ok()?;
+    (encoded.o == owner).then_some((encoded.c, encoded.k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owned_cursor_reads_back_only_for_its_owner() {
+        let (owner, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let cursor = owned_cursor_after(owner, &record(1, "slot-2", owner));
+        assert_eq!(
+            owned_position(owner, &cursor),
+            Some(("saves".to_string(), "slot-2".to_string()))
+        );
+        assert_eq!(owned_position(other, &cursor), None);
+        for garbage in ["", "!!", "e30", &"A".repeat(MAX_CURSOR_BYTES + 1)] {
+            assert_eq!(owned_position(owner, garbage), None, "{garbage:?}");
+        }
+    }
     use crate::store::StorageKey;
 
     fn record(read: i16, key: &str, owner: Uuid) -> StorageRecord {

@@ -374,6 +374,34 @@ impl Storage {
         Ok(Page { objects, cursor })
     }
 
+    /// A page of `owner`'s objects in every collection, in (collection, key) order: an
+    /// operator's view of a player (the console), so every permission is listed.
+    pub async fn list_owned(
+        &self,
+        owner: Uuid,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page, StorageError> {
+        let limit = limit.clamp(1, MAX_LIST_LIMIT);
+        let after = match cursor.filter(|c| !c.is_empty()) {
+            None => None,
+            Some(text) => Some(
+                cursor::owned_position(owner, text)
+                    .ok_or_else(|| StorageError::Invalid("Malformed cursor was used.".into()))?,
+            ),
+        };
+        let mut objects = self.store.owner_objects(owner, after, limit + 1).await?;
+        let cursor = if objects.len() > limit {
+            objects.truncate(limit);
+            objects
+                .last()
+                .map(|last| cursor::owned_cursor_after(owner, last))
+        } else {
+            None
+        };
+        Ok(Page { objects, cursor })
+    }
+
     /// Deletes every object or none.
     pub async fn delete(
         &self,

@@ -100,6 +100,11 @@ pub const SQLITE: &[Migration] = &[
         name: "console",
         sql: include_str!("migrations/sqlite/0018_console.sql"),
     },
+    Migration {
+        version: 19,
+        name: "player_views",
+        sql: include_str!("migrations/sqlite/0019_player_views.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -192,6 +197,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 18,
         name: "console",
         sql: include_str!("migrations/postgres/0018_console.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "player_views",
+        sql: include_str!("migrations/postgres/0019_player_views.sql"),
     },
 ];
 

@@ -453,6 +453,14 @@ pub trait ChatStore: Send + Sync {
 
     /// Reads a slice of a channel's history.
     async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError>;
+
+    /// Up to `limit` messages `sender` sent, in any channel, newest first, before `before_seq`.
+    async fn sender_messages(
+        &self,
+        sender: Uuid,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<HistoryRow>, StoreError>;
 }
 
 /// The economy: atomic ledgered changes, balances, items, the ledger.
@@ -587,6 +595,16 @@ pub trait StorageStore: Send + Sync {
     /// A page of objects; see [`StorageListing`].
     async fn list_objects(&self, listing: StorageListing)
         -> Result<Vec<StorageRecord>, StoreError>;
+
+    /// Up to `limit` of `owner`'s objects in every collection, in (collection, key) order after
+    /// `after` (an operator's view of a player; a player's objects are bounded by
+    /// `storage.max_objects_per_user`).
+    async fn owner_objects(
+        &self,
+        owner: Uuid,
+        after: Option<(String, String)>,
+        limit: usize,
+    ) -> Result<Vec<StorageRecord>, StoreError>;
 
     /// Deletes every object of `deletes` or none: refused when one is missing, at another
     /// version than given, or (unless `authoritative`) not writable; an authoritative delete
@@ -743,6 +761,13 @@ pub trait LeaderboardStore: Send + Sync {
 
     /// Removes a leaderboard and all its records.
     async fn delete_leaderboard(&self, id: String) -> Result<(), StoreError>;
+
+    /// Replaces a leaderboard's (or tournament's) metadata; whether it exists.
+    async fn set_leaderboard_metadata(
+        &self,
+        id: String,
+        metadata: String,
+    ) -> Result<bool, StoreError>;
 
     /// Applies a score to the owner's record of the period (created if absent) and answers the
     /// record as it is afterwards; `num_score` counts the submissions that changed it.

@@ -17,6 +17,7 @@ pub struct WorldMetrics {
     pub checkpoint_seconds: Histogram,
     pub checkpoint_bytes: IntGauge,
     pub checkpoints: IntCounterVec,
+    pub last_checkpoint: IntGaugeVec,
     pub subscribers: IntGauge,
     pub states_sent: IntCounter,
     pub states_skipped: IntCounter,
@@ -100,6 +101,13 @@ impl WorldMetrics {
             checkpoints: register!(IntCounterVec::new(
                 Opts::new("world_checkpoints_total", "Checkpoints written, by result."),
                 &["result"]
+            )),
+            last_checkpoint: register!(IntGaugeVec::new(
+                Opts::new(
+                    "world_last_checkpoint_timestamp_seconds",
+                    "When each shard's checkpoint on disk was written (Unix seconds)."
+                ),
+                &["shard"]
             )),
             subscribers: register!(IntGauge::new(
                 "world_subscribers",

@@ -15,10 +15,23 @@ pub(super) struct Writer {
     written: mpsc::Receiver<(Snapshot, Result<u64, String>, Duration)>,
     thread: Option<std::thread::JoinHandle<()>>,
     metrics: Arc<WorldMetrics>,
+    /// The shard's label in metrics.
+    shard: String,
 }
 
 impl Writer {
     pub(super) fn start(path: PathBuf, shard: u32, metrics: Arc<WorldMetrics>) -> Writer {
+        // The checkpoint a restart restored from was written when its file was.
+        let written_at = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        if let Some(at) = written_at {
+            metrics
+                .last_checkpoint
+                .with_label_values(&[&shard.to_string()])
+                .set(at.as_secs() as i64);
+        }
         let (to_write, inbox) = mpsc::channel::<Snapshot>();
         let (done, written) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -38,6 +51,7 @@ impl Writer {
             written,
             thread: Some(thread),
             metrics,
+            shard: shard.to_string(),
         }
     }
 
@@ -66,6 +80,10 @@ impl Writer {
                 self.metrics.checkpoint_bytes.set(bytes as i64);
                 self.metrics.checkpoint_seconds.observe(took.as_secs_f64());
                 self.metrics.checkpoints.with_label_values(&["ok"]).inc();
+                self.metrics
+                    .last_checkpoint
+                    .with_label_values(&[&self.shard])
+                    .set(crate::base::clock::now_secs());
                 true
             }
             Err(why) => {

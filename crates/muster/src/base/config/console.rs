@@ -31,6 +31,10 @@ pub struct ConsoleConfig {
     /// 1 min); label values seen after the cap are not charted (counted in
     /// `muster_console_series_dropped_total`).
     pub history_max_series: usize,
+    /// The autoscaler's HTTP endpoint (`muster autoscale run --http-listen`), e.g.
+    /// `http://muster-autoscaler:7361`: the console shows its latest decisions from
+    /// `/decisions`. Empty: the Autoscaler page says none is configured.
+    pub autoscaler_url: String,
 }
 
 impl Default for ConsoleConfig {
@@ -46,6 +50,7 @@ impl Default for ConsoleConfig {
             requests_per_ip_per_sec: 50,
             request_burst: 200,
             history_max_series: 150,
+            autoscaler_url: String::new(),
         }
     }
 }
@@ -91,6 +96,15 @@ impl ConsoleConfig {
         }
         if self.history_max_series == 0 {
             return Err("console.history_max_series must be at least 1".into());
+        }
+        if !self.autoscaler_url.is_empty()
+            && reqwest::Url::parse(&self.autoscaler_url)
+                .map(|url| !matches!(url.scheme(), "http" | "https") || !url.has_host())
+                .unwrap_or(true)
+        {
+            return Err(
+                "console.autoscaler_url must be an http:// or https:// URL with a host".into(),
+            );
         }
         Ok(())
     }

@@ -158,4 +158,21 @@ impl MatchHandler for Arena {
         self.scratch = state;
         Flow::Continue
     }
+
+    fn state(&mut self) -> Option<String> {
+        let players: Vec<serde_json::Value> = self
+            .players
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "session_id": p.session, "slot": p.slot, "x": p.x, "y": p.y,
+                    "last_seq": p.last_seq,
+                })
+            })
+            .collect();
+        Some(
+            serde_json::json!({ "tick_rate_hz": self.tick_rate_hz, "players": players })
+                .to_string(),
+        )
+    }
 }

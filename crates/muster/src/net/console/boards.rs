@@ -1,5 +1,6 @@
 //! Leaderboards and tournaments: every board with its definition, a board's records in rank
-//! order page by page, and an operator's deletion of a record (audited).
+//! order page by page, and an operator's edit of a board's metadata or deletion of a record
+//! (audited).
 
 use axum::extract::{Path, Query, State};
 use axum::Json;
@@ -90,6 +91,37 @@ pub async fn delete_record(
             "leaderboard_record_delete",
             &format!("{id}/{owner}"),
             json!({}),
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub struct MetadataBody {
+    /// A JSON object, as text.
+    metadata: String,
+}
+
+/// `POST /api/leaderboards/{id}/metadata`: replaces a leaderboard's or tournament's metadata.
+pub async fn set_metadata(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Json(body): Json<MetadataBody>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    state
+        .rpc
+        .leaderboards()
+        .set_metadata(&id, body.metadata.clone())
+        .await
+        .map_err(domain)?;
+    console(&state)?
+        .audit(
+            &operator,
+            "leaderboard_metadata",
+            &id,
+            json!({"metadata": body.metadata}),
         )
         .await?;
     Ok(Json(json!({})))

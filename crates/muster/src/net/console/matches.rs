@@ -1,10 +1,12 @@
-//! Matches and rooms: the cluster's matches with their labels and sizes, this node's rooms, and
-//! a signal to an authoritative match (on the node it lives on).
+//! Matches and rooms: the cluster's matches with their labels and sizes, this node's rooms, a
+//! match's presences and (authoritative) state, a signal to it and a player kicked from it — each
+//! on whichever node the match lives on.
 
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use super::auth::{console, Session};
 use super::error::domain;
@@ -68,11 +70,68 @@ pub async fn signal(
     operator.require(Role::Developer)?;
     let answer = state
         .matches
-        .signal(&id, body.data.clone())
+        .signal_anywhere(&id, body.data.clone())
         .await
         .map_err(domain)?;
     console(&state)?
         .audit(&operator, "match_signal", &id, json!({"data": body.data}))
         .await?;
     Ok(Json(json!({ "data": answer })))
+}
+
+/// A state shown at most this long (the rest is cut, and the answer says so).
+const STATE_SHOWN: usize = 256 * 1024;
+
+/// `GET /api/matches/{id}`: who is in the match and, for an authoritative one, its state.
+pub async fn inspect(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let mut inspection = state.matches.inspect_anywhere(&id).await.map_err(domain)?;
+    let mut cut = false;
+    if let Some(text) = inspection.state.as_mut() {
+        if text.len() > STATE_SHOWN {
+            let mut end = STATE_SHOWN;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            cut = true;
+        }
+    }
+    let mut answer = serde_json::to_value(&inspection).unwrap_or_default();
+    answer["state_cut"] = cut.into();
+    Ok(Json(answer))
+}
+
+#[derive(Deserialize)]
+pub struct KickBody {
+    session_id: String,
+}
+
+/// `POST /api/matches/{id}/kick`: removes the player of `session_id` from the match (the others
+/// are told it left); 404 when it is not in the match.
+pub async fn kick(
+    State(state): State<AppState>,
+    Session(operator): Session,
+    Path(id): Path<String>,
+    Json(body): Json<KickBody>,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Developer)?;
+    let session = Uuid::parse_str(&body.session_id)
+        .map_err(|_| ConsoleApiError::BadRequest("Not a session id.".into()))?;
+    if !state
+        .matches
+        .kick_anywhere(&id, session)
+        .await
+        .map_err(domain)?
+    {
+        return Err(ConsoleApiError::NotFound);
+    }
+    console(&state)?
+        .audit(&operator, "match_kick", &id, json!({"session_id": session}))
+        .await?;
+    Ok(Json(json!({})))
 }

@@ -11,17 +11,21 @@
 //! | `GET /api/config` | admin | the configuration in force, secrets redacted |
 //! | `GET /api/audit` | readonly | the audit log, newest first (`?before=&limit=`) |
 //! | `GET`, `POST /api/users`, `DELETE /api/users/{name}` | admin | console users |
-//! | `GET /api/accounts`, `/api/accounts/{id}`, `…/ledger` | readonly | search players; an account with its wallet, ledger, inventory, friends, groups, notifications, sockets |
+//! | `GET /api/accounts`, `/api/accounts/{id}`, `…/ledger`, `…/storage`, `…/messages` | readonly | search players; an account with its sockets (and their status), wallet, ledger, inventory, storage objects, chat messages, friends, groups, notifications |
 //! | `GET /api/storage`, `/api/storage/object` | readonly | a collection's objects (values shortened), one object |
 //! | `POST /api/storage/object` | developer | write an object over the version read (a stale one is refused) |
 //! | `GET /api/leaderboards`, `/api/leaderboards/{id}/records` | readonly | boards with their definitions; a board's records in rank order |
+//! | `POST /api/leaderboards/{id}/metadata` | developer | replace a board's metadata (a JSON object) |
 //! | `DELETE /api/leaderboards/{id}/records/{owner}` | developer | delete a record of the current period |
 //! | `GET /api/chat/messages`, `/api/groups`, `/api/groups/{id}/users` | readonly | a channel's stored messages; groups; a group's members |
+//! | `GET /api/parties` | readonly | this node's parties: members, leader, label, join requests |
+//! | `GET /api/autoscaler` | readonly | the autoscaler's latest decisions with their reasons (from `console.autoscaler_url`) |
 //! | `POST /api/accounts/{id}/notify` | developer | a notification from the system to a player |
 //! | `GET /api/links/{code}`, `DELETE /api/links/{code}` | readonly, developer | an invite link with its clicks per day; disable it |
 //! | `GET /api/matches` | readonly | the cluster's matches (labels, sizes), this node's rooms |
 //! | `GET /api/rooms/{id}/log` | readonly | a process room's game server output (its last `fleet.*.log_bytes`) |
-//! | `POST /api/matches/{id}/signal` | developer | signal an authoritative match on this node |
+//! | `GET /api/matches/{id}` | readonly | a match's presences, and an authoritative match's tick and state (from its node) |
+//! | `POST /api/matches/{id}/signal`, `…/kick` | developer | signal an authoritative match; remove a player from a match (on its node) |
 //! | `GET /api/runtime` | readonly | the functions, their calls and last errors |
 //! | `POST /api/runtime/{id}/call` | developer | call a function as a player or the server |
 //! | `POST /api/accounts/{id}/wallet`, `…/metadata`, `…/ban`, `…/unban`, `…/sessions/end`; `GET …/export`; `DELETE /api/accounts/{id}` | developer | change a player (audited) |
@@ -34,11 +38,13 @@
 
 mod assets;
 mod auth;
+mod autoscaler;
 mod boards;
 mod data;
 mod error;
 mod links;
 mod matches;
+mod player_data;
 mod players;
 mod runtime;
 mod settings;
@@ -84,6 +90,8 @@ pub fn router(state: AppState) -> Router {
             get(players::account).delete(players::delete),
         )
         .route("/api/accounts/{id}/ledger", get(players::ledger))
+        .route("/api/accounts/{id}/storage", get(player_data::storage))
+        .route("/api/accounts/{id}/messages", get(player_data::messages))
         .route("/api/accounts/{id}/export", get(players::export))
         .route("/api/accounts/{id}/wallet", post(players::wallet))
         .route("/api/accounts/{id}/metadata", post(players::metadata))
@@ -97,19 +105,27 @@ pub fn router(state: AppState) -> Router {
         .route("/api/leaderboards", get(boards::list))
         .route("/api/leaderboards/{id}/records", get(boards::records))
         .route(
+            "/api/leaderboards/{id}/metadata",
+            post(boards::set_metadata),
+        )
+        .route(
             "/api/leaderboards/{id}/records/{owner}",
             delete(boards::delete_record),
         )
         .route("/api/chat/messages", get(social::messages))
         .route("/api/groups", get(social::groups))
         .route("/api/groups/{id}/users", get(social::group_users))
+        .route("/api/parties", get(social::parties))
+        .route("/api/autoscaler", get(autoscaler::decisions))
         .route("/api/accounts/{id}/notify", post(social::notify))
         .route(
             "/api/links/{code}",
             get(links::stats).delete(links::disable),
         )
         .route("/api/matches", get(matches::list))
+        .route("/api/matches/{id}", get(matches::inspect))
         .route("/api/matches/{id}/signal", post(matches::signal))
+        .route("/api/matches/{id}/kick", post(matches::kick))
         .route("/api/rooms/{id}/log", get(matches::room_log))
         .route("/api/runtime", get(runtime::functions))
         .route("/api/runtime/{id}/call", post(runtime::call))

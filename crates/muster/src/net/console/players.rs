@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::auth::{console, Session};
 use super::error::domain;
+use super::player_data;
 use super::ConsoleApiError;
 use crate::console::Role;
 use crate::economy::Change;
@@ -23,7 +24,7 @@ use crate::store::{InventoryItem, LedgerEntry};
 /// Items and ledger rows an account page shows at first (the ledger pages on).
 const PAGE: usize = 100;
 
-fn user_id(text: &str) -> Result<Uuid, ConsoleApiError> {
+pub(super) fn user_id(text: &str) -> Result<Uuid, ConsoleApiError> {
     Uuid::parse_str(text).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))
 }
 
@@ -125,8 +126,15 @@ async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiErr
         .registry
         .sessions_of(id)
         .iter()
-        .map(|s| json!({"session_id": s.session_id, "format": format!("{:?}", s.format)}))
+        .map(|s| {
+            json!({
+                "session_id": s.session_id, "format": format!("{:?}", s.format),
+                "status": state.status.status_of(s.session_id),
+            })
+        })
         .collect();
+    let (storage, storage_cursor) = player_data::storage_page(state, id, None, true).await?;
+    let (messages, messages_before) = player_data::messages_page(state, id, None).await?;
     Ok(json!({
         "account": account,
         "online": online,
@@ -138,6 +146,10 @@ async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiErr
         "friends": friends,
         "groups": groups,
         "notifications": notifications,
+        "storage": storage,
+        "storage_cursor": storage_cursor,
+        "messages": messages,
+        "messages_before": messages_before,
     }))
 }
 
@@ -187,19 +199,47 @@ pub async fn export(
     // The whole ledger and inventory, page by page.
     let economy = state.rpc.economy();
     let ledger = every_page(|cursor| async move {
-        let page = economy.ledger(id, Some(PAGE), cursor.as_deref()).await?;
+        let page = economy
+            .ledger(id, Some(PAGE), cursor.as_deref())
+            .await
+            .map_err(domain)?;
         Ok((ledger_json(&page.entries), page.cursor))
     })
     .await?;
     let items = every_page(|cursor| async move {
-        let page = economy.inventory(id, Some(PAGE), cursor.as_deref()).await?;
+        let page = economy
+            .inventory(id, Some(PAGE), cursor.as_deref())
+            .await
+            .map_err(domain)?;
         Ok((inventory_json(&page.items), page.cursor))
+    })
+    .await?;
+    let storage = every_page(|cursor| {
+        let state = &state;
+        async move { player_data::storage_page(state, id, cursor.as_deref(), false).await }
+    })
+    .await?;
+    let messages = every_page(|before| {
+        let state = &state;
+        async move {
+            let before = before.and_then(|b| b.parse().ok());
+            let (messages, next) = player_data::messages_page(state, id, before).await?;
+            Ok((messages, next.map(|n| n.to_string())))
+        }
     })
     .await?;
     data["ledger"] = Value::Array(ledger);
     data["inventory"] = Value::Array(items);
-    data["ledger_cursor"] = Value::Null;
-    data["inventory_cursor"] = Value::Null;
+    data["storage"] = Value::Array(storage);
+    data["messages"] = Value::Array(messages);
+    for cursor in [
+        "ledger_cursor",
+        "inventory_cursor",
+        "storage_cursor",
+        "messages_before",
+    ] {
+        data[cursor] = Value::Null;
+    }
     console(&state)?
         .audit(&operator, "account_export", &id.to_string(), json!({}))
         .await?;
@@ -220,14 +260,12 @@ pub async fn export(
 async fn every_page<F, Fut>(mut page: F) -> Result<Vec<Value>, ConsoleApiError>
 where
     F: FnMut(Option<String>) -> Fut,
-    Fut: std::future::Future<
-        Output = Result<(Vec<Value>, Option<String>), crate::economy::EconomyError>,
-    >,
+    Fut: std::future::Future<Output = Result<(Vec<Value>, Option<String>), ConsoleApiError>>,
 {
     let mut rows = Vec::new();
     let mut cursor = None;
     loop {
-        let (more, next) = page(cursor).await.map_err(domain)?;
+        let (more, next) = page(cursor).await?;
         rows.extend(more);
         match next {
             Some(next) => cursor = Some(next),

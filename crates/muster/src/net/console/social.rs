@@ -1,5 +1,6 @@
-//! Chat, groups and notifications: a channel's stored messages (any channel: the console reads
-//! as the server), groups page by page with their members, and a notification sent to a player.
+//! Chat, groups, parties and notifications: a channel's stored messages (any channel: the console
+//! reads as the server), groups page by page with their members, this node's parties, and a
+//! notification sent to a player.
 
 use axum::extract::{Path, Query, State};
 use axum::Json;
@@ -158,4 +159,29 @@ pub async fn notify(
         )
         .await?;
     Ok(Json(json!({})))
+}
+
+/// Parties shown at most.
+const PARTIES_SHOWN: usize = 200;
+
+/// `GET /api/parties`: the parties this node holds (a party lives on the node of the session
+/// that made it), with their members, leader, label and waiting join requests.
+pub async fn parties(
+    State(state): State<AppState>,
+    Session(operator): Session,
+) -> Result<Json<Value>, ConsoleApiError> {
+    operator.require(Role::Readonly)?;
+    let parties: Vec<Value> = state
+        .parties
+        .owned_views(PARTIES_SHOWN)
+        .into_iter()
+        .map(|(party, requests)| {
+            let mut view = serde_json::to_value(party).unwrap_or_default();
+            view["join_requests"] = requests.into();
+            view
+        })
+        .collect();
+    Ok(Json(
+        json!({"node": state.matches.node(), "parties": parties}),
+    ))
 }

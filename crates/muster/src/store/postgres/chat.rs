@@ -199,4 +199,31 @@ impl ChatStore for PostgresStore {
             .map(|r| history_row(r, &query.channel_id))
             .collect())
     }
+
+    async fn sender_messages(
+        &self,
+        sender: Uuid,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<HistoryRow>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let sql = "SELECT seq, id, code, sender_id, username, content, create_time_ms,
+                          update_time_ms, channel_id
+                   FROM channel_messages WHERE sender_id = $1 AND seq < $2
+                   ORDER BY seq DESC LIMIT $3";
+        let rows = client
+            .query(
+                &prepared(&client, sql).await?,
+                &[&sender, &before_seq.unwrap_or(i64::MAX), &(limit as i64)],
+            )
+            .await
+            .map_err(db_error)?;
+        self.metrics
+            .observe_db("sender_messages", started.elapsed());
+        Ok(rows
+            .iter()
+            .map(|r| history_row(r, r.get::<_, &str>(8)))
+            .collect())
+    }
 }

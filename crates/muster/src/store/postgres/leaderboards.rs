@@ -473,6 +473,22 @@ impl LeaderboardStore for PostgresStore {
         tx.commit().await.map_err(db_error)
     }
 
+    async fn set_leaderboard_metadata(
+        &self,
+        id: String,
+        metadata: String,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE leaderboards SET metadata = $2 WHERE id = $1",
+                &[&id, &metadata],
+            )
+            .await
+            .map(|changed| changed > 0)
+            .map_err(db_error)
+    }
+
     async fn write_record(&self, write: RecordWrite) -> Result<LeaderboardRecordRow, StoreError> {
         let key = key_of(write.owner_id);
         self.writers.write(key, write_record_of(write)).await

@@ -369,6 +369,35 @@ impl StorageStore for PostgresStore {
         Ok(rows.iter().map(record).collect())
     }
 
+    async fn owner_objects(
+        &self,
+        owner: Uuid,
+        after: Option<(String, String)>,
+        limit: usize,
+    ) -> Result<Vec<StorageRecord>, StoreError> {
+        let started = Instant::now();
+        let client = self.client().await?;
+        let (collection, key) = after.unwrap_or_default();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let statement = prepared(
+            &client,
+            &format!(
+                "SELECT {COLUMNS} FROM storage
+                 WHERE user_id = $1
+                   AND (collection COLLATE \"C\", key COLLATE \"C\") > ($2 COLLATE \"C\", $3 COLLATE \"C\")
+                 ORDER BY collection COLLATE \"C\", key COLLATE \"C\" LIMIT $4"
+            ),
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&owner, &collection, &key, &limit])
+            .await
+            .map_err(db_error)?;
+        self.metrics
+            .observe_db("storage_owner_objects", started.elapsed());
+        Ok(rows.iter().map(record).collect())
+    }
+
     async fn delete_objects(
         &self,
         deletes: Vec<StorageDelete>,

@@ -423,6 +423,22 @@ impl LeaderboardStore for SqliteStore {
         .await
     }
 
+    async fn set_leaderboard_metadata(
+        &self,
+        id: String,
+        metadata: String,
+    ) -> Result<bool, StoreError> {
+        self.write("leaderboard_metadata", move |conn| {
+            conn.execute(
+                "UPDATE leaderboards SET metadata = ?2 WHERE id = ?1",
+                params![id, metadata],
+            )
+            .map(|changed| changed > 0)
+            .map_err(db_error)
+        })
+        .await
+    }
+
     async fn write_record(&self, write: RecordWrite) -> Result<LeaderboardRecordRow, StoreError> {
         self.write("leaderboard_record_write", move |conn| {
             write_record(conn, &write)

@@ -857,54 +857,94 @@ impl ChatStore for SqliteStore {
     async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError> {
         self.read("channel_messages", move |conn| {
             let sql = if query.ascending {
-                "SELECT seq, id, code, sender_id, username, content, create_time_ms, update_time_ms
+                "SELECT seq, id, code, sender_id, username, content, create_time_ms,
+                        update_time_ms, channel_id
                  FROM channel_messages WHERE channel_id = ?1 AND seq > ?2 ORDER BY seq ASC LIMIT ?3"
             } else {
-                "SELECT seq, id, code, sender_id, username, content, create_time_ms, update_time_ms
+                "SELECT seq, id, code, sender_id, username, content, create_time_ms,
+                        update_time_ms, channel_id
                  FROM channel_messages WHERE channel_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
             };
             let from = query
                 .from_seq
                 .unwrap_or(if query.ascending { i64::MIN } else { i64::MAX });
-            let mut statement = conn.prepare_cached(sql).map_err(db_error)?;
-            let rows = statement
-                .query_map(
-                    params![query.channel_id, from, query.limit as i64],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, i32>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, String>(4)?,
-                            r.get::<_, String>(5)?,
-                            r.get::<_, i64>(6)?,
-                            r.get::<_, i64>(7)?,
-                        ))
-                    },
-                )
-                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                .map_err(db_error)?;
-            rows.into_iter()
-                .map(|(seq, id, code, sender, username, content, created, updated)| {
-                    Ok(HistoryRow {
-                        seq,
-                        message: ChannelMessageRecord {
-                            id: parse_uuid(&id)?,
-                            channel_id: query.channel_id.clone(),
-                            code,
-                            sender_id: parse_uuid(&sender)?,
-                            username,
-                            content,
-                            create_time_ms: created,
-                            update_time_ms: updated,
-                        },
-                    })
-                })
-                .collect()
+            history_rows(
+                conn,
+                sql,
+                params![query.channel_id, from, query.limit as i64],
+            )
         })
         .await
     }
+
+    async fn sender_messages(
+        &self,
+        sender: Uuid,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<HistoryRow>, StoreError> {
+        self.read("sender_messages", move |conn| {
+            history_rows(
+                conn,
+                "SELECT seq, id, code, sender_id, username, content, create_time_ms,
+                        update_time_ms, channel_id
+                 FROM channel_messages WHERE sender_id = ?1 AND seq < ?2
+                 ORDER BY seq DESC LIMIT ?3",
+                params![
+                    sender.to_string(),
+                    before_seq.unwrap_or(i64::MAX),
+                    limit as i64
+                ],
+            )
+        })
+        .await
+    }
+}
+
+/// The history rows `sql` selects (seq, id, code, sender, username, content, created, updated,
+/// channel).
+fn history_rows(
+    conn: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<HistoryRow>, StoreError> {
+    type Columns = (i64, String, i32, String, String, String, i64, i64, String);
+    let mut statement = conn.prepare_cached(sql).map_err(db_error)?;
+    let rows: Vec<Columns> = statement
+        .query_map(args, |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        .map_err(db_error)?;
+    rows.into_iter()
+        .map(
+            |(seq, id, code, sender, username, content, created, updated, channel_id)| {
+                Ok(HistoryRow {
+                    seq,
+                    message: ChannelMessageRecord {
+                        id: parse_uuid(&id)?,
+                        channel_id,
+                        code,
+                        sender_id: parse_uuid(&sender)?,
+                        username,
+                        content,
+                        create_time_ms: created,
+                        update_time_ms: updated,
+                    },
+                })
+            },
+        )
+        .collect()
 }
 
 #[async_trait]

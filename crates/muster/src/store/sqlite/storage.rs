@@ -258,6 +258,31 @@ impl StorageStore for SqliteStore {
             .await
     }
 
+    async fn owner_objects(
+        &self,
+        owner: uuid::Uuid,
+        after: Option<(String, String)>,
+        limit: usize,
+    ) -> Result<Vec<StorageRecord>, StoreError> {
+        self.read("storage_owner_objects", move |conn| {
+            let (collection, key) = after.unwrap_or_default();
+            let rows = conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM storage
+                     WHERE user_id = ?1 AND (collection, key) > (?2, ?3)
+                     ORDER BY collection, key LIMIT ?4"
+                ))
+                .and_then(|mut s| {
+                    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+                    s.query_map(params![owner.to_string(), collection, key, limit], record)
+                        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                })
+                .map_err(db_error)?;
+            records(rows)
+        })
+        .await
+    }
+
     async fn delete_objects(
         &self,
         deletes: Vec<StorageDelete>,

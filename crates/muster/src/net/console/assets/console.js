@@ -121,6 +121,9 @@ const pages = {
   runtime: runtimePage,
   audit: auditPage,
   users: usersPage,
+  parties: partiesPage,
+  world: worldPage,
+  autoscaler: autoscalerPage,
 };
 
 function canChange() {
@@ -178,6 +181,7 @@ const CHARTS = [
   { id: "world", title: "World: towers and creeps by shard, subscribers", lines: [["world_towers", "value"], ["world_creeps", "value"], ["world_subscribers", "value"]] },
   { id: "world_tick", title: "World tick p50 / p99 (ms)", lines: [["world_tick_seconds", "p50", 1000], ["world_tick_seconds", "p99", 1000]] },
   { id: "world_checkpoints", title: "World checkpoints/s and their p99 (s)", lines: [["world_checkpoint_seconds", "rate"], ["world_checkpoint_seconds", "p99"]] },
+  { id: "world_checkpoint_age", title: "World: seconds since each shard's last checkpoint", lines: [["world_last_checkpoint_timestamp_seconds", "age"]] },
   { id: "memory", title: "Resident memory (MB)", lines: [["process_resident_memory_bytes", "value", 1 / 1048576]] },
   { id: "cpu", title: "CPU (cores busy)", lines: [["process_cpu_seconds_total", "rate"]] },
 ];
@@ -363,7 +367,7 @@ async function accountPage(id) {
     el("p", {}, "Created: ", user.create_time || "", account.disable_time ? ` · banned ${account.disable_time}` : ""),
     el("p", {}, data.online ? "Online" : "Offline"));
   const sessions = el("div", { class: "card", id: "sessions" }, el("h3", {}, "Sockets on this node"),
-    data.sessions.length ? table("session-list", ["Session", "Format"], data.sessions.map((s) => el("tr", {}, el("td", {}, s.session_id), el("td", {}, s.format)))) : el("p", { class: "muted" }, "none"),
+    data.sessions.length ? table("session-list", ["Session", "Format", "Status"], data.sessions.map((s) => el("tr", {}, el("td", {}, s.session_id), el("td", {}, s.format), el("td", {}, s.status === null || s.status === undefined ? "–" : s.status)))) : el("p", { class: "muted" }, "none"),
     canChange() ? el("button", { id: "end-sessions", on: { click: () => act("POST", `${base}/sessions/end`, {}) } }, "End sessions (every node)") : "");
   const wallet = formJson(account.wallet || "{}", "The wallet");
   const walletForm = el("form", { id: "wallet-form", on: { submit: (e) => {
@@ -410,7 +414,32 @@ async function accountPage(id) {
         : el("button", { id: "ban", class: "danger", on: { click: () => act("POST", `${base}/ban`, {}) } }, "Ban"),
       el("a", { href: `${base}/export`, download: `account-${id}.json` }, "Export (JSON)"),
       el("button", { id: "delete-account", class: "danger", on: { click: () => confirm(`Delete ${user.username} and everything they own?`) && act("DELETE", base, undefined, () => { location.hash = "#players"; }) } }, "Delete account")) : "");
-  root.replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, friends, groups, notifications, manage);
+  const storage = el("div", { class: "card", id: "player-storage" }, el("h3", {}, "Storage objects"),
+    pagedTable("player-objects", ["Collection", "Key", "Version", "Read", "Write", "Size", "Value"], data.storage, data.storage_cursor,
+      (o) => el("tr", {}, el("td", {}, o.collection), el("td", {}, o.key), el("td", {}, o.version), el("td", {}, String(o.permission_read)),
+        el("td", {}, String(o.permission_write)), el("td", {}, String(o.size)), el("td", {}, el("pre", {}, o.value))),
+      async (cursor) => { const page = await api("GET", `${base}/storage?cursor=${encodeURIComponent(cursor)}`); return [page.objects, page.cursor]; }));
+  const messages = el("div", { class: "card", id: "player-messages" }, el("h3", {}, "Chat messages (newest first)"),
+    pagedTable("player-message-list", ["When", "Channel", "Content"], data.messages, data.messages_before,
+      (m) => el("tr", {}, el("td", {}, m.create_time || ""), el("td", {}, el("a", { href: "#chat", on: { click: () => sessionStorage.setItem("channel", m.channel_id) } }, m.channel_id)), el("td", {}, el("pre", {}, m.content))),
+      async (before) => { const page = await api("GET", `${base}/messages?before=${encodeURIComponent(before)}`); return [page.messages, page.before]; }));
+  root.replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, storage, messages, friends, groups, notifications, manage);
+}
+
+// A table of rows with a "More" button while `next` (a cursor) says there are more.
+function pagedTable(id, headings, rows, next, row, more) {
+  const body = el("tbody", {}, rows.map(row));
+  const button = el("button", { hidden: next === null || next === undefined, on: { click: async () => {
+    try {
+      const [page, after] = await more(next);
+      body.append(...page.map(row));
+      next = after;
+      button.hidden = next === null || next === undefined;
+    } catch (e) {
+      showError(e);
+    }
+  } } }, "More");
+  return [el("table", { id }, el("thead", {}, el("tr", {}, headings.map((h) => el("th", {}, h)))), body), button];
 }
 
 // --- storage ---------------------------------------------------------------------------------
@@ -578,7 +607,24 @@ async function leaderboardsPage(id) {
 async function recordsPage(id) {
   const body = el("tbody");
   const more = el("button", { hidden: true }, "Next page");
-  view().replaceChildren(el("h2", {}, "Records of ", id),
+  const root = view();
+  const { leaderboards } = await api("GET", "/api/leaderboards");
+  const board = leaderboards.find((b) => b.id === id);
+  const metadata = el("textarea", { id: "board-metadata", rows: 4, cols: 60 });
+  metadata.value = (board && board.metadata) || "{}";
+  const saved = el("span", { id: "board-metadata-status" });
+  const editor = el("div", { class: "card" }, el("h3", {}, "Metadata"), metadata,
+    canChange() ? el("div", { class: "toolbar" }, el("button", { id: "save-board-metadata", on: { click: async () => {
+      try {
+        await api("POST", `/api/leaderboards/${encodeURIComponent(id)}/metadata`, { metadata: metadata.value });
+        saved.className = "";
+        saved.textContent = "Saved.";
+      } catch (e) {
+        saved.className = "error";
+        saved.textContent = e.message;
+      }
+    } } }, "Save metadata"), saved) : "");
+  root.replaceChildren(el("h2", {}, "Records of ", id), editor,
     el("table", { id: "records" }, el("thead", {}, el("tr", {}, ["Rank", "Owner", "Score", "Subscore", "Submissions", "Metadata", ""].map((h) => el("th", {}, h)))), body), more);
   let cursor = null;
   async function page() {
@@ -601,7 +647,8 @@ async function recordsPage(id) {
 
 // --- matches and rooms -----------------------------------------------------------------------
 
-async function matchesPage() {
+async function matchesPage(id) {
+  if (id) return matchPage(id);
   const root = view();
   const { matches, rooms } = await api("GET", "/api/matches");
   const answer = el("pre", { id: "signal-answer" });
@@ -609,7 +656,7 @@ async function matchesPage() {
   root.replaceChildren(el("h2", {}, "Matches"),
     table("matches", ["Match", "Kind", "Handler", "Label", "Players", "Tick rate", ""], matches.map((m) => {
       const data = el("input", { placeholder: "signal data" });
-      return el("tr", {}, el("td", {}, m.match_id), el("td", {}, m.authoritative ? "authoritative" : "relayed"),
+      return el("tr", {}, el("td", {}, el("a", { href: `#matches/${encodeURIComponent(m.match_id)}` }, m.match_id)), el("td", {}, m.authoritative ? "authoritative" : "relayed"),
         el("td", {}, m.handler_name || ""), el("td", {}, el("pre", {}, m.label || "")), el("td", {}, String(m.size)), el("td", {}, String(m.tick_rate || "")),
         el("td", {}, m.authoritative && canChange() ? [data, el("button", { on: { click: async () => {
           try { answer.textContent = (await api("POST", `/api/matches/${encodeURIComponent(m.match_id)}/signal`, { data: data.value })).data; } catch (e) { answer.textContent = `refused: ${e.message}`; }
@@ -719,3 +766,110 @@ document.addEventListener("DOMContentLoaded", async () => {
     showLogin();
   }
 });
+
+// --- one match: its presences, state, signal and kick ---------------------------------------------
+
+async function matchPage(id) {
+  const root = view();
+  const m = await api("GET", `/api/matches/${encodeURIComponent(id)}`);
+  const path = `/api/matches/${encodeURIComponent(id)}`;
+  const answer = el("pre", { id: "match-signal-answer" });
+  const data = el("input", { id: "match-signal-data", placeholder: "signal data" });
+  const shownState = el("pre", { id: "match-state", class: "card" }, m.state === null || m.state === undefined ? "(this match shows no state)" : pretty(m.state));
+  root.replaceChildren(el("h2", {}, "Match ", m.match_id),
+    el("p", {}, m.authoritative ? `authoritative · handler ${m.handler} · tick ${m.tick} at ${m.tick_rate_hz} Hz` : "relayed",
+      ` · ${m.size} players`, m.label ? ` · label ${m.label}` : ""),
+    el("h3", {}, "Presences"),
+    table("match-presences", ["User", "Username", "Session", "Node", ""], m.presences.map((p) => el("tr", {},
+      el("td", {}, el("a", { href: `#players/${p.user_id}` }, p.user_id)), el("td", {}, p.username), el("td", {}, p.session_id), el("td", {}, p.node || ""),
+      el("td", {}, canChange() ? el("button", { class: "danger", on: { click: async () => {
+        if (!confirm(`Kick ${p.username} from the match?`)) return;
+        try { await api("POST", `${path}/kick`, { session_id: p.session_id }); route(); } catch (e) { showError(e); }
+      } } }, "Kick") : "")))),
+    el("h3", {}, "State", m.state_cut ? " (cut at 256 KiB)" : ""), shownState,
+    m.authoritative && canChange() ? el("div", { class: "toolbar" }, data, el("button", { id: "match-signal", on: { click: async () => {
+      try { answer.textContent = (await api("POST", `${path}/signal`, { data: data.value })).data; } catch (e) { answer.textContent = `refused: ${e.message}`; }
+    } } }, "Signal"), el("button", { on: { click: () => route() } }, "Refresh")) : "", answer);
+}
+
+// --- parties ---------------------------------------------------------------------------------------
+
+async function partiesPage() {
+  const root = view();
+  const { node, parties } = await api("GET", "/api/parties");
+  root.replaceChildren(el("h2", {}, "Parties on ", node),
+    parties.length ? table("parties", ["Party", "Leader", "Members", "Open", "Hidden", "Max", "Join requests", "Label"], parties.map((p) => el("tr", {},
+      el("td", {}, p.party_id), el("td", {}, (p.leader && p.leader.username) || "–"),
+      el("td", {}, (p.presences || []).map((m, i) => [i ? ", " : "", el("a", { href: `#players/${m.user_id}` }, m.username)])),
+      el("td", {}, p.open ? "yes" : "no"), el("td", {}, p.hidden ? "yes" : "no"), el("td", {}, String(p.max_size)),
+      el("td", {}, String(p.join_requests)), el("td", {}, el("pre", {}, p.label || ""))))) : el("p", { id: "parties", class: "muted" }, "No party on this node."));
+}
+
+// --- world shards ------------------------------------------------------------------------------------
+
+async function worldPage() {
+  const root = view();
+  // The last 15 seconds of every node's world series: each shard's towers, creeps and last
+  // checkpoint's age, and each node's tick time and subscribers.
+  const answer = await api("GET", "/api/status?resolution=second&every=1&span=15&after=0");
+  const last = (s) => [...s.points].reverse().find((v) => v !== null);
+  const shards = new Map();
+  const nodes = [];
+  for (const { node, window } of answer.nodes) {
+    if (!window) continue;
+    const figures = {};
+    for (const s of window.series) {
+      if (!s.metric.startsWith("world_")) continue;
+      const shard = (s.labels.find(([k]) => k === "shard") || [])[1];
+      if (shard !== undefined) {
+        const key = `${node} ${shard}`;
+        if (!shards.has(key)) shards.set(key, { node, shard });
+        shards.get(key)[s.metric] = last(s);
+      } else {
+        figures[`${s.metric} ${s.stat}`] = last(s);
+      }
+    }
+    nodes.push({ node, figures });
+  }
+  const number = (v, scale = 1) => (v === undefined ? "–" : formatNumber(v * scale));
+  const rows = [...shards.values()].sort((a, b) => a.node.localeCompare(b.node) || Number(a.shard) - Number(b.shard));
+  root.replaceChildren(el("h2", {}, "World"),
+    rows.length ? table("world-shards", ["Node", "Shard", "Towers", "Creeps", "Last checkpoint"], rows.map((r) => el("tr", {},
+      el("td", {}, r.node), el("td", {}, r.shard), el("td", {}, number(r.world_towers)), el("td", {}, number(r.world_creeps)),
+      el("td", {}, r.world_last_checkpoint_timestamp_seconds === undefined ? "none yet" : `${number(r.world_last_checkpoint_timestamp_seconds)} s ago`))))
+      : el("p", { id: "world-shards", class: "muted" }, "No world runs on any node."),
+    el("h3", {}, "Per node"),
+    table("world-nodes", ["Node", "Tick p50 (ms)", "Tick p99 (ms)", "Subscribers", "Checkpoint p99 (s)"], nodes.map(({ node, figures }) => el("tr", {},
+      el("td", {}, node), el("td", {}, number(figures["world_tick_seconds p50"], 1000)), el("td", {}, number(figures["world_tick_seconds p99"], 1000)),
+      el("td", {}, number(figures["world_subscribers value"])), el("td", {}, number(figures["world_checkpoint_seconds p99"]))))));
+}
+
+// --- the autoscaler's decisions ----------------------------------------------------------------------
+
+async function autoscalerPage() {
+  const root = view();
+  const answer = await api("GET", "/api/autoscaler");
+  if (!answer.configured) {
+    root.replaceChildren(el("h2", {}, "Autoscaler"), el("p", { id: "autoscaler-none", class: "muted" }, "No autoscaler is configured (console.autoscaler_url)."));
+    return;
+  }
+  if (answer.error) {
+    root.replaceChildren(el("h2", {}, "Autoscaler"), el("p", { class: "error", id: "autoscaler-error" }, answer.error));
+    return;
+  }
+  root.replaceChildren(el("h2", {}, "Autoscaler"),
+    el("p", { id: "autoscaler-now" }, `Replicas wanted now: ${answer.replicas} · demand ${answer.source_up ? "readable" : "not readable (holding)"}`),
+    table("autoscaler-decisions", ["When", "Kind", "Demand", "Rule", "Replicas", "Why"], (answer.decisions || []).map((d) => el("tr", {},
+      el("td", {}, new Date(d.at * 1000).toISOString()), el("td", {}, d.kind + (d.dry_run ? " (dry run)" : "")),
+      el("td", {}, d.demand === null || d.demand === undefined ? "–" : formatNumber(d.demand)), el("td", {}, d.rule || "–"),
+      el("td", {}, `${d.from_replicas} → ${d.to_replicas}`), el("td", {}, d.why)))));
+}
+
+// JSON text indented for reading; any other text as it is.
+function pretty(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
