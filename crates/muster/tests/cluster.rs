@@ -1212,6 +1212,87 @@ async fn the_console_shows_every_node_and_ends_sessions_everywhere() {
                 .0,
         );
     }
+    // A room of node b, its player's socket on b: a's console sees who is in it and kicks them,
+    // on b.
+    use futures_util::SinkExt as _;
+    let b_api = format!("http://127.0.0.1:{}", nodes[1].port);
+    let room: serde_json::Value = http
+        .post(format!("{b_api}/v2/rooms"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"handler": "arena", "capacity": 2}))
+        .send()
+        .await
+        .expect("room")
+        .json()
+        .await
+        .expect("room json");
+    let room = room["room_id"].as_str().expect("room id").to_owned();
+    assert!(room.ends_with(".b"), "{room}");
+    let info: serde_json::Value = http
+        .get(format!("{b_api}/v2/rooms/{room}/connection"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("connection")
+        .json()
+        .await
+        .expect("connection json");
+    let join = serde_json::json!({"cid": "join", "match_join": {"token": info["ticket"]}});
+    sockets[1]
+        .send(Message::text(join.to_string()))
+        .await
+        .expect("join sent");
+    loop {
+        let Some(Ok(Message::Text(text))) = sockets[1].next().await else {
+            panic!("the socket closed before the join's answer");
+        };
+        let answer: serde_json::Value = serde_json::from_str(&text).expect("json");
+        if answer["cid"] == "join" {
+            assert_eq!(answer["match"]["match_id"], room.as_str(), "{answer}");
+            break;
+        }
+    }
+    let inspect = || {
+        let (http, cookie, url) = (
+            http.clone(),
+            cookie.clone(),
+            format!("{}/api/matches/{room}", consoles[0]),
+        );
+        async move {
+            let seen: serde_json::Value = http
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("inspect")
+                .json()
+                .await
+                .expect("inspection");
+            seen
+        }
+    };
+    let seen = inspect().await;
+    assert_eq!(seen["presences"][0]["user_id"], user.as_str(), "{seen}");
+    assert!(
+        seen["state"].is_string(),
+        "the arena's state, from b: {seen}"
+    );
+    let kicked = http
+        .post(format!("{}/api/matches/{room}/kick", consoles[0]))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&serde_json::json!({"session_id": seen["presences"][0]["session_id"]}))
+        .send()
+        .await
+        .expect("kick");
+    assert_eq!(kicked.status(), 200);
+    let seen = inspect().await;
+    assert_eq!(
+        seen["presences"].as_array().map(Vec::len),
+        Some(0),
+        "{seen}"
+    );
+
     let ended = http
         .post(format!("{}/api/accounts/{user}/sessions/end", consoles[0]))
         .header("cookie", &cookie)
