@@ -14,6 +14,7 @@ use support::{Backend, Database, TestServer};
 on_both_backends!(
     sessions_roles_csrf_and_the_audit_log,
     login_attempts_are_limited_and_sessions_expire,
+    a_console_user_keeps_only_their_newest_sessions,
     players_found_and_changed_storage_edited_over_its_version,
     boards_matches_cluster_and_the_configuration,
     a_match_inspected_and_kicked_parties_a_players_data_and_the_autoscaler
@@ -486,6 +487,36 @@ async fn login_attempts_are_limited_and_sessions_expire(backend: Backend) {
         Some(StatusCode::TOO_MANY_REQUESTS)
     );
     server.stop().await.expect("a well-formed answer");
+}
+
+async fn a_console_user_keeps_only_their_newest_sessions(backend: Backend) {
+    let (_db, server) = console_server_with(backend, |config| {
+        config.console.max_sessions_per_user = 2;
+    })
+    .await;
+    let mut logins = Vec::new();
+    for _ in 0..3 {
+        logins.push(
+            login(&server, "admin", ADMIN_PASSWORD)
+                .await
+                .expect("admin logs in"),
+        );
+        server.clock.advance(Duration::from_secs(1));
+    }
+    let mut statuses = Vec::new();
+    for who in &logins {
+        statuses.push(
+            call(&server, Some(who), false, Method::GET, "/api/me", None)
+                .await
+                .0,
+        );
+    }
+    assert_eq!(
+        statuses,
+        [StatusCode::UNAUTHORIZED, StatusCode::OK, StatusCode::OK],
+        "the third login ended the first"
+    );
+    server.stop().await.expect("stopped");
 }
 
 /// A player made through the game API: (user id, token).

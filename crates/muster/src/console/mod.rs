@@ -108,6 +108,7 @@ pub struct Console {
     session_expiry_ms: i64,
     logins_per_ip: IpLimit,
     logins_per_user: KeyedLimit<String>,
+    max_sessions_per_user: u32,
     pub history: Arc<history::History>,
     /// The other nodes, in a cluster.
     pub cluster: Option<nodes::ClusterStatus>,
@@ -128,6 +129,7 @@ impl Console {
             session_expiry_ms: (config.session_expiry_sec as i64).saturating_mul(1000),
             logins_per_ip: IpLimit::per_minute(config.logins_per_ip_per_min),
             logins_per_user: KeyedLimit::per_minute(config.logins_per_user_per_min),
+            max_sessions_per_user: config.max_sessions_per_user,
             history,
             cluster: None,
         }
@@ -228,7 +230,9 @@ impl Console {
             create_time_ms: now,
             expire_time_ms: now.saturating_add(self.session_expiry_ms),
         };
-        self.store.create_console_session(row.clone()).await?;
+        self.store
+            .create_console_session(row.clone(), self.max_sessions_per_user)
+            .await?;
         Ok(Login {
             token,
             operator: Operator {

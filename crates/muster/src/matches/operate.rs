@@ -20,12 +20,6 @@ impl Matches {
         Duration::from_millis(self.config.join_timeout_ms)
     }
 
-    /// The node `match_id` lives on, when that is another node of the cluster.
-    fn node_elsewhere(&self, match_id: &str) -> Result<Option<String>, MatchError> {
-        let (id, _) = MatchId::parse_any(match_id)?;
-        Ok(self.link.as_ref().and_then(|link| link.owner_of(id)))
-    }
-
     /// The match `match_id` of this node.
     fn match_here(&self, match_id: &str) -> Result<MatchRef, MatchError> {
         let (id, _) = MatchId::parse_any(match_id)?;
@@ -88,12 +82,12 @@ impl Matches {
 
     /// [`Matches::inspect`] on whichever node the match lives on.
     pub async fn inspect_anywhere(&self, match_id: &str) -> Result<Inspection, MatchError> {
-        match self.node_elsewhere(match_id)? {
-            Some(owner) => {
+        match self.room_elsewhere(match_id)? {
+            Some((link, owner)) => {
                 let ask = RoomAsk::Inspect {
                     id: match_id.to_owned(),
                 };
-                from_answer(self.ask_owner(&owner, &ask).await?)
+                from_answer(link.room(&owner, &ask).await?)
             }
             None => self.inspect(match_id).await,
         }
@@ -105,13 +99,13 @@ impl Matches {
         match_id: &str,
         data: String,
     ) -> Result<String, MatchError> {
-        match self.node_elsewhere(match_id)? {
-            Some(owner) => {
+        match self.room_elsewhere(match_id)? {
+            Some((link, owner)) => {
                 let ask = RoomAsk::Signal {
                     id: match_id.to_owned(),
                     data,
                 };
-                from_answer(self.ask_owner(&owner, &ask).await?)
+                from_answer(link.room(&owner, &ask).await?)
             }
             None => self.signal(match_id, data).await,
         }
@@ -119,22 +113,15 @@ impl Matches {
 
     /// [`Matches::kick`] on whichever node the match lives on.
     pub async fn kick_anywhere(&self, match_id: &str, session: Uuid) -> Result<bool, MatchError> {
-        match self.node_elsewhere(match_id)? {
-            Some(owner) => {
+        match self.room_elsewhere(match_id)? {
+            Some((link, owner)) => {
                 let ask = RoomAsk::Kick {
                     id: match_id.to_owned(),
                     session,
                 };
-                from_answer(self.ask_owner(&owner, &ask).await?)
+                from_answer(link.room(&owner, &ask).await?)
             }
             None => self.kick(match_id, session).await,
-        }
-    }
-
-    async fn ask_owner(&self, owner: &str, ask: &RoomAsk) -> Result<serde_json::Value, MatchError> {
-        match &self.link {
-            Some(link) => link.room(owner, ask).await,
-            None => Err(MatchError::NotFound("Match not found.".into())),
         }
     }
 }

@@ -195,8 +195,11 @@ impl Matches {
         }
     }
 
-    /// The node room `id` lives on, when it is another node of the cluster.
-    fn room_elsewhere(&self, id: &str) -> Result<Option<(&MatchLink, String)>, MatchError> {
+    /// The node room (or match) `id` lives on, when it is another node of the cluster.
+    pub(super) fn room_elsewhere(
+        &self,
+        id: &str,
+    ) -> Result<Option<(&MatchLink, String)>, MatchError> {
         let (match_id, _) = MatchId::parse_any(id)?;
         Ok(self
             .link

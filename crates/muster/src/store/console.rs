@@ -64,8 +64,13 @@ pub trait ConsoleStore: Send + Sync {
     /// Deletes a user and their sessions; `NotFound` when there is none.
     async fn delete_console_user(&self, username: &str) -> Result<(), StoreError>;
 
-    /// Stores a new session, and deletes the sessions that expired before it was made.
-    async fn create_console_session(&self, session: ConsoleSessionRow) -> Result<(), StoreError>;
+    /// Stores a new session, deletes the sessions that expired before it was made, and keeps at
+    /// most `keep` of its user's sessions (the newest: the oldest end).
+    async fn create_console_session(
+        &self,
+        session: ConsoleSessionRow,
+        keep: u32,
+    ) -> Result<(), StoreError>;
 
     /// The session with this token hash, unexpired at `now_ms`, with its user's role now.
     async fn console_session(

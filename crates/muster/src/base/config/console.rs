@@ -35,6 +35,8 @@ pub struct ConsoleConfig {
     /// `http://muster-autoscaler:7361`: the console shows its latest decisions from
     /// `/decisions`. Empty: the Autoscaler page says none is configured.
     pub autoscaler_url: String,
+    /// Most sessions one console user keeps: a login past it ends that user's oldest session.
+    pub max_sessions_per_user: u32,
 }
 
 impl Default for ConsoleConfig {
@@ -51,6 +53,7 @@ impl Default for ConsoleConfig {
             request_burst: 200,
             history_max_series: 150,
             autoscaler_url: String::new(),
+            max_sessions_per_user: 20,
         }
     }
 }
@@ -93,6 +96,9 @@ impl ConsoleConfig {
                 "console.logins_per_ip_per_min and logins_per_user_per_min must be at least 1"
                     .into(),
             );
+        }
+        if self.max_sessions_per_user == 0 {
+            return Err("console.max_sessions_per_user must be at least 1".into());
         }
         if self.history_max_series == 0 {
             return Err("console.history_max_series must be at least 1".into());

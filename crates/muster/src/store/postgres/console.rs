@@ -120,7 +120,11 @@ impl ConsoleStore for PostgresStore {
         }
     }
 
-    async fn create_console_session(&self, row: ConsoleSessionRow) -> Result<(), StoreError> {
+    async fn create_console_session(
+        &self,
+        row: ConsoleSessionRow,
+        keep: u32,
+    ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         tx.execute(
@@ -140,6 +144,14 @@ impl ConsoleStore for PostgresStore {
                 &row.create_time_ms,
                 &row.expire_time_ms,
             ],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM console_sessions WHERE username = $1 AND token_hash NOT IN (
+                 SELECT token_hash FROM console_sessions WHERE username = $1
+                 ORDER BY create_time_ms DESC, token_hash DESC LIMIT $2)",
+            &[&row.username, &i64::from(keep)],
         )
         .await
         .map_err(db_error)?;

@@ -117,7 +117,11 @@ impl ConsoleStore for SqliteStore {
         .await
     }
 
-    async fn create_console_session(&self, row: ConsoleSessionRow) -> Result<(), StoreError> {
+    async fn create_console_session(
+        &self,
+        row: ConsoleSessionRow,
+        keep: u32,
+    ) -> Result<(), StoreError> {
         self.write("console_session_create", move |conn| {
             conn.execute(
                 "DELETE FROM console_sessions WHERE expire_time_ms < ?1",
@@ -135,6 +139,13 @@ impl ConsoleStore for SqliteStore {
                     row.create_time_ms,
                     row.expire_time_ms
                 ],
+            )
+            .map_err(db_error)?;
+            conn.execute(
+                "DELETE FROM console_sessions WHERE username = ?1 AND token_hash NOT IN (
+                     SELECT token_hash FROM console_sessions WHERE username = ?1
+                     ORDER BY create_time_ms DESC, token_hash DESC LIMIT ?2)",
+                params![row.username, i64::from(keep)],
             )
             .map(drop)
             .map_err(db_error)
