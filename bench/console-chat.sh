@@ -33,29 +33,39 @@ import http.client, json, os, sys, time, urllib.parse
 base, stop, password = sys.argv[1:4]
 host = urllib.parse.urlparse(base).netloc
 deadline = time.time() + 1800
-while time.time() < deadline and not os.path.exists(stop):
+
+def request(method, path, body=None, headers=None):
+    """One request on a fresh connection (the page's fetches need no keep-alive)."""
+    conn = http.client.HTTPConnection(host, timeout=5)
     try:
-        conn = http.client.HTTPConnection(host, timeout=5)
-        conn.request("POST", "/api/login", json.dumps({"username": "admin", "password": password}),
-                     {"content-type": "application/json"})
-        answer = conn.getresponse()
-        answer.read()
-        if answer.status == 200:
-            cookie = answer.getheader("set-cookie").split(";")[0]
+        conn.request(method, path, body, headers or {})
+        response = conn.getresponse()
+        return response, response.read()
+    finally:
+        conn.close()
+
+cookie = None
+while cookie is None and time.time() < deadline and not os.path.exists(stop):
+    try:
+        response, _ = request("POST", "/api/login",
+                              json.dumps({"username": "admin", "password": password}),
+                              {"content-type": "application/json"})
+        if response.status == 200:
+            cookie = response.getheader("set-cookie").split(";")[0]
             break
     except OSError:
         pass
     time.sleep(0.5)
-else:
-    sys.exit(0)
 view = "resolution=second&every=1&span=300"
-after, polls = 0, 0
-while time.time() < deadline and not os.path.exists(stop):
-    conn.request("GET", f"/api/status?{view}&after={after}", headers={"cookie": cookie})
-    response = conn.getresponse()
-    body = json.loads(response.read())
-    after = max([after] + [n["window"]["end"] for n in body["nodes"] if "window" in n])
-    polls += 1
+after, polls, failures = 0, 0, 0
+while cookie and time.time() < deadline and not os.path.exists(stop):
+    try:
+        response, body = request("GET", f"/api/status?{view}&after={after}", headers={"cookie": cookie})
+        page = json.loads(body)
+        after = max([after] + [n["window"]["end"] for n in page["nodes"] if "window" in n])
+        polls += 1
+    except (OSError, ValueError, KeyError):
+        failures += 1
     time.sleep(2)
 print(polls)
 PY

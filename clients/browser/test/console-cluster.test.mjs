@@ -110,6 +110,12 @@ test("one node's console shows both nodes, and the other takes the same login", 
   await page.waitForSelector("#cluster-nodes");
   const listed = await page.$$eval("#cluster-nodes tbody tr td:first-child", (cells) => cells.map((c) => c.textContent));
   assert.deepEqual(listed, ["a (this node)", "b"]);
+  // Each node's health: both answer for their status data, with their memory.
+  const health = await page.$$eval("#cluster-nodes tbody tr", (rows) => rows.map((r) => [r.children[2].textContent, r.children[6].textContent]));
+  for (const [answering, memory] of health) {
+    assert.equal(answering, "answering");
+    assert.ok(Number(memory.replace(/,/g, "")) > 0, `memory ${memory}`);
+  }
   // The other node's console: the same browser, already logged in (sessions are in the shared
   // database).
   await page.goto(`${b.console}/#cluster`);

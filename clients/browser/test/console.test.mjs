@@ -22,7 +22,7 @@ const SCENARIO = new URL("../../../scenarios/smoke.toml", import.meta.url).pathn
 const ADMIN_PASSWORD = "console-admin-pw";
 const XSS_NAME = "<script>window.__xss=1</script>";
 
-/** Muster with the console on, and a JavaScript module with one RPC (`echo`). */
+/** Muster with the console on, and a JavaScript module with one RPC (`echo`) and one hook. */
 async function startMuster() {
   const port = await freePort();
   const consolePort = await freePort();
@@ -34,6 +34,7 @@ function InitModule(ctx, logger, nk, initializer) {
   initializer.registerRpc("echo", function (ctx, logger, nk, payload) {
     return JSON.stringify({ user: ctx.userId, payload: payload });
   });
+  initializer.registerAfterGetAccount(function (ctx, logger, nk, data) {});
 }`);
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toUpperCase().startsWith("MUSTER_")));
   const logs = [];
@@ -309,6 +310,11 @@ test("call an RPC from the explorer as a player", async () => {
   await page.waitForFunction(() => document.querySelector("#rpc-answer")?.textContent.length > 0);
   const answer = JSON.parse(await page.$eval("#rpc-answer", (a) => a.textContent));
   assert.deepEqual(answer, { user: zed.id, payload: '{"hello":"world"}' });
+  // The module's hooks with their calls: every player made above read their account.
+  const hook = await page.$eval("#hooks tbody tr", (tr) => [...tr.children].map((td) => td.textContent));
+  assert.equal(hook[0], "after");
+  assert.equal(hook[1], "GetAccount");
+  assert.match(hook[2], /^ok: [1-9]/);
   await shot(page, "runtime");
 });
 

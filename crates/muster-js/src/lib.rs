@@ -106,7 +106,8 @@ pub enum Hook {
 }
 
 impl Hook {
-    fn table(self) -> &'static str {
+    /// The table's name (as the prelude's registry names it; in metrics and the console).
+    pub fn table(self) -> &'static str {
         match self {
             Hook::Before => "before",
             Hook::After => "after",

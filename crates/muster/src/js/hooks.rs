@@ -57,12 +57,69 @@ impl Module {
     ) -> Result<Option<Value>, JsError> {
         context["node"] = serde_json::json!(self.node);
         context["env"] = self.env.clone();
-        let name = name.to_owned();
+        let id = name.to_owned();
         let args: Vec<Value> = std::iter::once(data).chain(extra).map(to_camel).collect();
-        let cost = self.hook_cost(hook, &name);
-        self.run(&cost, move |vm| vm.call_hook(hook, &name, &context, &args))
-            .await
-            .map(|answer| answer.map(|a| to_snake(&a)))
+        let cost = self.hook_cost(hook, &id);
+        let answer = self
+            .run(&cost, move |vm| vm.call_hook(hook, &id, &context, &args))
+            .await;
+        self.metrics.hook_called(hook.table(), name, answer.is_ok());
+        if let Err(error) = &answer {
+            self.hook_errors.write().insert(
+                (hook, name.to_owned()),
+                (
+                    crate::base::clock::now_ms(),
+                    error.code,
+                    error.message.clone(),
+                ),
+            );
+        }
+        answer.map(|answer| answer.map(|a| to_snake(&a)))
+    }
+
+    /// Every registered hook and match handler with its calls on this node by outcome and its
+    /// last error (for the console): `{table, hook, calls, last_error}`.
+    pub fn hooks_report(&self) -> Vec<Value> {
+        let registered = self.registered();
+        let mut calls = self.metrics.hook_calls();
+        let errors = self.hook_errors.read();
+        let tables: [(Hook, &[String]); 5] = [
+            (Hook::Before, &registered.before),
+            (Hook::After, &registered.after),
+            (Hook::RtBefore, &registered.rt_before),
+            (Hook::RtAfter, &registered.rt_after),
+            (Hook::Schedule, &registered.schedule),
+        ];
+        let matched = registered
+            .matchmaker_matched
+            .then(|| (Hook::MatchmakerMatched, "matched".to_owned()));
+        let hooks = tables
+            .iter()
+            .flat_map(|(hook, names)| names.iter().map(move |n| (*hook, n.clone())))
+            .chain(matched);
+        let mut report: Vec<Value> = hooks
+            .map(|(hook, name)| {
+                let last_error = errors.get(&(hook, name.clone())).map(|(at, code, message)| {
+                    serde_json::json!({"time": at, "code": code, "message": message})
+                });
+                serde_json::json!({
+                    "table": hook.table(),
+                    "hook": name,
+                    "calls": calls.remove(&(hook.table().to_owned(), name.clone())).unwrap_or_default(),
+                    "last_error": last_error,
+                })
+            })
+            .collect();
+        for name in &registered.matches {
+            let failures = self.metrics.failures_of(&format!("match:{name}"));
+            report.push(serde_json::json!({
+                "table": "match",
+                "hook": name,
+                "calls": {"failed": failures},
+                "last_error": null,
+            }));
+        }
+        report
     }
 }
 

@@ -1,10 +1,14 @@
 //! The module's own figures (its RPCs are counted as every server function is:
-//! `muster_rpc_calls_total`, `muster_rpc_duration_seconds`): match handler calls and loop
-//! time by handler, failures, reloads.
+//! `muster_rpc_calls_total`, `muster_rpc_duration_seconds`): hook calls by outcome, match
+//! handler loop time and failures by handler, reloads.
 
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
+
+use std::collections::{BTreeMap, HashMap};
+
+use prometheus::core::Collector;
 
 use crate::base::metrics::register;
 
@@ -12,6 +16,7 @@ use crate::base::metrics::register;
 pub struct JsMetrics {
     calls: HistogramVec,
     failures: IntCounterVec,
+    hooks: IntCounterVec,
     pub(super) reloads: IntCounter,
     /// VMs in the pool that runs RPCs and hooks.
     pub(super) vms: IntGauge,
@@ -44,6 +49,17 @@ impl JsMetrics {
                     &["handler"],
                 ),
             ),
+            hooks: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "js_hook_calls_total",
+                        "Calls of the module's hooks, by table (before, after, rtBefore, rtAfter, \
+                         matched, schedule), hook and outcome (ok, error).",
+                    ),
+                    &["table", "hook", "outcome"],
+                ),
+            ),
             reloads: register(
                 registry,
                 IntCounter::new(
@@ -68,5 +84,44 @@ impl JsMetrics {
 
     pub(super) fn failed(&self, handler: &str) {
         self.failures.with_label_values(&[handler]).inc();
+    }
+
+    /// Counts a hook's call (the hooks are the module's registered ones: a bounded set).
+    pub(super) fn hook_called(&self, table: &str, hook: &str, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.hooks.with_label_values(&[table, hook, outcome]).inc();
+    }
+
+    /// Every hook's calls so far: (table, hook) → outcome → count.
+    pub(super) fn hook_calls(&self) -> HashMap<(String, String), BTreeMap<String, u64>> {
+        let mut calls: HashMap<(String, String), BTreeMap<String, u64>> = HashMap::new();
+        for family in self.hooks.collect() {
+            for metric in family.get_metric() {
+                let label = |name: &str| {
+                    metric
+                        .get_label()
+                        .iter()
+                        .find(|l| l.name() == name)
+                        .map(|l| l.value().to_owned())
+                        .unwrap_or_default()
+                };
+                calls
+                    .entry((label("table"), label("hook")))
+                    .or_default()
+                    .insert(label("outcome"), metric.get_counter().get_value() as u64);
+            }
+        }
+        calls
+    }
+
+    /// A match handler's failures so far (`js_failures_total`), read without creating its series.
+    pub(super) fn failures_of(&self, handler: &str) -> u64 {
+        self.failures
+            .collect()
+            .iter()
+            .flat_map(|family| family.get_metric())
+            .filter(|m| m.get_label().iter().any(|l| l.value() == handler))
+            .map(|m| m.get_counter().get_value() as u64)
+            .sum()
     }
 }

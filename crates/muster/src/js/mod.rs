@@ -61,7 +61,12 @@ pub struct Module {
     reloading: Mutex<()>,
     /// Whether each hook's last call ran long (by hook table and id).
     hook_costs: RwLock<HashMap<Hook, HashMap<String, Arc<CallCost>>>>,
+    /// Each hook's last error. One per registered hook.
+    hook_errors: RwLock<HashMap<(Hook, String), LastError>>,
 }
+
+/// A call's last error: when (Unix ms), its code and message.
+type LastError = (i64, i32, String);
 
 /// Why the module could not start (or reload).
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +119,7 @@ impl Module {
             metrics,
             reloading: Mutex::new(()),
             hook_costs: RwLock::default(),
+            hook_errors: RwLock::default(),
         })))
     }
 

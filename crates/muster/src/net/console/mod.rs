@@ -26,7 +26,7 @@
 //! | `GET /api/rooms/{id}/log` | readonly | a process room's game server output (its last `fleet.*.log_bytes`) |
 //! | `GET /api/matches/{id}` | readonly | a match's presences, and an authoritative match's tick and state (from its node) |
 //! | `POST /api/matches/{id}/signal`, `…/kick` | developer | signal an authoritative match; remove a player from a match (on its node) |
-//! | `GET /api/runtime` | readonly | the functions, their calls and last errors |
+//! | `GET /api/runtime` | readonly | the functions, the module's hooks and match handlers, their calls and last errors |
 //! | `POST /api/runtime/{id}/call` | developer | call a function as a player or the server |
 //! | `POST /api/accounts/{id}/wallet`, `…/metadata`, `…/ban`, `…/unban`, `…/sessions/end`; `GET …/export`; `DELETE /api/accounts/{id}` | developer | change a player (audited) |
 //!

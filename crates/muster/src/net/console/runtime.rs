@@ -1,5 +1,6 @@
-//! The runtime's functions with their call counts and last errors, and the API explorer: call
-//! any function as a chosen player (or as the server) and see the answer.
+//! The runtime's functions, the JavaScript module's hooks and match handlers, each with its
+//! calls and last error, and the API explorer: call any function as a chosen player (or as the
+//! server) and see the answer.
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -16,7 +17,7 @@ use crate::functions::{CallError, Caller};
 use crate::net::state::AppState;
 
 /// `GET /api/runtime`: every registered function, its calls by outcome on this node and its
-/// last error.
+/// last error; the module's hooks and match handlers likewise.
 pub async fn functions(
     State(state): State<AppState>,
     Session(operator): Session,
@@ -59,6 +60,7 @@ pub async fn functions(
         .collect();
     Ok(Json(json!({
         "functions": functions,
+        "hooks": state.module.as_ref().map(|m| m.hooks_report()).unwrap_or_default(),
         "javascript": state.module.is_some(),
     })))
 }

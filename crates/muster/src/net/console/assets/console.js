@@ -496,7 +496,7 @@ async function storagePage() {
 
 async function runtimePage() {
   const root = view();
-  const { functions, javascript } = await api("GET", "/api/runtime");
+  const { functions, hooks, javascript } = await api("GET", "/api/runtime");
   const rows = functions.map((f) => el("tr", { dataset: { function: f.id } },
     el("td", {}, f.id),
     el("td", {}, Object.entries(f.calls).map(([outcome, n]) => `${outcome}: ${n}`).join(", ") || "–"),
@@ -515,7 +515,14 @@ async function runtimePage() {
       }
     } } }, "Call") : "", answer);
   root.replaceChildren(el("h2", {}, "Runtime"), el("p", { class: "muted" }, javascript ? "A JavaScript module is loaded." : "No JavaScript module."),
-    table("functions", ["Function", "Calls on this node", "Last error"], rows), el("p"), explorer);
+    table("functions", ["Function", "Calls on this node", "Last error"], rows),
+    el("h3", {}, "Hooks and match handlers"),
+    hooks.length ? table("hooks", ["Kind", "Name", "Calls on this node", "Last error"], hooks.map((h) => el("tr", {},
+      el("td", {}, h.table), el("td", {}, h.hook),
+      el("td", {}, Object.entries(h.calls).map(([outcome, n]) => `${outcome}: ${n}`).join(", ") || "–"),
+      el("td", {}, h.last_error ? `${new Date(h.last_error.time).toISOString()} ${h.last_error.code}: ${h.last_error.message}` : "–"))))
+      : el("p", { id: "hooks", class: "muted" }, "No hook registered."),
+    el("p"), explorer);
 }
 
 // --- invite links -------------------------------------------------------------------------------
@@ -683,11 +690,24 @@ async function configPage() {
 
 async function clusterPage() {
   const root = view();
-  const info = await api("GET", "/api/cluster");
+  const [info, status] = await Promise.all([api("GET", "/api/cluster"), api("GET", "/api/status?resolution=second&every=1&span=15&after=0")]);
+  // Each node's health: whether it answered, and its newest figures.
+  const health = new Map(status.nodes.map(({ node, window, error }) => {
+    const latest = (metric, stat, scale = 1) => {
+      const s = window && window.series.find((x) => x.metric === metric && x.stat === stat);
+      const v = s && [...s.points].reverse().find((p) => p !== null);
+      return v === undefined || v === null ? "–" : formatNumber(v * scale);
+    };
+    return [node, window
+      ? [el("td", {}, "answering"), el("td", {}, latest("users_online", "value")), el("td", {}, latest("sockets_open", "value")),
+        el("td", {}, latest("process_cpu_seconds_total", "rate")), el("td", {}, latest("process_resident_memory_bytes", "value", 1 / 1048576))]
+      : [el("td", { class: "error" }, `not answering: ${error}`), el("td"), el("td"), el("td"), el("td")]];
+  }));
+  const row = (name, label, since) => el("tr", {}, el("td", {}, label), el("td", {}, since), health.get(name) || [el("td", {}, "–"), el("td"), el("td"), el("td"), el("td")]);
   root.replaceChildren(el("h2", {}, "Cluster"),
     el("p", {}, `This node: ${info.node} (Muster ${info.version}), ${info.sockets} sockets`, info.clustered ? "" : " — not clustered"),
-    table("cluster-nodes", ["Node", "Heard of since"], [el("tr", {}, el("td", {}, `${info.node} (this node)`), el("td", {}, "–"))]
-      .concat(info.peers.map((p) => el("tr", {}, el("td", {}, p.node), el("td", {}, new Date(p.seen_since).toISOString()))))),
+    table("cluster-nodes", ["Node", "Heard of since", "Status data", "Players online", "Sockets", "CPU (cores)", "Memory (MB)"],
+      [row(info.node, `${info.node} (this node)`, "–")].concat(info.peers.map((p) => row(p.node, p.node, new Date(p.seen_since).toISOString())))),
     el("h3", {}, "Latest departures"),
     table("departures", ["Node", "Why", "When"], info.departures.map((d) => el("tr", {}, el("td", {}, d.node), el("td", {}, d.why), el("td", {}, new Date(d.time).toISOString())))));
 }
