@@ -378,6 +378,15 @@ fn thrown(error: CaughtError<'_>, origin: &str) -> JsError {
             {
                 return JsError::new(message, code);
             }
+            // QuickJS throws null when it runs out of memory even for its "out of memory"
+            // error (it cannot allocate that either): a null thrown is most likely the memory
+            // limit reached.
+            if value.is_null() {
+                return JsError::new(
+                    format!("{origin}: out of memory (the VM's memory limit; or null thrown)"),
+                    code,
+                );
+            }
             // A string, a number, anything else thrown: as JavaScript prints it.
             let shown = value
                 .as_string()

@@ -152,6 +152,7 @@ fn memory_past_the_limit_fails_the_call_not_the_process() {
         .call_rpc("hungry", &serde_json::json!({}), "")
         .expect_err("out of memory");
     assert_eq!(error.code, INTERNAL, "{error:?}");
+    assert!(error.message.contains("out of memory"), "{error:?}");
 }
 
 #[test]
