@@ -60,6 +60,17 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
+/// The value of label `name` of a gathered `metric` (empty when it has none): for reading a
+/// counter's label sets back without creating any.
+pub fn label_of(metric: &prometheus::proto::Metric, name: &str) -> String {
+    metric
+        .get_label()
+        .iter()
+        .find(|l| l.name() == name)
+        .map(|l| l.value().to_owned())
+        .unwrap_or_default()
+}
+
 /// Registers `metric` in `registry` and hands it back. Every definition is static, so a failure
 /// (a bad name, a name registered twice) is a bug, not a runtime condition.
 pub(crate) fn register<M>(registry: &Registry, metric: prometheus::Result<M>) -> M

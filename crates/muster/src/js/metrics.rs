@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use prometheus::core::Collector;
 
-use crate::base::metrics::register;
+use crate::base::metrics::{label_of, register};
 
 #[derive(Clone)]
 pub struct JsMetrics {
@@ -97,14 +97,7 @@ impl JsMetrics {
         let mut calls: HashMap<(String, String), BTreeMap<String, u64>> = HashMap::new();
         for family in self.hooks.collect() {
             for metric in family.get_metric() {
-                let label = |name: &str| {
-                    metric
-                        .get_label()
-                        .iter()
-                        .find(|l| l.name() == name)
-                        .map(|l| l.value().to_owned())
-                        .unwrap_or_default()
-                };
+                let label = |name: &str| label_of(metric, name);
                 calls
                     .entry((label("table"), label("hook")))
                     .or_default()

@@ -28,14 +28,7 @@ pub async fn functions(
         Default::default();
     for family in state.metrics.rpc_calls.collect() {
         for metric in family.get_metric() {
-            let label = |name: &str| {
-                metric
-                    .get_label()
-                    .iter()
-                    .find(|l| l.name() == name)
-                    .map(|l| l.value().to_owned())
-                    .unwrap_or_default()
-            };
+            let label = |name: &str| crate::base::metrics::label_of(metric, name);
             calls
                 .entry(label("function"))
                 .or_default()
