@@ -224,6 +224,7 @@ async fn build(
         clock.clone(),
     ));
     warn_default_secrets(&config);
+    warn_world_per_node(&config);
     let limits = &config.limits;
     let matches = Matches::build(
         &config,
@@ -339,6 +340,18 @@ async fn build(
         sockets: TaskTracker::new(),
     });
     Ok((state, store))
+}
+
+/// Says, at start, that a clustered node with a world runs a world of its own: its shards are
+/// not shared with the other nodes.
+fn warn_world_per_node(config: &Config) {
+    if config.world.enabled() && config.cluster.enabled() {
+        tracing::warn!(
+            "world.map is set on a clustered node: this node runs its own copy of every world shard \
+             (its own towers, ids and checkpoints, in its own data directory), which players on \
+             other nodes do not see; run the world on one node"
+        );
+    }
 }
 
 /// Says, at start, which secret is left at a value everyone knows (or empty where that opens
