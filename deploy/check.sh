@@ -212,7 +212,8 @@ for _ in range(300):
         up = get("query", query='count_over_time(up{job="muster"}[1m])')["data"]["result"]
         if up and float(up[0]["value"][1]) >= 3:
             break
-    except OSError:
+    # Not listening yet, or not ready: a starting Prometheus answers 503 in plain text.
+    except (OSError, ValueError, KeyError):
         pass
     time.sleep(0.1)
 else:
