@@ -55,6 +55,23 @@ pub struct Record {
     pub dry_run: bool,
 }
 
+impl Record {
+    /// A change in whether demand can be read (`source_down`, `source_up`): no decision, the
+    /// replicas held at `replicas`.
+    pub fn source(at: u64, kind: &str, why: String, replicas: u64, dry_run: bool) -> Record {
+        Record {
+            at,
+            kind: kind.to_owned(),
+            demand: None,
+            rule: None,
+            why,
+            from_replicas: replicas,
+            to_replicas: replicas,
+            dry_run,
+        }
+    }
+}
+
 impl Shared {
     /// Keeps `record`, dropping the oldest past [`RECENT_DECISIONS`].
     pub fn remember(recent: &std::sync::Mutex<VecDeque<Record>>, record: Record) {

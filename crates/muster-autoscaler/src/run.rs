@@ -383,16 +383,13 @@ pub async fn run(
                     tracing::warn!(%error, replicas, "cannot read demand; holding the last decision");
                     Shared::remember(
                         &outputs.recent,
-                        Record {
-                            at: now,
-                            kind: "source_down".into(),
-                            demand: None,
-                            rule: None,
-                            why: format!("cannot read demand ({error}); holding the last decision"),
-                            from_replicas: replicas,
-                            to_replicas: replicas,
-                            dry_run: settings.dry_run,
-                        },
+                        Record::source(
+                            now,
+                            "source_down",
+                            format!("cannot read demand ({error}); holding the last decision"),
+                            replicas,
+                            settings.dry_run,
+                        ),
                     );
                 }
                 holding = true;
@@ -407,16 +404,13 @@ pub async fn run(
             let replicas = desired.borrow().replicas;
             Shared::remember(
                 &outputs.recent,
-                Record {
-                    at: now,
-                    kind: "source_up".into(),
-                    demand: None,
-                    rule: None,
-                    why: "demand readable again".into(),
-                    from_replicas: replicas,
-                    to_replicas: replicas,
-                    dry_run: settings.dry_run,
-                },
+                Record::source(
+                    now,
+                    "source_up",
+                    "demand readable again".into(),
+                    replicas,
+                    settings.dry_run,
+                ),
             );
         }
         outputs.source_up.store(true, Ordering::Relaxed);

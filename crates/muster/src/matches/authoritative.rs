@@ -158,16 +158,12 @@ impl AuthoritativeHandle {
     /// Sends the match a signal (Nakama's `matchSignal`): the handler's answer, or its refusal;
     /// waits at most `limit`.
     pub async fn signal(&self, data: String, limit: Duration) -> Result<String, MatchError> {
-        let (reply, answer) = oneshot::channel();
-        self.control
-            .try_send(Control::Signal(Box::new(SignalRequest { data, reply })))
-            .map_err(refused_control)?;
-        match tokio::time::timeout(limit, answer).await {
-            Ok(Ok(Ok(data))) => Ok(data),
-            Ok(Ok(Err(reason))) => Err(MatchError::Rejected(reason)),
-            Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
-            Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
-        }
+        let answer = self
+            .ask(limit, |reply| {
+                Control::Signal(Box::new(SignalRequest { data, reply }))
+            })
+            .await?;
+        answer.map_err(MatchError::Rejected)
     }
 
     /// Asks the match to take `member`; waits at most `limit` for its answer.
@@ -177,43 +173,41 @@ impl AuthoritativeHandle {
         metadata: HashMap<String, String>,
         limit: Duration,
     ) -> Result<Match, MatchError> {
-        let (reply, answer) = oneshot::channel();
-        self.control
-            .try_send(Control::Join(Box::new(JoinRequest {
+        self.ask(limit, |reply| {
+            Control::Join(Box::new(JoinRequest {
                 member,
                 metadata,
                 reply,
-            })))
-            .map_err(refused_control)?;
-        match tokio::time::timeout(limit, answer).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
-            Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
-        }
+            }))
+        })
+        .await?
     }
 
     /// Who is in the match and its state, as the match task answers; waits at most `limit`.
     pub async fn inspect(&self, limit: Duration) -> Result<Inspection, MatchError> {
-        let (reply, answer) = oneshot::channel();
-        self.control
-            .try_send(Control::Inspect(reply))
-            .map_err(refused_control)?;
-        match tokio::time::timeout(limit, answer).await {
-            Ok(Ok(inspection)) => Ok(inspection),
-            Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
-            Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
-        }
+        self.ask(limit, Control::Inspect).await
     }
 
     /// Removes the player of `session` as a handler's kick does (the others are told, the
     /// handler's `leave` runs): whether they were in the match; waits at most `limit`.
     pub async fn kick(&self, session: Uuid, limit: Duration) -> Result<bool, MatchError> {
+        self.ask(limit, |reply| Control::Kick(Box::new((session, reply))))
+            .await
+    }
+
+    /// Sends the match task the request `make` builds around a reply channel, and waits at most
+    /// `limit` for the answer: refused when the inbox is full or the match has ended.
+    async fn ask<T>(
+        &self,
+        limit: Duration,
+        make: impl FnOnce(oneshot::Sender<T>) -> Control,
+    ) -> Result<T, MatchError> {
         let (reply, answer) = oneshot::channel();
         self.control
-            .try_send(Control::Kick(Box::new((session, reply))))
+            .try_send(make(reply))
             .map_err(refused_control)?;
         match tokio::time::timeout(limit, answer).await {
-            Ok(Ok(kicked)) => Ok(kicked),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(_)) => Err(MatchError::Ended("Match has ended.".into())),
             Err(_) => Err(MatchError::Rejected("Match did not answer in time.".into())),
         }

@@ -59,18 +59,24 @@ pub async fn list(
     let objects: Vec<Value> = page
         .objects
         .into_iter()
-        .map(|record| {
-            let size = record.value.len();
-            let mut object = serde_json::to_value(api_object(record)).unwrap_or_default();
-            if let Some(value) = object.get_mut("value") {
-                let preview: String = value.as_str().unwrap_or("").chars().take(PREVIEW).collect();
-                *value = Value::String(preview);
-            }
-            object["size"] = size.into();
-            object
-        })
+        .map(|record| listed_object(record, true))
         .collect();
     Ok(Json(json!({"objects": objects, "cursor": page.cursor})))
+}
+
+/// An object as a listing shows it, with its value's size; `preview` shortens the value to
+/// [`PREVIEW`] characters (a page of large values stays small).
+pub(super) fn listed_object(record: crate::store::StorageRecord, preview: bool) -> Value {
+    let size = record.value.len();
+    let mut object = serde_json::to_value(api_object(record)).unwrap_or_default();
+    if preview {
+        if let Some(value) = object.get_mut("value") {
+            let short: String = value.as_str().unwrap_or("").chars().take(PREVIEW).collect();
+            *value = Value::String(short);
+        }
+    }
+    object["size"] = size.into();
+    object
 }
 
 #[derive(Deserialize)]

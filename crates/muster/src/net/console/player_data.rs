@@ -13,12 +13,9 @@ use super::error::domain;
 use super::ConsoleApiError;
 use crate::console::Role;
 use crate::net::state::AppState;
-use crate::storage::api_object;
 
 /// Objects and messages per page.
 pub const PAGE: usize = 50;
-/// Characters of a value a page shows.
-const PREVIEW: usize = 200;
 
 /// A page of `owner`'s storage objects after `cursor`: (objects, the next page's cursor).
 /// `preview` shortens each value (the page notes each value's size).
@@ -37,19 +34,7 @@ pub async fn storage_page(
     let objects = page
         .objects
         .into_iter()
-        .map(|record| {
-            let size = record.value.len();
-            let mut object = serde_json::to_value(api_object(record)).unwrap_or_default();
-            if preview {
-                if let Some(value) = object.get_mut("value") {
-                    let short: String =
-                        value.as_str().unwrap_or("").chars().take(PREVIEW).collect();
-                    *value = Value::String(short);
-                }
-            }
-            object["size"] = size.into();
-            object
-        })
+        .map(|record| super::data::listed_object(record, preview))
         .collect();
     Ok((objects, page.cursor))
 }

@@ -304,7 +304,7 @@ function draw({ def, canvas, legend, box }, series, end) {
       drawing = true;
     });
     ctx.stroke();
-    const last = [...s.points].reverse().find((v) => v !== null);
+    const last = newest(s.points);
     const labels = s.key.labels.map(([, v]) => v).join(",");
     const swatch = el("i");
     swatch.style.background = color; // a property, not an attribute: the policy allows no inline style
@@ -313,6 +313,12 @@ function draw({ def, canvas, legend, box }, series, end) {
       series.size && new Set([...series.values()].map((x) => x.node)).size > 1 ? ` (${s.node})` : ""));
   });
   if (!lines.length) legend.append(el("span", { class: "muted" }, "no data yet"));
+}
+
+// A series' newest point that holds a value (undefined when none does).
+function newest(points) {
+  for (let i = points.length - 1; i >= 0; i--) if (points[i] !== null) return points[i];
+  return undefined;
 }
 
 function formatNumber(v) {
@@ -695,7 +701,7 @@ async function clusterPage() {
   const health = new Map(status.nodes.map(({ node, window, error }) => {
     const latest = (metric, stat, scale = 1) => {
       const s = window && window.series.find((x) => x.metric === metric && x.stat === stat);
-      const v = s && [...s.points].reverse().find((p) => p !== null);
+      const v = s && newest(s.points);
       return v === undefined || v === null ? "–" : formatNumber(v * scale);
     };
     return [node, window
@@ -832,7 +838,7 @@ async function worldPage() {
   // The last 15 seconds of every node's world series: each shard's towers, creeps and last
   // checkpoint's age, and each node's tick time and subscribers.
   const answer = await api("GET", "/api/status?resolution=second&every=1&span=15&after=0");
-  const last = (s) => [...s.points].reverse().find((v) => v !== null);
+  const last = (s) => newest(s.points);
   const shards = new Map();
   const nodes = [];
   for (const { node, window } of answer.nodes) {
