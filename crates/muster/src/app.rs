@@ -126,13 +126,26 @@ async fn build(
     let shutdown = CancellationToken::new();
     // The world's shards start before the functions are fixed: its actions are functions.
     let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
+    // A clustered world's shards move between nodes under leases in the shared database.
+    let seat = match (&cluster, store.world_leases()) {
+        (Some(cluster), Some(leases)) => Some(crate::world::ClusterSeat {
+            bus: cluster.bus.clone(),
+            leases,
+            settle: std::time::Duration::from_millis(
+                config.cluster.failure_timeout_ms + config.cluster.heartbeat_ms,
+            ),
+        }),
+        _ => None,
+    };
     let world = crate::world::World::start(
         &config.world,
         &config.data_dir,
         metrics.registry(),
         economy.clone(),
         shutdown.child_token(),
-    )?;
+        seat,
+    )
+    .await?;
     if let Some(world) = &world {
         crate::world::actions::register(&mut functions, world);
     }
@@ -224,7 +237,6 @@ async fn build(
         clock.clone(),
     ));
     warn_default_secrets(&config);
-    warn_world_per_node(&config);
     let limits = &config.limits;
     let matches = Matches::build(
         &config,
@@ -340,18 +352,6 @@ async fn build(
         sockets: TaskTracker::new(),
     });
     Ok((state, store))
-}
-
-/// Says, at start, that a clustered node with a world runs a world of its own: its shards are
-/// not shared with the other nodes.
-fn warn_world_per_node(config: &Config) {
-    if config.world.enabled() && config.cluster.enabled() {
-        tracing::warn!(
-            "world.map is set on a clustered node: this node runs its own copy of every world shard \
-             (its own towers, ids and checkpoints, in its own data directory), which players on \
-             other nodes do not see; run the world on one node"
-        );
-    }
 }
 
 /// Says, at start, which secret is left at a value everyone knows (or empty where that opens
@@ -502,6 +502,10 @@ pub async fn run_on(
             state.matches.clone(),
             state.parties.clone(),
         ];
+        // A clustered world places its shards over the live nodes.
+        if let Some(world) = &state.world {
+            observers.push(world.clone());
+        }
         // The console asks the other nodes for their status history, and answers theirs.
         if let Some(console) = &state.console {
             if let Some(console_cluster) = &console.cluster {
@@ -616,12 +620,15 @@ pub async fn run_on(
     housekeeping.abort();
     // Every world shard writes its last checkpoint.
     if let Some(world) = state.world.clone() {
-        if tokio::task::spawn_blocking(move || world.stop())
+        let stopping = world.clone();
+        if tokio::task::spawn_blocking(move || stopping.stop())
             .await
             .is_err()
         {
             tracing::error!("a world shard stopped abnormally");
         }
+        // A clustered world's shards move to the other nodes at once.
+        world.release().await;
     }
     // The last click counts, before the store closes.
     stop_clicks.cancel();

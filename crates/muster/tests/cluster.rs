@@ -10,21 +10,9 @@ mod support;
 
 use std::process::Command;
 
-use support::{eventually, free_port, muster_command, presence_ids, Backend, Binary, Database};
-
-fn nats_url() -> Option<String> {
-    match std::env::var("TEST_NATS_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("TEST_REQUIRE_NATS").as_deref() != Ok("1"),
-                "TEST_REQUIRE_NATS=1 but TEST_NATS_URL is not set"
-            );
-            eprintln!("TEST_NATS_URL is not set: cluster tests skipped");
-            None
-        }
-    }
-}
+use support::{
+    eventually, free_port, muster_command, nats_url, presence_ids, Backend, Binary, Database,
+};
 
 /// A node of the cluster `prefix` (tests share one NATS server; each cluster its own subjects),
 /// beating every 100 ms and taking a node silent for 500 ms for dead.

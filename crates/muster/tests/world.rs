@@ -943,3 +943,258 @@ async fn an_action_the_log_cannot_take_is_refused_and_not_applied() {
         0.0
     );
 }
+
+/// A node of the clustered world `prefix`: its own data folder on `db`, the world's settings of
+/// `config` (the shared checkpoint folder among them), beating every 100 ms.
+fn world_node(db: &Database, config: &PathBuf, nats: &str, prefix: &str, name: &str) -> Command {
+    let mut command = muster_command(db);
+    command
+        .arg("--config")
+        .arg(config)
+        .env("MUSTER_CLUSTER__NATS_URL", nats)
+        .env("MUSTER_CLUSTER__SUBJECT_PREFIX", prefix)
+        .env("MUSTER_CLUSTER__NODE_NAME", name)
+        .env("MUSTER_CLUSTER__HEARTBEAT_MS", "100")
+        .env("MUSTER_CLUSTER__FAILURE_TIMEOUT_MS", "500");
+    command
+}
+
+/// Which of `nodes` runs `shard`, and at which epoch.
+async fn owner_of(nodes: &[Option<Binary>], shard: u32) -> Option<(usize, f64)> {
+    let name = format!("muster_world_shard_epoch{{shard=\"{shard}\"}}");
+    let mut owners = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(node) = node {
+            let epoch = metric(node, &name).await;
+            if epoch > 0.0 {
+                owners.push((i, epoch));
+            }
+        }
+    }
+    assert!(
+        owners.len() <= 1,
+        "shard {shard} runs on two nodes: {owners:?}"
+    );
+    owners.pop()
+}
+
+/// Claims the first free building of `shard` through `base`; the building and its tower.
+async fn claim_in(base: &str, token: &str, shard: u32) -> (u64, u64) {
+    for building in 0..433u64 {
+        let payload = json!({"shard": shard, "building": building});
+        let (status, answer) = rpc(base, token, "world_claim", payload).await;
+        if status == 409 {
+            continue; // an NPC's, or another player's
+        }
+        assert_eq!(status, 200, "{answer}");
+        return (building, answer["tower"].as_u64().expect("tower"));
+    }
+    panic!("no free building in shard {shard}");
+}
+
+/// Reads `client`'s world states until a snapshot; its tower ids.
+async fn next_snapshot(client: &mut Client) -> Vec<u64> {
+    for _ in 0..200 {
+        let state = client.event("world_state").await;
+        if state["snapshot"] == true {
+            return state["towers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["id"].as_u64())
+                .collect();
+        }
+    }
+    panic!("no fresh snapshot");
+}
+
+/// SIGTERM: the node drains (its shards' last checkpoints, their leases released) and exits.
+fn drain(node: &mut Binary) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(sent.success());
+    node.child.wait().expect("exits");
+}
+
+/// The world's shards spread over three nodes on one PostgreSQL and NATS, a volume shared by
+/// all: a player on a node that does not run a shard subscribes to it and claims in it; its
+/// node is killed with -9 and the shard resumes elsewhere with the claim, the subscription
+/// going on with a fresh snapshot; a drained node's shard moves with its claim; and the
+/// shards' terms never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim() {
+    let Some(nats) = support::nats_url() else {
+        return;
+    };
+    if support::postgres_url().is_none() {
+        return;
+    }
+    let pg = Database::new(Backend::Postgres).await;
+    let shared = tempfile::tempdir().expect("shared volume");
+    let config = shared.path().join("world.toml");
+    let map = helsinki_pbf().display().to_string();
+    let volume = shared.path().join("world").display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "[world]\nmap = {map:?}\nshards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\n\
+             seed_towers_per_shard = 1000\nactions_per_sec = 0\nlease_ms = 1500\naoi_max_side_m = 4000\n\
+             checkpoint_dir = {volume:?}\n"
+        ),
+    )
+    .expect("config");
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let names = ["a", "b", "c"];
+    let dbs: Vec<Database> = names
+        .iter()
+        .map(|_| Database {
+            dir: tempfile::tempdir().expect("dir"),
+            url: pg.url.clone(),
+        })
+        .collect();
+    let mut nodes: Vec<Option<Binary>> = Vec::new();
+    for (db, name) in dbs.iter().zip(names) {
+        let command = world_node(db, &config, &nats, &prefix, name);
+        nodes.push(Some(Binary::run(command, free_port()).await));
+    }
+    // Two shards over three nodes: one each on two of them.
+    eventually("each shard running on its own node", || async {
+        match (owner_of(&nodes, 0).await, owner_of(&nodes, 1).await) {
+            (Some((a, _)), Some((b, _))) => a != b,
+            _ => false,
+        }
+    })
+    .await;
+    let (owner, epoch) = owner_of(&nodes, 0).await.expect("shard 0's node");
+    let (owner_1, _) = owner_of(&nodes, 1).await.expect("shard 1's node");
+    let idle = (0..3)
+        .find(|i| *i != owner && *i != owner_1)
+        .expect("a node running no shard");
+    let entry = nodes[idle].as_ref().expect("entry node");
+    let base = entry.base();
+    let addr = format!("127.0.0.1:{}", entry.port);
+
+    // Alice, on a node that runs no shard, watches shard 0 and claims in it.
+    let (token, _) = support::device_session_at(&base, "device-world-cluster-alice").await;
+    let mut alice = Client::with_token(&addr, &token).await;
+    let ground = muster_world::map::osm::import(&helsinki_pbf()).expect("map");
+    let (cx, cy) = (
+        (ground.bounds.min.x + ground.bounds.max.x) / 2.0,
+        (ground.bounds.min.y + ground.bounds.max.y) / 2.0,
+    );
+    let area = json!({"shard": 0, "min_x": cx - 1500.0, "min_y": cy - 1500.0,
+                      "max_x": cx + 1500.0, "max_y": cy + 1500.0});
+    let first = alice
+        .ok("world_subscribe", area.clone(), "world_state")
+        .await;
+    assert_eq!(first["snapshot"], true, "{first}");
+    assert!(!first["towers"].as_array().expect("towers").is_empty());
+    let (building, tower) = claim_in(&base, &token, 0).await;
+    // The claim reaches her view from the shard's node.
+    let mut seen = false;
+    for _ in 0..100 {
+        let state = alice.event("world_state").await;
+        if state["towers"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["id"].as_u64() == Some(tower)))
+        {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "the claimed tower never reached the subscriber");
+
+    // Shard 0's node is killed: another takes the shard once the lease expires.
+    let killed = std::time::Instant::now();
+    nodes[owner].take().expect("owner").kill9();
+    eventually("shard 0 running again on another node", || async {
+        owner_of(&nodes, 0).await.is_some_and(|(_, e)| e > epoch)
+    })
+    .await;
+    eprintln!("shard 0 resumed {:?} after the kill", killed.elapsed());
+    // Alice's subscription goes on: a fresh snapshot from the new node, with her tower.
+    let towers = next_snapshot(&mut alice).await;
+    assert!(towers.contains(&tower), "the claim was lost: {towers:?}");
+    // The claim is there for the shard's rules too: claiming the building again is refused.
+    let again = json!({"shard": 0, "building": building});
+    let (status, body) = rpc(&base, &token, "world_claim", again).await;
+    assert_eq!(status, 409, "{body}");
+
+    // The node that runs a shard other than the entry's is drained: its shard moves with a
+    // claim made through the entry node just before.
+    let (other, drained_shard) = {
+        let mut found = None;
+        for shard in 0..2 {
+            if let Some((node, _)) = owner_of(&nodes, shard).await {
+                if node != idle {
+                    found = Some((node, shard));
+                }
+            }
+        }
+        found.expect("a shard on the other node")
+    };
+    let (before_drain, _) = claim_in(&base, &token, drained_shard).await;
+    drain(nodes[other].as_mut().expect("other"));
+    nodes[other] = None;
+    eventually(
+        "the drained node's shard running on the entry node",
+        || async {
+            owner_of(&nodes, drained_shard)
+                .await
+                .is_some_and(|(n, _)| n == idle)
+        },
+    )
+    .await;
+    let again = json!({"shard": drained_shard, "building": before_drain});
+    let (status, body) = rpc(&base, &token, "world_claim", again).await;
+    assert_eq!(
+        status, 409,
+        "the claim made before the drain was lost: {body}"
+    );
+
+    // From the terms: epochs grow, and no term starts before the previous one ended (its
+    // release, or its lease's last expiry).
+    let (client, connection) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    for shard in 0..2i32 {
+        let rows = client
+            .query(
+                "SELECT epoch, holder, started_ms, expires_at_ms, ended_ms
+                 FROM world_shard_terms WHERE shard = $1 ORDER BY epoch",
+                &[&shard],
+            )
+            .await
+            .expect("terms");
+        assert!(rows.len() >= 2, "shard {shard} moved at least once");
+        for pair in rows.windows(2) {
+            let (before, after) = (&pair[0], &pair[1]);
+            let ended: i64 = before
+                .get::<_, Option<i64>>(4)
+                .unwrap_or_else(|| before.get(3));
+            assert!(after.get::<_, i64>(0) > before.get::<_, i64>(0));
+            assert!(
+                after.get::<_, i64>(2) >= ended,
+                "shard {shard}: {} started at {} before {} ended at {ended}",
+                after.get::<_, String>(1),
+                after.get::<_, i64>(2),
+                before.get::<_, String>(1),
+            );
+        }
+    }
+    // The drained node's term ended with its release, not by expiry.
+    let drained_name = names[other];
+    let released: i64 = client
+        .query_one(
+            "SELECT count(*) FROM world_shard_terms
+             WHERE holder = $1 AND shard = $2 AND ended_ms IS NOT NULL",
+            &[&drained_name, &(drained_shard as i32)],
+        )
+        .await
+        .expect("released")
+        .get(0);
+    assert_eq!(released, 1);
+}

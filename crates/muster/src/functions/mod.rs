@@ -169,6 +169,21 @@ impl RpcCode {
         }
     }
 
+    /// The code of gRPC code number `code`, if a function may fail with it.
+    pub fn from_grpc(code: i32) -> Option<RpcCode> {
+        Some(match code {
+            3 => RpcCode::InvalidArgument,
+            5 => RpcCode::NotFound,
+            6 => RpcCode::AlreadyExists,
+            7 => RpcCode::PermissionDenied,
+            8 => RpcCode::ResourceExhausted,
+            9 => RpcCode::FailedPrecondition,
+            13 => RpcCode::Internal,
+            14 => RpcCode::Unavailable,
+            _ => return None,
+        })
+    }
+
     /// The metric label.
     pub fn name(self) -> &'static str {
         match self {

@@ -105,6 +105,11 @@ pub const SQLITE: &[Migration] = &[
         name: "player_views",
         sql: include_str!("migrations/sqlite/0019_player_views.sql"),
     },
+    Migration {
+        version: 20,
+        name: "world_leases",
+        sql: include_str!("migrations/sqlite/0020_world_leases.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -202,6 +207,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 19,
         name: "player_views",
         sql: include_str!("migrations/postgres/0019_player_views.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "world_leases",
+        sql: include_str!("migrations/postgres/0020_world_leases.sql"),
     },
 ];
 

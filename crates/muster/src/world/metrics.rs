@@ -27,6 +27,11 @@ pub struct WorldMetrics {
     pub payouts_waiting: IntGauge,
     pub log_failures: IntCounter,
     pub log_damage: IntCounterVec,
+    /// A clustered world: the epoch of each shard this node runs (absent when it runs none).
+    pub epoch: IntGaugeVec,
+    pub moves: IntCounterVec,
+    pub start_seconds: Histogram,
+    pub remote: IntCounterVec,
 }
 
 impl WorldMetrics {
@@ -39,6 +44,19 @@ impl WorldMetrics {
         self.creeps
             .with_label_values(&[&label])
             .set(shard.creeps.alive() as i64);
+    }
+
+    /// Forgets shard `shard`'s gauges: this node no longer runs it.
+    pub fn forget(&self, shard: u32) {
+        let label = shard.to_string();
+        for gauge in [
+            &self.towers,
+            &self.creeps,
+            &self.epoch,
+            &self.last_checkpoint,
+        ] {
+            let _ = gauge.remove_label_values(&[&label]);
+        }
     }
 
     pub fn register(registry: &Registry) -> WorldMetrics {
@@ -147,6 +165,36 @@ impl WorldMetrics {
             actions: register!(IntCounter::new(
                 "world_actions_total",
                 "Player actions applied and written to the action log."
+            )),
+            epoch: register!(IntGaugeVec::new(
+                Opts::new(
+                    "world_shard_epoch",
+                    "The lease epoch of each shard this node runs (a clustered world)."
+                ),
+                &["shard"]
+            )),
+            moves: register!(IntCounterVec::new(
+                Opts::new(
+                    "world_shard_moves_total",
+                    "Shards this node took (`taken`), handed over after a last checkpoint \
+                     (`released`) or stopped because its lease was lost (`lost`)."
+                ),
+                &["kind"]
+            )),
+            start_seconds: register!(Histogram::with_opts(
+                HistogramOpts::new(
+                    "world_shard_start_seconds",
+                    "From a shard's lease taken to its first tick here: restore and replay."
+                )
+                .buckets(vec![0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+            )),
+            remote: register!(IntCounterVec::new(
+                Opts::new(
+                    "world_remote_requests_total",
+                    "Subscriptions and actions sent to the node that runs their shard, by kind \
+                     and result (`ok`, `error`, `no_owner`)."
+                ),
+                &["kind", "result"]
             )),
             states_skipped: register!(IntCounter::new(
                 "world_states_skipped_total",

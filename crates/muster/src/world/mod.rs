@@ -13,14 +13,19 @@
 //! a snapshot and then, `aoi_hz` times a second, queues the changes on the socket's outbox —
 //! only when the previous update has been taken (an outbox still holding something means a
 //! slow client: the update is skipped, and the next one, computed against what the client was
-//! last sent, carries the newest state). Subscriptions are this node's: the shard threads hold
-//! the subscribed sessions, which are local.
+//! last sent, carries the newest state).
+//!
+//! On a cluster ([`cluster`]) each shard runs on the one node holding its lease, and moves
+//! between nodes; subscriptions and actions for a shard run elsewhere go to its node over NATS.
 
 pub mod actions;
+mod cluster;
+mod fence;
 pub mod log;
 pub mod metrics;
 mod offline;
 pub mod payouts;
+mod remote;
 mod runner;
 mod writer;
 
@@ -28,6 +33,7 @@ pub use offline::{checkpoint_offline, seed_offline, stats_offline};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,15 +58,25 @@ use tokio_util::sync::CancellationToken;
 use crate::base::config::WorldConfig;
 use crate::functions::{RpcCode, RpcError};
 use actions::Action;
+use fence::Fence;
 use log::ActionLog;
 use metrics::WorldMetrics;
-use runner::{Aoi, ShardRun};
+use runner::{Aoi, ShardRun, Sink};
 
 /// The running world.
 pub struct World {
-    threads: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// Each shard thread's inbox.
-    inboxes: Vec<mpsc::SyncSender<Command>>,
+    config: WorldConfig,
+    ground: Arc<Ground>,
+    /// Where checkpoints and action logs are (in a clustered world, a volume every node mounts).
+    dir: PathBuf,
+    metrics: Arc<WorldMetrics>,
+    /// Players' new routes, computed off the shard threads behind a bounded queue.
+    routes: Arc<muster_world::routing::RouteQueue>,
+    /// Threads that compute a tick's views (the cores).
+    aoi_threads: usize,
+    shutdown: CancellationToken,
+    /// The shards this node runs, by number (`None`: another node runs it, or none yet).
+    running: parking_lot::RwLock<Vec<Option<Arc<Running>>>>,
     /// Where actions are paid for, in `currency`.
     economy: Arc<crate::economy::Economy>,
     currency: String,
@@ -68,18 +84,36 @@ pub struct World {
     payouts: Arc<payouts::Payouts>,
     /// Actions per player per second.
     limit: crate::base::ratelimit::KeyedLimit<Uuid>,
+    /// A clustered world's part: leases, the other nodes, remote subscriptions.
+    cluster: Option<cluster::WorldCluster>,
+}
+
+/// A shard this node runs: its thread and how to reach and stop it.
+struct Running {
+    inbox: mpsc::SyncSender<Command>,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    stop: CancellationToken,
+    fence: Arc<Fence>,
+    checkpoint_on_stop: Arc<AtomicBool>,
+    /// The task answering the other nodes' requests for this shard (a clustered world).
+    serving: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 /// What a shard's thread is asked between ticks.
 enum Command {
-    /// Subscribe `session` to `rect` (or move its box); answered with the snapshot.
+    /// Subscribe a socket to `rect` (or move its box); answered with the snapshot.
     Subscribe {
-        session: Arc<Session>,
+        sink: Sink,
+        session_id: Uuid,
         rect: Rect,
         reply: tokio::sync::oneshot::Sender<Result<WorldState, String>>,
     },
     Unsubscribe {
         session_id: Uuid,
+    },
+    /// Node `node` left the cluster: its sockets' subscriptions go.
+    DropNode {
+        node: String,
     },
     /// A route the routing queue computed for a player's `world_connect`.
     Routed {
@@ -237,14 +271,25 @@ pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize) -> Shard {
     shard
 }
 
+/// What a clustered world needs of the cluster.
+pub struct ClusterSeat {
+    pub bus: crate::cluster::bus::Bus,
+    pub leases: Arc<dyn crate::store::WorldLeaseStore>,
+    /// How long to wait after start before taking shards, so that the other nodes are known.
+    pub settle: Duration,
+}
+
 impl World {
-    /// Loads or seeds every shard and starts their threads; `None` when no map is configured.
-    pub fn start(
+    /// Starts the world; `None` when no map is configured. On one node every shard is loaded or
+    /// seeded and started now; in a cluster (`seat`) the shards are taken as their leases allow
+    /// (docs/world.md, "A world on several nodes").
+    pub async fn start(
         config: &WorldConfig,
         data_dir: &Path,
         registry: &Registry,
         economy: Arc<crate::economy::Economy>,
         shutdown: CancellationToken,
+        seat: Option<ClusterSeat>,
     ) -> anyhow::Result<Option<Arc<World>>> {
         if !config.enabled() {
             return Ok(None);
@@ -261,85 +306,27 @@ impl World {
             config.max_waiting_credits,
             metrics.clone(),
         );
-        // Players' new routes are computed off the shard threads, behind a bounded queue.
         let routes = Arc::new(muster_world::routing::RouteQueue::start(
             ground.router.clone(),
             2,
             config.route_queue,
         ));
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut handles = Vec::new();
-        let mut inboxes = Vec::new();
-        for i in 0..config.shards {
-            let Loaded {
-                shard,
-                restored,
-                log,
-                credits,
-                ..
-            } = load_or_seed(config, &ground, &dir, i)?;
-            for credit in credits {
-                payouts.pay(credit);
+        let cluster = match seat {
+            Some(seat) => {
+                cluster::check_volume(&dir, seat.leases.as_ref()).await?;
+                Some(cluster::WorldCluster::new(seat, config))
             }
-            if restored {
-                metrics.restored.inc();
-            }
-            for damage in log.damage() {
-                let kind = if damage.tail { "torn_tail" } else { "middle" };
-                metrics.log_damage.with_label_values(&[kind]).inc();
-            }
-            tracing::info!(
-                shard = i,
-                restored,
-                towers = shard.towers.len(),
-                creeps = shard.creeps.alive(),
-                "world: shard ready"
-            );
-            metrics.count_actors(&shard);
-            let (inbox, commands) = mpsc::sync_channel(INBOX);
-            inboxes.push(inbox.clone());
-            let run = ShardRun {
-                aoi: Aoi {
-                    every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
-                    max_side: config.aoi_max_side_m,
-                    margin: config.aoi_margin_m,
-                    threads,
-                },
-                commands,
-                subscribers: HashMap::new(),
-                next_slot: 0,
-                calc: ground.router.calculator(),
-                routes: routes.clone(),
-                own_inbox: inbox,
-                payouts: payouts.clone(),
-                ground: ground.clone(),
-                log,
-                config: config.clone(),
-                dir: dir.clone(),
-                broken: false,
-                unlogged: Vec::new(),
-                covered: None,
-                tick_unix_ms: 0,
-                shard,
-                path: checkpoint_path(&dir, i),
-                interval: Duration::from_secs(config.checkpoint_interval_s),
-                metrics: metrics.clone(),
-                shutdown: shutdown.clone(),
-            };
-            let thread = std::thread::Builder::new()
-                .name(format!("world-shard-{i}"))
-                .spawn(move || run.run())?;
-            handles.push(thread);
-        }
-        metrics.shards.set(config.shards as i64);
-        tracing::info!(
-            shards = config.shards,
-            ms = started.elapsed().as_millis() as u64,
-            "world: started"
-        );
-        Ok(Some(Arc::new(World {
-            threads: parking_lot::Mutex::new(handles),
-            inboxes,
+            None => None,
+        };
+        let world = Arc::new(World {
+            config: config.clone(),
+            ground,
+            dir,
+            metrics,
+            routes,
+            aoi_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            shutdown,
+            running: parking_lot::RwLock::new((0..config.shards).map(|_| None).collect()),
             economy,
             currency: config.reward_currency.clone(),
             payouts,
@@ -347,49 +334,239 @@ impl World {
                 config.actions_per_sec,
                 config.action_burst,
             ),
-        })))
+            cluster,
+        });
+        if world.cluster.is_some() {
+            cluster::start(&world).await?;
+            tracing::info!(
+                shards = config.shards,
+                "world: clustered; shards are taken as their leases allow"
+            );
+            return Ok(Some(world));
+        }
+        for i in 0..config.shards {
+            world.run_shard(i, Arc::new(Fence::forever()))?;
+        }
+        tracing::info!(
+            shards = config.shards,
+            ms = started.elapsed().as_millis() as u64,
+            "world: started"
+        );
+        Ok(Some(world))
+    }
+
+    /// Loads (or seeds) shard `i` and starts its thread, which runs while `fence` holds.
+    /// Blocking: it reads the checkpoint and replays the log.
+    fn run_shard(&self, i: usize, fence: Arc<Fence>) -> anyhow::Result<()> {
+        let config = &self.config;
+        let Loaded {
+            shard,
+            restored,
+            log,
+            credits,
+            ..
+        } = load_or_seed(config, &self.ground, &self.dir, i)?;
+        for credit in credits {
+            self.payouts.pay(credit);
+        }
+        if restored {
+            self.metrics.restored.inc();
+        }
+        for damage in log.damage() {
+            let kind = if damage.tail { "torn_tail" } else { "middle" };
+            self.metrics.log_damage.with_label_values(&[kind]).inc();
+        }
+        tracing::info!(
+            shard = i,
+            restored,
+            towers = shard.towers.len(),
+            creeps = shard.creeps.alive(),
+            "world: shard ready"
+        );
+        self.metrics.count_actors(&shard);
+        let (inbox, commands) = mpsc::sync_channel(INBOX);
+        let stop = self.shutdown.child_token();
+        let checkpoint_on_stop = Arc::new(AtomicBool::new(true));
+        let run = ShardRun {
+            aoi: Aoi {
+                every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
+                max_side: config.aoi_max_side_m,
+                margin: config.aoi_margin_m,
+                threads: self.aoi_threads,
+            },
+            commands,
+            subscribers: HashMap::new(),
+            next_slot: 0,
+            calc: self.ground.router.calculator(),
+            routes: self.routes.clone(),
+            own_inbox: inbox.clone(),
+            payouts: self.payouts.clone(),
+            ground: self.ground.clone(),
+            log,
+            config: config.clone(),
+            dir: self.dir.clone(),
+            broken: false,
+            unlogged: Vec::new(),
+            covered: None,
+            tick_unix_ms: 0,
+            shard,
+            path: checkpoint_path(&self.dir, i),
+            interval: Duration::from_secs(config.checkpoint_interval_s),
+            metrics: self.metrics.clone(),
+            stop: stop.clone(),
+            fence: fence.clone(),
+            checkpoint_on_stop: checkpoint_on_stop.clone(),
+            bus: self.cluster.as_ref().map(|c| c.bus.clone()),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("world-shard-{i}"))
+            .spawn(move || run.run())?;
+        let running = Arc::new(Running {
+            inbox,
+            thread: parking_lot::Mutex::new(Some(thread)),
+            stop,
+            fence,
+            checkpoint_on_stop,
+            serving: parking_lot::Mutex::new(None),
+        });
+        let mut table = self.running.write();
+        table[i] = Some(running);
+        self.metrics
+            .shards
+            .set(table.iter().filter(|r| r.is_some()).count() as i64);
+        Ok(())
+    }
+
+    /// Stops shard `i` here, after a last checkpoint when `checkpoint` (a handover) or at once
+    /// (its lease was lost), and waits for its thread. Blocking.
+    fn stop_shard(&self, i: usize, checkpoint: bool) {
+        let running = {
+            let mut table = self.running.write();
+            let running = table.get_mut(i).and_then(Option::take);
+            self.metrics
+                .shards
+                .set(table.iter().filter(|r| r.is_some()).count() as i64);
+            running
+        };
+        let Some(running) = running else {
+            return;
+        };
+        if let Some(serving) = running.serving.lock().take() {
+            serving.abort();
+        }
+        running
+            .checkpoint_on_stop
+            .store(checkpoint, std::sync::atomic::Ordering::Release);
+        if !checkpoint {
+            running.fence.revoke();
+        }
+        running.stop.cancel();
+        if let Some(thread) = running.thread.lock().take() {
+            let _ = thread.join();
+        }
+        self.metrics.forget(i as u32);
+    }
+
+    /// Shard `i`'s inbox, when this node runs it.
+    fn inbox(&self, i: usize) -> Option<mpsc::SyncSender<Command>> {
+        self.running
+            .read()
+            .get(i)
+            .and_then(|r| r.as_ref().map(|r| r.inbox.clone()))
+    }
+
+    fn no_shard(&self, shard: u32) -> String {
+        format!(
+            "no shard {shard}: this world has {} (0 to {})",
+            self.config.shards,
+            self.config.shards - 1
+        )
     }
 
     /// Subscribes `session` to a box of a shard (or moves its box there); the answer is the
-    /// box's snapshot, and changes follow on the session's outbox.
+    /// box's snapshot, and changes follow on the session's outbox. In a clustered world the
+    /// shard may run on another node: the request goes there, and so does a subscription
+    /// again when the shard moves (with a fresh snapshot).
     pub async fn subscribe(
         &self,
         session: &Arc<Session>,
         request: &WorldSubscribe,
     ) -> Result<WorldState, String> {
-        let inbox = self.inboxes.get(request.shard as usize).ok_or_else(|| {
-            format!(
-                "no shard {}: this world has {} (0 to {})",
-                request.shard,
-                self.inboxes.len(),
-                self.inboxes.len() - 1
-            )
-        })?;
+        let shard = request.shard as usize;
+        if shard >= self.config.shards {
+            return Err(self.no_shard(request.shard));
+        }
+        // A session watches one box: leaving any other shard it watched.
+        self.leave(session.session_id, Some(shard));
+        if let Some(cluster) = &self.cluster {
+            if let Some(before) = cluster.watch(session, request) {
+                if before != request.shard && self.inbox(before as usize).is_none() {
+                    cluster.unsubscribe_remote(before, session.session_id);
+                }
+            }
+        }
+        let answer = self.subscribe_at(session, request).await;
+        if answer.is_err() {
+            if let Some(cluster) = &self.cluster {
+                cluster.unwatch(session.session_id);
+            }
+        }
+        answer
+    }
+
+    /// Subscribes `session` where its shard runs: here, or on its owner.
+    async fn subscribe_at(
+        &self,
+        session: &Arc<Session>,
+        request: &WorldSubscribe,
+    ) -> Result<WorldState, String> {
         let rect = Rect {
             min: Point::new(request.min_x, request.min_y),
             max: Point::new(request.max_x, request.max_y),
         };
-        // A session watches one box: leaving any other shard it watched.
-        self.leave(session.session_id, Some(request.shard as usize));
+        match (self.inbox(request.shard as usize), &self.cluster) {
+            (Some(inbox), _) => {
+                self.subscribe_here(
+                    &inbox,
+                    Sink::Local(session.clone()),
+                    session.session_id,
+                    rect,
+                )
+                .await
+            }
+            (None, Some(cluster)) => {
+                cluster
+                    .subscribe_remote(request.shard, session.session_id, rect, &self.metrics)
+                    .await
+            }
+            (None, None) => Err(self.no_shard(request.shard)),
+        }
+    }
+
+    /// Subscribes `sink` to `rect` of the shard of `inbox`.
+    async fn subscribe_here(
+        &self,
+        inbox: &mpsc::SyncSender<Command>,
+        sink: Sink,
+        session_id: Uuid,
+        rect: Rect,
+    ) -> Result<WorldState, String> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         inbox
             .try_send(Command::Subscribe {
-                session: session.clone(),
+                sink,
+                session_id,
                 rect,
                 reply,
             })
             .map_err(|_| "the world is busy; try again shortly".to_string())?;
         answer
             .await
-            .map_err(|_| "the world is shutting down".to_string())?
+            .map_err(|_| "the shard is stopping; try again shortly".to_string())?
     }
 
-    /// Applies `action` of player `user` on shard `shard`; the answer once it is on disk.
-    ///
-    /// An action that costs something is quoted by its shard first (which checks everything
-    /// that would refuse it), paid through the economy's ledger, then applied; if the shard
-    /// refuses it after all (the world changed in between) or cannot record it, what was paid
-    /// is refunded (a keyed credit, written once whatever happens).
+    /// Applies `action` of player `user` on shard `shard`; the answer once it is on disk. In a
+    /// clustered world a shard run by another node is asked there.
     pub async fn act(
         &self,
         shard: u32,
@@ -402,14 +579,35 @@ impl World {
                 "Too many world actions: slow down.",
             ));
         }
-        let inbox = self.inboxes.get(shard as usize).ok_or_else(|| {
-            RpcError::new(
+        if shard as usize >= self.config.shards {
+            return Err(RpcError::new(
                 RpcCode::NotFound,
-                format!("No shard {shard}: this world has {}.", self.inboxes.len()),
-            )
-        })?;
+                format!("No shard {shard}: this world has {}.", self.config.shards),
+            ));
+        }
+        match (self.inbox(shard as usize), &self.cluster) {
+            (None, Some(cluster)) => cluster.act_remote(shard, user, action, &self.metrics).await,
+            _ => self.act_here(shard, user, action).await,
+        }
+    }
+
+    /// Applies `action` on shard `shard`, run by this node.
+    ///
+    /// An action that costs something is quoted by its shard first (which checks everything
+    /// that would refuse it), paid through the economy's ledger, then applied; if the shard
+    /// refuses it after all (the world changed in between) or cannot record it, what was paid
+    /// is refunded (a keyed credit, written once whatever happens).
+    async fn act_here(
+        &self,
+        shard: u32,
+        user: Uuid,
+        action: Action,
+    ) -> Result<serde_json::Value, RpcError> {
+        let inbox = self
+            .inbox(shard as usize)
+            .ok_or_else(|| runner::moving(shard))?;
         let reason = action.reason();
-        let quote = ask(inbox, |reply| Command::Quote {
+        let quote = ask(&inbox, |reply| Command::Quote {
             user,
             action: action.clone(),
             reply,
@@ -423,7 +621,7 @@ impl World {
                 .idempotency_key(&key);
             self.economy.apply(change).await?;
         }
-        let result = ask(inbox, |reply| Command::Act {
+        let result = ask(&inbox, |reply| Command::Act {
             user,
             action,
             paid: quote,
@@ -450,25 +648,43 @@ impl World {
     /// Ends `session_id`'s subscription, wherever it is.
     pub fn unsubscribe(&self, session_id: Uuid) {
         self.leave(session_id, None);
+        if let Some(cluster) = &self.cluster {
+            if let Some(shard) = cluster.unwatch(session_id) {
+                if self.inbox(shard as usize).is_none() {
+                    cluster.unsubscribe_remote(shard, session_id);
+                }
+            }
+        }
     }
 
-    /// Unsubscribes `session_id` from every shard but `except`.
+    /// Unsubscribes `session_id` from every shard run here but `except`.
     fn leave(&self, session_id: Uuid, except: Option<usize>) {
-        for (i, inbox) in self.inboxes.iter().enumerate() {
-            if Some(i) != except {
+        for (i, running) in self.running.read().iter().enumerate() {
+            if let (Some(running), false) = (running, Some(i) == except) {
                 // A full inbox drops this; the shard also drops a subscriber whose socket
                 // closed.
-                let _ = inbox.try_send(Command::Unsubscribe { session_id });
+                let _ = running.inbox.try_send(Command::Unsubscribe { session_id });
             }
         }
     }
 
     /// Waits for every shard to write its last checkpoint and stop, once the shutdown token
-    /// has fired. Blocking: call it from a blocking context.
+    /// has fired. Blocking: call it from a blocking context. (In a clustered world,
+    /// [`World::release`] then gives the leases up.)
     pub fn stop(&self) {
-        let threads = std::mem::take(&mut *self.threads.lock());
-        for thread in threads {
-            let _ = thread.join();
+        let running: Vec<Arc<Running>> = self.running.read().iter().flatten().cloned().collect();
+        for shard in running {
+            if let Some(thread) = shard.thread.lock().take() {
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// A clustered world, once [`World::stop`] has written every shard's last checkpoint: gives
+    /// their leases up, so that other nodes take them at once.
+    pub async fn release(&self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.release_all(&self.metrics).await;
         }
     }
 }
@@ -493,5 +709,24 @@ async fn ask<T>(
 impl SessionObserver for World {
     fn session_closed(&self, session: &Arc<Session>) {
         self.unsubscribe(session.session_id);
+    }
+}
+
+impl crate::cluster::membership::MembershipObserver for World {
+    fn node_joined(&self, node: &str) {
+        if let Some(cluster) = &self.cluster {
+            cluster.peers.lock().insert(node.to_string());
+        }
+    }
+
+    fn node_left(&self, node: &str, _why: crate::cluster::membership::Departure) {
+        if let Some(cluster) = &self.cluster {
+            cluster.peers.lock().remove(node);
+        }
+        for running in self.running.read().iter().flatten() {
+            let _ = running.inbox.try_send(Command::DropNode {
+                node: node.to_string(),
+            });
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -14,18 +15,58 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::actions::{self, Action};
+use super::fence::Fence;
 use super::log::{ActionLog, Record};
 use super::metrics::WorldMetrics;
 use super::payouts;
 use super::writer::Writer;
 use super::{Command, Ground};
+use crate::cluster::bus::Bus;
 use crate::functions::{RpcCode, RpcError};
 use crate::session::fanout::Encoded;
 use crate::session::Session;
 
+/// Where a subscriber's updates go.
+pub(super) enum Sink {
+    /// A socket of this node.
+    Local(Arc<Session>),
+    /// A socket of node `node` (a clustered world): its updates go over the bus to that node,
+    /// which hands them to the socket.
+    Remote { node: Arc<str>, session_id: Uuid },
+}
+
+impl Sink {
+    /// Whether it has taken its last update (a local socket's outbox is empty). A remote
+    /// socket's node hands updates on as they come.
+    fn ready(&self) -> bool {
+        match self {
+            Sink::Local(session) => session.outbox.is_empty(),
+            Sink::Remote { .. } => true,
+        }
+    }
+
+    /// Sends `state`; false when the socket is gone.
+    fn send(&self, state: WorldState, bus: Option<&Bus>) -> bool {
+        match self {
+            Sink::Local(session) => {
+                Encoded::new(Envelope::new("", Message::WorldState(state))).deliver(session)
+            }
+            Sink::Remote { node, session_id } => {
+                if let Some(bus) = bus {
+                    bus.publish_soon(
+                        &super::remote::view_topic(node),
+                        super::remote::view_frame(*session_id, &state),
+                    );
+                }
+                true
+            }
+        }
+    }
+}
+
 /// One subscribed socket, on its shard's thread.
 pub(super) struct Subscriber {
-    pub(super) session: Arc<Session>,
+    pub(super) sink: Sink,
     pub(super) view: View,
     /// Which of the ticks of an update period serves it (subscribers are spread over them).
     pub(super) slot: u64,
@@ -105,6 +146,14 @@ fn refuse(
     let _ = reply.send(Err(refusal(error)));
 }
 
+/// The answer to an action that reached a shard this node no longer runs.
+pub(super) fn moving(shard: u32) -> RpcError {
+    RpcError::new(
+        RpcCode::Unavailable,
+        format!("Shard {shard} is moving to another node; try again shortly."),
+    )
+}
+
 fn broken_shard() -> RpcError {
     RpcError::new(
         RpcCode::Unavailable,
@@ -145,7 +194,14 @@ pub(super) struct ShardRun {
     pub(super) path: PathBuf,
     pub(super) interval: Duration,
     pub(super) metrics: Arc<WorldMetrics>,
-    pub(super) shutdown: CancellationToken,
+    /// Stops the shard (the server's shutdown, or the shard handed to another node).
+    pub(super) stop: CancellationToken,
+    /// Until when this node may run the shard (a clustered world's lease).
+    pub(super) fence: Arc<Fence>,
+    /// Whether stopping writes a last checkpoint (not when the lease was lost).
+    pub(super) checkpoint_on_stop: Arc<AtomicBool>,
+    /// The cluster's bus, where remote subscribers' updates go.
+    pub(super) bus: Option<Bus>,
 }
 
 impl ShardRun {
@@ -154,12 +210,17 @@ impl ShardRun {
         // The shard's clock resumes where its checkpoint left it.
         let base_ms = self.shard.now_ms;
         let began = Instant::now();
-        let writer = Writer::start(self.path.clone(), self.shard.id, self.metrics.clone());
+        let writer = Writer::start(
+            self.path.clone(),
+            self.shard.id,
+            self.metrics.clone(),
+            self.fence.clone(),
+        );
         // The snapshot this shard checkpoints into; `None` while its write is in flight.
         let mut spare = Some(Snapshot::default());
         let mut next_checkpoint = Instant::now() + self.interval;
         let mut next_tick = Instant::now() + period;
-        while !self.shutdown.is_cancelled() {
+        while !self.stop.is_cancelled() && self.fence.holds() {
             let now = Instant::now();
             if now < next_tick {
                 // Wait for the tick, serving requests meanwhile (at most 50 ms at a time, so
@@ -208,6 +269,25 @@ impl ShardRun {
                     spare = self.checkpoint(&writer, snapshot);
                 }
             }
+        }
+        if !self.fence.holds() || !self.checkpoint_on_stop.load(Ordering::Acquire) {
+            // The lease is gone: another node may run the shard now, so nothing more is
+            // written or acknowledged. Actions waiting for the log are refused; the commands
+            // still queued are answered by their dropped replies.
+            self.fence.revoke();
+            self.broken = true;
+            self.flush_actions();
+            if spare.is_none() {
+                // The write in flight ends (written or refused by the fence); the log segments
+                // stay whatever its outcome.
+                let _ = writer.wait();
+            }
+            writer.finish();
+            tracing::warn!(
+                shard = self.shard.id,
+                "world: shard stopped without a last checkpoint (its lease ended)"
+            );
+            return;
         }
         // The last checkpoint, written before the thread ends (actions still queued first).
         self.drain();
@@ -310,6 +390,17 @@ impl ShardRun {
             return;
         }
         let batch = std::mem::take(&mut self.unlogged);
+        if !self.fence.holds() {
+            // Applied here but never to be on disk: another node may run the shard now. Refused
+            // (their credits are owed again by the node that runs it); the shard stops.
+            self.broken = true;
+            for unlogged in batch {
+                if let Then::Answer(_, reply) = unlogged.then {
+                    let _ = reply.send(Err(moving(self.shard.id)));
+                }
+            }
+            return;
+        }
         let records: Vec<Record> = batch.iter().map(|u| u.record.clone()).collect();
         let failure = match self.log.append(&records) {
             Ok(()) => {
@@ -467,11 +558,11 @@ impl ShardRun {
                 self.applied(user, Action::Connect { from, to }, applied, reply);
             }
             Command::Subscribe {
-                session,
+                sink,
+                session_id: id,
                 rect,
                 reply,
             } => {
-                let id = session.session_id;
                 let answer = match self.subscribers.get_mut(&id) {
                     Some(known) => known
                         .view
@@ -481,14 +572,7 @@ impl ShardRun {
                         let state = next_state(&self.shard, &mut view, self.tick_unix_ms);
                         self.next_slot += 1;
                         let slot = self.next_slot;
-                        self.subscribers.insert(
-                            id,
-                            Subscriber {
-                                session,
-                                view,
-                                slot,
-                            },
-                        );
+                        self.subscribers.insert(id, Subscriber { sink, view, slot });
                         self.metrics.subscribers.inc();
                         state
                     }),
@@ -499,6 +583,15 @@ impl ShardRun {
                 if self.subscribers.remove(&session_id).is_some() {
                     self.metrics.subscribers.dec();
                 }
+            }
+            Command::DropNode { node } => {
+                let before = self.subscribers.len();
+                self.subscribers.retain(
+                    |_, s| !matches!(&s.sink, Sink::Remote { node: n, .. } if **n == *node),
+                );
+                self.metrics
+                    .subscribers
+                    .sub((before - self.subscribers.len()) as i64);
             }
         }
     }
@@ -583,16 +676,16 @@ impl ShardRun {
             return;
         }
         let (shard, metrics, tick_unix_ms) = (&self.shard, &self.metrics, self.tick_unix_ms);
+        let bus = self.bus.as_ref();
         let serve = |part: &mut [(&Uuid, &mut Subscriber)]| -> Vec<Uuid> {
             let mut closed = Vec::new();
             for (id, subscriber) in part.iter_mut() {
-                if !subscriber.session.outbox.is_empty() {
+                if !subscriber.sink.ready() {
                     metrics.states_skipped.inc();
                     continue;
                 }
                 let state = next_state(shard, &mut subscriber.view, tick_unix_ms);
-                let envelope = Envelope::new("", Message::WorldState(state));
-                if Encoded::new(envelope).deliver(&subscriber.session) {
+                if subscriber.sink.send(state, bus) {
                     metrics.states_sent.inc();
                 } else {
                     closed.push(**id);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use muster_world::checkpoint::Snapshot;
 
+use super::fence::Fence;
 use super::metrics::WorldMetrics;
 
 /// A shard's checkpoint writer: a thread that writes the snapshot it is given and gives it
@@ -20,7 +21,14 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub(super) fn start(path: PathBuf, shard: u32, metrics: Arc<WorldMetrics>) -> Writer {
+    /// A writer of `path`; a snapshot handed to it once `fence` no longer holds is not written
+    /// (another node may run the shard by then).
+    pub(super) fn start(
+        path: PathBuf,
+        shard: u32,
+        metrics: Arc<WorldMetrics>,
+        fence: Arc<Fence>,
+    ) -> Writer {
         // The checkpoint a restart restored from was written when its file was.
         let written_at = std::fs::metadata(&path)
             .and_then(|m| m.modified())
@@ -39,7 +47,11 @@ impl Writer {
             .spawn(move || {
                 for snapshot in inbox {
                     let started = Instant::now();
-                    let result = snapshot.write(&path).map_err(|e| e.to_string());
+                    let result = if fence.holds() {
+                        snapshot.write(&path).map_err(|e| e.to_string())
+                    } else {
+                        Err("the shard's lease ended: another node may run it".into())
+                    };
                     if done.send((snapshot, result, started.elapsed())).is_err() {
                         return;
                     }

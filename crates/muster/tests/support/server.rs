@@ -54,6 +54,22 @@ pub fn postgres_url() -> Option<String> {
     }
 }
 
+/// The NATS server of `TEST_NATS_URL`; `None` (the test skips) when unset, unless
+/// `TEST_REQUIRE_NATS=1` makes that a failure.
+pub fn nats_url() -> Option<String> {
+    match std::env::var("TEST_NATS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("TEST_REQUIRE_NATS").as_deref() != Ok("1"),
+                "TEST_REQUIRE_NATS=1 but TEST_NATS_URL is not set"
+            );
+            eprintln!("TEST_NATS_URL is not set: cluster tests skipped");
+            None
+        }
+    }
+}
+
 /// A database of its own for one test: a fresh temp dir, or a fresh PostgreSQL database.
 pub struct Database {
     pub dir: tempfile::TempDir,

@@ -572,6 +572,24 @@ impl Config {
         self.cluster.validate()?;
         self.fleet.validate()?;
         self.world.validate()?;
+        if self.world.enabled() && self.cluster.enabled() {
+            // Its shards move between nodes: their leases in the shared database, their
+            // checkpoints and logs on a volume every node mounts.
+            if self.database_url.is_empty() {
+                return Err(
+                    "world.map on a clustered node needs PostgreSQL (database_url): \
+                            the shards' leases live there"
+                        .into(),
+                );
+            }
+            if self.world.checkpoint_dir.is_empty() {
+                return Err(
+                    "world.map on a clustered node needs world.checkpoint_dir set to \
+                            a volume every node mounts"
+                        .into(),
+                );
+            }
+        }
         self.console.validate()?;
         for (name, server) in &self.fleet.servers {
             if server.queue_timeout_ms >= self.limits.request_timeout_ms {

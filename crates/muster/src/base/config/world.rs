@@ -13,8 +13,12 @@ pub struct WorldConfig {
     pub shards: usize,
     /// Copies of the map side by side in each shard (a small extract tiled to a large world).
     pub tiles_per_shard: usize,
-    /// Where checkpoints are written (`shard-N.world`); empty: `<data_dir>/world`.
+    /// Where checkpoints are written (`shard-N.world`); empty: `<data_dir>/world`. A clustered
+    /// world needs it set, to a volume every node mounts.
     pub checkpoint_dir: String,
+    /// A clustered world: how long a node's lease on a shard lasts without a renewal (renewed
+    /// every quarter of it). A killed node's shards resume elsewhere within about this long.
+    pub lease_ms: u64,
     /// Seconds between two checkpoints of a shard; the last is written at shutdown.
     pub checkpoint_interval_s: u64,
     /// A shard with no checkpoint is seeded with this many NPC towers and twice as many creeps.
@@ -53,6 +57,7 @@ impl Default for WorldConfig {
             shards: 1,
             tiles_per_shard: 1,
             checkpoint_dir: String::new(),
+            lease_ms: 5_000,
             checkpoint_interval_s: 30,
             seed_towers_per_shard: 0,
             seed_towers_per_million: 0.0,
@@ -90,6 +95,9 @@ impl WorldConfig {
             return Err(
                 "world.route_queue and world.max_waiting_credits must be at least 1".into(),
             );
+        }
+        if !(200..=600_000).contains(&self.lease_ms) {
+            return Err("world.lease_ms must be 200 to 600000".into());
         }
         if self.checkpoint_interval_s == 0 {
             return Err("world.checkpoint_interval_s must be at least 1".into());

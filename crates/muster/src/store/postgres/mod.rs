@@ -17,6 +17,7 @@ mod links;
 mod matchmaker;
 mod notifications;
 mod storage;
+mod world_leases;
 mod writer;
 
 use std::sync::Arc;
@@ -256,6 +257,12 @@ impl Store for PostgresStore {
 
     fn shared_matchmaker(&self) -> Option<Arc<dyn crate::store::MatchmakerStore>> {
         Some(Arc::new(matchmaker::PgMatchmaker {
+            pool: self.pool.clone(),
+        }))
+    }
+
+    fn world_leases(&self) -> Option<Arc<dyn crate::store::WorldLeaseStore>> {
+        Some(Arc::new(world_leases::PgWorldLeases {
             pool: self.pool.clone(),
         }))
     }
