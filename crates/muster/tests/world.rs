@@ -1185,6 +1185,31 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
             );
         }
     }
+    // A node whose checkpoint folder is not the shared volume refuses to start.
+    let elsewhere = tempfile::tempdir().expect("another folder");
+    let wrong = elsewhere.path().join("world.toml");
+    let settings = std::fs::read_to_string(&config).expect("config");
+    let other_dir = elsewhere.path().join("world").display().to_string();
+    std::fs::write(
+        &wrong,
+        settings.replace(&format!("{volume:?}"), &format!("{other_dir:?}")),
+    )
+    .expect("config");
+    let stray = Database {
+        dir: tempfile::tempdir().expect("dir"),
+        url: pg.url.clone(),
+    };
+    let out = world_node(&stray, &wrong, &nats, &prefix, "d")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is not the volume this cluster's world lives on"),
+        "{stderr}"
+    );
     // The drained node's term ended with its release, not by expiry.
     let drained_name = names[other];
     let released: i64 = client

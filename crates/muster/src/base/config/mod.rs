@@ -684,6 +684,23 @@ mod tests {
     }
 
     #[test]
+    fn a_clustered_world_needs_postgresql_and_a_shared_checkpoint_dir() {
+        let mut config = Config::default();
+        config.world.map = "/data/city.osm.pbf".into();
+        config.cluster.nats_url = "nats://127.0.0.1:4222".into();
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("PostgreSQL"), "{error}");
+        config.database_url = "postgres://muster@db/muster".into();
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("world.checkpoint_dir"), "{error}");
+        config.world.checkpoint_dir = "/shared/world".into();
+        assert_eq!(config.validate(), Ok(()));
+        config.world.lease_ms = 100;
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("world.lease_ms"), "{error}");
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_named() {
         let error = toml::from_str::<Config>("[socket]\nping_perod_ms = 5\n").unwrap_err();
         assert!(error.to_string().contains("ping_perod_ms"), "{error}");
