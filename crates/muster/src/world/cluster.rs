@@ -333,7 +333,7 @@ pub(super) async fn start(world: &Arc<World>) -> anyhow::Result<()> {
     tokio::spawn(async move {
         while let Some(message) = views.next().await {
             let Some(world) = weak.upgrade() else { return };
-            deliver_view(&world, &message.payload);
+            deliver_views(&world, &message.payload);
         }
     });
     let weak = Arc::downgrade(world);
@@ -350,26 +350,37 @@ pub(super) async fn start(world: &Arc<World>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An update from a shard's owner for a socket of this node.
-fn deliver_view(world: &World, bytes: &[u8]) {
+/// Updates from a shard's node for sockets of this node.
+fn deliver_views(world: &World, bytes: &[u8]) {
     let Some(cluster) = &world.cluster else {
         return;
     };
-    let Some((session_id, state)) = remote::read_view_frame(bytes) else {
-        return;
-    };
-    let session = {
+    let views = remote::read_view_batch(bytes);
+    let mut gone = Vec::new();
+    let sessions: Vec<(Option<Arc<Session>>, WorldState)> = {
         let watchers = cluster.watchers.lock();
-        watchers
-            .get(&session_id)
-            .filter(|w| w.request.shard == state.shard)
-            .and_then(|w| w.session.upgrade())
+        views
+            .into_iter()
+            .map(|(session_id, state)| {
+                let session = watchers
+                    .get(&session_id)
+                    .filter(|w| w.request.shard == state.shard)
+                    .and_then(|w| w.session.upgrade());
+                if session.is_none() {
+                    gone.push((state.shard, session_id));
+                }
+                (session, state)
+            })
+            .collect()
     };
-    if let Some(session) = session {
-        Encoded::new(Envelope::new("", Message::WorldState(state))).deliver(&session);
-    } else {
-        // The socket is gone or watches another shard now: the owner stops sending.
-        cluster.unsubscribe_remote(state.shard, session_id);
+    for (session, state) in sessions {
+        if let Some(session) = session {
+            Encoded::new(Envelope::new("", Message::WorldState(state))).deliver(&session);
+        }
+    }
+    // Sockets gone, or watching another shard now: their shard's node stops sending.
+    for (shard, session_id) in gone {
+        cluster.unsubscribe_remote(shard, session_id);
     }
 }
 

@@ -3,13 +3,14 @@
 //! - `world.shard.<n>.act`, `.subscribe`, `.unsubscribe`: requests for shard `n`, answered by the
 //!   one node that runs it (it subscribes while it holds the shard's lease; with no node running
 //!   it, NATS answers "no responders" at once);
-//! - `world.view.<node>`: a remote subscriber's updates, to the node its socket is on;
+//! - `world.view.<node>`: remote subscribers' updates, to the node their sockets are on, batched:
+//!   one message per node per tick (split past [`MAX_VIEW_BATCH`] bytes);
 //! - `world.moved`: a node took a shard; every node subscribes its sockets that watch that
 //!   shard again, and they get a fresh snapshot.
 //!
 //! Requests and control messages are JSON; a view is the socket's session id (16 bytes) and
 //! the `WorldState` as protobuf, so the owner encodes each update once whatever the socket's
-//! format.
+//! format; a batch is views one after the other, each after its length (u32, little-endian).
 
 use std::time::Duration;
 
@@ -127,21 +128,64 @@ pub fn read_subscribe_answer(bytes: &[u8]) -> Result<WorldState, String> {
     }
 }
 
-/// An update for the socket `session_id` of the node it is sent to.
-pub fn view_frame(session_id: Uuid, state: &WorldState) -> Vec<u8> {
+/// Most bytes of one batch of views (NATS takes 1 MB by default).
+pub const MAX_VIEW_BATCH: usize = 256 * 1024;
+
+/// One view: an update for the socket `session_id` of the node it is sent to.
+pub fn view_entry(session_id: Uuid, state: &WorldState) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(16 + state.encoded_len());
     bytes.extend_from_slice(session_id.as_bytes());
     state.encode(&mut bytes).unwrap_or_default();
     bytes
 }
 
-pub fn read_view_frame(bytes: &[u8]) -> Option<(Uuid, WorldState)> {
-    if bytes.len() < 16 {
-        return None;
+/// Views for one node, gathered into as few messages as their size allows.
+#[derive(Default)]
+pub struct ViewBatch {
+    frames: Vec<Vec<u8>>,
+}
+
+impl ViewBatch {
+    pub fn push(&mut self, entry: &[u8]) {
+        let need = 4 + entry.len();
+        match self.frames.last_mut() {
+            Some(frame) if frame.len() + need <= MAX_VIEW_BATCH => {
+                frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+                frame.extend_from_slice(entry);
+            }
+            _ => {
+                let mut frame = Vec::with_capacity(need.max(16 * 1024));
+                frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+                frame.extend_from_slice(entry);
+                self.frames.push(frame);
+            }
+        }
     }
-    let (id, state) = bytes.split_at(16);
-    let session_id = Uuid::from_slice(id).ok()?;
-    Some((session_id, WorldState::decode(state).ok()?))
+
+    pub fn into_frames(self) -> Vec<Vec<u8>> {
+        self.frames
+    }
+}
+
+/// The views of a batch; stops at the first one that does not read.
+pub fn read_view_batch(mut bytes: &[u8]) -> Vec<(Uuid, WorldState)> {
+    let mut views = Vec::new();
+    while bytes.len() >= 4 {
+        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+        let Some(entry) = bytes.get(4..4 + len) else {
+            break;
+        };
+        if entry.len() < 16 {
+            break;
+        }
+        let (id, state) = entry.split_at(16);
+        let (Ok(session_id), Ok(state)) = (Uuid::from_slice(id), WorldState::decode(state)) else {
+            break;
+        };
+        views.push((session_id, state));
+        bytes = &bytes[4 + len..];
+    }
+    views
 }
 
 /// What a request to a shard's owner came to.
@@ -198,10 +242,37 @@ mod tests {
             }],
             ..Default::default()
         };
-        let id = Uuid::new_v4();
-        let (back_id, back) = read_view_frame(&view_frame(id, &state)).expect("frame");
-        assert_eq!((back_id, &back), (id, &state));
-        assert!(read_view_frame(&[1, 2, 3]).is_none());
+        let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+        let mut batch = ViewBatch::default();
+        for id in &ids {
+            batch.push(&view_entry(*id, &state));
+        }
+        let frames = batch.into_frames();
+        assert_eq!(frames.len(), 1, "small views share one message");
+        let back = read_view_batch(&frames[0]);
+        assert_eq!(back.len(), 3);
+        assert!(back
+            .iter()
+            .zip(&ids)
+            .all(|((id, s), want)| id == want && *s == state));
+        assert!(read_view_batch(&[1, 2, 3]).is_empty());
+        assert!(
+            read_view_batch(&[200, 0, 0, 0, 1]).is_empty(),
+            "a length past the end"
+        );
+        // Past the size bound, a batch splits; every view is still there once.
+        let big = WorldState {
+            gone_creeps: (0..60_000).collect(),
+            ..Default::default()
+        };
+        let mut batch = ViewBatch::default();
+        for id in &ids {
+            batch.push(&view_entry(*id, &big));
+        }
+        let frames = batch.into_frames();
+        assert!(frames.len() > 1 && frames.iter().all(|f| f.len() <= MAX_VIEW_BATCH));
+        let count: usize = frames.iter().map(|f| read_view_batch(f).len()).sum();
+        assert_eq!(count, 3);
         assert_eq!(
             read_subscribe_answer(&subscribe_answer(Ok(state.clone()))),
             Ok(state)

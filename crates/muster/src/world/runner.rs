@@ -44,24 +44,15 @@ impl Sink {
             Sink::Remote { .. } => true,
         }
     }
+}
 
-    /// Sends `state`; false when the socket is gone.
-    fn send(&self, state: WorldState, bus: Option<&Bus>) -> bool {
-        match self {
-            Sink::Local(session) => {
-                Encoded::new(Envelope::new("", Message::WorldState(state))).deliver(session)
-            }
-            Sink::Remote { node, session_id } => {
-                if let Some(bus) = bus {
-                    bus.publish_soon(
-                        &super::remote::view_topic(node),
-                        super::remote::view_frame(*session_id, &state),
-                    );
-                }
-                true
-            }
-        }
-    }
+/// What serving a part of a tick's subscribers came to.
+#[derive(Default)]
+struct Served {
+    /// Local sockets found closed.
+    closed: Vec<Uuid>,
+    /// Remote sockets' views, by node.
+    remote: Vec<(Arc<str>, Vec<u8>)>,
 }
 
 /// One subscribed socket, on its shard's thread.
@@ -219,7 +210,8 @@ impl ShardRun {
         // The snapshot this shard checkpoints into; `None` while its write is in flight.
         let mut spare = Some(Snapshot::default());
         let mut next_checkpoint = Instant::now() + self.interval;
-        let mut next_tick = Instant::now() + period;
+        // The first tick at once: a shard taken over from another node moves again now.
+        let mut next_tick = Instant::now();
         while !self.stop.is_cancelled() && self.fence.holds() {
             let now = Instant::now();
             if now < next_tick {
@@ -676,26 +668,37 @@ impl ShardRun {
             return;
         }
         let (shard, metrics, tick_unix_ms) = (&self.shard, &self.metrics, self.tick_unix_ms);
-        let bus = self.bus.as_ref();
-        let serve = |part: &mut [(&Uuid, &mut Subscriber)]| -> Vec<Uuid> {
-            let mut closed = Vec::new();
+        // Local sockets get their updates now; remote ones', encoded here, go to their nodes
+        // afterwards, one message per node.
+        let serve = |part: &mut [(&Uuid, &mut Subscriber)]| -> Served {
+            let mut served = Served::default();
             for (id, subscriber) in part.iter_mut() {
                 if !subscriber.sink.ready() {
                     metrics.states_skipped.inc();
                     continue;
                 }
                 let state = next_state(shard, &mut subscriber.view, tick_unix_ms);
-                if subscriber.sink.send(state, bus) {
-                    metrics.states_sent.inc();
-                } else {
-                    closed.push(**id);
+                match &subscriber.sink {
+                    Sink::Local(session) => {
+                        let envelope = Envelope::new("", Message::WorldState(state));
+                        if Encoded::new(envelope).deliver(session) {
+                            metrics.states_sent.inc();
+                        } else {
+                            served.closed.push(**id);
+                        }
+                    }
+                    Sink::Remote { node, session_id } => {
+                        metrics.states_sent.inc();
+                        let entry = super::remote::view_entry(*session_id, &state);
+                        served.remote.push((node.clone(), entry));
+                    }
                 }
             }
-            closed
+            served
         };
         let threads = self.aoi.threads;
-        let closed: Vec<Uuid> = if threads < 2 || due.len() < 64 {
-            serve(&mut due)
+        let served: Vec<Served> = if threads < 2 || due.len() < 64 {
+            vec![serve(&mut due)]
         } else {
             let chunk = due.len().div_ceil(threads);
             std::thread::scope(|scope| {
@@ -705,10 +708,26 @@ impl ShardRun {
                     .collect();
                 handles
                     .into_iter()
-                    .flat_map(|h| h.join().unwrap_or_default())
+                    .map(|h| h.join().unwrap_or_default())
                     .collect()
             })
         };
+        let mut batches: HashMap<Arc<str>, super::remote::ViewBatch> = HashMap::new();
+        let mut closed = Vec::new();
+        for part in served {
+            closed.extend(part.closed);
+            for (node, entry) in part.remote {
+                batches.entry(node).or_default().push(&entry);
+            }
+        }
+        if let Some(bus) = &self.bus {
+            for (node, batch) in batches {
+                let topic = super::remote::view_topic(&node);
+                for frame in batch.into_frames() {
+                    bus.publish_soon(&topic, frame);
+                }
+            }
+        }
         for id in closed {
             self.subscribers.remove(&id);
             self.metrics.subscribers.dec();
