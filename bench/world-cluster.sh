@@ -23,7 +23,6 @@ trap '[ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null; stop_postgres; remove_
 pbf="${CARGO_TARGET_DIR:-$root/target}/world-data/Helsinki.osm.pbf"
 "$root/scripts/fetch-helsinki.sh" "$pbf"
 start_postgres
-"$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE world_bench" >/dev/null
 nats_port=$(free_port)
 nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
 NATS_PID=$!
@@ -57,6 +56,6 @@ claim_cost = 0
 TOML
 
 SERVER_BIN="$muster_bin" SWARM_BIN="$swarm_bin" WORK="$work" \
-  PG_BASE="postgres://postgres@127.0.0.1:$PG_PORT" NATS_URL="nats://127.0.0.1:$nats_port" \
+  PG_BASE="postgres://postgres@127.0.0.1:$PG_PORT" PSQL="$PG_BIN/psql" NATS_URL="nats://127.0.0.1:$nats_port" \
   KILLS="$KILLS" RUNS="$RUNS" LEASE_MS="$LEASE_MS" CX="$cx" CY="$cy" SPREAD="$spread" \
   BUILDINGS=$(( TILES * 433 )) python3 "$here/world/cluster.py"

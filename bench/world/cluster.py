@@ -9,7 +9,8 @@
   that runs it (local) and one against the other (routed over NATS), alternating which goes
   first; update latency from the tick (`world_update`);
 - actions: RUNS pairs of swarm runs (CLAIM_PLAYERS players claiming every CLAIM_EVERY_S), local
-  and routed; claims applied per second by the shard's node over the hold.
+  and routed, each on a fresh world (swarm's players claim the same buildings every run); claims
+  answered and applied per second over the hold, and the claims' latency at the node called.
 
 Every process it starts is ended by its PID; every wait is bounded."""
 import json
@@ -22,8 +23,8 @@ import urllib.request
 
 env = os.environ
 MUSTER, SWARM, WORK = env["SERVER_BIN"], env["SWARM_BIN"], env["WORK"]
-PG_BASE, NATS = env["PG_BASE"], env["NATS_URL"]
-CONFIG = f"{WORK}/world.toml"
+PG_BASE, NATS, PSQL = env["PG_BASE"], env["NATS_URL"], env["PSQL"]
+WORLD_TOML = open(f"{WORK}/world.toml").read()
 KILLS, RUNS = int(env.get("KILLS", 3)), int(env.get("RUNS", 3))
 SUBSCRIBERS = int(env.get("SUBSCRIBERS", 1000))
 CLAIM_PLAYERS = int(env.get("CLAIM_PLAYERS", 2000))
@@ -31,7 +32,20 @@ CLAIM_EVERY_S = float(env.get("CLAIM_EVERY_S", 0.2))
 RAMP_S, HOLD_S = float(env.get("RAMP_S", 10)), float(env.get("HOLD_S", 20))
 CX, CY, SPREAD = float(env["CX"]), float(env["CY"]), float(env["SPREAD"])
 BUILDINGS = int(env["BUILDINGS"])
-PREFIX = f"wb{os.getpid()}"
+
+
+class World:
+    """A world of its own: a cluster subject prefix, a database and a checkpoint volume."""
+    count = 0
+
+    def __init__(self):
+        World.count += 1
+        self.name = f"wb{os.getpid()}_{World.count}"
+        self.config = f"{WORK}/{self.name}.toml"
+        open(self.config, "w").write(
+            WORLD_TOML.replace(f"{WORK}/volume", f"{WORK}/{self.name}-volume"))
+        subprocess.run([PSQL, "-q", "-h", "127.0.0.1", "-p", PG_BASE.rsplit(":", 1)[1],
+                        "-U", "postgres", "-c", f"CREATE DATABASE {self.name}"], check=True)
 
 
 def free_port():
@@ -62,17 +76,17 @@ def metrics(port, timeout=2):
 
 
 class Node:
-    def __init__(self, name):
-        self.name, self.port, self.proc = name, free_port(), None
+    def __init__(self, name, world):
+        self.name, self.world, self.port, self.proc = name, world, free_port(), None
 
     def start(self):
-        data = f"{WORK}/{self.name}"
+        data = f"{WORK}/{self.world.name}-{self.name}"
         os.makedirs(data, exist_ok=True)
         e = {k: v for k, v in env.items() if not k.startswith("MUSTER_")}
         e.update({
-            "MUSTER_CLUSTER__NATS_URL": NATS, "MUSTER_CLUSTER__SUBJECT_PREFIX": PREFIX,
+            "MUSTER_CLUSTER__NATS_URL": NATS, "MUSTER_CLUSTER__SUBJECT_PREFIX": self.world.name,
             "MUSTER_CLUSTER__NODE_NAME": self.name,
-            "MUSTER_DATABASE_URL": f"{PG_BASE}/world_bench",
+            "MUSTER_DATABASE_URL": f"{PG_BASE}/{self.world.name}",
             "MUSTER_LIMITS__AUTH_PER_IP_PER_SEC": "0", "MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC": "0",
             "MUSTER_LIMITS__MAX_SOCKETS_PER_IP": "0", "MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP": "0",
             "MUSTER_ROOMS__TCP_LISTEN": "127.0.0.1:0", "MUSTER_ENET__LISTEN": "127.0.0.1:0",
@@ -80,7 +94,7 @@ class Node:
         })
         log = open(f"{data}/muster.log", "a")
         self.proc = subprocess.Popen(
-            [MUSTER, "serve", "--config", CONFIG, "--listen", f"127.0.0.1:{self.port}",
+            [MUSTER, "serve", "--config", self.world.config, "--listen", f"127.0.0.1:{self.port}",
              "--data-dir", data, "--log", "warn"], env=e, stdout=log, stderr=log)
         until(lambda: self.answers(), 60, f"{self.name} answering")
 
@@ -90,7 +104,7 @@ class Node:
             return True
         except Exception:
             if self.proc.poll() is not None:
-                raise SystemExit(f"{self.name} exited; see {WORK}/{self.name}/muster.log")
+                raise SystemExit(f"{self.name} exited; see {WORK}/{self.world.name}-{self.name}")
             return False
 
     def kill9(self):
@@ -222,31 +236,64 @@ def views(nodes):
     return out
 
 
-def actions(nodes):
+def claims(m):
+    ok = m.get('muster_rpc_calls_total{function="world_claim",outcome="ok"}', 0)
+    taken = m.get('muster_rpc_calls_total{function="world_claim",outcome="already_exists"}', 0)
+    return ok, taken
+
+
+def actions():
     out = {"local": [], "routed": []}
     for run in range(RUNS):
-        shard_node = owner(nodes, 0)
-        other = next(n for n in nodes if n is not shard_node)
-        order = [("local", shard_node), ("routed", other)]
-        if run % 2:
-            order.reverse()
-        for kind, target in order:
-            def applied():
-                # A node under load may take a while to answer; a sample that fails is None.
-                m = metrics(shard_node.port, timeout=20)
-                return m.get("muster_world_actions_total") if m else None
-            report, samples = swarm(target, f"actions-{run}-{kind}", CLAIM_PLAYERS, 20,
-                                    CLAIM_EVERY_S, sample=applied)
-            (t0, a0), (t1, a1) = samples
-            remote = metrics(other.port, timeout=20)
-            rate = round((a1 - a0) / (t1 - t0)) if a0 is not None and a1 is not None else None
+        order = ["local", "routed"] if run % 2 == 0 else ["routed", "local"]
+        for kind in order:
+            nodes = [Node("a", World()), None]
+            nodes[1] = Node("b", nodes[0].world)
+            try:
+                for n in nodes:
+                    n.start()
+                until(lambda: balanced(nodes), 180, "one shard per node")
+                shard_node = owner(nodes, 0)
+                target = shard_node if kind == "local" else next(
+                    n for n in nodes if n is not shard_node)
+
+                def sample():
+                    # A node under load may take a while to answer; a failed sample is None.
+                    m = metrics(target.port, timeout=20)
+                    return claims(m) if m else None
+                report, samples = swarm(target, f"actions-{run}-{kind}", CLAIM_PLAYERS, 20,
+                                        CLAIM_EVERY_S, sample=sample)
+                m = metrics(target.port, timeout=20)
+            finally:
+                for n in nodes:
+                    n.stop()
+            (t0, a), (t1, b) = samples
+            seconds = t1 - t0
+            rates = {}
+            if a and b:
+                rates = {"appliedPerS": round((b[0] - a[0]) / seconds),
+                         "answeredPerS": round((b[0] + b[1] - a[0] - a[1]) / seconds)}
             out[kind].append({"players": report["players"], "failed": report["failed"],
                               "errors": report.get("errors", {}),
                               "offeredPerS": round(CLAIM_PLAYERS / CLAIM_EVERY_S),
-                              "claimsAppliedPerS": rate,
-                              "routedActs": remote.get(
-                                  'muster_world_remote_requests_total{kind="act",result="ok"}', 0)})
+                              **rates, "claimP99Ms": p99(m)})
     return out
+
+
+def p99(m):
+    """The world_claim latency's p99 at the node called, from its histogram (bucket bound)."""
+    buckets = sorted(
+        (float("inf") if k.split('le="')[1].rstrip('"}') == "+Inf" else
+         float(k.split('le="')[1].rstrip('"}')), v)
+        for k, v in m.items()
+        if k.startswith('muster_rpc_duration_seconds_bucket{function="world_claim"'))
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    total = buckets[-1][1]
+    for le, n in buckets:
+        if n >= 0.99 * total:
+            return le * 1000
+    return None
 
 
 def med(xs):
@@ -255,17 +302,18 @@ def med(xs):
 
 
 def main():
-    nodes = [Node("a"), Node("b")]
+    world = World()
+    nodes = [Node("a", world), Node("b", world)]
     try:
         for n in nodes:
             n.start()
         until(lambda: balanced(nodes), 180, "one shard per node")
-        kills = takeovers(nodes)
-        seen_views = views(nodes)
-        seen_actions = actions(nodes)
+        kills = takeovers(nodes) if KILLS else []
+        seen_views = views(nodes) if RUNS else {"local": [], "routed": []}
     finally:
         for n in nodes:
             n.stop()
+    seen_actions = actions() if CLAIM_PLAYERS else {"local": [], "routed": []}
     print(json.dumps({
         "bench": "world-cluster",
         "leaseMs": int(env.get("LEASE_MS", 5000)),
@@ -280,8 +328,11 @@ def main():
             "viewP99RoutedMs": med([v["updateP99Ms"] for v in seen_views["routed"]]),
             "viewP50LocalMs": med([v["updateP50Ms"] for v in seen_views["local"]]),
             "viewP50RoutedMs": med([v["updateP50Ms"] for v in seen_views["routed"]]),
-            "claimsPerSLocal": med([a["claimsAppliedPerS"] for a in seen_actions["local"]]),
-            "claimsPerSRouted": med([a["claimsAppliedPerS"] for a in seen_actions["routed"]]),
+            "claimsAppliedPerSLocal": med([a.get("appliedPerS") for a in seen_actions["local"]]),
+            "claimsAppliedPerSRouted": med([a.get("appliedPerS") for a in seen_actions["routed"]]),
+            "claimsAnsweredPerSLocal": med([a.get("answeredPerS") for a in seen_actions["local"]]),
+            "claimsAnsweredPerSRouted": med([a.get("answeredPerS")
+                                             for a in seen_actions["routed"]]),
         },
     }, indent=2))
 

@@ -1105,6 +1105,42 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
         }
     }
     assert!(seen, "the claimed tower never reached the subscriber");
+    // A protobuf socket on the same node gets the routed states in binary: its snapshot, then
+    // updates (encoded in its format by the shard's node).
+    let (bob, _) = support::device_session_at(&base, "device-world-cluster-bob").await;
+    let url = format!("ws://{addr}/ws?token={bob}&format=protobuf");
+    let (mut binary, _) = connect_async(url).await.expect("connect");
+    let subscribe = Envelope::new(
+        "9",
+        Kind::WorldSubscribe(rt::WorldSubscribe {
+            shard: 0,
+            min_x: (cx - 1500.0) as f32,
+            min_y: (cy - 1500.0) as f32,
+            max_x: (cx + 1500.0) as f32,
+            max_y: (cy + 1500.0) as f32,
+        }),
+    );
+    binary
+        .send(Message::binary(rt::encode_protobuf(&subscribe)))
+        .await
+        .expect("send");
+    let mut states = Vec::new();
+    while states.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), binary.next()).await {
+            Ok(Some(Ok(Message::Binary(bytes)))) => {
+                let envelope = rt::decode_protobuf(&bytes).expect("protobuf");
+                if let Some(Kind::WorldState(state)) = envelope.message {
+                    states.push((envelope.cid, state));
+                }
+            }
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no routed world_state over protobuf: {other:?}"),
+        }
+    }
+    assert_eq!(states[0].0, "9");
+    assert!(states[0].1.snapshot && states[0].1.towers.iter().any(|t| u64::from(t.id) == tower));
+    assert!(!states[1].1.snapshot && states[1].0.is_empty());
+    drop(binary);
 
     // Shard 0's node is killed: another takes the shard once the lease expires.
     let killed = std::time::Instant::now();

@@ -203,12 +203,14 @@ impl WorldCluster {
         &self,
         shard: u32,
         session_id: Uuid,
+        format: crate::session::Format,
         rect: Rect,
         metrics: &WorldMetrics,
     ) -> Result<WorldState, String> {
         let request = remote::SubscribeRequest {
             node: self.node().to_string(),
             session_id,
+            protobuf: format == crate::session::Format::Protobuf,
             rect: [rect.min.x, rect.min.y, rect.max.x, rect.max.y],
         };
         let payload = serde_json::to_vec(&request).unwrap_or_default();
@@ -350,33 +352,29 @@ pub(super) async fn start(world: &Arc<World>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Updates from a shard's node for sockets of this node.
-fn deliver_views(world: &World, bytes: &[u8]) {
+/// Updates from a shard's node for sockets of this node, encoded for them already.
+fn deliver_views(world: &World, bytes: &bytes::Bytes) {
     let Some(cluster) = &world.cluster else {
         return;
     };
     let views = remote::read_view_batch(bytes);
     let mut gone = Vec::new();
-    let sessions: Vec<(Option<Arc<Session>>, WorldState)> = {
+    let mut ready = Vec::with_capacity(views.len());
+    {
         let watchers = cluster.watchers.lock();
-        views
-            .into_iter()
-            .map(|(session_id, state)| {
-                let session = watchers
-                    .get(&session_id)
-                    .filter(|w| w.request.shard == state.shard)
-                    .and_then(|w| w.session.upgrade());
-                if session.is_none() {
-                    gone.push((state.shard, session_id));
-                }
-                (session, state)
-            })
-            .collect()
-    };
-    for (session, state) in sessions {
-        if let Some(session) = session {
-            Encoded::new(Envelope::new("", Message::WorldState(state))).deliver(&session);
+        for view in views {
+            let session = watchers
+                .get(&view.session_id)
+                .filter(|w| w.request.shard == view.shard)
+                .and_then(|w| w.session.upgrade());
+            match session {
+                Some(session) => ready.push((session, view.frame)),
+                None => gone.push((view.shard, view.session_id)),
+            }
         }
+    }
+    for (session, frame) in ready {
+        session.outbox.push(frame);
     }
     // Sockets gone, or watching another shard now: their shard's node stops sending.
     for (shard, session_id) in gone {
@@ -686,6 +684,11 @@ async fn serve_shard(world: Weak<World>, shard: u32, mut requests: async_nats::S
                                 let sink = Sink::Remote {
                                     node: Arc::from(request.node.as_str()),
                                     session_id: request.session_id,
+                                    format: if request.protobuf {
+                                        crate::session::Format::Protobuf
+                                    } else {
+                                        crate::session::Format::Json
+                                    },
                                 };
                                 world
                                     .subscribe_here(&inbox, sink, request.session_id, rect)

@@ -536,7 +536,13 @@ impl World {
             }
             (None, Some(cluster)) => {
                 cluster
-                    .subscribe_remote(request.shard, session.session_id, rect, &self.metrics)
+                    .subscribe_remote(
+                        request.shard,
+                        session.session_id,
+                        session.format,
+                        rect,
+                        &self.metrics,
+                    )
                     .await
             }
             (None, None) => Err(self.no_shard(request.shard)),

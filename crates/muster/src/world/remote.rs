@@ -8,9 +8,11 @@
 //! - `world.moved`: a node took a shard; every node subscribes its sockets that watch that
 //!   shard again, and they get a fresh snapshot.
 //!
-//! Requests and control messages are JSON; a view is the socket's session id (16 bytes) and
-//! the `WorldState` as protobuf, so the owner encodes each update once whatever the socket's
-//! format; a batch is views one after the other, each after its length (u32, little-endian).
+//! Requests and control messages are JSON. A view is the socket's session id (16 bytes), the
+//! shard (u32), the frame's kind (0 text, 1 binary) and the frame itself, encoded by the shard's
+//! node in the socket's own format (JSON or protobuf), on its view threads: the socket's node
+//! only queues it. A batch is views one after the other, each after its length (u32, both
+//! little-endian).
 
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use uuid::Uuid;
 use super::actions::Action;
 use crate::cluster::bus::Bus;
 use crate::functions::{RpcCode, RpcError};
+use crate::session::codec::Frame;
 
 /// How long a node waits for the owner's answer to an action (it may route a connect).
 pub const ACT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -86,6 +89,9 @@ impl ActAnswer {
 pub struct SubscribeRequest {
     pub node: String,
     pub session_id: Uuid,
+    /// The socket speaks protobuf (else JSON): its updates are encoded so.
+    #[serde(default)]
+    pub protobuf: bool,
     /// min x, min y, max x, max y.
     pub rect: [f32; 4],
 }
@@ -131,11 +137,19 @@ pub fn read_subscribe_answer(bytes: &[u8]) -> Result<WorldState, String> {
 /// Most bytes of one batch of views (NATS takes 1 MB by default).
 pub const MAX_VIEW_BATCH: usize = 256 * 1024;
 
-/// One view: an update for the socket `session_id` of the node it is sent to.
-pub fn view_entry(session_id: Uuid, state: &WorldState) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(16 + state.encoded_len());
+/// One view: an update for the socket `session_id` (watching `shard`) of the node it is sent
+/// to, as the socket's frame.
+pub fn view_entry(session_id: Uuid, shard: u32, frame: &Frame) -> Vec<u8> {
+    let (kind, body): (u8, &[u8]) = match frame {
+        Frame::Text(text) => (0, text.as_bytes()),
+        Frame::Binary(bytes) => (1, bytes),
+        _ => (1, &[]),
+    };
+    let mut bytes = Vec::with_capacity(21 + body.len());
     bytes.extend_from_slice(session_id.as_bytes());
-    state.encode(&mut bytes).unwrap_or_default();
+    bytes.extend_from_slice(&shard.to_le_bytes());
+    bytes.push(kind);
+    bytes.extend_from_slice(body);
     bytes
 }
 
@@ -167,23 +181,44 @@ impl ViewBatch {
     }
 }
 
+/// A view as read back: the socket, its shard and its frame.
+pub struct View {
+    pub session_id: Uuid,
+    pub shard: u32,
+    pub frame: Frame,
+}
+
 /// The views of a batch; stops at the first one that does not read.
-pub fn read_view_batch(mut bytes: &[u8]) -> Vec<(Uuid, WorldState)> {
+pub fn read_view_batch(bytes: &bytes::Bytes) -> Vec<View> {
     let mut views = Vec::new();
-    while bytes.len() >= 4 {
-        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
-        let Some(entry) = bytes.get(4..4 + len) else {
-            break;
-        };
-        if entry.len() < 16 {
+    let mut at = 0;
+    while bytes.len() >= at + 4 {
+        let len =
+            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as usize;
+        let start = at + 4;
+        if len < 21 || bytes.len() < start + len {
             break;
         }
-        let (id, state) = entry.split_at(16);
-        let (Ok(session_id), Ok(state)) = (Uuid::from_slice(id), WorldState::decode(state)) else {
+        let entry = &bytes[start..start + len];
+        let Ok(session_id) = Uuid::from_slice(&entry[..16]) else {
             break;
         };
-        views.push((session_id, state));
-        bytes = &bytes[4 + len..];
+        let shard = u32::from_le_bytes([entry[16], entry[17], entry[18], entry[19]]);
+        // The frame shares the message's buffer: no copy.
+        let body = bytes.slice(start + 21..start + len);
+        let frame = match entry[20] {
+            0 => match String::from_utf8(body.to_vec()) {
+                Ok(text) => Frame::Text(text.into()),
+                Err(_) => break,
+            },
+            _ => Frame::Binary(body),
+        };
+        views.push(View {
+            session_id,
+            shard,
+            frame,
+        });
+        at = start + len;
     }
     views
 }
@@ -243,35 +278,39 @@ mod tests {
             ..Default::default()
         };
         let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+        let text = Frame::Text("{\"world_state\":{}}".into());
+        let binary = Frame::Binary(vec![1u8, 2, 3].into());
         let mut batch = ViewBatch::default();
-        for id in &ids {
-            batch.push(&view_entry(*id, &state));
+        for (i, id) in ids.iter().enumerate() {
+            let frame = if i == 1 { &binary } else { &text };
+            batch.push(&view_entry(*id, 7, frame));
         }
         let frames = batch.into_frames();
         assert_eq!(frames.len(), 1, "small views share one message");
-        let back = read_view_batch(&frames[0]);
+        let back = read_view_batch(&frames[0].clone().into());
         assert_eq!(back.len(), 3);
-        assert!(back
-            .iter()
-            .zip(&ids)
-            .all(|((id, s), want)| id == want && *s == state));
-        assert!(read_view_batch(&[1, 2, 3]).is_empty());
+        for (i, view) in back.iter().enumerate() {
+            assert_eq!((view.session_id, view.shard), (ids[i], 7));
+            let want = if i == 1 { &binary } else { &text };
+            assert_eq!(&view.frame, want);
+        }
+        assert!(read_view_batch(&vec![1u8, 2, 3].into()).is_empty());
         assert!(
-            read_view_batch(&[200, 0, 0, 0, 1]).is_empty(),
+            read_view_batch(&vec![200u8, 0, 0, 0, 1].into()).is_empty(),
             "a length past the end"
         );
         // Past the size bound, a batch splits; every view is still there once.
-        let big = WorldState {
-            gone_creeps: (0..60_000).collect(),
-            ..Default::default()
-        };
+        let big = Frame::Binary(vec![0u8; 100_000].into());
         let mut batch = ViewBatch::default();
         for id in &ids {
-            batch.push(&view_entry(*id, &big));
+            batch.push(&view_entry(*id, 0, &big));
         }
         let frames = batch.into_frames();
         assert!(frames.len() > 1 && frames.iter().all(|f| f.len() <= MAX_VIEW_BATCH));
-        let count: usize = frames.iter().map(|f| read_view_batch(f).len()).sum();
+        let count: usize = frames
+            .iter()
+            .map(|f| read_view_batch(&f.clone().into()).len())
+            .sum();
         assert_eq!(count, 3);
         assert_eq!(
             read_subscribe_answer(&subscribe_answer(Ok(state.clone()))),

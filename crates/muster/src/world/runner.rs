@@ -32,7 +32,11 @@ pub(super) enum Sink {
     Local(Arc<Session>),
     /// A socket of node `node` (a clustered world): its updates go over the bus to that node,
     /// which hands them to the socket.
-    Remote { node: Arc<str>, session_id: Uuid },
+    Remote {
+        node: Arc<str>,
+        session_id: Uuid,
+        format: crate::session::Format,
+    },
 }
 
 impl Sink {
@@ -687,9 +691,15 @@ impl ShardRun {
                             served.closed.push(**id);
                         }
                     }
-                    Sink::Remote { node, session_id } => {
+                    Sink::Remote {
+                        node,
+                        session_id,
+                        format,
+                    } => {
                         metrics.states_sent.inc();
-                        let entry = super::remote::view_entry(*session_id, &state);
+                        let envelope = Envelope::new("", Message::WorldState(state));
+                        let frame = crate::session::codec::encode(*format, &envelope);
+                        let entry = super::remote::view_entry(*session_id, shard.id, &frame);
                         served.remote.push((node.clone(), entry));
                     }
                 }
