@@ -1114,10 +1114,10 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
         "9",
         Kind::WorldSubscribe(rt::WorldSubscribe {
             shard: 0,
-            min_x: (cx - 1500.0) as f32,
-            min_y: (cy - 1500.0) as f32,
-            max_x: (cx + 1500.0) as f32,
-            max_y: (cy + 1500.0) as f32,
+            min_x: cx - 1500.0,
+            min_y: cy - 1500.0,
+            max_x: cx + 1500.0,
+            max_y: cy + 1500.0,
         }),
     );
     binary
