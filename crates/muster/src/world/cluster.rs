@@ -68,6 +68,12 @@ pub(super) struct WorldCluster {
     watchers: parking_lot::Mutex<HashMap<Uuid, Watch>>,
     /// The leases this node holds (a shard being restored included).
     held: parking_lot::Mutex<BTreeMap<u32, Held>>,
+    /// Remote subscribers' views waiting to be published (bounded), and their receiver until
+    /// the publishing task takes it.
+    pub(super) views_out: tokio::sync::mpsc::Sender<remote::ViewMessage>,
+    views_waiting: parking_lot::Mutex<Option<tokio::sync::mpsc::Receiver<remote::ViewMessage>>>,
+    /// Held while the leases are being released: a second caller waits for the first.
+    releasing: tokio::sync::Mutex<()>,
 }
 
 /// Checks that `dir` is the volume the cluster's world lives on: its id file (made by the
@@ -157,7 +163,11 @@ pub(super) fn placement(
 
 impl WorldCluster {
     pub(super) fn new(seat: ClusterSeat, config: &crate::base::config::WorldConfig) -> Self {
+        let (views_out, views_waiting) = tokio::sync::mpsc::channel(remote::VIEWS_WAITING);
         WorldCluster {
+            views_out,
+            views_waiting: parking_lot::Mutex::new(Some(views_waiting)),
+            releasing: tokio::sync::Mutex::new(()),
             bus: seat.bus,
             leases: seat.leases,
             lease: Duration::from_millis(config.lease_ms),
@@ -301,6 +311,7 @@ impl WorldCluster {
 
     /// Releases every lease this node holds (after the shards' last checkpoints).
     pub(super) async fn release_all(&self, metrics: &WorldMetrics) {
+        let _releasing = self.releasing.lock().await;
         let held: Vec<(u32, i64)> = std::mem::take(&mut *self.held.lock())
             .into_iter()
             .map(|(s, h)| (s, h.epoch))
@@ -347,8 +358,25 @@ pub(super) async fn start(world: &Arc<World>) -> anyhow::Result<()> {
             }
         }
     });
+    if let Some(mut waiting) = cluster.views_waiting.lock().take() {
+        let bus = cluster.bus.clone();
+        tokio::spawn(async move {
+            while let Some(message) = waiting.recv().await {
+                bus.publish(&message.topic, message.bytes).await;
+            }
+        });
+    }
     tokio::spawn(renew(world.clone()));
     tokio::spawn(place(world.clone()));
+    // A node that stops hands its shards over as soon as their last checkpoints are written,
+    // not after its sockets have closed.
+    let draining = world.clone();
+    tokio::spawn(async move {
+        draining.shutdown.cancelled().await;
+        let stopping = draining.clone();
+        let _ = tokio::task::spawn_blocking(move || stopping.stop()).await;
+        draining.release().await;
+    });
     Ok(())
 }
 

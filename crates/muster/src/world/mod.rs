@@ -86,6 +86,9 @@ pub struct World {
     limit: crate::base::ratelimit::KeyedLimit<Uuid>,
     /// A clustered world's part: leases, the other nodes, remote subscriptions.
     cluster: Option<cluster::WorldCluster>,
+    /// Held while the shards are being stopped: a second caller of [`World::stop`] waits for
+    /// the first.
+    stopping: parking_lot::Mutex<()>,
 }
 
 /// A shard this node runs: its thread and how to reach and stop it.
@@ -335,6 +338,7 @@ impl World {
                 config.action_burst,
             ),
             cluster,
+            stopping: parking_lot::Mutex::new(()),
         });
         if world.cluster.is_some() {
             cluster::start(&world).await?;
@@ -416,7 +420,7 @@ impl World {
             stop: stop.clone(),
             fence: fence.clone(),
             checkpoint_on_stop: checkpoint_on_stop.clone(),
-            bus: self.cluster.as_ref().map(|c| c.bus.clone()),
+            views_out: self.cluster.as_ref().map(|c| c.views_out.clone()),
         };
         let thread = std::thread::Builder::new()
             .name(format!("world-shard-{i}"))
@@ -678,6 +682,7 @@ impl World {
     /// has fired. Blocking: call it from a blocking context. (In a clustered world,
     /// [`World::release`] then gives the leases up.)
     pub fn stop(&self) {
+        let _stopping = self.stopping.lock();
         let running: Vec<Arc<Running>> = self.running.read().iter().flatten().cloned().collect();
         for shard in running {
             if let Some(thread) = shard.thread.lock().take() {

@@ -156,27 +156,40 @@ pub fn view_entry(session_id: Uuid, shard: u32, frame: &Frame) -> Vec<u8> {
 /// Views for one node, gathered into as few messages as their size allows.
 #[derive(Default)]
 pub struct ViewBatch {
-    frames: Vec<Vec<u8>>,
+    /// Each message, and how many views it holds.
+    frames: Vec<(Vec<u8>, usize)>,
+}
+
+/// Messages of views waiting to be published at most: past it (NATS away or too slow) views
+/// are dropped and counted as skipped (at most 64 MiB held).
+pub const VIEWS_WAITING: usize = 256;
+
+/// One message of views for a node's subject.
+pub struct ViewMessage {
+    pub topic: String,
+    pub bytes: Vec<u8>,
 }
 
 impl ViewBatch {
     pub fn push(&mut self, entry: &[u8]) {
         let need = 4 + entry.len();
         match self.frames.last_mut() {
-            Some(frame) if frame.len() + need <= MAX_VIEW_BATCH => {
+            Some((frame, views)) if frame.len() + need <= MAX_VIEW_BATCH => {
                 frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
                 frame.extend_from_slice(entry);
+                *views += 1;
             }
             _ => {
                 let mut frame = Vec::with_capacity(need.max(16 * 1024));
                 frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
                 frame.extend_from_slice(entry);
-                self.frames.push(frame);
+                self.frames.push((frame, 1));
             }
         }
     }
 
-    pub fn into_frames(self) -> Vec<Vec<u8>> {
+    /// The messages, and how many views each holds.
+    pub fn into_frames(self) -> Vec<(Vec<u8>, usize)> {
         self.frames
     }
 }
@@ -285,7 +298,7 @@ mod tests {
             let frame = if i == 1 { &binary } else { &text };
             batch.push(&view_entry(*id, 7, frame));
         }
-        let frames = batch.into_frames();
+        let frames: Vec<Vec<u8>> = batch.into_frames().into_iter().map(|(f, _)| f).collect();
         assert_eq!(frames.len(), 1, "small views share one message");
         let back = read_view_batch(&frames[0].clone().into());
         assert_eq!(back.len(), 3);
@@ -306,6 +319,8 @@ mod tests {
             batch.push(&view_entry(*id, 0, &big));
         }
         let frames = batch.into_frames();
+        assert_eq!(frames.iter().map(|(_, n)| n).sum::<usize>(), 3);
+        let frames: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
         assert!(frames.len() > 1 && frames.iter().all(|f| f.len() <= MAX_VIEW_BATCH));
         let count: usize = frames
             .iter()

@@ -21,7 +21,6 @@ use super::metrics::WorldMetrics;
 use super::payouts;
 use super::writer::Writer;
 use super::{Command, Ground};
-use crate::cluster::bus::Bus;
 use crate::functions::{RpcCode, RpcError};
 use crate::session::fanout::Encoded;
 use crate::session::Session;
@@ -195,8 +194,8 @@ pub(super) struct ShardRun {
     pub(super) fence: Arc<Fence>,
     /// Whether stopping writes a last checkpoint (not when the lease was lost).
     pub(super) checkpoint_on_stop: Arc<AtomicBool>,
-    /// The cluster's bus, where remote subscribers' updates go.
-    pub(super) bus: Option<Bus>,
+    /// Where remote subscribers' updates go to be published (bounded).
+    pub(super) views_out: Option<tokio::sync::mpsc::Sender<super::remote::ViewMessage>>,
 }
 
 impl ShardRun {
@@ -730,11 +729,18 @@ impl ShardRun {
                 batches.entry(node).or_default().push(&entry);
             }
         }
-        if let Some(bus) = &self.bus {
+        if let Some(out) = &self.views_out {
             for (node, batch) in batches {
                 let topic = super::remote::view_topic(&node);
-                for frame in batch.into_frames() {
-                    bus.publish_soon(&topic, frame);
+                for (bytes, views) in batch.into_frames() {
+                    let message = super::remote::ViewMessage {
+                        topic: topic.clone(),
+                        bytes,
+                    };
+                    // NATS away or too slow: these views are skipped, not queued without end.
+                    if out.try_send(message).is_err() {
+                        self.metrics.states_skipped.inc_by(views as u64);
+                    }
                 }
             }
         }
