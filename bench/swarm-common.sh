@@ -311,3 +311,21 @@ measure_hold() {
   echo "$cpu_from $cpu_to $machine_from $machine_to $(getconf CLK_TCK) $swarm_from $swarm_to" \
     "$disk_from $disk_to $rss_kb" >"$dir/cpu"
 }
+
+# --- The persistent world ------------------------------------------------------------------------
+# shard_area PBF TILES DIR: the centre (x, y) of a shard of TILES copies of the map PBF, laid out as
+# Muster lays them (rows of ceil(sqrt(TILES)), each the map's extent plus 1 km apart), and the
+# radius its viewports spread over; the map's extent read by the engine's bench (DIR: its scratch).
+shard_area() {
+  local pbf=$1 tiles=$2 dir=$3 extent
+  (cd "$root" && cargo build --release -p muster-world --example world-bench --quiet) >&2
+  extent=$("$release_dir/examples/world-bench" "$pbf" towers=10 creeps=10 ticks=1 checkpoints=1 \
+    dir="$dir")
+  python3 - "$tiles" "$extent" <<'PY'
+import json, math, sys
+tiles, extent = int(sys.argv[1]), json.loads(sys.argv[2])
+cols = math.ceil(math.sqrt(tiles)); rows = math.ceil(tiles / cols)
+w, h = extent["mapWidthM"] + 1000, extent["mapHeightM"] + 1000
+print((cols - 1) * w / 2, (rows - 1) * h / 2, min(cols * w, rows * h) / 2)
+PY
+}

@@ -22,19 +22,7 @@ trap 'stop_muster; remove_work_dir "$work"' EXIT
 pbf="${CARGO_TARGET_DIR:-$root/target}/world-data/Helsinki.osm.pbf"
 "$root/scripts/fetch-helsinki.sh" "$pbf"
 
-# The shard's area: the tiles laid out as Muster lays them (rows of ceil(sqrt(TILES)), each the
-# map's extent plus 1 km apart), the map's extent read by the engine's bench.
-(cd "$root" && cargo build --release -p muster-world --example world-bench --quiet) >&2
-extent=$("${CARGO_TARGET_DIR:-$root/target}/release/examples/world-bench" "$pbf" towers=10 creeps=10 \
-  ticks=1 checkpoints=1 dir="$work/extent")
-read -r cx cy spread <<<"$(python3 - "$TILES" "$extent" <<'PY'
-import json, math, sys
-tiles, extent = int(sys.argv[1]), json.loads(sys.argv[2])
-cols = math.ceil(math.sqrt(tiles)); rows = math.ceil(tiles / cols)
-w, h = extent["mapWidthM"] + 1000, extent["mapHeightM"] + 1000
-print((cols - 1) * w / 2, (rows - 1) * h / 2, min(cols * w, rows * h) / 2)
-PY
-)"
+read -r cx cy spread <<<"$(shard_area "$pbf" "$TILES" "$work/extent")"
 
 cat >"$work/world.toml" <<TOML
 [world]

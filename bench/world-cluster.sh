@@ -28,18 +28,7 @@ nats-server -a 127.0.0.1 -p "$nats_port" >"$work/nats.log" 2>&1 &
 NATS_PID=$!
 for _ in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/"$nats_port") 2>/dev/null && break; sleep 0.1; done
 
-# The shard's area, as bench/world-aoi.sh finds it: the tiles as Muster lays them out.
-(cd "$root" && cargo build --release -p muster-world --example world-bench --quiet) >&2
-extent=$("${CARGO_TARGET_DIR:-$root/target}/release/examples/world-bench" "$pbf" towers=10 creeps=10 \
-  ticks=1 checkpoints=1 dir="$work/extent")
-read -r cx cy spread <<<"$(python3 - "$TILES" "$extent" <<'PY'
-import json, math, sys
-tiles, extent = int(sys.argv[1]), json.loads(sys.argv[2])
-cols = math.ceil(math.sqrt(tiles)); rows = math.ceil(tiles / cols)
-w, h = extent["mapWidthM"] + 1000, extent["mapHeightM"] + 1000
-print((cols - 1) * w / 2, (rows - 1) * h / 2, min(cols * w, rows * h) / 2)
-PY
-)"
+read -r cx cy spread <<<"$(shard_area "$pbf" "$TILES" "$work/extent")"
 
 cat >"$work/world.toml" <<TOML
 [world]

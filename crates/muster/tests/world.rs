@@ -344,9 +344,20 @@ async fn a_socket_subscribes_to_an_area_and_gets_a_snapshot_then_deltas() {
         .send(Message::binary(rt::encode_protobuf(&subscribe)))
         .await
         .expect("send");
+    let states = protobuf_states(&mut binary, 2).await;
+    assert_eq!(states[0].0, "9");
+    assert!(states[0].1.snapshot && !states[0].1.towers.is_empty());
+    assert!(!states[1].1.snapshot && states[1].0.is_empty());
+}
+
+/// The next `count` world states a protobuf socket receives, with their `cid`s.
+async fn protobuf_states<S>(socket: &mut S, count: usize) -> Vec<(String, rt::WorldState)>
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
     let mut states = Vec::new();
-    while states.len() < 2 {
-        match tokio::time::timeout(Duration::from_secs(10), binary.next()).await {
+    while states.len() < count {
+        match tokio::time::timeout(Duration::from_secs(10), socket.next()).await {
             Ok(Some(Ok(Message::Binary(bytes)))) => {
                 let envelope = rt::decode_protobuf(&bytes).expect("protobuf");
                 if let Some(Kind::WorldState(state)) = envelope.message {
@@ -357,9 +368,7 @@ async fn a_socket_subscribes_to_an_area_and_gets_a_snapshot_then_deltas() {
             other => panic!("no world_state over protobuf: {other:?}"),
         }
     }
-    assert_eq!(states[0].0, "9");
-    assert!(states[0].1.snapshot && !states[0].1.towers.is_empty());
-    assert!(!states[1].1.snapshot && states[1].0.is_empty());
+    states
 }
 
 #[tokio::test]
@@ -1124,19 +1133,7 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
         .send(Message::binary(rt::encode_protobuf(&subscribe)))
         .await
         .expect("send");
-    let mut states = Vec::new();
-    while states.len() < 2 {
-        match tokio::time::timeout(Duration::from_secs(10), binary.next()).await {
-            Ok(Some(Ok(Message::Binary(bytes)))) => {
-                let envelope = rt::decode_protobuf(&bytes).expect("protobuf");
-                if let Some(Kind::WorldState(state)) = envelope.message {
-                    states.push((envelope.cid, state));
-                }
-            }
-            Ok(Some(Ok(_))) => continue,
-            other => panic!("no routed world_state over protobuf: {other:?}"),
-        }
-    }
+    let states = protobuf_states(&mut binary, 2).await;
     assert_eq!(states[0].0, "9");
     assert!(states[0].1.snapshot && states[0].1.towers.iter().any(|t| u64::from(t.id) == tower));
     assert!(!states[1].1.snapshot && states[1].0.is_empty());

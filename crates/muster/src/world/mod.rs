@@ -15,7 +15,7 @@
 //! slow client: the update is skipped, and the next one, computed against what the client was
 //! last sent, carries the newest state).
 //!
-//! On a cluster ([`cluster`]) each shard runs on the one node holding its lease, and moves
+//! On a cluster (the `cluster` module) each shard runs on the one node holding its lease, and moves
 //! between nodes; subscriptions and actions for a shard run elsewhere go to its node over NATS.
 
 pub mod actions;
