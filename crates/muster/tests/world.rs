@@ -1187,6 +1187,39 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
         "the claim made before the drain was lost: {body}"
     );
 
+    // A node joins: the entry node, running both shards, hands one over to it (a last
+    // checkpoint, then its lease released), and the claim in that shard is still there.
+    let joiner = Database {
+        dir: tempfile::tempdir().expect("dir"),
+        url: pg.url.clone(),
+    };
+    let command = world_node(&joiner, &config, &nats, &prefix, "e");
+    nodes.push(Some(Binary::run(command, free_port()).await));
+    let joined = nodes.len() - 1;
+    eventually("a shard handed over to the node that joined", || async {
+        match (owner_of(&nodes, 0).await, owner_of(&nodes, 1).await) {
+            (Some((a, _)), Some((b, _))) => a != b && (a == joined || b == joined),
+            _ => false,
+        }
+    })
+    .await;
+    let moved: u32 = if owner_of(&nodes, 0).await.is_some_and(|(n, _)| n == joined) {
+        0
+    } else {
+        1
+    };
+    // Alice's first claim is in shard 0, the one before the drain in the drained node's shard.
+    let claimed = match moved {
+        m if m == drained_shard => Some(before_drain),
+        0 => Some(building),
+        _ => None,
+    };
+    if let Some(claimed) = claimed {
+        let again = json!({"shard": moved, "building": claimed});
+        let (status, body) = rpc(&base, &token, "world_claim", again).await;
+        assert_eq!(status, 409, "a claim was lost in the handover: {body}");
+    }
+
     // From the terms: epochs grow, and no term starts before the previous one ended (its
     // release, or its lease's last expiry).
     let (client, connection) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls)
