@@ -10,21 +10,11 @@ mod support;
 
 use std::process::Command;
 
-use support::{
-    eventually, free_port, muster_command, nats_url, presence_ids, Backend, Binary, Database,
-};
+use support::{eventually, free_port, nats_url, presence_ids, Backend, Binary, Database};
 
-/// A node of the cluster `prefix` (tests share one NATS server; each cluster its own subjects),
-/// beating every 100 ms and taking a node silent for 500 ms for dead.
+/// A node of the cluster `prefix` (see [`support::cluster_node_command`]).
 fn node(db: &Database, nats: &str, prefix: &str, name: &str) -> Command {
-    let mut command = muster_command(db);
-    command
-        .env("MUSTER_CLUSTER__NATS_URL", nats)
-        .env("MUSTER_CLUSTER__SUBJECT_PREFIX", prefix)
-        .env("MUSTER_CLUSTER__NODE_NAME", name)
-        .env("MUSTER_CLUSTER__HEARTBEAT_MS", "100")
-        .env("MUSTER_CLUSTER__FAILURE_TIMEOUT_MS", "500");
-    command
+    support::cluster_node_command(db, nats, prefix, name)
 }
 
 async fn metric(node: &Binary, name: &str) -> f64 {

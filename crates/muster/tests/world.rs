@@ -221,14 +221,19 @@ async fn world_server() -> (Database, TestServer, Value) {
     config.world.seed_towers_per_shard = 200;
     config.world.checkpoint_dir = db.data_dir().join("world").display().to_string();
     let server = TestServer::start(config).await;
-    let map = muster_world::map::osm::import(&helsinki_pbf()).expect("map");
-    let (cx, cy) = (
-        (map.bounds.min.x + map.bounds.max.x) / 2.0,
-        (map.bounds.min.y + map.bounds.max.y) / 2.0,
-    );
+    let (cx, cy) = map_centre();
     let area = json!({"shard": 0, "min_x": cx - 900.0, "min_y": cy - 900.0,
                       "max_x": cx + 900.0, "max_y": cy + 900.0});
     (db, server, area)
+}
+
+/// The centre of the Helsinki map's plane (a shard's first tile), metres.
+fn map_centre() -> (f32, f32) {
+    let map = muster_world::map::osm::import(&helsinki_pbf()).expect("map");
+    (
+        (map.bounds.min.x + map.bounds.max.x) / 2.0,
+        (map.bounds.min.y + map.bounds.max.y) / 2.0,
+    )
 }
 
 fn inside(item: &Value, area: &Value, margin: f64) -> bool {
@@ -956,15 +961,8 @@ async fn an_action_the_log_cannot_take_is_refused_and_not_applied() {
 /// A node of the clustered world `prefix`: its own data folder on `db`, the world's settings of
 /// `config` (the shared checkpoint folder among them), beating every 100 ms.
 fn world_node(db: &Database, config: &PathBuf, nats: &str, prefix: &str, name: &str) -> Command {
-    let mut command = muster_command(db);
-    command
-        .arg("--config")
-        .arg(config)
-        .env("MUSTER_CLUSTER__NATS_URL", nats)
-        .env("MUSTER_CLUSTER__SUBJECT_PREFIX", prefix)
-        .env("MUSTER_CLUSTER__NODE_NAME", name)
-        .env("MUSTER_CLUSTER__HEARTBEAT_MS", "100")
-        .env("MUSTER_CLUSTER__FAILURE_TIMEOUT_MS", "500");
+    let mut command = support::cluster_node_command(db, nats, prefix, name);
+    command.arg("--config").arg(config);
     command
 }
 
@@ -1088,11 +1086,7 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
     // Alice, on a node that runs no shard, watches shard 0 and claims in it.
     let (token, _) = support::device_session_at(&base, "device-world-cluster-alice").await;
     let mut alice = Client::with_token(&addr, &token).await;
-    let ground = muster_world::map::osm::import(&helsinki_pbf()).expect("map");
-    let (cx, cy) = (
-        (ground.bounds.min.x + ground.bounds.max.x) / 2.0,
-        (ground.bounds.min.y + ground.bounds.max.y) / 2.0,
-    );
+    let (cx, cy) = map_centre();
     let area = json!({"shard": 0, "min_x": cx - 1500.0, "min_y": cy - 1500.0,
                       "max_x": cx + 1500.0, "max_y": cy + 1500.0});
     let first = alice

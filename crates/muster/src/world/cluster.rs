@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use muster_proto::realtime::{Envelope, Message, WorldState, WorldSubscribe};
-use muster_world::geo::{Point, Rect};
+use muster_world::geo::Rect;
 use uuid::Uuid;
 
 use super::actions::Action;
@@ -68,10 +68,8 @@ pub(super) struct WorldCluster {
     watchers: parking_lot::Mutex<HashMap<Uuid, Watch>>,
     /// The leases this node holds (a shard being restored included).
     held: parking_lot::Mutex<BTreeMap<u32, Held>>,
-    /// Remote subscribers' views waiting to be published (bounded), and their receiver until
-    /// the publishing task takes it.
+    /// Remote subscribers' views waiting to be published (bounded).
     pub(super) views_out: tokio::sync::mpsc::Sender<remote::ViewMessage>,
-    views_waiting: parking_lot::Mutex<Option<tokio::sync::mpsc::Receiver<remote::ViewMessage>>>,
     /// Held while the leases are being released: a second caller waits for the first.
     releasing: tokio::sync::Mutex<()>,
 }
@@ -162,11 +160,18 @@ pub(super) fn placement(
 }
 
 impl WorldCluster {
+    /// The cluster part of a world; starts the task that publishes remote subscribers' views.
     pub(super) fn new(seat: ClusterSeat, config: &crate::base::config::WorldConfig) -> Self {
-        let (views_out, views_waiting) = tokio::sync::mpsc::channel(remote::VIEWS_WAITING);
+        let (views_out, mut waiting) =
+            tokio::sync::mpsc::channel::<remote::ViewMessage>(remote::VIEWS_WAITING);
+        let bus = seat.bus.clone();
+        tokio::spawn(async move {
+            while let Some(message) = waiting.recv().await {
+                bus.publish(&message.topic, message.bytes).await;
+            }
+        });
         WorldCluster {
             views_out,
-            views_waiting: parking_lot::Mutex::new(Some(views_waiting)),
             releasing: tokio::sync::Mutex::new(()),
             bus: seat.bus,
             leases: seat.leases,
@@ -237,12 +242,7 @@ impl WorldCluster {
                 let answer = remote::read_subscribe_answer(&bytes);
                 (if answer.is_ok() { "ok" } else { "error" }, answer)
             }
-            Asked::NoOwner => (
-                "no_owner",
-                Err(format!(
-                    "shard {shard} is moving to another node; subscribe again shortly"
-                )),
-            ),
+            Asked::NoOwner => ("no_owner", Err(moving_subscription(shard))),
             Asked::Failed(why) => {
                 tracing::warn!(shard, %why, "world: the shard's node did not answer a subscription");
                 (
@@ -317,18 +317,35 @@ impl WorldCluster {
             .map(|(s, h)| (s, h.epoch))
             .collect();
         for (shard, epoch) in held {
-            match self
-                .leases
-                .release_shard(shard as i32, self.node(), epoch)
-                .await
-            {
-                Ok(()) => metrics.moves.with_label_values(&["released"]).inc(),
-                Err(error) => {
-                    tracing::warn!(shard, %error, "world: releasing a shard's lease failed; it moves once it expires")
-                }
+            if self.release(shard, epoch).await {
+                metrics.moves.with_label_values(&["released"]).inc();
             }
         }
     }
+
+    /// Gives `shard`'s lease at `epoch` up; false (logged) when the database did not take it:
+    /// the shard then moves once the lease expires.
+    async fn release(&self, shard: u32, epoch: i64) -> bool {
+        match self
+            .leases
+            .release_shard(shard as i32, self.node(), epoch)
+            .await
+        {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(shard, %error, "world: releasing a shard's lease failed; it moves once it expires");
+                false
+            }
+        }
+    }
+}
+
+/// Stops `shard` on this node (after a last checkpoint when `checkpoint`), off the runtime's
+/// threads.
+async fn stop_here(world: &Arc<World>, shard: u32, checkpoint: bool) {
+    let stopping = world.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || stopping.stop_shard(shard as usize, checkpoint)).await;
 }
 
 /// Starts a clustered world's tasks: this node's views and moves from the other nodes, the
@@ -358,14 +375,6 @@ pub(super) async fn start(world: &Arc<World>) -> anyhow::Result<()> {
             }
         }
     });
-    if let Some(mut waiting) = cluster.views_waiting.lock().take() {
-        let bus = cluster.bus.clone();
-        tokio::spawn(async move {
-            while let Some(message) = waiting.recv().await {
-                bus.publish(&message.topic, message.bytes).await;
-            }
-        });
-    }
     tokio::spawn(renew(world.clone()));
     tokio::spawn(place(world.clone()));
     // A node that stops hands its shards over as soon as their last checkpoints are written,
@@ -509,17 +518,10 @@ async fn give_up(
     if let Some(held) = cluster.held.lock().remove(&shard) {
         held.fence.revoke();
     }
-    let stopping = world.clone();
-    let _ = tokio::task::spawn_blocking(move || stopping.stop_shard(shard as usize, false)).await;
+    stop_here(world, shard, false).await;
     world.metrics.moves.with_label_values(&["lost"]).inc();
     if release {
-        if let Err(error) = cluster
-            .leases
-            .release_shard(shard as i32, cluster.node(), epoch)
-            .await
-        {
-            tracing::warn!(shard, %error, "world: releasing a shard's lease failed; it moves once it expires");
-        }
+        cluster.release(shard, epoch).await;
     }
 }
 
@@ -606,10 +608,7 @@ async fn take(world: &Arc<World>, cluster: &WorldCluster, shard: u32) -> anyhow:
     if let Err(error) = ran {
         tracing::error!(shard, %error, "world: the shard cannot be restored here; its lease is released");
         cluster.held.lock().remove(&shard);
-        cluster
-            .leases
-            .release_shard(shard as i32, cluster.node(), epoch)
-            .await?;
+        cluster.release(shard, epoch).await;
         return Ok(false);
     }
     world
@@ -628,11 +627,7 @@ async fn take(world: &Arc<World>, cluster: &WorldCluster, shard: u32) -> anyhow:
     if let Some(Some(running)) = world.running.read().get(shard as usize) {
         *running.serving.lock() = Some(serving.abort_handle());
     }
-    let moved = remote::Moved {
-        shard,
-        node: cluster.node().to_string(),
-        epoch,
-    };
+    let moved = remote::Moved { shard };
     cluster
         .bus
         .publish(
@@ -652,17 +647,10 @@ async fn take(world: &Arc<World>, cluster: &WorldCluster, shard: u32) -> anyhow:
 /// Hands `shard` over: a last checkpoint, then its lease released (another node takes it).
 async fn hand_over(world: &Arc<World>, cluster: &WorldCluster, shard: u32) {
     tracing::info!(shard, "world: handing a shard over to balance the nodes");
-    let stopping = world.clone();
-    let _ = tokio::task::spawn_blocking(move || stopping.stop_shard(shard as usize, true)).await;
+    stop_here(world, shard, true).await;
     let held = cluster.held.lock().remove(&shard);
     if let Some(held) = held {
-        if let Err(error) = cluster
-            .leases
-            .release_shard(shard as i32, cluster.node(), held.epoch)
-            .await
-        {
-            tracing::warn!(shard, %error, "world: releasing a shard's lease failed; it moves once it expires");
-        }
+        cluster.release(shard, held.epoch).await;
         world.metrics.moves.with_label_values(&["released"]).inc();
     }
 }
@@ -671,85 +659,75 @@ async fn hand_over(world: &Arc<World>, cluster: &WorldCluster, shard: u32) {
 async fn serve_shard(world: Weak<World>, shard: u32, mut requests: async_nats::Subscriber) {
     while let Some(message) = requests.next().await {
         let Some(world) = world.upgrade() else { return };
-        let kind = message.subject.rsplit('.').next().unwrap_or("").to_string();
-        match kind.as_str() {
-            "act" => {
-                let Some(reply) = message.reply.clone() else {
-                    continue;
-                };
+        let Some(cluster) = &world.cluster else {
+            return;
+        };
+        let (kind, reply) = (message.subject.rsplit('.').next(), message.reply.clone());
+        match (kind, reply) {
+            (Some("act"), Some(reply)) => {
+                let bus = cluster.bus.clone();
                 tokio::spawn(async move {
-                    let answer =
-                        match serde_json::from_slice::<remote::ActRequest>(&message.payload) {
-                            Ok(request) => {
-                                world.act_here(shard, request.user, request.action).await
-                            }
-                            Err(e) => Err(RpcError::new(
-                                RpcCode::InvalidArgument,
-                                format!("Bad action: {e}."),
-                            )),
-                        };
+                    let answer = act_for_node(&world, shard, &message.payload).await;
                     let body = serde_json::to_vec(&ActAnswer::of(answer)).unwrap_or_default();
-                    if let Some(cluster) = &world.cluster {
-                        cluster.bus.reply(reply, body).await;
-                    }
+                    bus.reply(reply, body).await;
                 });
             }
-            "subscribe" => {
-                let Some(reply) = message.reply.clone() else {
-                    continue;
-                };
+            (Some("subscribe"), Some(reply)) => {
+                let bus = cluster.bus.clone();
                 tokio::spawn(async move {
-                    let answer = match serde_json::from_slice::<remote::SubscribeRequest>(
-                        &message.payload,
-                    ) {
-                        Ok(request) => match world.inbox(shard as usize) {
-                            Some(inbox) => {
-                                let [min_x, min_y, max_x, max_y] = request.rect;
-                                let rect = Rect {
-                                    min: Point::new(min_x, min_y),
-                                    max: Point::new(max_x, max_y),
-                                };
-                                let sink = Sink::Remote {
-                                    node: Arc::from(request.node.as_str()),
-                                    session_id: request.session_id,
-                                    format: if request.protobuf {
-                                        crate::session::Format::Protobuf
-                                    } else {
-                                        crate::session::Format::Json
-                                    },
-                                };
-                                world
-                                    .subscribe_here(&inbox, sink, request.session_id, rect)
-                                    .await
-                            }
-                            None => Err(format!(
-                                "shard {shard} is moving to another node; subscribe again shortly"
-                            )),
-                        },
-                        Err(e) => Err(format!("bad subscription: {e}")),
-                    };
-                    if let Some(cluster) = &world.cluster {
-                        cluster
-                            .bus
-                            .reply(reply, remote::subscribe_answer(answer))
-                            .await;
-                    }
+                    let answer = subscribe_for_node(&world, shard, &message.payload).await;
+                    bus.reply(reply, remote::subscribe_answer(answer)).await;
                 });
             }
-            "unsubscribe" => {
-                if let Ok(request) =
-                    serde_json::from_slice::<remote::UnsubscribeRequest>(&message.payload)
-                {
-                    if let Some(inbox) = world.inbox(shard as usize) {
-                        let _ = inbox.try_send(Command::Unsubscribe {
-                            session_id: request.session_id,
-                        });
-                    }
+            (Some("unsubscribe"), _) => {
+                let request =
+                    serde_json::from_slice::<remote::UnsubscribeRequest>(&message.payload);
+                if let (Ok(request), Some(inbox)) = (request, world.inbox(shard as usize)) {
+                    let _ = inbox.try_send(Command::Unsubscribe {
+                        session_id: request.session_id,
+                    });
                 }
             }
             _ => {}
         }
     }
+}
+
+/// Why a subscription to a shard in the middle of a move is refused.
+fn moving_subscription(shard: u32) -> String {
+    format!("shard {shard} is moving to another node; subscribe again shortly")
+}
+
+/// Another node's player's action on `shard`, run here.
+async fn act_for_node(
+    world: &World,
+    shard: u32,
+    payload: &[u8],
+) -> Result<serde_json::Value, RpcError> {
+    let request = serde_json::from_slice::<remote::ActRequest>(payload)
+        .map_err(|e| RpcError::new(RpcCode::InvalidArgument, format!("Bad action: {e}.")))?;
+    world.act_here(shard, request.user, request.action).await
+}
+
+/// Another node's socket subscribing to a box of `shard`, run here.
+async fn subscribe_for_node(
+    world: &World,
+    shard: u32,
+    payload: &[u8],
+) -> Result<WorldState, String> {
+    let request = serde_json::from_slice::<remote::SubscribeRequest>(payload)
+        .map_err(|e| format!("bad subscription: {e}"))?;
+    let inbox = world
+        .inbox(shard as usize)
+        .ok_or_else(|| moving_subscription(shard))?;
+    let sink = Sink::Remote {
+        node: Arc::from(request.node.as_str()),
+        session_id: request.session_id,
+        format: request.format(),
+    };
+    world
+        .subscribe_here(&inbox, sink, request.session_id, request.rect())
+        .await
 }
 
 #[cfg(test)]

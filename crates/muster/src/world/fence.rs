@@ -71,8 +71,11 @@ mod tests {
         assert!(!fence.holds());
         fence.extend_to(Instant::now() + Duration::from_secs(60));
         assert!(!fence.holds(), "a revoked fence stays down");
-        let short = Fence::until(Instant::now() + Duration::from_millis(30));
-        std::thread::sleep(Duration::from_millis(40));
+        // A fence whose deadline, 500 ms after it was made, was a second ago.
+        let short = Fence {
+            base: Instant::now() - Duration::from_millis(1500),
+            until_ms: AtomicU64::new(500),
+        };
         assert!(!short.holds());
         short.extend_to(Instant::now() + Duration::from_secs(60));
         assert!(!short.holds(), "a fence that ran out stays down");

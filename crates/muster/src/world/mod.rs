@@ -33,7 +33,6 @@ pub use offline::{checkpoint_offline, seed_offline, stats_offline};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,7 +96,6 @@ struct Running {
     thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
     stop: CancellationToken,
     fence: Arc<Fence>,
-    checkpoint_on_stop: Arc<AtomicBool>,
     /// The task answering the other nodes' requests for this shard (a clustered world).
     serving: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
 }
@@ -390,7 +388,6 @@ impl World {
         self.metrics.count_actors(&shard);
         let (inbox, commands) = mpsc::sync_channel(INBOX);
         let stop = self.shutdown.child_token();
-        let checkpoint_on_stop = Arc::new(AtomicBool::new(true));
         let run = ShardRun {
             aoi: Aoi {
                 every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
@@ -419,7 +416,6 @@ impl World {
             metrics: self.metrics.clone(),
             stop: stop.clone(),
             fence: fence.clone(),
-            checkpoint_on_stop: checkpoint_on_stop.clone(),
             views_out: self.cluster.as_ref().map(|c| c.views_out.clone()),
         };
         let thread = std::thread::Builder::new()
@@ -430,15 +426,17 @@ impl World {
             thread: parking_lot::Mutex::new(Some(thread)),
             stop,
             fence,
-            checkpoint_on_stop,
             serving: parking_lot::Mutex::new(None),
         });
         let mut table = self.running.write();
         table[i] = Some(running);
-        self.metrics
-            .shards
-            .set(table.iter().filter(|r| r.is_some()).count() as i64);
+        self.count_running(&table);
         Ok(())
+    }
+
+    fn count_running(&self, table: &[Option<Arc<Running>>]) {
+        let running = table.iter().filter(|r| r.is_some()).count();
+        self.metrics.shards.set(running as i64);
     }
 
     /// Stops shard `i` here, after a last checkpoint when `checkpoint` (a handover) or at once
@@ -447,9 +445,7 @@ impl World {
         let running = {
             let mut table = self.running.write();
             let running = table.get_mut(i).and_then(Option::take);
-            self.metrics
-                .shards
-                .set(table.iter().filter(|r| r.is_some()).count() as i64);
+            self.count_running(&table);
             running
         };
         let Some(running) = running else {
@@ -458,9 +454,6 @@ impl World {
         if let Some(serving) = running.serving.lock().take() {
             serving.abort();
         }
-        running
-            .checkpoint_on_stop
-            .store(checkpoint, std::sync::atomic::Ordering::Release);
         if !checkpoint {
             running.fence.revoke();
         }

@@ -26,6 +26,8 @@ use super::actions::Action;
 use crate::cluster::bus::Bus;
 use crate::functions::{RpcCode, RpcError};
 use crate::session::codec::Frame;
+use crate::session::Format;
+use muster_world::geo::{Point, Rect};
 
 /// How long a node waits for the owner's answer to an action (it may route a connect).
 pub const ACT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,6 +62,25 @@ pub struct ActRequest {
 pub enum ActAnswer {
     Ok(Value),
     Err { code: i32, message: String },
+}
+
+impl SubscribeRequest {
+    pub fn rect(&self) -> Rect {
+        let [min_x, min_y, max_x, max_y] = self.rect;
+        Rect {
+            min: Point::new(min_x, min_y),
+            max: Point::new(max_x, max_y),
+        }
+    }
+
+    /// The socket's format, which its updates are encoded in.
+    pub fn format(&self) -> Format {
+        if self.protobuf {
+            Format::Protobuf
+        } else {
+            Format::Json
+        }
+    }
 }
 
 impl ActAnswer {
@@ -105,8 +126,6 @@ pub struct UnsubscribeRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Moved {
     pub shard: u32,
-    pub node: String,
-    pub epoch: i64,
 }
 
 /// The answer to a subscription: `0` and the snapshot, or `1` and why it was refused.

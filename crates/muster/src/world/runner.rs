@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -190,10 +189,9 @@ pub(super) struct ShardRun {
     pub(super) metrics: Arc<WorldMetrics>,
     /// Stops the shard (the server's shutdown, or the shard handed to another node).
     pub(super) stop: CancellationToken,
-    /// Until when this node may run the shard (a clustered world's lease).
+    /// Until when this node may run the shard (a clustered world's lease). Stopping writes a
+    /// last checkpoint only while it holds (a lost lease revokes it).
     pub(super) fence: Arc<Fence>,
-    /// Whether stopping writes a last checkpoint (not when the lease was lost).
-    pub(super) checkpoint_on_stop: Arc<AtomicBool>,
     /// Where remote subscribers' updates go to be published (bounded).
     pub(super) views_out: Option<tokio::sync::mpsc::Sender<super::remote::ViewMessage>>,
 }
@@ -265,11 +263,10 @@ impl ShardRun {
                 }
             }
         }
-        if !self.fence.holds() || !self.checkpoint_on_stop.load(Ordering::Acquire) {
+        if !self.fence.holds() {
             // The lease is gone: another node may run the shard now, so nothing more is
             // written or acknowledged. Actions waiting for the log are refused; the commands
             // still queued are answered by their dropped replies.
-            self.fence.revoke();
             self.broken = true;
             self.flush_actions();
             if spare.is_none() {

@@ -20,6 +20,19 @@ pub fn free_port() -> u16 {
 /// per-IP authentication, connection and socket limits off, the native TCP transport and the links
 /// service on free ports (several servers run at once; their default ports are fixed) and logs
 /// at `warn`. Callers add the command, flags and stdio their test needs.
+/// A node of the cluster `prefix` on NATS at `nats` (tests share one NATS server; each
+/// cluster its own subjects), beating every 100 ms and taking a node silent for 500 ms for dead.
+pub fn cluster_node_command(db: &Database, nats: &str, prefix: &str, name: &str) -> Command {
+    let mut command = muster_command(db);
+    command
+        .env("MUSTER_CLUSTER__NATS_URL", nats)
+        .env("MUSTER_CLUSTER__SUBJECT_PREFIX", prefix)
+        .env("MUSTER_CLUSTER__NODE_NAME", name)
+        .env("MUSTER_CLUSTER__HEARTBEAT_MS", "100")
+        .env("MUSTER_CLUSTER__FAILURE_TIMEOUT_MS", "500");
+    command
+}
+
 pub fn muster_command(db: &Database) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
     command

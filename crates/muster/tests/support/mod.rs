@@ -18,7 +18,9 @@ pub mod postgres;
 pub mod server;
 
 pub use client::{next_json, read_json, Client, Tcp, WAIT};
-pub use crash::{eventually, free_port, muster_command, spawn_listening, Binary};
+pub use crash::{
+    cluster_node_command, eventually, free_port, muster_command, spawn_listening, Binary,
+};
 pub use metrics::{metric, metric_at};
 pub use postgres::PrivatePostgres;
 pub use server::*;
