@@ -55,16 +55,26 @@ pub fn next_frame(buf: &[u8], max_len: usize) -> Result<Option<(usize, usize)>, 
 
 /// Appends the length prefix of a `len`-byte body.
 pub fn write_header(len: usize, out: &mut Vec<u8>) {
-    let mut value = len as u64;
-    loop {
+    let (bytes, used) = header(len);
+    out.extend_from_slice(&bytes[..used]);
+}
+
+/// The length prefix of a `len`-byte body, without allocating: the first `used` bytes of the
+/// array. A body is far below 4 GiB (the server caps frames at `max_message_size_bytes`), so
+/// its length is a `u32`.
+pub fn header(len: usize) -> ([u8; MAX_HEADER_LEN], usize) {
+    let mut bytes = [0u8; MAX_HEADER_LEN];
+    let mut value = len as u32;
+    for (i, slot) in bytes.iter_mut().enumerate() {
         let byte = (value & 0x7f) as u8;
         value >>= 7;
         if value == 0 {
-            out.push(byte);
-            return;
+            *slot = byte;
+            return (bytes, i + 1);
         }
-        out.push(byte | 0x80);
+        *slot = byte | 0x80;
     }
+    (bytes, MAX_HEADER_LEN)
 }
 
 /// Appends one whole frame carrying `envelope`.

@@ -443,15 +443,17 @@ async fn bind_setting(address: &str, setting: &str) -> anyhow::Result<Option<Tcp
         .map_err(|e| anyhow::anyhow!("cannot listen on {address} (setting {setting}): {e}"))
 }
 
-/// Binds the UDP socket at `address` (the value of `setting`), or nothing when it is empty.
-async fn bind_udp_setting(address: &str, setting: &str) -> anyhow::Result<Option<UdpSocket>> {
-    if address.is_empty() {
-        return Ok(None);
+/// Binds the ENet transport's sockets (one per loop), or none when `enet.listen` is empty.
+fn bind_enet(config: &crate::base::config::EnetConfig) -> anyhow::Result<Vec<UdpSocket>> {
+    if config.listen.is_empty() {
+        return Ok(Vec::new());
     }
-    UdpSocket::bind(address)
-        .await
-        .map(Some)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {address} (setting {setting}): {e}"))
+    crate::net::enet::bind(config).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {} (setting enet.listen): {e}",
+            config.listen
+        )
+    })
 }
 
 /// [`run_with_clock`] on listeners the caller bound.
@@ -471,14 +473,13 @@ pub async fn run_on(
     // Every listener is bound before any is announced: a port that is taken stops the start
     // with an error naming its setting, not after the server said it was up.
     let tcp = bind_setting(&state.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
-    let enet = bind_udp_setting(&state.config.enet.listen, "enet.listen").await?;
+    let enet = bind_enet(&state.config.enet)?;
     state.matches.start();
-    if let Some(enet) = enet {
-        let bound = enet.local_addr()?;
+    if let Some(bound) = enet.first().map(UdpSocket::local_addr).transpose()? {
         state
             .matches
             .set_enet_port(bound.port(), state.config.enet.public_port);
-        tracing::info!(enet = %bound, "ENet transport listening (UDP)");
+        tracing::info!(enet = %bound, loops = enet.len(), "ENet transport listening (UDP)");
         tokio::spawn(crate::net::enet::serve(enet, state.clone()));
     }
     let http_address = listener.local_addr()?;

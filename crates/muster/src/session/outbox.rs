@@ -5,6 +5,11 @@
 //! with a reason: a client that does not read must not grow the server's memory, and a reliable
 //! stream with a hole in it is worse than a reconnect. An outbox can also be closed on purpose
 //! ([`Outbox::kick`]: the player was banned): the socket's task ends the connection the same way.
+//!
+//! A transport that can write without its task ([`DirectWrite`], native TCP) is handed a message
+//! at once when nothing waits before it: the producer's thread writes it to the kernel, and the
+//! socket's task is not woken at all (a match's state costs one system call per player, not a
+//! task wake-up, a poll and then the call).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,14 +23,43 @@ pub struct Outbox {
     ready: Notify,
     /// Woken by every drain, for a producer that waits for room ([`Outbox::until_below`]).
     drained: Notify,
+    consumer: Consumer,
+    capacity: usize,
+}
+
+/// Who takes the queued messages, and how it learns there are some.
+enum Consumer {
+    /// A task waiting in [`Outbox::ready`].
+    Task,
     /// Called instead of waking [`Outbox::ready`]'s waiter, for a transport that serves many
     /// sessions from one task (ENet): it learns which outboxes have something to send.
-    wake: Option<OutboxWake>,
-    capacity: usize,
+    Wake(OutboxWake),
+    /// A task waiting in [`Outbox::ready`], whose transport also takes a message written at
+    /// once when the queue is empty (native TCP).
+    Direct(Arc<dyn DirectWrite>),
 }
 
 /// What a push that finds the outbox empty calls (see [`Outbox::with_wake`]).
 pub type OutboxWake = Arc<dyn Fn() + Send + Sync>;
+
+/// A transport that can write one message from whichever thread pushes it, without blocking.
+/// The outbox calls it (under its lock, so calls are in push order) only while its queue is
+/// empty: a message written this way never overtakes one queued before it.
+pub trait DirectWrite: Send + Sync {
+    fn try_write(&self, message: &Message) -> Direct;
+}
+
+/// What a [`DirectWrite`] did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direct {
+    /// All of it is with the kernel.
+    Written,
+    /// Part of it is; the transport kept the rest, and the socket's task must be woken to
+    /// finish it before anything else.
+    Begun,
+    /// None of it (the socket's task is writing, or the kernel's buffer is full): queue it.
+    NotNow,
+}
 
 struct State {
     queue: VecDeque<Message>,
@@ -57,8 +91,17 @@ impl Outbox {
             }),
             ready: Notify::new(),
             drained: Notify::new(),
-            wake: None,
+            consumer: Consumer::Task,
             capacity,
+        }
+    }
+
+    /// An outbox whose messages are written at once by `direct` whenever none waits before them;
+    /// the others are queued for the task waiting in [`Outbox::ready`], as with [`Outbox::new`].
+    pub fn with_direct(capacity: usize, direct: Arc<dyn DirectWrite>) -> Outbox {
+        Outbox {
+            consumer: Consumer::Direct(direct),
+            ..Outbox::new(capacity)
         }
     }
 
@@ -66,7 +109,7 @@ impl Outbox {
     /// in [`Outbox::ready`]; the drainer must then take the whole queue, as a task would.
     pub fn with_wake(capacity: usize, wake: OutboxWake) -> Outbox {
         Outbox {
-            wake: Some(wake),
+            consumer: Consumer::Wake(wake),
             ..Outbox::new(capacity)
         }
     }
@@ -76,12 +119,25 @@ impl Outbox {
     /// Only the push that finds the queue empty wakes the socket's task: the task drains the
     /// whole queue when it wakes (and checks [`Outbox::is_empty`] after a write before waiting
     /// again), so later pushes ride on that wake-up instead of scheduling the task once each.
+    /// With a [`DirectWrite`] transport, a push that finds the queue empty is first offered to
+    /// it, and queued only if it does not take it.
     pub fn push(&self, message: Message) -> bool {
         let mut state = self.state.lock();
         if state.closed.is_some() {
             return false;
         }
         let was_empty = state.queue.is_empty();
+        if let (true, Consumer::Direct(direct)) = (was_empty, &self.consumer) {
+            match direct.try_write(&message) {
+                Direct::Written => return true,
+                Direct::Begun => {
+                    drop(state);
+                    self.ready.notify_one();
+                    return true;
+                }
+                Direct::NotNow => {}
+            }
+        }
         let accepted = state.queue.len() < self.capacity;
         if accepted {
             state.queue.push_back(message);
@@ -99,9 +155,9 @@ impl Outbox {
     /// Tells the socket's side there is something to take: its transport's wake, or the task
     /// waiting in [`Outbox::ready`].
     fn wake(&self) {
-        match &self.wake {
-            Some(wake) => wake(),
-            None => self.ready.notify_one(),
+        match &self.consumer {
+            Consumer::Wake(wake) => wake(),
+            Consumer::Task | Consumer::Direct(_) => self.ready.notify_one(),
         }
     }
 
@@ -186,5 +242,62 @@ mod tests {
             drained.messages.is_empty(),
             "an overflowed queue is released at once"
         );
+    }
+
+    /// A transport that takes what it is told to, recording what it wrote.
+    struct Scripted {
+        answer: Mutex<Direct>,
+        written: Mutex<Vec<String>>,
+    }
+
+    impl DirectWrite for Scripted {
+        fn try_write(&self, message: &Message) -> Direct {
+            let answer = *self.answer.lock();
+            if answer != Direct::NotNow {
+                let Message::Text(text) = message else {
+                    panic!("text frames only")
+                };
+                self.written.lock().push(text.as_str().to_owned());
+            }
+            answer
+        }
+    }
+
+    #[tokio::test]
+    async fn a_direct_write_never_overtakes_a_queued_message() {
+        let direct = Arc::new(Scripted {
+            answer: Mutex::new(Direct::Written),
+            written: Mutex::new(Vec::new()),
+        });
+        let outbox = Outbox::with_direct(4, direct.clone());
+        assert!(outbox.push(Message::Text("a".into())));
+        assert_eq!(*direct.written.lock(), ["a"]);
+        assert!(outbox.is_empty(), "written at once, not queued");
+
+        // The transport is busy: queued, and the task is woken.
+        *direct.answer.lock() = Direct::NotNow;
+        assert!(outbox.push(Message::Text("b".into())));
+        // Free again, but "b" waits: "c" queues behind it instead of overtaking it.
+        *direct.answer.lock() = Direct::Written;
+        assert!(outbox.push(Message::Text("c".into())));
+        assert_eq!(*direct.written.lock(), ["a"]);
+        outbox.ready().await;
+        let queued: Vec<_> = outbox.drain().messages.into_iter().collect();
+        assert_eq!(
+            queued,
+            [Message::Text("b".into()), Message::Text("c".into())]
+        );
+
+        // Written in part: accepted, and the task is woken to finish it.
+        *direct.answer.lock() = Direct::Begun;
+        assert!(outbox.push(Message::Text("d".into())));
+        outbox.ready().await;
+        assert!(outbox.is_empty());
+        assert_eq!(*direct.written.lock(), ["a", "d"]);
+
+        // A closed outbox offers nothing to the transport.
+        outbox.kick();
+        assert!(!outbox.push(Message::Text("e".into())));
+        assert_eq!(*direct.written.lock(), ["a", "d"]);
     }
 }

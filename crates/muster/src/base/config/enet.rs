@@ -46,6 +46,11 @@ pub struct EnetConfig {
     pub turn_interval_ms: u64,
     /// The socket's kernel receive and send buffers, in bytes.
     pub socket_buffer_bytes: usize,
+    /// Transport loops, each with its own UDP socket on the one port (`SO_REUSEPORT`: the
+    /// kernel gives each client address to one socket, so a client's datagrams always reach the
+    /// same loop) and its own hosts; `max_peers` and `connects_per_sec` are shared out among
+    /// them. 0 (the default): one per core.
+    pub loops: usize,
     /// Let ENet drop unreliable packets (match states) to a peer whose round trip grows (its
     /// packet throttle). Off: a busy node's slower turns look like congestion to ENet, and the
     /// states it would drop are what players wait for.
@@ -68,6 +73,7 @@ impl Default for EnetConfig {
             service_interval_ms: 10,
             turn_interval_ms: 0,
             socket_buffer_bytes: 4 * 1024 * 1024,
+            loops: 0,
             throttle_unreliable: false,
         }
     }
@@ -113,10 +119,32 @@ impl EnetConfig {
         if self.turn_interval_ms > 100 {
             return Err("enet.turn_interval_ms must be at most 100".into());
         }
+        if self.loops > 64 {
+            return Err("enet.loops must be at most 64 (0: one per core)".into());
+        }
         if self.socket_buffer_bytes < 64 * 1024 {
             return Err("enet.socket_buffer_bytes must be at least 65536".into());
         }
         Ok(())
+    }
+
+    /// How many transport loops run: `loops`, or one per core, never more than `max_peers`.
+    pub fn loop_count(&self) -> usize {
+        let loops = match self.loops {
+            0 => std::thread::available_parallelism().map_or(1, |cores| cores.get()),
+            loops => loops,
+        };
+        loops.min(self.max_peers).max(1)
+    }
+
+    /// One loop's part of the node's settings: its share of `max_peers` and `connects_per_sec`.
+    pub fn per_loop(&self) -> EnetConfig {
+        let loops = self.loop_count();
+        EnetConfig {
+            max_peers: self.max_peers.div_ceil(loops),
+            connects_per_sec: self.connects_per_sec.div_ceil(loops as u32),
+            ..self.clone()
+        }
     }
 
     /// How many ENet hosts `max_peers` takes.

@@ -9,9 +9,10 @@
 //! dropped for the newer one), everything else on channel 0 (reliable, ordered); a client may
 //! send on either.
 //!
-//! How it runs: one task owns every ENet host (`enet.max_peers` over hosts of
-//! `enet.peers_per_host`; ENet's peer ids are 12 bits, so at most 4,095 per host) and the one
-//! UDP socket; a turn services and flushes only the hosts that got datagrams or have something
+//! How it runs: one loop per core (`enet.loops`), each a task owning one UDP socket on the
+//! shared port (`SO_REUSEPORT`: the kernel sends each client address to one socket) and its
+//! ENet hosts (its share of `enet.max_peers` over hosts of `enet.peers_per_host`; ENet's peer
+//! ids are 12 bits, so at most 4,095 per host); a turn services and flushes only the hosts that got datagrams or have something
 //! to send, since each service and flush visits every peer of its host. Each turn it reads
 //! waiting datagrams in batches (`recvmmsg`), routes each to the host that holds its sender's
 //! address after checking it ([`wire`]: malformed, spoofed, over its peer's budget, connect
@@ -66,11 +67,61 @@ const SHUTDOWN_LINGER: Duration = Duration::from_millis(300);
 /// The channels a peer may open: 0 reliable, 1 unreliable.
 const CHANNELS: usize = 2;
 
-/// Serves the ENet transport on `socket` until the server shuts down.
-pub async fn serve(socket: UdpSocket, state: AppState) {
-    match Node::new(socket, state) {
-        Ok(node) => node.run().await,
-        Err(error) => tracing::error!(%error, "cannot start the ENet transport"),
+/// Binds the transport's sockets on `config.listen`: one per loop (`enet.loops`), all on one
+/// port. With more than one, each has `SO_REUSEPORT`, and the kernel hashes every client address
+/// to one of them, so a peer's datagrams always reach the loop that holds it.
+pub fn bind(config: &EnetConfig) -> std::io::Result<Vec<UdpSocket>> {
+    let mut address: SocketAddr = config
+        .listen
+        .parse()
+        .map_err(|_| std::io::Error::other("not an IP:port address"))?;
+    let loops = config.loop_count();
+    let mut sockets = Vec::with_capacity(loops);
+    for _ in 0..loops {
+        let socket = bind_one(address, loops > 1)?;
+        // Port 0 asks for any: the others share the first one's.
+        address = socket.local_addr()?;
+        sockets.push(socket);
+    }
+    Ok(sockets)
+}
+
+fn bind_one(address: SocketAddr, shared: bool) -> std::io::Result<UdpSocket> {
+    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage};
+    use std::os::fd::AsRawFd as _;
+    let family = match address {
+        SocketAddr::V4(_) => AddressFamily::Inet,
+        SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let fd = socket::socket(
+        family,
+        SockType::Datagram,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    if shared {
+        socket::setsockopt(&fd, sockopt::ReusePort, &true)?;
+    }
+    socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(address))?;
+    UdpSocket::from_std(std::net::UdpSocket::from(fd))
+}
+
+/// Serves the ENet transport on `sockets` (from [`bind`]), one loop each, until the server
+/// shuts down.
+pub async fn serve(sockets: Vec<UdpSocket>, state: AppState) {
+    let config = state.config.enet.per_loop();
+    let loops: Vec<_> = sockets
+        .into_iter()
+        .filter_map(|socket| match Node::new(socket, config.clone(), state.clone()) {
+            Ok(node) => Some(tokio::spawn(node.run())),
+            Err(error) => {
+                tracing::error!(%error, "cannot start the ENet transport");
+                None
+            }
+        })
+        .collect();
+    for running in loops {
+        let _ = running.await;
     }
 }
 
@@ -192,8 +243,8 @@ struct Node {
 }
 
 impl Node {
-    fn new(socket: UdpSocket, state: AppState) -> anyhow::Result<Node> {
-        let config = state.config.enet.clone();
+    /// A loop on `socket`, with its share of the node's settings (`config`).
+    fn new(socket: UdpSocket, config: EnetConfig, state: AppState) -> anyhow::Result<Node> {
         // The hosts are made as addresses arrive, so an idle node holds no ENet peers; one is
         // made here to check the settings at start.
         let first = Shard::new(&config, state.config.socket.max_message_size_bytes, 0)?;

@@ -15,6 +15,12 @@
 //! error and closed; so is one whose join does not arrive within `limits.handshake_timeout_ms`.
 //! A joined connection silent for `socket.pong_wait_ms` is closed (send `ping` envelopes when
 //! idle); one whose match ends is closed.
+//!
+//! What others send the session (a match's states, presences) is written at once by the sending
+//! task when nothing waits before it ([`link`]); the rest is queued on the session's outbox and
+//! written by the connection's task.
+
+mod link;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,17 +30,20 @@ use axum::extract::ws::Message as Frame;
 use bytes::{Buf as _, BytesMut};
 use muster_proto::frame::{self, FrameError};
 use muster_proto::realtime::{error_code, match_join, DecodeError, Envelope, Message};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
+use self::link::TcpLink;
 use super::connection::{self, accept_backoff, Ending, Transport};
 use super::dispatch;
 use crate::matches::error::MatchError;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
 use crate::net::state::AppState;
+use crate::session::outbox::Outbox;
 use crate::session::registry::{Admission, Session};
 use crate::session::Format;
 
@@ -69,35 +78,58 @@ pub async fn serve(listener: TcpListener, state: AppState) {
 }
 
 struct Conn {
-    stream: TcpStream,
-    read: BytesMut,
+    read: OwnedReadHalf,
+    buffer: BytesMut,
     max_len: usize,
-    write_limit: Duration,
+    link: Arc<TcpLink>,
 }
 
 impl Conn {
-    /// Writes envelopes as frames, all in one write.
+    /// Writes envelopes as frames, all in one write, holding the link from here on (the
+    /// handshake's answers, refusals and last words).
     async fn send(&mut self, envelopes: &[Envelope]) -> Result<(), Ending> {
-        let mut out = Vec::new();
+        let mut out = self.link.hold().unwrap_or_default();
         for envelope in envelopes {
             frame::encode_frame(envelope, &mut out);
         }
-        self.write(&out).await
+        self.link.write_all(&out).await
     }
 
-    async fn write(&mut self, bytes: &[u8]) -> Result<(), Ending> {
-        match timeout(self.write_limit, self.stream.write_all(bytes)).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(Ending::WriteFailed),
+    /// Writes what a direct write left (`rest`, taken when the link was held), then `replies`,
+    /// then everything the outbox holds, in one write; then lets pushes write directly again.
+    async fn write_out(
+        &mut self,
+        rest: Option<Vec<u8>>,
+        replies: &[Envelope],
+        outbox: &Outbox,
+    ) -> Result<(), Ending> {
+        let mut out = rest.unwrap_or_default();
+        for envelope in replies {
+            frame::encode_frame(envelope, &mut out);
         }
+        let drained = outbox.drain();
+        if let Some(closed) = drained.closed {
+            return Err(Ending::of_closed(closed));
+        }
+        for message in drained.messages {
+            if let Frame::Binary(bytes) = message {
+                frame::write_header(bytes.len(), &mut out);
+                out.extend_from_slice(&bytes);
+            }
+        }
+        if !out.is_empty() {
+            self.link.write_all(&out).await?;
+        }
+        self.link.release();
+        Ok(())
     }
 
     /// Reads more bytes; `Err` at end of stream or on error.
     async fn fill(&mut self) -> Result<(), Ending> {
-        if self.read.capacity() - self.read.len() < 256 {
-            self.read.reserve(512);
+        if self.buffer.capacity() - self.buffer.len() < 256 {
+            self.buffer.reserve(512);
         }
-        match self.stream.read_buf(&mut self.read).await {
+        match self.read.read_buf(&mut self.buffer).await {
             Ok(0) => Err(Ending::ClientClosed),
             Ok(_) => Ok(()),
             Err(error) => {
@@ -109,8 +141,8 @@ impl Conn {
 
     /// Complete frames read so far (decoded, or their decode errors).
     fn frames(&mut self) -> Result<Vec<Result<Envelope, DecodeError>>, FrameError> {
-        let (frames, used) = frame::decode_frames(&self.read, self.max_len)?;
-        self.read.advance(used);
+        let (frames, used) = frame::decode_frames(&self.buffer, self.max_len)?;
+        self.buffer.advance(used);
         Ok(frames)
     }
 }
@@ -119,11 +151,12 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
     let _ = stream.set_nodelay(true);
     let config = &state.config.socket;
     let idle = Duration::from_millis(config.pong_wait_ms);
+    let (read, write) = stream.into_split();
     let mut conn = Conn {
-        stream,
-        read: BytesMut::with_capacity(256),
+        read,
+        buffer: BytesMut::with_capacity(256),
         max_len: config.max_message_size_bytes,
-        write_limit: idle,
+        link: Arc::new(TcpLink::new(write, idle)),
     };
     let admitted = connection::allow_connect(&state, peer.ip())
         .and_then(|()| connection::take_place(&state, peer.ip()));
@@ -147,7 +180,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
         Err(_) => Ending::KeepAliveTimeout,
     };
     connection::record_ending(&state, Transport::Tcp, ending);
-    let _ = conn.stream.shutdown().await;
+    conn.link.close();
 }
 
 /// Reads the first frame, which must join a match with a token; registers the session.
@@ -208,13 +241,14 @@ async fn handshake(
         Ok(claims) => claims,
         Err(error) => return Err(refuse_join(conn, state, cid, error).await),
     };
-    let guard = state.registry.register(
-        admission,
-        claims.uid,
-        &claims.usn,
-        Format::Protobuf,
+    let outbox = Outbox::with_direct(
         state.config.socket.outgoing_queue_size,
+        conn.link.clone(),
     );
+    let guard =
+        state
+            .registry
+            .register_with_outbox(admission, claims.uid, &claims.usn, Format::Protobuf, outbox);
     let session = guard.entry.clone();
     match matches
         .join(&session, JoinTarget::Token(token), join.metadata)
@@ -246,7 +280,9 @@ async fn refuse_join(conn: &mut Conn, state: &AppState, cid: String, error: Matc
 ///
 /// The futures that outlive one message (the shutdown and match-ended signals, the idle timer,
 /// the outbox's wake-up) are made once and reused: re-creating them per message showed in
-/// profiles as timer-wheel and waker-list churn on every input.
+/// profiles as timer-wheel and waker-list churn on every input. The branches are polled in
+/// order, reads and the outbox first: a wake-up for either does not poll the cancellations and
+/// the timer.
 async fn run(
     conn: &mut Conn,
     session: &Arc<Session>,
@@ -254,6 +290,11 @@ async fn run(
     state: &AppState,
     idle: Duration,
 ) -> Ending {
+    // What was queued while the join was answered, then direct writes from here on.
+    let rest = conn.link.hold();
+    if let Err(ending) = conn.write_out(rest, &[], &session.outbox).await {
+        return ending;
+    }
     let ended = ended.unwrap_or_default();
     let shutdown = state.shutdown.cancelled();
     let ended = ended.cancelled();
@@ -263,16 +304,7 @@ async fn run(
     let mut last_heard = Instant::now();
     loop {
         tokio::select! {
-            () = &mut shutdown => return Ending::ServerShutdown,
-            () = &mut ended => return Ending::MatchEnded,
-            () = &mut idle_timer => {
-                // The timer is moved only when it fires, not on every message.
-                let deadline = last_heard + idle;
-                if Instant::now() >= deadline {
-                    return Ending::KeepAliveTimeout;
-                }
-                idle_timer.as_mut().reset(deadline);
-            }
+            biased;
             filled = conn.fill() => {
                 if let Err(ending) = filled {
                     return ending;
@@ -285,6 +317,9 @@ async fn run(
                         return Ending::ProtocolError;
                     }
                 };
+                // Held while the requests are handled: what they cause to be sent (a join's
+                // first states) queues behind their answers.
+                let rest = conn.link.hold();
                 let mut replies = Vec::new();
                 for decoded in frames {
                     let reply = match decoded {
@@ -296,30 +331,26 @@ async fn run(
                     };
                     replies.extend(reply);
                 }
-                if !replies.is_empty() {
-                    if let Err(ending) = conn.send(&replies).await {
-                        return ending;
-                    }
+                if let Err(ending) = conn.write_out(rest, &replies, &session.outbox).await {
+                    return ending;
                 }
             }
             () = &mut ready => {
                 ready.set(session.outbox.ready());
-                let drained = session.outbox.drain();
-                if let Some(closed) = drained.closed {
-                    return Ending::of_closed(closed);
+                let rest = conn.link.hold();
+                if let Err(ending) = conn.write_out(rest, &[], &session.outbox).await {
+                    return ending;
                 }
-                let mut out = Vec::new();
-                for message in drained.messages {
-                    if let Frame::Binary(bytes) = message {
-                        frame::write_header(bytes.len(), &mut out);
-                        out.extend_from_slice(&bytes);
-                    }
+            }
+            () = &mut shutdown => return Ending::ServerShutdown,
+            () = &mut ended => return Ending::MatchEnded,
+            () = &mut idle_timer => {
+                // The timer is moved only when it fires, not on every message.
+                let deadline = last_heard + idle;
+                if Instant::now() >= deadline {
+                    return Ending::KeepAliveTimeout;
                 }
-                if !out.is_empty() {
-                    if let Err(ending) = conn.write(&out).await {
-                        return ending;
-                    }
-                }
+                idle_timer.as_mut().reset(deadline);
             }
         }
     }
