@@ -112,13 +112,15 @@ pub async fn serve(sockets: Vec<UdpSocket>, state: AppState) {
     let config = state.config.enet.per_loop();
     let loops: Vec<_> = sockets
         .into_iter()
-        .filter_map(|socket| match Node::new(socket, config.clone(), state.clone()) {
-            Ok(node) => Some(tokio::spawn(node.run())),
-            Err(error) => {
-                tracing::error!(%error, "cannot start the ENet transport");
-                None
-            }
-        })
+        .filter_map(
+            |socket| match Node::new(socket, config.clone(), state.clone()) {
+                Ok(node) => Some(tokio::spawn(node.run())),
+                Err(error) => {
+                    tracing::error!(%error, "cannot start the ENet transport");
+                    None
+                }
+            },
+        )
         .collect();
     for running in loops {
         let _ = running.await;

@@ -241,14 +241,14 @@ async fn handshake(
         Ok(claims) => claims,
         Err(error) => return Err(refuse_join(conn, state, cid, error).await),
     };
-    let outbox = Outbox::with_direct(
-        state.config.socket.outgoing_queue_size,
-        conn.link.clone(),
+    let outbox = Outbox::with_direct(state.config.socket.outgoing_queue_size, conn.link.clone());
+    let guard = state.registry.register_with_outbox(
+        admission,
+        claims.uid,
+        &claims.usn,
+        Format::Protobuf,
+        outbox,
     );
-    let guard =
-        state
-            .registry
-            .register_with_outbox(admission, claims.uid, &claims.usn, Format::Protobuf, outbox);
     let session = guard.entry.clone();
     match matches
         .join(&session, JoinTarget::Token(token), join.metadata)
