@@ -66,7 +66,14 @@ pub async fn upgrade(
             rejection.body_text()
         ))
     })?;
-    let socket_config = &state.config.socket;
+    let socket_config = state.config.socket.clone();
+    let accepted = Box::new(super::ws::Upgrade {
+        claims,
+        format,
+        appear_online,
+        admission,
+        state,
+    });
     let response = upgrade
         .read_buffer_size(socket_config.read_buffer_bytes)
         // Frames queue in tungstenite's write buffer until the socket task flushes, so a
@@ -77,9 +84,7 @@ pub async fn upgrade(
         .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
         .max_message_size(socket_config.max_message_size_bytes)
         .max_frame_size(socket_config.max_message_size_bytes)
-        .on_upgrade(move |ws| {
-            super::ws::serve(ws, claims, (format, appear_online), admission, state)
-        })
+        .on_upgrade(move |ws| super::ws::serve(ws, accepted))
         .into_response();
     Ok(response)
 }

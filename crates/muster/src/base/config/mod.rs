@@ -165,7 +165,8 @@ pub struct SocketConfig {
     pub pong_wait_ms: u64,
     /// Messages waiting to be written to one socket; past it the socket is closed (1008).
     pub outgoing_queue_size: usize,
-    /// Initial read buffer per socket, in bytes; grows only while a large frame is read.
+    /// Read buffer per socket, in bytes; it grows to fit a larger frame. Every idle socket
+    /// holds it, so it is sized for the common request, not the largest.
     pub read_buffer_bytes: usize,
     /// Most sockets open at once on this node; 0 for no limit.
     pub max_sockets: usize,
@@ -431,7 +432,7 @@ impl Default for SocketConfig {
             ping_period_ms: 15_000,
             pong_wait_ms: 25_000,
             outgoing_queue_size: 64,
-            read_buffer_bytes: 1024,
+            read_buffer_bytes: 512,
             max_sockets: 0,
             max_sockets_per_user: 16,
         }

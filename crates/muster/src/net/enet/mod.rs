@@ -886,3 +886,78 @@ fn not_a_join(cid: String) -> Box<Envelope> {
         "The first packet must be match_join with a token.",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every loop's socket is on the one port, and each client address always reaches the same
+    /// socket: a peer's datagrams never cross loops.
+    #[tokio::test]
+    async fn the_loops_share_one_port_and_each_client_sticks_to_one_loop() {
+        let config = EnetConfig {
+            listen: "127.0.0.1:0".into(),
+            loops: 3,
+            ..EnetConfig::default()
+        };
+        let sockets = bind(&config).expect("bind");
+        assert_eq!(sockets.len(), 3);
+        let port = sockets[0].local_addr().expect("address").port();
+        assert_ne!(port, 0);
+        for socket in &sockets {
+            assert_eq!(socket.local_addr().expect("address").port(), port);
+        }
+        let target: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+        let clients: Vec<std::net::UdpSocket> = (0..24)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").expect("client"))
+            .collect();
+        // Each client sends three datagrams; every one must arrive, each client's on one socket.
+        for _ in 0..3 {
+            for client in &clients {
+                client.send_to(b"hello", target).expect("send");
+            }
+        }
+        let (arrived, mut arrivals) = mpsc::unbounded_channel();
+        for (index, socket) in sockets.into_iter().enumerate() {
+            let arrived = arrived.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 64];
+                while let Ok((_, from)) = socket.recv_from(&mut buffer).await {
+                    if arrived.send((index, from)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let mut seen: HashMap<SocketAddr, (usize, usize)> = HashMap::new();
+        for received in 0..3 * clients.len() {
+            let (index, from) = tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
+                .await
+                .unwrap_or_else(|_| panic!("only {received} datagrams arrived"))
+                .expect("the readers run");
+            let entry = seen.entry(from).or_insert((index, 0));
+            assert_eq!(entry.0, index, "{from} reached two loops");
+            entry.1 += 1;
+        }
+        assert_eq!(seen.len(), clients.len());
+        assert!(seen.values().all(|&(_, count)| count == 3));
+    }
+
+    #[test]
+    fn each_loop_gets_its_share_of_the_limits() {
+        let config = EnetConfig {
+            loops: 3,
+            max_peers: 1000,
+            connects_per_sec: 100,
+            ..EnetConfig::default()
+        };
+        let share = config.per_loop();
+        assert_eq!((share.max_peers, share.connects_per_sec), (334, 34));
+        let one = EnetConfig {
+            loops: 8,
+            max_peers: 2,
+            ..EnetConfig::default()
+        };
+        assert_eq!(one.loop_count(), 2, "never more loops than peers");
+    }
+}
