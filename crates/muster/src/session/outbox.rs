@@ -6,8 +6,8 @@
 //! stream with a hole in it is worse than a reconnect. An outbox can also be closed on purpose
 //! ([`Outbox::kick`]: the player was banned): the socket's task ends the connection the same way.
 //!
-//! A transport that can write without its task ([`DirectWrite`], native TCP) is handed a message
-//! at once when nothing waits before it: the producer's thread writes it to the kernel, and the
+//! A transport that can write without its task ([`Consumer::try_write`], native TCP) is handed a
+//! message at once when nothing waits before it: the producer's thread writes it to the kernel, and the
 //! socket's task is not woken at all (a match's state costs one system call per player, not a
 //! task wake-up, a poll and then the call).
 
@@ -23,33 +23,32 @@ pub struct Outbox {
     ready: Notify,
     /// Woken by every drain, for a producer that waits for room ([`Outbox::until_below`]).
     drained: Notify,
-    consumer: Consumer,
+    /// The transport, when more than a task waiting in [`Outbox::ready`] takes the messages.
+    /// One pointer, not an enum of kinds: every session holds it, and 8 bytes more put the
+    /// session in jemalloc's next size class (320 bytes instead of 256).
+    consumer: Option<Arc<dyn Consumer>>,
     capacity: usize,
 }
 
-/// Who takes the queued messages, and how it learns there are some.
-enum Consumer {
-    /// A task waiting in [`Outbox::ready`].
-    Task,
-    /// Called instead of waking [`Outbox::ready`]'s waiter, for a transport that serves many
-    /// sessions from one task (ENet): it learns which outboxes have something to send.
-    Wake(OutboxWake),
-    /// A task waiting in [`Outbox::ready`], whose transport also takes a message written at
-    /// once when the queue is empty (native TCP).
-    Direct(Arc<dyn DirectWrite>),
+/// A transport that takes an outbox's messages its own way.
+pub trait Consumer: Send + Sync {
+    /// Told that the queue has something, instead of the task in [`Outbox::ready`] being
+    /// woken, by a transport that serves many sessions from one task (ENet): it learns which
+    /// outboxes to drain, and must then take the whole queue, as a task would. False (the
+    /// default): wake the task.
+    fn wake(&self) -> bool {
+        false
+    }
+
+    /// Writes one message at once, from whichever thread pushes it, without blocking (native
+    /// TCP). The outbox calls it (under its lock, so calls are in push order) only while its
+    /// queue is empty: a message written this way never overtakes one queued before it.
+    fn try_write(&self, _message: &Message) -> Direct {
+        Direct::NotNow
+    }
 }
 
-/// What a push that finds the outbox empty calls (see [`Outbox::with_wake`]).
-pub type OutboxWake = Arc<dyn Fn() + Send + Sync>;
-
-/// A transport that can write one message from whichever thread pushes it, without blocking.
-/// The outbox calls it (under its lock, so calls are in push order) only while its queue is
-/// empty: a message written this way never overtakes one queued before it.
-pub trait DirectWrite: Send + Sync {
-    fn try_write(&self, message: &Message) -> Direct;
-}
-
-/// What a [`DirectWrite`] did with a message.
+/// What [`Consumer::try_write`] did with a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direct {
     /// All of it is with the kernel.
@@ -91,25 +90,15 @@ impl Outbox {
             }),
             ready: Notify::new(),
             drained: Notify::new(),
-            consumer: Consumer::Task,
+            consumer: None,
             capacity,
         }
     }
 
-    /// An outbox whose messages are written at once by `direct` whenever none waits before them;
-    /// the others are queued for the task waiting in [`Outbox::ready`], as with [`Outbox::new`].
-    pub fn with_direct(capacity: usize, direct: Arc<dyn DirectWrite>) -> Outbox {
+    /// An outbox whose messages `consumer` takes its own way ([`Consumer`]).
+    pub fn with_consumer(capacity: usize, consumer: Arc<dyn Consumer>) -> Outbox {
         Outbox {
-            consumer: Consumer::Direct(direct),
-            ..Outbox::new(capacity)
-        }
-    }
-
-    /// An outbox whose first push after a drain calls `wake` instead of waking a task waiting
-    /// in [`Outbox::ready`]; the drainer must then take the whole queue, as a task would.
-    pub fn with_wake(capacity: usize, wake: OutboxWake) -> Outbox {
-        Outbox {
-            consumer: Consumer::Wake(wake),
+            consumer: Some(consumer),
             ..Outbox::new(capacity)
         }
     }
@@ -119,20 +108,20 @@ impl Outbox {
     /// Only the push that finds the queue empty wakes the socket's task: the task drains the
     /// whole queue when it wakes (and checks [`Outbox::is_empty`] after a write before waiting
     /// again), so later pushes ride on that wake-up instead of scheduling the task once each.
-    /// With a [`DirectWrite`] transport, a push that finds the queue empty is first offered to
-    /// it, and queued only if it does not take it.
+    /// A push that finds the queue empty is first offered to the transport
+    /// ([`Consumer::try_write`]), and queued only if it does not take it.
     pub fn push(&self, message: Message) -> bool {
         let mut state = self.state.lock();
         if state.closed.is_some() {
             return false;
         }
         let was_empty = state.queue.is_empty();
-        if let (true, Consumer::Direct(direct)) = (was_empty, &self.consumer) {
-            match direct.try_write(&message) {
+        if let (true, Some(consumer)) = (was_empty, &self.consumer) {
+            match consumer.try_write(&message) {
                 Direct::Written => return true,
                 Direct::Begun => {
                     drop(state);
-                    self.ready.notify_one();
+                    self.wake();
                     return true;
                 }
                 Direct::NotNow => {}
@@ -155,9 +144,12 @@ impl Outbox {
     /// Tells the socket's side there is something to take: its transport's wake, or the task
     /// waiting in [`Outbox::ready`].
     fn wake(&self) {
-        match &self.consumer {
-            Consumer::Wake(wake) => wake(),
-            Consumer::Task | Consumer::Direct(_) => self.ready.notify_one(),
+        if !self
+            .consumer
+            .as_ref()
+            .is_some_and(|consumer| consumer.wake())
+        {
+            self.ready.notify_one();
         }
     }
 
@@ -250,7 +242,7 @@ mod tests {
         written: Mutex<Vec<String>>,
     }
 
-    impl DirectWrite for Scripted {
+    impl Consumer for Scripted {
         fn try_write(&self, message: &Message) -> Direct {
             let answer = *self.answer.lock();
             if answer != Direct::NotNow {
@@ -269,7 +261,7 @@ mod tests {
             answer: Mutex::new(Direct::Written),
             written: Mutex::new(Vec::new()),
         });
-        let outbox = Outbox::with_direct(4, direct.clone());
+        let outbox = Outbox::with_consumer(4, direct.clone());
         assert!(outbox.push(Message::Text("a".into())));
         assert_eq!(*direct.written.lock(), ["a"]);
         assert!(outbox.is_empty(), "written at once, not queued");

@@ -233,7 +233,7 @@ impl SessionRegistry {
     }
 
     /// [`SessionRegistry::register`] with an outbox the transport made (one that wakes it its
-    /// own way, [`Outbox::with_wake`]).
+    /// own way, [`Outbox::with_consumer`]).
     pub fn register_with_outbox(
         &self,
         admission: Admission,

@@ -12,13 +12,13 @@
 //! How it runs: one loop per core (`enet.loops`), each a task owning one UDP socket on the
 //! shared port (`SO_REUSEPORT`: the kernel sends each client address to one socket) and its
 //! ENet hosts (its share of `enet.max_peers` over hosts of `enet.peers_per_host`; ENet's peer
-//! ids are 12 bits, so at most 4,095 per host); a turn services and flushes only the hosts that got datagrams or have something
-//! to send, since each service and flush visits every peer of its host. Each turn it reads
-//! waiting datagrams in batches (`recvmmsg`), routes each to the host that holds its sender's
-//! address after checking it ([`wire`]: malformed, spoofed, over its peer's budget, connect
-//! floods — dropped and counted), lets the hosts process them, hands envelopes to the sessions'
-//! tasks, sends what every woken outbox holds, and writes all the hosts' datagrams in batches
-//! (`sendmmsg`). A session's task (its [`peer`]) joins the match and dispatches its envelopes in
+//! ids are 12 bits, so at most 4,095 per host); a turn services and flushes only the hosts that
+//! got datagrams or have something to send, since each service and flush visits every peer of
+//! its host. Each turn it reads waiting datagrams in batches (`recvmmsg`), routes each to the
+//! host that holds its sender's address after checking it ([`wire`]: malformed, spoofed, over
+//! its peer's budget, connect floods — dropped and counted), lets the hosts process them, hands
+//! envelopes to the sessions' tasks, sends what every woken outbox holds, and writes all the
+//! hosts' datagrams in batches (`sendmmsg`). A session's task (its [`peer`]) joins the match and dispatches its envelopes in
 //! order, like a TCP connection's.
 //!
 //! Before a handshake completes nothing larger than the request is sent: ENet answers a
@@ -51,7 +51,7 @@ use super::connection::{self, Ending, Transport};
 use crate::base::config::EnetConfig;
 use crate::net::state::AppState;
 use crate::session::codec::Frame;
-use crate::session::outbox::Outbox;
+use crate::session::outbox::{Consumer, Outbox};
 use crate::session::Format;
 
 /// Envelopes waiting for a session's task; a peer that gets further ahead is disconnected.
@@ -224,6 +224,20 @@ impl Wakes {
         if first {
             self.notify.notify_one();
         }
+    }
+}
+
+/// A session's outbox, as the loop takes it: a push that finds it empty puts the peer on the
+/// loop's list of outboxes to drain.
+struct PeerWake {
+    wakes: Arc<Wakes>,
+    key: PeerKey,
+}
+
+impl Consumer for PeerWake {
+    fn wake(&self) -> bool {
+        self.wakes.wake(self.key);
+        true
     }
 }
 
@@ -632,10 +646,12 @@ impl Node {
                 let Some(admission) = admission.take() else {
                     return;
                 };
-                let wakes = self.wakes.clone();
-                let outbox = Outbox::with_wake(
+                let outbox = Outbox::with_consumer(
                     self.state.config.socket.outgoing_queue_size,
-                    Arc::new(move || wakes.wake(key)),
+                    Arc::new(PeerWake {
+                        wakes: self.wakes.clone(),
+                        key,
+                    }),
                 );
                 let guard = self.state.registry.register_with_outbox(
                     admission,

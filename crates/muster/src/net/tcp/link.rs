@@ -2,7 +2,7 @@
 //! session's outbox.
 //!
 //! A message pushed while nothing waits before it (the outbox empty, the task not writing) is
-//! written at once by the pushing thread ([`DirectWrite`]): a match's state reaches the kernel
+//! written at once by the pushing thread ([`Consumer::try_write`]): a match's state reaches the kernel
 //! from the match's own task, in one `writev`, and the connection's task is not woken. Whatever
 //! cannot be written so (the task is writing, the kernel's buffer is full) is queued and the task
 //! writes it, as before.
@@ -24,7 +24,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::time::timeout;
 
 use super::super::connection::Ending;
-use crate::session::outbox::{Direct, DirectWrite};
+use crate::session::outbox::{Consumer, Direct};
 
 pub struct TcpLink {
     write: OwnedWriteHalf,
@@ -98,7 +98,7 @@ impl TcpLink {
     }
 }
 
-impl DirectWrite for TcpLink {
+impl Consumer for TcpLink {
     fn try_write(&self, message: &Frame) -> Direct {
         // A native session is protobuf: every message is binary (anything else is skipped by
         // the task, as it always was).

@@ -17,7 +17,7 @@
 //! idle); one whose match ends is closed.
 //!
 //! What others send the session (a match's states, presences) is written at once by the sending
-//! task when nothing waits before it ([`link`]); the rest is queued on the session's outbox and
+//! task when nothing waits before it (`link`); the rest is queued on the session's outbox and
 //! written by the connection's task.
 
 mod link;
@@ -216,17 +216,14 @@ async fn handshake(
         }
     };
     let cid = envelope.cid.clone();
-    let Some(Message::MatchJoin(join)) = envelope.message else {
-        let _ = conn
-            .send(&[refuse(
-                &cid,
-                error_code::BAD_INPUT,
-                "The first frame must be match_join with a token.",
-            )])
-            .await;
-        return Err(Ending::JoinFailed);
+    let first_join = match envelope.message {
+        Some(Message::MatchJoin(join)) => match join.id {
+            Some(match_join::Id::Token(token)) => Some((token, join.metadata)),
+            _ => None,
+        },
+        _ => None,
     };
-    let Some(match_join::Id::Token(token)) = join.id else {
+    let Some((token, metadata)) = first_join else {
         let _ = conn
             .send(&[refuse(
                 &cid,
@@ -241,7 +238,7 @@ async fn handshake(
         Ok(claims) => claims,
         Err(error) => return Err(refuse_join(conn, state, cid, error).await),
     };
-    let outbox = Outbox::with_direct(state.config.socket.outgoing_queue_size, conn.link.clone());
+    let outbox = Outbox::with_consumer(state.config.socket.outgoing_queue_size, conn.link.clone());
     let guard = state.registry.register_with_outbox(
         admission,
         claims.uid,
@@ -251,7 +248,7 @@ async fn handshake(
     );
     let session = guard.entry.clone();
     match matches
-        .join(&session, JoinTarget::Token(token), join.metadata)
+        .join(&session, JoinTarget::Token(token), metadata)
         .await
     {
         Ok(joined) => {
