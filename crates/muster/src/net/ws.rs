@@ -115,20 +115,9 @@ pub fn serve(
     socket: WebSocket,
     upgrade: Box<Upgrade>,
 ) -> impl std::future::Future<Output = ()> + Send {
-    let Upgrade {
-        claims,
-        format,
-        appear_online,
-        admission,
-        state,
-    } = *upgrade;
     serve_accepted(Box::new(Accepted {
         socket,
-        claims,
-        format,
-        appear_online,
-        admission,
-        state,
+        upgrade: *upgrade,
     }))
 }
 
@@ -146,21 +135,20 @@ pub struct Upgrade {
 
 struct Accepted {
     socket: WebSocket,
-    claims: Claims,
-    format: Format,
-    appear_online: bool,
-    admission: Admission,
-    state: AppState,
+    upgrade: Upgrade,
 }
 
 async fn serve_accepted(accepted: Box<Accepted>) {
     let Accepted {
         mut socket,
-        claims,
-        format,
-        appear_online,
-        admission,
-        state,
+        upgrade:
+            Upgrade {
+                claims,
+                format,
+                appear_online,
+                admission,
+                state,
+            },
     } = *accepted;
     let _tracked = state.sockets.token();
     let config = &state.config.socket;

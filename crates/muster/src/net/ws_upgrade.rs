@@ -66,15 +66,8 @@ pub async fn upgrade(
             rejection.body_text()
         ))
     })?;
-    let socket_config = state.config.socket.clone();
-    let accepted = Box::new(super::ws::Upgrade {
-        claims,
-        format,
-        appear_online,
-        admission,
-        state,
-    });
-    let response = upgrade
+    let socket_config = &state.config.socket;
+    let upgrade = upgrade
         .read_buffer_size(socket_config.read_buffer_bytes)
         // Frames queue in tungstenite's write buffer until the socket task flushes, so a
         // request's answer and everything its outbox holds leave in one write (one syscall
@@ -83,7 +76,15 @@ pub async fn upgrade(
         .write_buffer_size(WRITE_BATCH_BYTES)
         .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
         .max_message_size(socket_config.max_message_size_bytes)
-        .max_frame_size(socket_config.max_message_size_bytes)
+        .max_frame_size(socket_config.max_message_size_bytes);
+    let accepted = Box::new(super::ws::Upgrade {
+        claims,
+        format,
+        appear_online,
+        admission,
+        state,
+    });
+    let response = upgrade
         .on_upgrade(move |ws| super::ws::serve(ws, accepted))
         .into_response();
     Ok(response)

@@ -18,8 +18,8 @@
 //! host that holds its sender's address after checking it ([`wire`]: malformed, spoofed, over
 //! its peer's budget, connect floods — dropped and counted), lets the hosts process them, hands
 //! envelopes to the sessions' tasks, sends what every woken outbox holds, and writes all the
-//! hosts' datagrams in batches (`sendmmsg`). A session's task (its [`peer`]) joins the match and dispatches its envelopes in
-//! order, like a TCP connection's.
+//! hosts' datagrams in batches (`sendmmsg`). A session's task (its [`peer`]) joins the match
+//! and dispatches its envelopes in order, like a TCP connection's.
 //!
 //! Before a handshake completes nothing larger than the request is sent: ENet answers a
 //! 52-byte CONNECT with a 48-byte VERIFY_CONNECT (resent on ENet's timer until the peer times

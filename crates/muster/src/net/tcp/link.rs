@@ -2,14 +2,14 @@
 //! session's outbox.
 //!
 //! A message pushed while nothing waits before it (the outbox empty, the task not writing) is
-//! written at once by the pushing thread ([`Consumer::try_write`]): a match's state reaches the kernel
-//! from the match's own task, in one `writev`, and the connection's task is not woken. Whatever
-//! cannot be written so (the task is writing, the kernel's buffer is full) is queued and the task
-//! writes it, as before.
+//! written at once by the pushing thread ([`Consumer::try_write`]): a match's state reaches the
+//! kernel from the match's own task, in one `writev`, and the connection's task is not woken.
+//! Whatever cannot be written so (the task is writing, the kernel's buffer is full) is queued and
+//! the task writes it, as before.
 //!
 //! Order: the outbox offers a message only while its queue is empty, under its lock, and the
-//! task *holds* the link ([`TcpLink::hold`]) before it drains the outbox or handles a request,
-//! until its writes are done ([`TcpLink::release`]). So a direct write never overtakes a queued
+//! task *holds* the link ([`TcpLink::hold`], [`TcpLink::begin_write`]) before it drains the
+//! outbox or handles a request, until its writes are done ([`TcpLink::release`]). So a direct write never overtakes a queued
 //! message, a batch the task has taken, or a request's answer (a `match_join`'s `match` comes
 //! before the match's first messages).
 
@@ -55,12 +55,18 @@ impl TcpLink {
         }
     }
 
-    /// Stops direct writes until [`TcpLink::release`]; returns what a direct write left
-    /// unwritten, which must be written first.
-    pub fn hold(&self) -> Option<Vec<u8>> {
+    /// Stops direct writes until [`TcpLink::release`].
+    pub fn hold(&self) {
+        self.state.lock().held = true;
+    }
+
+    /// Holds the link and returns the buffer of the task's next write, starting with what a
+    /// direct write left unwritten (set only while the link was not held, so nothing is added
+    /// to it afterwards).
+    pub fn begin_write(&self) -> Vec<u8> {
         let mut state = self.state.lock();
         state.held = true;
-        state.rest.take()
+        state.rest.take().unwrap_or_default()
     }
 
     /// Lets pushes write directly again. The task calls it once its writes are done; a message

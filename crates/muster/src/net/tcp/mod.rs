@@ -88,22 +88,17 @@ impl Conn {
     /// Writes envelopes as frames, all in one write, holding the link from here on (the
     /// handshake's answers, refusals and last words).
     async fn send(&mut self, envelopes: &[Envelope]) -> Result<(), Ending> {
-        let mut out = self.link.hold().unwrap_or_default();
+        let mut out = self.link.begin_write();
         for envelope in envelopes {
             frame::encode_frame(envelope, &mut out);
         }
         self.link.write_all(&out).await
     }
 
-    /// Writes what a direct write left (`rest`, taken when the link was held), then `replies`,
-    /// then everything the outbox holds, in one write; then lets pushes write directly again.
-    async fn write_out(
-        &mut self,
-        rest: Option<Vec<u8>>,
-        replies: &[Envelope],
-        outbox: &Outbox,
-    ) -> Result<(), Ending> {
-        let mut out = rest.unwrap_or_default();
+    /// Writes what a direct write left, then `replies`, then everything the outbox holds, in
+    /// one write; then lets pushes write directly again.
+    async fn write_out(&mut self, replies: &[Envelope], outbox: &Outbox) -> Result<(), Ending> {
+        let mut out = self.link.begin_write();
         for envelope in replies {
             frame::encode_frame(envelope, &mut out);
         }
@@ -288,8 +283,7 @@ async fn run(
     idle: Duration,
 ) -> Ending {
     // What was queued while the join was answered, then direct writes from here on.
-    let rest = conn.link.hold();
-    if let Err(ending) = conn.write_out(rest, &[], &session.outbox).await {
+    if let Err(ending) = conn.write_out(&[], &session.outbox).await {
         return ending;
     }
     let ended = ended.unwrap_or_default();
@@ -316,7 +310,7 @@ async fn run(
                 };
                 // Held while the requests are handled: what they cause to be sent (a join's
                 // first states) queues behind their answers.
-                let rest = conn.link.hold();
+                conn.link.hold();
                 let mut replies = Vec::new();
                 for decoded in frames {
                     let reply = match decoded {
@@ -328,14 +322,13 @@ async fn run(
                     };
                     replies.extend(reply);
                 }
-                if let Err(ending) = conn.write_out(rest, &replies, &session.outbox).await {
+                if let Err(ending) = conn.write_out(&replies, &session.outbox).await {
                     return ending;
                 }
             }
             () = &mut ready => {
                 ready.set(session.outbox.ready());
-                let rest = conn.link.hold();
-                if let Err(ending) = conn.write_out(rest, &[], &session.outbox).await {
+                if let Err(ending) = conn.write_out(&[], &session.outbox).await {
                     return ending;
                 }
             }
