@@ -151,11 +151,22 @@ import json, sys
 report, rss_file, rate, muster_cpu, nats_cpu, ramp, wait, chat, limit = sys.argv[1:10]
 ramp, wait, chat, limit, muster_cpu = int(ramp), int(wait), int(chat), float(limit), float(muster_cpu)
 r = json.load(open(report))
-rss = [int(x) for x in open(rss_file).read().split() if x.strip().isdigit()]
+samples = [tuple(float(x) for x in l.split()) for l in open(rss_file) if len(l.split()) == 3]
+samples = [(s[0] - samples[0][0], s[1], s[2]) for s in samples]
+rss = [int(s[1]) for s in samples]
 # Every player is sending from (last arrival + wait) to (first arrival + wait + chat); keep one
 # second clear of each edge.
 window = [row for row in r["timeseries"] if ramp + wait + 1 <= row["t"] < wait + chat - 1]
 secs = max(len(window), 1)
+# Muster's CPU over the same window, from the samples nearest its edges (the sampler starts just
+# before swarm, so its clock and the report's agree to a fraction of a second).
+def cpu_at(t):
+    return min(samples, key=lambda s: abs(s[0] - t)) if samples else None
+window_cpu = None
+if samples and window:
+    a, b = cpu_at(window[0]["t"]), cpu_at(window[-1]["t"] + 1)
+    if b[0] > a[0]:
+        window_cpu = (b[2] - a[2], b[0] - a[0])
 d = r["metrics"].get("chat_delivery", {})
 c = r["counters"]
 p99 = d.get("percentile99")
@@ -175,6 +186,9 @@ print(json.dumps({
     "musterPeakRssKb": max(rss) if rss else None,
     "musterCpuS": round(muster_cpu, 2),
     "natsCpuS": round(float(nats_cpu), 2),
+    # Muster's CPU while every player was sending: per second, and per delivery.
+    "windowMusterCpuPerS": round(window_cpu[0] / window_cpu[1], 3) if window_cpu else None,
+    "musterCpuUsPerDelivery": round(window_cpu[0] / window_cpu[1] * 1e6 / (sum(row.get("chatDelivered", 0) for row in window) / secs), 2) if window_cpu and sum(row.get("chatDelivered", 0) for row in window) else None,
     # Whole run (auth, joins and all): a figure less sensitive to other load on the machine.
     "deliveredPerMusterCpuS": round(c.get("chatDelivered", 0) / muster_cpu) if muster_cpu else None,
     "workerCpuS": [w["cpuS"] for w in r["workers"]],
@@ -188,8 +202,10 @@ for run in $(seq 1 "$RUNS"); do
   : >"$work/levels-$run"
   for rate in $LEVELS; do
     chat_scenario "$work/chat-$run-$rate.toml" "$rate"
-    # Sample muster's RSS once a second (bounded: at most 10 minutes per level).
-    ( for _ in $(seq 1 600); do nodes_rss_kb; sleep 1; done ) >"$work/rss-$run-$rate" 2>/dev/null &
+    # Sample muster's RSS and CPU once a second (bounded: at most 10 minutes per level), each
+    # line "unix-time rss-kb cpu-s", to take the CPU of the sending window alone.
+    ( for _ in $(seq 1 600); do echo "$(date +%s.%N) $(nodes_rss_kb) $(nodes_cpu_s)"; sleep 1; done ) \
+      >"$work/rss-$run-$rate" 2>/dev/null &
     SAMPLER_PID=$!
     cpu_before=$(nodes_cpu_s)
     nats_cpu_before=$([ -n "$NATS_PID" ] && cpu_s "$NATS_PID" || echo 0)
@@ -224,7 +240,7 @@ print(json.dumps({
     "p99LimitMs": float(limit),
     "median": {k: med(k) for k in ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
                                    "deliveryP999Ms", "musterPeakRssKb",
-                                   "deliveredPerMusterCpuS"]},
+                                   "deliveredPerMusterCpuS", "musterCpuUsPerDelivery"]},
     "targetDeliveredPerS": 200000,
     "runs": out,
 }, indent=2))

@@ -7,6 +7,8 @@
 //!   then one task per socket);
 //! - [`links`]: the invite-link shortener's routes, served on a listener of their own;
 //! - [`tcp`]: the native TCP transport (length-delimited protobuf envelopes) for rooms and matches;
+//! - [`link`]: a WebSocket's or native TCP connection's writing side, which the senders of a
+//!   message write to directly when the connection's task is not writing;
 //! - [`dispatch`]: one decoded envelope in, at most one reply out, for every transport; a
 //!   domain's error becomes an error envelope there.
 
@@ -16,6 +18,7 @@ pub mod dispatch;
 pub mod enet;
 pub mod graphql;
 pub mod http;
+pub mod link;
 pub mod links;
 pub mod listener;
 pub mod rt_hooks;

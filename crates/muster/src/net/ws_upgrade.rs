@@ -3,12 +3,19 @@
 //! `GET /ws?token=...&format=json|protobuf` is checked (rate limit, token, format, socket cap)
 //! before the upgrade, so a bad request is answered 4xx with Nakama's error body and never becomes
 //! a socket. After the upgrade, [`super::ws::serve`] owns the connection.
+//!
+//! The handshake is tungstenite's (it checks the request and makes the `101` answer), and the
+//! socket gets the connection's TCP stream itself from hyper, not a wrapper around it: its
+//! writing side is shared with the senders of its messages ([`super::link`]).
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
 use serde::Deserialize;
+use tokio::net::TcpStream;
+use tungstenite::protocol::WebSocketConfig;
 
 use super::connection::{self, NotAdmitted};
 use super::http::auth;
@@ -16,9 +23,6 @@ use super::http::error::ApiError;
 use super::http::extract::{ApiQuery, ClientIp};
 use crate::net::state::AppState;
 use crate::session::Format;
-
-/// Bytes of frames a socket gathers before writing them without waiting for its flush.
-const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
 #[derive(Deserialize)]
 pub struct ConnectQuery {
@@ -32,7 +36,7 @@ pub async fn upgrade(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
     ApiQuery(query): ApiQuery<ConnectQuery>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Result<Response, ApiError> {
     connection::allow_connect(&state, ip).map_err(refused)?;
     let token = query
@@ -60,33 +64,54 @@ pub async fn upgrade(
     };
     let mut admission = connection::take_place(&state, ip).map_err(refused)?;
     connection::take_user_place(&state, &mut admission, claims.uid).map_err(refused)?;
-    let upgrade = upgrade.map_err(|rejection| {
-        ApiError::InvalidArgument(format!(
-            "Not a WebSocket upgrade request: {}",
-            rejection.body_text()
-        ))
+    let (mut head, _body) = request.into_parts();
+    let on_upgrade = head.extensions.remove::<OnUpgrade>();
+    let head = axum::http::Request::from_parts(head, ());
+    let answer = tungstenite::handshake::server::create_response(&head).map_err(|error| {
+        ApiError::InvalidArgument(format!("Not a WebSocket upgrade request: {error}"))
+    })?;
+    let on_upgrade = on_upgrade.ok_or_else(|| {
+        ApiError::InvalidArgument(
+            "Not a WebSocket upgrade request: the connection cannot be upgraded".into(),
+        )
     })?;
     let socket_config = &state.config.socket;
-    let upgrade = upgrade
+    let config = WebSocketConfig::default()
         .read_buffer_size(socket_config.read_buffer_bytes)
-        // Frames queue in tungstenite's write buffer until the socket task flushes, so a
-        // request's answer and everything its outbox holds leave in one write (one syscall
-        // instead of one per frame). The buffer holds only what one flush carries; an idle
-        // socket's stays as small as its largest batch.
-        .write_buffer_size(WRITE_BATCH_BYTES)
-        .max_write_buffer_size(socket_config.max_message_size_bytes.max(64 * 1024) * 4)
-        .max_message_size(socket_config.max_message_size_bytes)
-        .max_frame_size(socket_config.max_message_size_bytes);
+        .max_message_size(Some(socket_config.max_message_size_bytes))
+        .max_frame_size(Some(socket_config.max_message_size_bytes));
     let accepted = Box::new(super::ws::Upgrade {
         claims,
         format,
         appear_online,
         admission,
+        config,
         state,
     });
-    let response = upgrade
-        .on_upgrade(move |ws| super::ws::serve(ws, accepted))
-        .into_response();
+    // The socket's task: it waits for hyper to hand the connection over once the answer is
+    // written (a client that goes away first ends it, its places released with `accepted`).
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(error) => {
+                tracing::debug!(%error, "WebSocket upgrade failed");
+                return;
+            }
+        };
+        match upgraded.downcast::<TokioIo<TcpStream>>() {
+            // Copied, and let go of before the socket's life begins: the rest of hyper's read
+            // buffer shares its allocation (kilobytes), which would live as long as the socket.
+            Ok(parts) => {
+                let read = parts.read_buf.to_vec();
+                drop(parts.read_buf);
+                super::ws::serve(parts.io.into_inner(), read, accepted).await
+            }
+            // Every listener serves plain TCP streams through hyper-util's `TokioIo`.
+            Err(_) => tracing::warn!("WebSocket upgrade on a connection that is not TCP"),
+        }
+    });
+    let (answer, ()) = answer.into_parts();
+    let response = Response::from_parts(answer, Body::empty());
     Ok(response)
 }
 

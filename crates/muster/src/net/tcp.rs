@@ -17,16 +17,13 @@
 //! idle); one whose match ends is closed.
 //!
 //! What others send the session (a match's states, presences) is written at once by the sending
-//! task when nothing waits before it (`link`); the rest is queued on the session's outbox and
+//! task when nothing waits before it ([`super::link`]); the rest is queued on the session's outbox and
 //! written by the connection's task.
-
-mod link;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::Message as Frame;
 use bytes::{Buf as _, BytesMut};
 use muster_proto::frame::{self, FrameError};
 use muster_proto::realtime::{error_code, match_join, DecodeError, Envelope, Message};
@@ -36,9 +33,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
-use self::link::TcpLink;
 use super::connection::{self, accept_backoff, Ending, Transport};
 use super::dispatch;
+use super::link::{Framing, Link};
 use crate::matches::error::MatchError;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
@@ -81,7 +78,7 @@ struct Conn {
     read: OwnedReadHalf,
     buffer: BytesMut,
     max_len: usize,
-    link: Arc<TcpLink>,
+    link: Arc<Link>,
 }
 
 impl Conn {
@@ -92,7 +89,7 @@ impl Conn {
         for envelope in envelopes {
             frame::encode_frame(envelope, &mut out);
         }
-        self.link.write_all(&out).await
+        self.link.write_all(&mut out).await
     }
 
     /// Writes what a direct write left, then `replies`, then everything the outbox holds, in
@@ -107,13 +104,10 @@ impl Conn {
             return Err(Ending::of_closed(closed));
         }
         for message in drained.messages {
-            if let Frame::Binary(bytes) = message {
-                frame::write_header(bytes.len(), &mut out);
-                out.extend_from_slice(&bytes);
-            }
+            Framing::LengthPrefixed.append(&message, &mut out);
         }
         if !out.is_empty() {
-            self.link.write_all(&out).await?;
+            self.link.write_all(&mut out).await?;
         }
         self.link.release();
         Ok(())
@@ -151,7 +145,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
         read,
         buffer: BytesMut::with_capacity(256),
         max_len: config.max_message_size_bytes,
-        link: Arc::new(TcpLink::new(write, idle)),
+        link: Arc::new(Link::new(write, Framing::LengthPrefixed, idle)),
     };
     let admitted = connection::allow_connect(&state, peer.ip())
         .and_then(|()| connection::take_place(&state, peer.ip()));
