@@ -1,5 +1,6 @@
 //! A connection's writing side, shared by its task and by whoever pushes to its session's outbox:
-//! the native TCP transport's and the WebSocket's.
+//! the native TCP transport's and the WebSocket's. The link owns the connection's stream (the
+//! task reads through it too: no split halves, no second allocation per socket).
 //!
 //! A message pushed while nothing waits before it (the outbox empty, the task not writing) is
 //! written at once by the pushing thread ([`Consumer::try_write`]): a chat message reaches each
@@ -16,12 +17,14 @@
 
 use std::io::{Cursor, ErrorKind, IoSlice};
 use std::os::fd::AsRawFd as _;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::Message as Frame;
 use muster_proto::frame;
 use parking_lot::Mutex;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::ReadBuf;
+use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::protocol::frame::FrameHeader;
@@ -86,7 +89,7 @@ impl Framing {
 }
 
 pub struct Link {
-    write: OwnedWriteHalf,
+    stream: TcpStream,
     framing: Framing,
     /// How long the task waits for the peer to take what it writes.
     limit: Duration,
@@ -104,9 +107,9 @@ struct LinkState {
 
 impl Link {
     /// A link held until the task first releases it (after the handshake's answer).
-    pub fn new(write: OwnedWriteHalf, framing: Framing, limit: Duration) -> Link {
+    pub fn new(stream: TcpStream, framing: Framing, limit: Duration) -> Link {
         Link {
-            write,
+            stream,
             framing,
             limit,
             state: Mutex::new(LinkState {
@@ -118,6 +121,37 @@ impl Link {
 
     pub fn framing(&self) -> Framing {
         self.framing
+    }
+
+    /// Reads what the peer sent into `buf` (the connection's task only; 0 at the end of the
+    /// stream).
+    pub async fn read_buf(&self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+        loop {
+            self.stream.readable().await?;
+            match self.stream.try_read_buf(buf) {
+                Err(error) if error.kind() == ErrorKind::WouldBlock => continue,
+                read => return read,
+            }
+        }
+    }
+
+    /// [`Link::read_buf`] as a poll, for a reader that is not async (tungstenite's).
+    pub fn poll_read(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            ready!(self.stream.poll_read_ready(cx))?;
+            match self.stream.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => continue,
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
     }
 
     /// Stops direct writes until [`Link::release`].
@@ -155,7 +189,7 @@ impl Link {
         limit: Duration,
     ) -> Result<(), Ending> {
         // The common case, a write the kernel takes whole, sets no timer.
-        match self.write.try_write(bytes) {
+        match self.stream.try_write(bytes) {
             Ok(n) if n == bytes.len() => {
                 bytes.clear();
                 return Ok(());
@@ -168,8 +202,8 @@ impl Link {
         }
         let write = async {
             while !bytes.is_empty() {
-                self.write.writable().await?;
-                match self.write.try_write(bytes) {
+                self.stream.writable().await?;
+                match self.stream.try_write(bytes) {
                     Ok(n) => {
                         bytes.drain(..n);
                     }
@@ -189,7 +223,7 @@ impl Link {
     /// may still hold the link until the session is gone.
     pub fn close(&self) {
         self.hold();
-        let fd = self.write.as_ref().as_raw_fd();
+        let fd = self.stream.as_raw_fd();
         let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Write);
     }
 }
@@ -207,7 +241,7 @@ impl Consumer for Link {
         }
         let total = used + body.len();
         let written = self
-            .write
+            .stream
             .try_write_vectored(&[IoSlice::new(&header[..used]), IoSlice::new(body)]);
         match written {
             Ok(n) if n == total => Direct::Written,

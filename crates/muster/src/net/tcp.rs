@@ -27,8 +27,6 @@ use std::time::Duration;
 use bytes::{Buf as _, BytesMut};
 use muster_proto::frame::{self, FrameError};
 use muster_proto::realtime::{error_code, match_join, DecodeError, Envelope, Message};
-use tokio::io::AsyncReadExt as _;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
@@ -75,7 +73,6 @@ pub async fn serve(listener: TcpListener, state: AppState) {
 }
 
 struct Conn {
-    read: OwnedReadHalf,
     buffer: BytesMut,
     max_len: usize,
     link: Arc<Link>,
@@ -118,7 +115,7 @@ impl Conn {
         if self.buffer.capacity() - self.buffer.len() < 256 {
             self.buffer.reserve(512);
         }
-        match self.read.read_buf(&mut self.buffer).await {
+        match self.link.read_buf(&mut self.buffer).await {
             Ok(0) => Err(Ending::ClientClosed),
             Ok(_) => Ok(()),
             Err(error) => {
@@ -140,12 +137,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
     let _ = stream.set_nodelay(true);
     let config = &state.config.socket;
     let idle = Duration::from_millis(config.pong_wait_ms);
-    let (read, write) = stream.into_split();
     let mut conn = Conn {
-        read,
         buffer: BytesMut::with_capacity(256),
         max_len: config.max_message_size_bytes,
-        link: Arc::new(Link::new(write, Framing::LengthPrefixed, idle)),
+        link: Arc::new(Link::new(stream, Framing::LengthPrefixed, idle)),
     };
     let admitted = connection::allow_connect(&state, peer.ip())
         .and_then(|()| connection::take_place(&state, peer.ip()));

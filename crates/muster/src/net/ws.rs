@@ -15,7 +15,6 @@ use std::time::Duration;
 use futures_util::{SinkExt as _, StreamExt as _};
 use muster_proto::realtime::{self, DecodeError, Envelope};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tokio_tungstenite::WebSocketStream;
@@ -57,22 +56,23 @@ fn classify(error: tungstenite::Error) -> Ending {
     }
 }
 
-/// What tungstenite reads from and writes to. Reads come from the connection. What tungstenite
+/// What tungstenite reads from and writes to. Reads come from the connection (through the link,
+/// which owns it). What tungstenite
 /// writes itself (the pong to a client's ping, the echo of a client's close) is kept here and
 /// written by the socket's task through the [`Link`], in order with everything else: tungstenite
 /// never writes to the connection, so a direct write can never interleave with one of its.
 struct WsIo {
-    read: OwnedReadHalf,
+    link: Arc<Link>,
     control: Vec<u8>,
 }
 
 impl AsyncRead for WsIo {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.read).poll_read(cx, buf)
+        self.link.poll_read(cx, buf)
     }
 }
 
@@ -214,10 +214,9 @@ async fn serve_accepted(accepted: Box<Accepted>) {
     let socket_config = &state.config.socket;
     let ping_period = Duration::from_millis(socket_config.ping_period_ms);
     let pong_wait = Duration::from_millis(socket_config.pong_wait_ms);
-    let (read_half, write_half) = stream.into_split();
-    let link = Arc::new(Link::new(write_half, Framing::WebSocket, pong_wait));
+    let link = Arc::new(Link::new(stream, Framing::WebSocket, pong_wait));
     let io = WsIo {
-        read: read_half,
+        link: link.clone(),
         control: Vec::new(),
     };
     let mut socket = Socket::from_partially_read(io, read, Role::Server, Some(config)).await;
