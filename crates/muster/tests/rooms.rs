@@ -559,3 +559,52 @@ fn present_users(answer: &Value) -> Vec<String> {
         .filter_map(|p| p["user_id"].as_str().map(str::to_owned))
         .collect()
 }
+
+/// A burst of inputs that finds the match's queue full (the match is behind, the player within
+/// its rate) is shed and counted, with no error to the player, as Nakama drops data its match
+/// cannot queue; the player's connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_a_full_match_queue_cannot_take_are_shed_without_an_error() {
+    let (server, _db) = server(|c| {
+        c.matches.input_queue_size = 1;
+        c.matches.max_inputs_per_sec = 10_000;
+        c.matches.input_burst = 10_000;
+    })
+    .await;
+    let ws = Client::connect(&server, "room-shed").await;
+    let room = create_room(&server, &bearer(&ws), 2).await;
+    let info = connection(&server, &bearer(&ws), &room).await;
+    let mut a = Tcp::connect(tcp_addr(&info)).await;
+    a.send(&join_with_token(
+        "1",
+        info["ticket"].as_str().expect("ticket"),
+    ))
+    .await;
+    a.next_kind("match").await;
+    // 200 inputs in one write: the match (20 Hz) takes one per tick into its queue of 1.
+    let mut burst = Vec::new();
+    for seq in 0..200 {
+        muster_proto::frame::encode_frame(&input_envelope(&room, seq, 1, 0), &mut burst);
+    }
+    a.send_raw(&burst).await;
+    a.send(&Envelope::new("after", Message::Ping(Ping {})))
+        .await;
+    // Everything up to the ping's answer is the match's own traffic, never an error.
+    loop {
+        let envelope = a.next().await.expect("still connected");
+        match envelope.message {
+            Some(Message::Pong(_)) => {
+                assert_eq!(envelope.cid, "after");
+                break;
+            }
+            Some(Message::Error(error)) => panic!("an input burst got an error: {error:?}"),
+            _ => {}
+        }
+    }
+    let shed = support::metrics::metric(
+        &server,
+        r#"muster_match_inputs_dropped_total{reason="queue_full"}"#,
+    )
+    .await;
+    assert!(shed > 0.0, "the shed inputs are counted");
+}

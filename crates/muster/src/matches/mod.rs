@@ -609,24 +609,32 @@ impl Matches {
                 }
                 Ok(())
             }
-            MatchRef::Authoritative(handle) => handle
-                .input(Input {
+            MatchRef::Authoritative(handle) => {
+                let input = Input {
                     from: session.session_id,
                     op_code: data.op_code,
                     data: data.data,
                     reliable: data.reliable,
-                })
-                .inspect_err(|e| {
-                    if matches!(e, MatchError::Ended(_)) {
+                };
+                match handle.input(input) {
+                    Err(ended @ MatchError::Ended(_)) => {
                         self.registry
                             .remove_membership(session.session_id, handle.id);
-                    } else {
+                        Err(ended)
+                    }
+                    // The match's queue is full: the match is behind, not the player (who is
+                    // within its rate). The input is shed and counted, with no error to the
+                    // player, as Nakama drops data its match cannot queue.
+                    Err(_) => {
                         self.metrics
                             .inputs_dropped
                             .with_label_values(&["queue_full"])
                             .inc();
+                        Ok(())
                     }
-                }),
+                    Ok(()) => Ok(()),
+                }
+            }
         }
     }
 
