@@ -1,6 +1,8 @@
 """What the stepping benches (bench/economy.sh, storage.sh, leaderboard.sh) read back from a step's
 directory: the hold window measured by `measure_hold` (bench/swarm-common.sh) and the group-commit
-batch sizes between its two /metrics snapshots. Their summaries import it (PYTHONPATH=bench)."""
+batch sizes between its two /metrics snapshots; and the chat benches' level sweeps. Their summaries
+import it (PYTHONPATH=bench)."""
+import json
 import re
 import statistics
 
@@ -60,3 +62,21 @@ def group_commits(step_dir, hold_s):
             "p99BatchAtMost": bound(0.99),
             "writesPerCommitBuckets": {("inf" if le == float("inf") else int(le)): int(n)
                                        for le, n in cum}}
+
+
+def sweeps(work, runs):
+    """The level sweeps of bench/chat.sh and bench/chat-redis.sh: each run's levels (one JSON line
+    each in WORK/levels-N, with `pass` and `deliveredPerS`) and its best passing level."""
+    out = []
+    for i in range(1, int(runs) + 1):
+        levels = [json.loads(l) for l in open(f"{work}/levels-{i}") if l.strip()]
+        passing = [l for l in levels if l["pass"]]
+        best = max(passing, key=lambda l: l["deliveredPerS"]) if passing else None
+        out.append({"best": best, "levels": levels})
+    return out
+
+
+def best_medians(out, keys):
+    """The median of each key over the runs' best levels (None where no run passed)."""
+    bests = [r["best"] for r in out if r["best"]]
+    return {k: median(b.get(k) for b in bests) for k in keys}

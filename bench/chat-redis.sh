@@ -58,23 +58,17 @@ PY
   REDIS_PID=""
 done
 
-python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$P99_LIMIT_MS" <<'PY'
-import json, statistics, sys
+PYTHONPATH="$(dirname "$0")" python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$P99_LIMIT_MS" <<'PY'
+import json, sys
+from benchlib import best_medians, sweeps
 work, runs, players, channels, limit = sys.argv[1:6]
-out = []
-for i in range(1, int(runs) + 1):
-    levels = [json.loads(l) for l in open(f"{work}/levels-{i}") if l.strip()]
-    passing = [l for l in levels if l["pass"]]
-    best = max(passing, key=lambda l: l["deliveredPerS"]) if passing else None
-    out.append({"best": best, "levels": levels})
-bests = [r["best"] for r in out if r["best"]]
-med = lambda k: statistics.median(b[k] for b in bests if b[k] is not None) if bests else None
+out = sweeps(work, runs)
 print(json.dumps({
     "bench": "chat-redis",
     "players": int(players), "channels": int(channels),
     "p99LimitMs": float(limit),
-    "median": {k: med(k) for k in ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
-                                   "deliveryP999Ms", "serverCpuUsPerDelivery"]},
+    "median": best_medians(out, ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
+                                   "deliveryP999Ms", "serverCpuUsPerDelivery"]),
     "runs": out,
 }, indent=2))
 PY

@@ -222,25 +222,19 @@ for run in $(seq 1 "$RUNS"); do
   stop_nodes
 done
 
-python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$GROUP" "$P99_LIMIT_MS" "$NODES" <<'PY'
-import json, statistics, sys
+PYTHONPATH="$(dirname "$0")" python3 - "$work" "$RUNS" "$PLAYERS" "$CHANNELS" "$GROUP" "$P99_LIMIT_MS" "$NODES" <<'PY'
+import json, sys
+from benchlib import best_medians, sweeps
 work, runs, players, channels, group, limit, nodes = sys.argv[1:8]
-out = []
-for i in range(1, int(runs) + 1):
-    levels = [json.loads(l) for l in open(f"{work}/levels-{i}") if l.strip()]
-    passing = [l for l in levels if l["pass"]]
-    best = max(passing, key=lambda l: l["deliveredPerS"]) if passing else None
-    out.append({"best": best, "levels": levels})
-bests = [r["best"] for r in out if r["best"]]
-med = lambda k: statistics.median(b[k] for b in bests) if bests else None
+out = sweeps(work, runs)
 print(json.dumps({
     "bench": "chat",
     "nodes": int(nodes),
     "players": int(players), "channels": int(channels), "groupSize": int(group),
     "p99LimitMs": float(limit),
-    "median": {k: med(k) for k in ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
+    "median": best_medians(out, ["deliveredPerS", "sentPerS", "deliveryP50Ms", "deliveryP99Ms",
                                    "deliveryP999Ms", "musterPeakRssKb",
-                                   "deliveredPerMusterCpuS", "musterCpuUsPerDelivery"]},
+                                   "deliveredPerMusterCpuS", "musterCpuUsPerDelivery"]),
     "targetDeliveredPerS": 200000,
     "runs": out,
 }, indent=2))
