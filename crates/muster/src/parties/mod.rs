@@ -269,7 +269,19 @@ impl Parties {
         let reply = if party.owner == self.node {
             self.serve(party.id, caller, op).await?
         } else {
-            self.ask(&party, caller, op).await?
+            let reply = self.ask(&party, caller, op).await?;
+            // The owner tells this node of the membership over the bus too, but that note can
+            // arrive after the player has seen the party, or never, if the owner dies first:
+            // recorded here before the join is answered, so that the owner's death closes the
+            // party for this session whatever became of the note.
+            if matches!(reply, Reply::Joined) {
+                self.note(MembershipNote {
+                    session: session.session_id,
+                    party: party.clone(),
+                    joined: true,
+                });
+            }
+            reply
         };
         Ok(match reply {
             Reply::Leader(leader) => Answer::Reply(Message::PartyLeader(leader)),
