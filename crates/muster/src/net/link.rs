@@ -119,10 +119,6 @@ impl Link {
         }
     }
 
-    pub fn framing(&self) -> Framing {
-        self.framing
-    }
-
     /// Reads what the peer sent into `buf` (the connection's task only; 0 at the end of the
     /// stream).
     pub async fn read_buf(&self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {

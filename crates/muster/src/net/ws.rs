@@ -176,7 +176,8 @@ pub fn serve(
 }
 
 /// What an accepted upgrade request carries to its socket, boxed: the task that waits for the
-/// upgrade holds it for the socket's whole life, so it holds a pointer, not ~300 bytes.
+/// upgrade holds it for the socket's whole life, so it holds a pointer, not the few hundred
+/// bytes of its fields.
 pub struct Upgrade {
     pub claims: Claims,
     /// The socket's wire format.
@@ -184,8 +185,6 @@ pub struct Upgrade {
     /// Whether the socket appears online to its user's followers at once (`status=true`).
     pub appear_online: bool,
     pub admission: Admission,
-    /// Frame and message size limits, the read buffer.
-    pub config: WebSocketConfig,
     pub state: AppState,
 }
 
@@ -206,7 +205,6 @@ async fn serve_accepted(accepted: Box<Accepted>) {
                 format,
                 appear_online,
                 admission,
-                config,
                 state,
             },
     } = *accepted;
@@ -219,6 +217,10 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         link: link.clone(),
         control: Vec::new(),
     };
+    let config = WebSocketConfig::default()
+        .read_buffer_size(socket_config.read_buffer_bytes)
+        .max_message_size(Some(socket_config.max_message_size_bytes))
+        .max_frame_size(Some(socket_config.max_message_size_bytes));
     let mut socket = Socket::from_partially_read(io, read, Role::Server, Some(config)).await;
     let outbox = Outbox::with_consumer(socket_config.outgoing_queue_size, link.clone());
     let guard =

@@ -15,7 +15,6 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use tokio::net::TcpStream;
-use tungstenite::protocol::WebSocketConfig;
 
 use super::connection::{self, NotAdmitted};
 use super::http::auth;
@@ -75,17 +74,11 @@ pub async fn upgrade(
             "Not a WebSocket upgrade request: the connection cannot be upgraded".into(),
         )
     })?;
-    let socket_config = &state.config.socket;
-    let config = WebSocketConfig::default()
-        .read_buffer_size(socket_config.read_buffer_bytes)
-        .max_message_size(Some(socket_config.max_message_size_bytes))
-        .max_frame_size(Some(socket_config.max_message_size_bytes));
     let accepted = Box::new(super::ws::Upgrade {
         claims,
         format,
         appear_online,
         admission,
-        config,
         state,
     });
     // The socket's task: it waits for hyper to hand the connection over once the answer is

@@ -6,10 +6,10 @@
 //! stream with a hole in it is worse than a reconnect. An outbox can also be closed on purpose
 //! ([`Outbox::kick`]: the player was banned): the socket's task ends the connection the same way.
 //!
-//! A transport that can write without its task ([`Consumer::try_write`], native TCP) is handed a
-//! message at once when nothing waits before it: the producer's thread writes it to the kernel, and the
-//! socket's task is not woken at all (a match's state costs one system call per player, not a
-//! task wake-up, a poll and then the call).
+//! A transport that can write without its task ([`Consumer::try_write`]: WebSocket and native
+//! TCP) is handed a message at once when nothing waits before it: the producer's thread writes
+//! it to the kernel, and the socket's task is not woken at all (a chat message or a match's
+//! state costs one system call per recipient, not a task wake-up, a poll and then the call).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -40,9 +40,10 @@ pub trait Consumer: Send + Sync {
         false
     }
 
-    /// Writes one message at once, from whichever thread pushes it, without blocking (native
-    /// TCP). The outbox calls it (under its lock, so calls are in push order) only while its
-    /// queue is empty: a message written this way never overtakes one queued before it.
+    /// Writes one message at once, from whichever thread pushes it, without blocking
+    /// (WebSocket and native TCP). The outbox calls it (under its lock, so calls are in push
+    /// order) only while its queue is empty: a message written this way never overtakes one
+    /// queued before it.
     fn try_write(&self, _message: &Message) -> Direct {
         Direct::NotNow
     }
