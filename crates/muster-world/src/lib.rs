@@ -7,7 +7,7 @@
 //! - [`routing`]: shortest paths (contraction hierarchies) and the bounded routing queue;
 //! - [`routes`]: routes packed once into float arrays and shared by the creeps that drive them;
 //! - [`actors`]: towers and creeps in packed columns;
-//! - [`index`]: the creep grid and the tower R-tree;
+//! - [`index`]: the creeps' grid and the towers' grid;
 //! - [`shard`]: a region's state and its tick;
 //! - [`seed`]: NPC towers and creeps per city, in proportion to population;
 //! - [`aoi`]: areas of interest: a client's box, its snapshot and deltas, with hysteresis;

@@ -235,13 +235,13 @@ impl Shard {
             id,
             building_tower: vec![NO_TOWER; map.buildings.len() * tiles.len()],
             grid: Grid::new(area, rules.cell_m),
+            tower_index: TowerIndex::new(area, rules.cell_m),
             map,
             tiles,
             rules,
             routes: RouteStore::new(),
             towers: Towers::default(),
             creeps: Creeps::default(),
-            tower_index: TowerIndex::default(),
             tick_no: 0,
             now_ms: 0,
             players: Vec::new(),
@@ -345,8 +345,11 @@ impl Shard {
     }
 
     fn reindex_towers(&mut self) {
-        self.tower_index =
-            TowerIndex::bulk_load((0..self.towers.len() as u32).map(|t| (self.towers.pos(t), t)));
+        self.tower_index = TowerIndex::build(
+            self.area(),
+            self.rules.cell_m,
+            (0..self.towers.len() as u32).map(|t| (self.towers.pos(t), t)),
+        );
     }
 
     /// `owner` raises its tower `t` one level; returns the new level.
@@ -651,28 +654,7 @@ impl Shard {
     /// list, the building → tower map and the tower index (after a restore).
     pub(crate) fn rebuild(&mut self) {
         self.creeps.rebuild_derived();
-        let pos = self.positions_now();
-        // Then the grid, filled in id order (the order a live shard's inserts leave), each
-        // creep's cell computed once and every cell sized before it is filled.
-        self.grid = Grid::new(self.area(), self.rules.cell_m);
-        let live: Vec<u32> = (0..self.creeps.slots() as u32)
-            .filter(|&id| self.creeps.is_alive(id))
-            .collect();
-        let cells: Vec<u32> = live
-            .iter()
-            .map(|&id| self.grid.cell_of(pos[id as usize]))
-            .collect();
-        self.grid.reserve(cells.iter().copied());
-        for (&id, &cell) in live.iter().zip(&cells) {
-            let i = id as usize;
-            let entry = Entry {
-                id,
-                owner: self.creeps.owner[i],
-                pos: pos[i],
-            };
-            self.creeps.slot[i] = self.grid.insert_into(cell, entry);
-            self.creeps.cell[i] = cell;
-        }
+        self.place_creeps();
         self.player_owner = self
             .players
             .iter()
@@ -695,7 +677,7 @@ impl Shard {
                     .push(t as u32);
             }
         }
-        for &id in &live {
+        for id in (0..self.creeps.slots() as u32).filter(|&id| self.creeps.is_alive(id)) {
             let owner = self.creeps.owner[id as usize];
             if PLAYER_OWNERS.contains(&owner) {
                 self.holdings.entry(owner).or_default().creeps += 1;
@@ -704,13 +686,17 @@ impl Shard {
         self.reindex_towers();
     }
 
-    /// Where every live creep is at the shard's time (dead slots: the origin), setting each
-    /// one's cursor. A position is a search over its route's points; visiting the creeps route
-    /// by route keeps those points in cache, where id order would miss it at every step of
-    /// every search (most of a restore's time at 10 M creeps). So the creeps are first sorted
-    /// by route (a counting sort, carrying the distance each has driven, so the creeps'
-    /// columns are read once, in order), then each route's creeps are placed together.
-    fn positions_now(&mut self) -> Vec<Point> {
+    /// Puts every live creep where it is at the shard's time, in a fresh grid, setting its
+    /// cursor, cell and slot.
+    ///
+    /// A position is a search over its route's points; visiting the creeps route by route
+    /// keeps those points in cache, where id order would miss it at every step of every search
+    /// (most of a restore's time at 10 M creeps). So the creeps are first sorted by route (a
+    /// counting sort, carrying the distance each has driven, so the creeps' columns are read
+    /// once, in order); then each is placed, its position kept in that order and its cell
+    /// counted; then every cell is sized once and filled in the same order. A cell's order does
+    /// not matter: a tower's target is chosen by distance, then id.
+    fn place_creeps(&mut self) {
         let slots = self.creeps.slots();
         let live = |id: usize| self.creeps.is_alive(id as u32);
         let mut bounds = vec![0u32; self.routes.len() + 1];
@@ -727,19 +713,35 @@ impl Shard {
             by_route[*at as usize] = (id as u32, self.driven(id, self.now_ms));
             *at += 1;
         }
-        let mut pos = vec![Point::new(0.0, 0.0); slots];
+        self.grid = Grid::new(self.area(), self.rules.cell_m);
+        let mut counts = vec![0u32; self.grid.cell_count()];
+        let mut placed = Vec::with_capacity(by_route.len());
         for (route, span) in bounds.windows(2).enumerate() {
             let route = route as u32;
             for &(id, driven) in &by_route[span[0] as usize..span[1] as usize] {
+                let i = id as usize;
                 let mut cursor = NO_CURSOR;
-                pos[id as usize] = self
+                let pos = self
                     .routes
                     .position(route, driven, &mut cursor)
                     .unwrap_or_else(|| self.routes.start_of(route));
-                self.creeps.cursor[id as usize] = cursor;
+                let cell = self.grid.cell_of(pos);
+                self.creeps.cursor[i] = cursor;
+                self.creeps.cell[i] = cell;
+                counts[cell as usize] += 1;
+                placed.push(pos);
             }
         }
-        pos
+        self.grid.reserve_counted(&counts);
+        for (&(id, _), &pos) in by_route.iter().zip(&placed) {
+            let i = id as usize;
+            let entry = Entry {
+                id,
+                owner: self.creeps.owner[i],
+                pos,
+            };
+            self.creeps.slot[i] = self.grid.insert_into(self.creeps.cell[i], entry);
+        }
     }
 
     /// Bytes the shard's own state holds (not the shared map).
@@ -748,6 +750,7 @@ impl Shard {
             + self.towers.heap_bytes()
             + self.creeps.heap_bytes()
             + self.grid.heap_bytes()
+            + self.tower_index.heap_bytes()
             + self.building_tower.capacity() * 4
     }
 }

@@ -1,5 +1,5 @@
-//! The indexes against brute force: whatever the points and the box, the grid and the R-tree
-//! find exactly what a scan of every point finds.
+//! The indexes against brute force: whatever the points and the box, the creeps' grid and the towers'
+//! index find exactly what a scan of every point finds.
 
 use muster_world::geo::{Point, Rect};
 use muster_world::index::grid::{Entry, Grid};
@@ -86,14 +86,28 @@ proptest! {
         }
     }
 
+    /// Built at once or claimed one by one afterwards, towers inside the area or outside it
+    /// (in its border cells), at any cell size.
     #[test]
     fn tower_index_matches_a_scan(
         points in prop::collection::vec(point(), 0..300),
+        built in 0usize..300,
+        cell in 10.0f32..400.0,
         query in rect(),
         centre in point(),
         radius in 0.0f32..500.0,
     ) {
-        let index = TowerIndex::bulk_load(points.iter().enumerate().map(|(i, p)| (*p, i as u32)));
+        let area = Rect::from_corners(Point::new(0.0, 0.0), Point::new(1000.0, 1000.0));
+        let built = built.min(points.len());
+        let mut index = TowerIndex::build(
+            area,
+            cell,
+            points[..built].iter().enumerate().map(|(i, p)| (*p, i as u32)),
+        );
+        for (i, p) in points.iter().enumerate().skip(built) {
+            index.insert(*p, i as u32);
+        }
+        prop_assert_eq!(index.len(), points.len());
         let mut in_box = Vec::new();
         index.in_rect(&query, |t| in_box.push(t));
         in_box.sort_unstable();

@@ -17,27 +17,28 @@ pub struct Entry {
     pub pos: Point,
 }
 
+/// The geometry of a uniform grid of square cells over an area: the cell a point falls in
+/// (points outside the area clamped to the border cells) and the cells a box touches. Shared
+/// by the creeps' [`Grid`] and the towers' index.
 #[derive(Debug, Clone)]
-pub struct Grid {
+pub struct Cells {
     area: Rect,
     cell_m: f32,
     cols: u32,
     rows: u32,
-    cells: Vec<Vec<Entry>>,
 }
 
-impl Grid {
-    /// A grid of `cell_m`-metre cells over `area`.
-    pub fn new(area: Rect, cell_m: f32) -> Grid {
+impl Cells {
+    /// Cells of `cell_m` metres (at least 1) over `area`.
+    pub fn new(area: Rect, cell_m: f32) -> Cells {
         let cell_m = cell_m.max(1.0);
         let cols = ((area.width() / cell_m).ceil() as u32).max(1);
         let rows = ((area.height() / cell_m).ceil() as u32).max(1);
-        Grid {
+        Cells {
             area,
             cell_m,
             cols,
             rows,
-            cells: vec![Vec::new(); (cols * rows) as usize],
         }
     }
 
@@ -45,19 +46,61 @@ impl Grid {
         self.cell_m
     }
 
+    /// How many cells there are.
+    pub fn count(&self) -> usize {
+        (self.cols * self.rows) as usize
+    }
+
     fn col_row(&self, p: Point) -> (u32, u32) {
-        let c = ((p.x - self.area.min.x) / self.cell_m).floor();
-        let r = ((p.y - self.area.min.y) / self.cell_m).floor();
-        (
-            (c.max(0.0) as u32).min(self.cols - 1),
-            (r.max(0.0) as u32).min(self.rows - 1),
-        )
+        // A float-to-integer cast saturates (negatives and NaN to 0), which is the clamp to
+        // the first row or column that the floor of a negative would need anyway; so no
+        // `floor()` (a libm call on this target, a tenth of a restore's placing).
+        let c = ((p.x - self.area.min.x) / self.cell_m) as u32;
+        let r = ((p.y - self.area.min.y) / self.cell_m) as u32;
+        (c.min(self.cols - 1), r.min(self.rows - 1))
     }
 
     /// The cell holding `p`.
     pub fn cell_of(&self, p: Point) -> u32 {
         let (c, r) = self.col_row(p);
         r * self.cols + c
+    }
+
+    /// Every cell `rect` touches, row by row.
+    pub fn touching(&self, rect: &Rect, mut f: impl FnMut(u32)) {
+        let (c0, r0) = self.col_row(rect.min);
+        let (c1, r1) = self.col_row(rect.max);
+        for r in r0..=r1 {
+            for c in c0..=c1 {
+                f(r * self.cols + c);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Grid {
+    geometry: Cells,
+    cells: Vec<Vec<Entry>>,
+}
+
+impl Grid {
+    /// A grid of `cell_m`-metre cells over `area`.
+    pub fn new(area: Rect, cell_m: f32) -> Grid {
+        let geometry = Cells::new(area, cell_m);
+        Grid {
+            cells: vec![Vec::new(); geometry.count()],
+            geometry,
+        }
+    }
+
+    pub fn cell_m(&self) -> f32 {
+        self.geometry.cell_m()
+    }
+
+    /// The cell holding `p`.
+    pub fn cell_of(&self, p: Point) -> u32 {
+        self.geometry.cell_of(p)
     }
 
     /// Puts `entry` in the cell of its position; returns the cell and its slot there.
@@ -73,13 +116,14 @@ impl Grid {
         list.len() as u32 - 1
     }
 
-    /// Makes room for entries about to be inserted into `cells` (one item per entry).
-    pub fn reserve(&mut self, cells: impl Iterator<Item = u32>) {
-        let mut counts = vec![0u32; self.cells.len()];
-        for cell in cells {
-            counts[cell as usize] += 1;
-        }
-        for (cell, n) in self.cells.iter_mut().zip(counts) {
+    /// How many cells there are.
+    pub fn cell_count(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Makes room in each cell for as many entries as `counts` gives it (by cell number).
+    pub fn reserve_counted(&mut self, counts: &[u32]) {
+        for (cell, &n) in self.cells.iter_mut().zip(counts) {
             cell.reserve_exact(n as usize);
         }
     }
@@ -99,15 +143,11 @@ impl Grid {
 
     /// The entries in every cell that `rect` touches (a superset of those inside it).
     pub fn candidates(&self, rect: &Rect, mut f: impl FnMut(&Entry)) {
-        let (c0, r0) = self.col_row(rect.min);
-        let (c1, r1) = self.col_row(rect.max);
-        for r in r0..=r1 {
-            for c in c0..=c1 {
-                for entry in &self.cells[(r * self.cols + c) as usize] {
-                    f(entry);
-                }
+        self.geometry.touching(rect, |cell| {
+            for entry in &self.cells[cell as usize] {
+                f(entry);
             }
-        }
+        });
     }
 
     /// Entries in all cells.

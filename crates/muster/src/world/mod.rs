@@ -346,8 +346,8 @@ impl World {
             );
             return Ok(Some(world));
         }
-        for i in 0..config.shards {
-            world.run_shard(i, Arc::new(Fence::forever()))?;
+        for (i, loaded) in world.load_all()?.into_iter().enumerate() {
+            world.start_shard(i, loaded, Arc::new(Fence::forever()))?;
         }
         tracing::info!(
             shards = config.shards,
@@ -360,6 +360,48 @@ impl World {
     /// Loads (or seeds) shard `i` and starts its thread, which runs while `fence` holds.
     /// Blocking: it reads the checkpoint and replays the log.
     fn run_shard(&self, i: usize, fence: Arc<Fence>) -> anyhow::Result<()> {
+        let loaded = load_or_seed(&self.config, &self.ground, &self.dir, i)?;
+        self.start_shard(i, loaded, fence)
+    }
+
+    /// Every shard loaded (or seeded), on as many threads as there are cores: a restore is
+    /// memory-bound work on one core, so a world of several shards comes back in about
+    /// `shards / cores` restores' time rather than `shards`. Blocking.
+    fn load_all(&self) -> anyhow::Result<Vec<Loaded>> {
+        let shards = self.config.shards;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut loaded: Vec<(usize, anyhow::Result<Loaded>)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..cores.min(shards))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            if i >= shards {
+                                return done;
+                            }
+                            done.push((i, load_or_seed(&self.config, &self.ground, &self.dir, i)));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        anyhow::ensure!(
+            loaded.len() == shards,
+            "world: a thread loading shards panicked"
+        );
+        loaded.sort_by_key(|(i, _)| *i);
+        loaded.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// Starts shard `i`, as `loaded` brought it back, on its thread, which runs while `fence`
+    /// holds.
+    fn start_shard(&self, i: usize, loaded: Loaded, fence: Arc<Fence>) -> anyhow::Result<()> {
         let config = &self.config;
         let Loaded {
             shard,
@@ -367,7 +409,7 @@ impl World {
             log,
             credits,
             ..
-        } = load_or_seed(config, &self.ground, &self.dir, i)?;
+        } = loaded;
         for credit in credits {
             self.payouts.pay(credit);
         }
