@@ -4,17 +4,18 @@
 # twice as many creeps, ticking at 10 Hz), each panning a BOX_M viewport every PAN_S seconds and
 # claiming a building every CLAIM_S seconds, for HOLD_S seconds after a RAMP_S ramp; Muster sends
 # each subscriber AOI_HZ updates a second.
+# FORMAT is the sockets' format: protobuf (binary envelopes) or json.
 # Prints JSON: update latency from the server's tick (p50/p99/max), subscribe latency, bytes/s
 # per client, updates skipped for slow clients, late ticks, Muster's CPU and RSS, failures.
 #
 #   bench/world-aoi.sh   # SUBSCRIBERS=10000 RAMP_S=30 HOLD_S=60 TILES=100 TOWERS=20000 BOX_M=600
-#                        # PAN_S=5 CLAIM_S=30 AOI_HZ=5 RUNS=1
+#                        # PAN_S=5 CLAIM_S=30 AOI_HZ=5 FORMAT=protobuf RUNS=1
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/swarm-common.sh"
 SUBSCRIBERS=${SUBSCRIBERS:-10000} RAMP_S=${RAMP_S:-30} HOLD_S=${HOLD_S:-60}
 TILES=${TILES:-100} TOWERS=${TOWERS:-20000} BOX_M=${BOX_M:-600} PAN_S=${PAN_S:-5}
-CLAIM_S=${CLAIM_S:-30} AOI_HZ=${AOI_HZ:-5} RUNS=${RUNS:-1}
+CLAIM_S=${CLAIM_S:-30} AOI_HZ=${AOI_HZ:-5} FORMAT=${FORMAT:-protobuf} RUNS=${RUNS:-1}
 
 build_release
 work=$(mktemp -d /tmp/muster-world-aoi.XXXXXX)
@@ -47,6 +48,7 @@ duration_s = $HOLD_S
 do = "authenticate"
 [[steps]]
 do = "connect"
+format = "$FORMAT"
 [[steps]]
 do = "world"
 duration_s = $(( HOLD_S + RAMP_S / 2 ))
@@ -72,9 +74,9 @@ for run in $(seq 1 "$RUNS"); do
   stop_muster
 done
 
-python3 - "$work" "$RUNS" "$SUBSCRIBERS" "$HOLD_S" "$RAMP_S" "$AOI_HZ" "$BOX_M" <<'PY'
+python3 - "$work" "$RUNS" "$SUBSCRIBERS" "$HOLD_S" "$RAMP_S" "$AOI_HZ" "$BOX_M" "$FORMAT" <<'PY'
 import json, statistics, sys
-work, runs, subs, hold, ramp, hz, box = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7]
+work, runs, subs, hold, ramp, hz, box, fmt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8]
 def metric(text, name):
     for line in text.splitlines():
         if line.startswith(name + " "):
@@ -100,7 +102,7 @@ for i in range(1, runs + 1):
         "claimsApplied": metric(m, "muster_world_actions_total"),
         **mu,
     })
-print(json.dumps({"bench": "world-aoi", "subscribers": subs, "aoiHz": float(hz), "boxM": float(box), "runs": out,
+print(json.dumps({"bench": "world-aoi", "format": fmt, "subscribers": subs, "aoiHz": float(hz), "boxM": float(box), "runs": out,
                   "median": {"updateP99Ms": statistics.median(x["updateMs"]["p99"] or 0 for x in out),
                              "updateP50Ms": statistics.median(x["updateMs"]["p50"] or 0 for x in out)}}, indent=2))
 PY

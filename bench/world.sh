@@ -7,7 +7,9 @@
 #   2. the scale: 1,000,000 towers and 10,000,000 moving creeps in 8 shards ticking at 1 Hz,
 #      every tower querying its range every tick;
 #   3. the disk's own bandwidth for the same bytes (dd with fsync; a cold read), the bound the
-#      checkpoint and restore rates are compared with.
+#      checkpoint and restore rates are compared with; and the restore's memory floor (each
+#      file read and checksummed into fresh memory, then as many fresh bytes written as the
+#      restored shard holds beyond it), the bound a restore that rebuilds its state stands on.
 # RUNS runs of each (median reported); every run prints one JSON line, then one summary.
 #
 #   bench/world.sh          # RUNS=3 TICKS=300 SCALE_TICKS=20 CHECKPOINTS=5
@@ -65,6 +67,10 @@ def summary(runs):
         "checkpointPauseMs": med(lambda r: r["checkpointPauseMsMedian"]),
         "checkpointMs": med(lambda r: r["checkpointMsMedian"]), "checkpointGBps": med(lambda r: r["checkpointGBps"]),
         "restoreMs": med(lambda r: r["restoreMsMedian"]), "restoreGBps": med(lambda r: r["restoreGBps"]),
+        # The floor: the files read and checksummed into fresh memory, and as many fresh bytes
+        # written as the restored shards hold beyond them (no work on them).
+        "restoreFloorMs": med(lambda r: r["restoreFloorMsMedian"]),
+        "restoreFloorGBps": med(lambda r: r["restoreFloorGBps"]),
         "seedMs": med(lambda r: r["seedMs"]),
     }
 print(json.dumps({

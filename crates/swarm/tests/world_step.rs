@@ -30,18 +30,8 @@ fn metric(muster: &Muster, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-#[test]
-fn players_pan_claim_and_receive_the_worlds_updates() {
-    let pbf = helsinki_pbf();
-    let map = muster_world::map::osm::import(&pbf).expect("map");
-    let centre = (
-        (map.bounds.min.x + map.bounds.max.x) / 2.0,
-        (map.bounds.min.y + map.bounds.max.y) / 2.0,
-    );
-    let muster = Muster::start_with(|config| {
-        config.world.map = pbf.display().to_string();
-        config.world.seed_towers_per_shard = 150;
-    });
+/// The report of 20 players panning and claiming for 4 s on a socket of `format`.
+fn run_players(muster: &Muster, centre: (f32, f32), format: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().expect("dir");
     let scenario = format!(
         r#"name = "world"
@@ -54,6 +44,7 @@ duration_s = 6
 do = "authenticate"
 [[steps]]
 do = "connect"
+format = "{format}"
 [[steps]]
 do = "world"
 duration_s = 4
@@ -66,8 +57,8 @@ claim_every_s = 1
         centre.0, centre.1
     );
     let (code, report) = run_swarm(&muster.url(), dir.path(), "world", &scenario, 1);
-    assert_eq!(code, 0, "{report:#}");
-    assert_eq!(report["failed"], 0, "{}", report["errors"]);
+    assert_eq!(code, 0, "{format}: {report:#}");
+    assert_eq!(report["failed"], 0, "{format}: {}", report["errors"]);
     // Four subscribes (the first and three pans) per player, each answered with a snapshot.
     assert!(count(&report, "world_subscribe") >= 20 * 3, "{report:#}");
     // Updates pushed at 5 per second, with their latency from the tick.
@@ -81,6 +72,44 @@ claim_every_s = 1
         counters["worldBytes"].as_u64() > counters["worldStates"].as_u64(),
         "{counters}"
     );
+    report
+}
+
+fn bytes_per_state(report: &serde_json::Value) -> f64 {
+    let counters = &report["counters"];
+    counters["worldBytes"].as_f64().unwrap_or(0.0) / counters["worldStates"].as_f64().unwrap_or(1.0)
+}
+
+#[test]
+fn players_pan_claim_and_receive_the_worlds_updates_in_json_and_protobuf() {
+    let pbf = helsinki_pbf();
+    let map = muster_world::map::osm::import(&pbf).expect("map");
+    let centre = (
+        (map.bounds.min.x + map.bounds.max.x) / 2.0,
+        (map.bounds.min.y + map.bounds.max.y) / 2.0,
+    );
+    // A server each: a player's buildings are drawn from its index, so a second run's claims
+    // would all find them taken.
+    let start = || {
+        Muster::start_with(|config| {
+            config.world.map = pbf.display().to_string();
+            config.world.seed_towers_per_shard = 150;
+        })
+    };
+    let muster = start();
+    let json = run_players(&muster, centre, "json");
     // Some claims landed (others found the building taken).
     assert!(metric(&muster, "muster_world_actions_total") >= 1.0);
+    drop(muster);
+    // The same on protobuf sockets: binary states, claims as protobuf rpcs, and the views
+    // several times smaller than in JSON.
+    let muster = start();
+    let protobuf = run_players(&muster, centre, "protobuf");
+    assert!(metric(&muster, "muster_world_actions_total") >= 1.0);
+    assert!(
+        bytes_per_state(&protobuf) * 2.0 < bytes_per_state(&json),
+        "protobuf {} B a state, JSON {}",
+        bytes_per_state(&protobuf),
+        bytes_per_state(&json)
+    );
 }

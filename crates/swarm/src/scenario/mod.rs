@@ -137,6 +137,27 @@ pub struct Phase {
 
 /// One step of player behaviour.
 ///
+/// What a realtime socket's frames carry (`connect`'s `format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketFormat {
+    /// JSON text frames (the default).
+    #[default]
+    Json,
+    /// Protobuf binary frames, as Nakama's `format=protobuf`.
+    Protobuf,
+}
+
+impl SocketFormat {
+    /// The value of the socket URL's `format` parameter.
+    pub fn query(self) -> &'static str {
+        match self {
+            SocketFormat::Json => "json",
+            SocketFormat::Protobuf => "protobuf",
+        }
+    }
+}
+
 /// The vocabulary is small on purpose and grows by adding variants (chat, rpc, match…): each
 /// variant carries its own keys (declared in `RawStep` and checked in `RawStep::into_step`, in
 /// `parse.rs`), and
@@ -153,7 +174,12 @@ pub enum Step {
         timeout_s: Option<Seconds>,
     },
     /// Open the realtime socket (`GET /ws?token=…&format=json`, WebSocket upgrade).
-    Connect { timeout_s: Option<Seconds> },
+    Connect {
+        /// `format = "protobuf"`: binary protobuf envelopes instead of JSON text (only the
+        /// `world`, `wait` and `disconnect` steps speak it).
+        format: SocketFormat,
+        timeout_s: Option<Seconds>,
+    },
     /// Send `ping` envelopes every `interval_s` and wait for each `pong`.
     Heartbeat {
         interval_s: Seconds,
@@ -561,6 +587,37 @@ do = "disconnect"
         let (line, msg) = error_of(&endless);
         assert_eq!(line, 27, "{msg}");
         assert!(msg.contains("unreachable"), "{msg}");
+    }
+
+    #[test]
+    fn a_protobuf_socket_takes_only_the_steps_that_speak_it() {
+        let protobuf = GOOD.replace(
+            "do = \"connect\"",
+            "do = \"connect\"\nformat = \"protobuf\"",
+        );
+        // The heartbeat writes JSON pings.
+        let (line, msg) = error_of(&protobuf);
+        assert_eq!(line, 24, "{msg}");
+        assert!(
+            msg.contains("steps[2]") && msg.contains("protobuf"),
+            "{msg}"
+        );
+        // Without it, wait and disconnect run on it.
+        let quiet = protobuf.replace(
+            "do = \"heartbeat\"\ninterval_s = 1\nduration_s = 3",
+            "do = \"wait\"\nduration_s = 3",
+        );
+        let s = Scenario::parse(&quiet, "t.toml").expect("valid");
+        assert_eq!(
+            s.steps[1],
+            Step::Connect {
+                format: SocketFormat::Protobuf,
+                timeout_s: None
+            }
+        );
+        let (_, msg) =
+            error_of(&GOOD.replace("do = \"connect\"", "do = \"connect\"\nformat = \"xml\""));
+        assert!(msg.contains("format") && msg.contains("xml"), "{msg}");
     }
 
     #[test]

@@ -155,6 +155,8 @@ struct RawStep {
     functions: Option<Spanned<Vec<RawFunction>>>,
     /// `graphql`: its query templates.
     queries: Option<Spanned<Vec<RawQuery>>>,
+    /// `connect`: `json` or `protobuf`.
+    format: Option<Spanned<super::SocketFormat>>,
     // The `world` step (see `world`).
     shard: Option<Spanned<u32>>,
     center: Option<Spanned<Vec<f64>>>,
@@ -231,7 +233,8 @@ impl RawStep {
         let name = snake_case(&format!("{kind:?}"));
         let allowed: &[&str] = match kind {
             StepKind::Authenticate => &["create", "reuse_accounts", "timeout_s"],
-            StepKind::Connect | StepKind::Disconnect => &["timeout_s"],
+            StepKind::Connect => &["format", "timeout_s"],
+            StepKind::Disconnect => &["timeout_s"],
             StepKind::Heartbeat => &["interval_s", "duration_s", "timeout_s"],
             StepKind::Wait => &["duration_s"],
             StepKind::Matchmake => &["query", "count", "timeout_s"],
@@ -313,6 +316,7 @@ impl RawStep {
             ("query", self.query.as_ref().map(|v| v.span())),
             ("count", self.count.as_ref().map(|v| v.span())),
             ("transport", self.transport.as_ref().map(|v| v.span())),
+            ("format", self.format.as_ref().map(|v| v.span())),
             ("tcp_port", self.tcp_port.as_ref().map(|v| v.span())),
             ("enet_port", self.enet_port.as_ref().map(|v| v.span())),
             ("rate_hz", self.rate_hz.as_ref().map(|v| v.span())),
@@ -457,6 +461,7 @@ impl RawStep {
                 timeout_s: inner(self.timeout_s),
             },
             StepKind::Connect => Step::Connect {
+                format: self.format.map(Spanned::into_inner).unwrap_or_default(),
                 timeout_s: inner(self.timeout_s),
             },
             StepKind::Heartbeat => Step::Heartbeat {

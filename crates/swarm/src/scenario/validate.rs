@@ -75,6 +75,8 @@ pub(super) fn validate(
     // Walk the steps with what a player would have at that point.
     let mut authenticated = false;
     let mut connected = false;
+    // Whether the open socket speaks protobuf, which only some steps do.
+    let mut protobuf = false;
     let mut joined = false;
     let mut endless = false;
     let mut game = game::Progress::default();
@@ -95,9 +97,28 @@ pub(super) fn validate(
                  no `duration_s`, so it lasts until the run ends",
             );
         }
+        // Steps that write or read JSON on the socket.
+        let speaks_json = matches!(
+            step,
+            Step::Heartbeat { .. }
+                | Step::ChatJoin(_)
+                | Step::Chat(_)
+                | Step::Game(_)
+                | Step::Rpc {
+                    transport: Transport::Socket,
+                    ..
+                }
+        );
+        if connected && protobuf && speaks_json {
+            return fail(
+                "the socket speaks protobuf (`format = \"protobuf\"` on its `connect`), which \
+                 only the `world`, `wait` and `disconnect` steps do",
+            );
+        }
         match step {
             Step::Authenticate { .. } => authenticated = true,
-            Step::Connect { .. } => {
+            Step::Connect { format, .. } => {
+                protobuf = *format == crate::scenario::SocketFormat::Protobuf;
                 if !authenticated {
                     return fail("needs a session: add an `authenticate` step before it");
                 }

@@ -28,7 +28,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use crate::measure::stats::Metric;
 use crate::net::failure::{http_failure, ws_failure, Failure};
 use crate::net::transport::{self, ws_config_with, Ws};
-use crate::scenario::Step;
+use crate::scenario::{SocketFormat, Step};
 use crate::steps::ctx::Ctx;
 
 /// The parts of a realtime envelope a player looks at; everything else is ignored.
@@ -72,6 +72,8 @@ struct Player {
     /// Session token, kept only while a later step still needs it.
     token: Option<Box<str>>,
     ws: Option<Ws>,
+    /// What the socket's frames carry.
+    format: SocketFormat,
     /// The chat channel joined last (`chat_join`), where `chat` sends.
     channel: Option<Box<str>>,
     /// When the next action is intended to happen.
@@ -90,6 +92,7 @@ pub async fn run(ctx: Rc<Ctx>, index: u64, arrival: Instant) {
         index,
         token: None,
         ws: None,
+        format: SocketFormat::Json,
         channel: None,
         next: arrival,
         game: None,
@@ -163,9 +166,9 @@ impl Player {
                     self.token = Some(token.into_boxed_str());
                     self.next = done;
                 }
-                Step::Connect { timeout_s } => {
+                Step::Connect { format, timeout_s } => {
                     let token = self.token.as_deref().unwrap_or_default();
-                    let ws = Box::pin(open_socket(ctx, token, limit(timeout_s))).await?;
+                    let ws = Box::pin(open_socket(ctx, token, *format, limit(timeout_s))).await?;
                     let done = Instant::now();
                     {
                         let mut rec = ctx.rec.borrow_mut();
@@ -175,6 +178,7 @@ impl Player {
                         rec.peak_ccu = rec.peak_ccu.max(rec.ccu);
                     }
                     self.ws = Some(ws);
+                    self.format = *format;
                     if !ctx.token_needed_after.get(i).copied().unwrap_or(true) {
                         self.token = None;
                     }
@@ -319,6 +323,7 @@ impl Player {
                     Box::pin(crate::steps::world::run(
                         ctx,
                         ws,
+                        self.format,
                         world,
                         start,
                         self.index,
@@ -391,9 +396,14 @@ async fn authenticate(
 }
 
 /// TCP connect (from the worker's source address) and WebSocket upgrade.
-async fn open_socket(ctx: &Ctx, token: &str, limit: Duration) -> Result<Ws, Failure> {
+async fn open_socket(
+    ctx: &Ctx,
+    token: &str,
+    format: SocketFormat,
+    limit: Duration,
+) -> Result<Ws, Failure> {
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
-    let path = format!("{}?token={token}&format=json", ctx.ws_path);
+    let path = format!("{}?token={token}&format={}", ctx.ws_path, format.query());
     let connect = transport::connect_websocket(
         ctx.addr,
         ctx.source_ip,

@@ -15,6 +15,10 @@
 //! buildings = 433
 //! ```
 //!
+//! On a socket opened with `format = "protobuf"` the step sends and reads binary protobuf
+//! envelopes (Muster's `world_subscribe` and `world_state` tags); a state's decoding is then
+//! no longer the load generator's largest cost, as parsing every state's JSON is.
+//!
 //! Metrics: `world_subscribe` (a subscribe or pan, intended → the box's snapshot), and
 //! `world_update` (the server's tick time carried in each state → its arrival here, on the
 //! worker's wall clock: across machines, the clocks' offset is in it); counters `worldStates`
@@ -29,10 +33,13 @@ use serde::Deserialize;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
+use muster_proto::realtime::{self, Envelope, Message as Kind, Rpc, WorldSubscribe};
+
 use crate::measure::stats::Metric;
 use crate::net::failure::{ws_failure, Failure};
 use crate::net::transport::Ws;
 use crate::scenario::world::WorldStep;
+use crate::scenario::SocketFormat;
 use crate::steps::ctx::Ctx;
 use crate::steps::player::unsolicited;
 
@@ -60,6 +67,35 @@ struct ErrorBody {
     context: std::collections::HashMap<String, String>,
 }
 
+impl Incoming {
+    /// The same parts of a binary protobuf envelope (`None`: not one).
+    fn from_protobuf(frame: &[u8]) -> Option<Incoming> {
+        let envelope = realtime::decode_protobuf(frame).ok()?;
+        let mut incoming = Incoming {
+            cid: Some(envelope.cid).filter(|c| !c.is_empty()),
+            world_state: None,
+            rpc: None,
+            error: None,
+        };
+        match envelope.message {
+            Some(Kind::WorldState(state)) => {
+                incoming.world_state = Some(State {
+                    tick_unix_ms: state.tick_unix_ms,
+                });
+            }
+            Some(Kind::Rpc(_)) => incoming.rpc = Some(serde::de::IgnoredAny),
+            Some(Kind::Error(e)) => {
+                incoming.error = Some(ErrorBody {
+                    code: i64::from(e.code),
+                    context: e.context,
+                });
+            }
+            _ => {}
+        }
+        Some(incoming)
+    }
+}
+
 /// What is awaited, by correlation id.
 #[derive(Clone, Copy)]
 enum Waiting {
@@ -71,6 +107,7 @@ enum Waiting {
 pub async fn run(
     ctx: &Ctx,
     ws: &mut Ws,
+    format: SocketFormat,
     step: &WorldStep,
     start: Instant,
     index: u64,
@@ -121,7 +158,7 @@ pub async fn run(
                 }
                 seq += 1;
                 let cid = format!("w{seq}");
-                let text = if now >= next_pan {
+                let (subscribe, claim) = if now >= next_pan {
                     let intended = next_pan;
                     if seq > 1 {
                         let angle = rng.f32() * std::f32::consts::TAU;
@@ -131,37 +168,69 @@ pub async fn run(
                     next_pan += step.pan_every_s.as_duration();
                     waiting.push((cid.clone(), Waiting::Subscribe(intended)));
                     let half = step.box_m / 2.0;
-                    format!(
-                        "{{\"cid\":\"{cid}\",\"world_subscribe\":{{\"shard\":{},\"min_x\":{},\"min_y\":{},\"max_x\":{},\"max_y\":{}}}}}",
-                        step.shard, at.0 - half, at.1 - half, at.0 + half, at.1 + half
-                    )
+                    (Some(WorldSubscribe {
+                        shard: step.shard,
+                        min_x: at.0 - half,
+                        min_y: at.1 - half,
+                        max_x: at.0 + half,
+                        max_y: at.1 + half,
+                    }), None)
                 } else {
                     let intended = next_claim;
                     next_claim += step.claim_every_s.as_duration();
                     waiting.push((cid.clone(), Waiting::Claim(intended)));
-                    let building = rng.u32(0..step.buildings);
-                    format!(
-                        "{{\"cid\":\"{cid}\",\"rpc\":{{\"id\":\"world_claim\",\"payload\":\"{{\\\"shard\\\":{},\\\"building\\\":{building}}}\"}}}}",
-                        step.shard
-                    )
+                    (None, Some(rng.u32(0..step.buildings)))
+                };
+                let message = match (format, subscribe, claim) {
+                    (SocketFormat::Json, Some(b), _) => Message::text(format!(
+                        "{{\"cid\":\"{cid}\",\"world_subscribe\":{{\"shard\":{},\"min_x\":{},\"min_y\":{},\"max_x\":{},\"max_y\":{}}}}}",
+                        b.shard, b.min_x, b.min_y, b.max_x, b.max_y
+                    )),
+                    (SocketFormat::Json, None, building) => Message::text(format!(
+                        "{{\"cid\":\"{cid}\",\"rpc\":{{\"id\":\"world_claim\",\"payload\":\"{{\\\"shard\\\":{},\\\"building\\\":{}}}\"}}}}",
+                        step.shard, building.unwrap_or_default()
+                    )),
+                    (SocketFormat::Protobuf, subscribe, building) => {
+                        let message = match subscribe {
+                            Some(b) => Kind::WorldSubscribe(b),
+                            None => Kind::Rpc(Rpc {
+                                id: "world_claim".into(),
+                                payload: format!(
+                                    "{{\"shard\":{},\"building\":{}}}",
+                                    step.shard,
+                                    building.unwrap_or_default()
+                                ),
+                                ..Default::default()
+                            }),
+                        };
+                        Message::binary(realtime::encode_protobuf(&Envelope::new(cid, message)))
+                    }
                 };
                 ctx.rec.borrow_mut().count(|c| c.sends += 1);
-                ws.send(Message::text(text)).await.map_err(ws_failure)?;
+                ws.send(message).await.map_err(ws_failure)?;
             }
             msg = ws.next() => {
-                let Some(Ok(Message::Text(text))) = &msg else {
-                    unsolicited(ctx, ws, msg).await?;
-                    continue;
-                };
                 let arrived = Instant::now();
-                let Ok(incoming) = serde_json::from_str::<Incoming>(text.as_str()) else {
+                let (incoming, bytes) = match &msg {
+                    Some(Ok(Message::Text(text))) => (
+                        serde_json::from_str::<Incoming>(text.as_str()).ok(),
+                        text.len() as u64,
+                    ),
+                    Some(Ok(Message::Binary(frame))) => {
+                        (Incoming::from_protobuf(frame), frame.len() as u64)
+                    }
+                    _ => {
+                        unsolicited(ctx, ws, msg).await?;
+                        continue;
+                    }
+                };
+                let Some(incoming) = incoming else {
                     ctx.rec.borrow_mut().count(|c| c.receives += 1);
                     continue;
                 };
                 let mut rec = ctx.rec.borrow_mut();
                 rec.count(|c| c.receives += 1);
                 if let Some(state) = &incoming.world_state {
-                    let bytes = text.len() as u64;
                     rec.count(|c| {
                         c.world_states += 1;
                         c.world_bytes += bytes;
