@@ -382,6 +382,35 @@ async fn garbage_spoofed_and_flooding_datagrams_are_dropped_and_counted() {
     }
 }
 
+/// A burst of requests whose answers are more than the outbox holds is answered in full and in
+/// order: the peer's task waits for the loop to drain the outbox (the limit is for a client
+/// that does not read, not for one that asks many things at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_requests_larger_than_the_outbox_is_answered_in_full() {
+    let (server, _db) = server(|config| config.socket.outgoing_queue_size = 4).await;
+    let owner = Client::connect(&server, "burst-owner").await;
+    let room = create_room(&server, &owner, 2).await;
+    let info = connection(&server, &owner, &room).await;
+    let mut player = EnetClient::connect(enet_addr(&info)).await;
+    player.send(&join_with_token("1", ticket(&info)));
+    player.next_kind("match").await;
+    for i in 0..100 {
+        player.send(&Envelope::new(format!("burst{i}"), Message::Ping(Ping {})));
+    }
+    for i in 0..100 {
+        let (_, pong) = player.next_kind("pong").await;
+        assert_eq!(pong.cid, format!("burst{i}"));
+    }
+    assert_eq!(
+        metric(
+            &server,
+            "muster_sockets_closed_total{reason=\"enet_queue_full\"}"
+        )
+        .await,
+        0.0
+    );
+}
+
 fn realtime_ping(i: usize) -> Vec<u8> {
     muster_proto::realtime::encode_protobuf(&Envelope::new(
         format!("flood{i}"),

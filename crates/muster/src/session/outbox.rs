@@ -21,8 +21,6 @@ use tokio::sync::Notify;
 pub struct Outbox {
     state: Mutex<State>,
     ready: Notify,
-    /// Woken by every drain, for a producer that waits for room ([`Outbox::until_below`]).
-    drained: Notify,
     /// The transport, when more than a task waiting in [`Outbox::ready`] takes the messages.
     /// One pointer, not an enum of kinds: every session holds it, and 8 bytes more put the
     /// session in jemalloc's next size class (320 bytes instead of 256).
@@ -46,6 +44,13 @@ pub trait Consumer: Send + Sync {
     /// queued before it.
     fn try_write(&self, _message: &Message) -> Direct {
         Direct::NotNow
+    }
+
+    /// Woken by every [`Outbox::drain`], for a transport whose session's own task waits for
+    /// room ([`Outbox::until_below`]: ENet). Kept by the transport that needs it, not by every
+    /// outbox: an idle socket's every byte counts.
+    fn drained(&self) -> Option<&Notify> {
+        None
     }
 }
 
@@ -90,7 +95,6 @@ impl Outbox {
                 closed: None,
             }),
             ready: Notify::new(),
-            drained: Notify::new(),
             consumer: None,
             capacity,
         }
@@ -195,15 +199,28 @@ impl Outbox {
             closed: state.closed,
         };
         drop(state);
-        self.drained.notify_waiters();
+        if let Some(drained) = self.drained_notify() {
+            drained.notify_waiters();
+        }
         drained
+    }
+
+    fn drained_notify(&self) -> Option<&Notify> {
+        self.consumer
+            .as_ref()
+            .and_then(|consumer| consumer.drained())
     }
 
     /// Resolves once fewer than `len` messages wait: a session's own task answering a burst of
     /// requests waits for its transport to take the answers instead of overflowing its outbox.
+    /// Only a transport whose consumer has a [`Consumer::drained`] notifier can wait; for the
+    /// others this resolves at once.
     pub async fn until_below(&self, len: usize) {
+        let Some(notify) = self.drained_notify() else {
+            return;
+        };
         loop {
-            let drained = self.drained.notified();
+            let drained = notify.notified();
             if self.state.lock().queue.len() < len {
                 return;
             }

@@ -232,12 +232,18 @@ impl Wakes {
 struct PeerWake {
     wakes: Arc<Wakes>,
     key: PeerKey,
+    /// Woken when the loop drains the outbox: the peer's task waits on it for room.
+    drained: tokio::sync::Notify,
 }
 
 impl Consumer for PeerWake {
     fn wake(&self) -> bool {
         self.wakes.wake(self.key);
         true
+    }
+
+    fn drained(&self) -> Option<&tokio::sync::Notify> {
+        Some(&self.drained)
     }
 }
 
@@ -651,6 +657,7 @@ impl Node {
                     Arc::new(PeerWake {
                         wakes: self.wakes.clone(),
                         key,
+                        drained: tokio::sync::Notify::new(),
                     }),
                 );
                 let guard = self.state.registry.register_with_outbox(
