@@ -78,29 +78,95 @@ impl Cells {
     }
 }
 
+/// Lists of items by cell over a [`Cells`] geometry: what both indexes are made of.
+#[derive(Debug, Clone)]
+pub struct CellLists<T> {
+    geometry: Cells,
+    lists: Vec<Vec<T>>,
+}
+
+impl<T: Clone> CellLists<T> {
+    /// Empty lists of `cell_m`-metre cells over `area`.
+    pub fn new(area: Rect, cell_m: f32) -> CellLists<T> {
+        let geometry = Cells::new(area, cell_m);
+        CellLists {
+            lists: vec![Vec::new(); geometry.count()],
+            geometry,
+        }
+    }
+
+    pub fn geometry(&self) -> &Cells {
+        &self.geometry
+    }
+
+    /// Makes room in each cell for as many items as `counts` gives it (by cell number).
+    pub fn reserve_counted(&mut self, counts: &[u32]) {
+        for (list, &n) in self.lists.iter_mut().zip(counts) {
+            list.reserve_exact(n as usize);
+        }
+    }
+
+    /// Appends `item` to `cell`'s list; returns its slot there.
+    pub fn push(&mut self, cell: u32, item: T) -> u32 {
+        let list = &mut self.lists[cell as usize];
+        list.push(item);
+        list.len() as u32 - 1
+    }
+
+    /// `cell`'s list.
+    pub fn list_mut(&mut self, cell: u32) -> &mut Vec<T> {
+        &mut self.lists[cell as usize]
+    }
+
+    /// The items of every cell that `rect` touches (a superset of those inside it).
+    pub fn touched(&self, rect: &Rect, mut f: impl FnMut(&T)) {
+        self.geometry.touching(rect, |cell| {
+            for item in &self.lists[cell as usize] {
+                f(item);
+            }
+        });
+    }
+
+    /// Items in all cells.
+    pub fn len(&self) -> usize {
+        self.lists.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lists.iter().all(Vec::is_empty)
+    }
+
+    /// Bytes held by the lists.
+    pub fn heap_bytes(&self) -> usize {
+        self.lists.capacity() * std::mem::size_of::<Vec<T>>()
+            + self
+                .lists
+                .iter()
+                .map(|l| l.capacity() * std::mem::size_of::<T>())
+                .sum::<usize>()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Grid {
-    geometry: Cells,
-    cells: Vec<Vec<Entry>>,
+    cells: CellLists<Entry>,
 }
 
 impl Grid {
     /// A grid of `cell_m`-metre cells over `area`.
     pub fn new(area: Rect, cell_m: f32) -> Grid {
-        let geometry = Cells::new(area, cell_m);
         Grid {
-            cells: vec![Vec::new(); geometry.count()],
-            geometry,
+            cells: CellLists::new(area, cell_m),
         }
     }
 
     pub fn cell_m(&self) -> f32 {
-        self.geometry.cell_m()
+        self.cells.geometry().cell_m()
     }
 
     /// The cell holding `p`.
     pub fn cell_of(&self, p: Point) -> u32 {
-        self.geometry.cell_of(p)
+        self.cells.geometry().cell_of(p)
     }
 
     /// Puts `entry` in the cell of its position; returns the cell and its slot there.
@@ -111,61 +177,48 @@ impl Grid {
 
     /// Puts `entry` in `cell` (which must be the cell of its position); returns its slot.
     pub fn insert_into(&mut self, cell: u32, entry: Entry) -> u32 {
-        let list = &mut self.cells[cell as usize];
-        list.push(entry);
-        list.len() as u32 - 1
+        self.cells.push(cell, entry)
     }
 
     /// How many cells there are.
     pub fn cell_count(&self) -> usize {
-        self.cells.len()
+        self.cells.geometry().count()
     }
 
     /// Makes room in each cell for as many entries as `counts` gives it (by cell number).
     pub fn reserve_counted(&mut self, counts: &[u32]) {
-        for (cell, &n) in self.cells.iter_mut().zip(counts) {
-            cell.reserve_exact(n as usize);
-        }
+        self.cells.reserve_counted(counts);
     }
 
     /// Moves the entry at `slot` of `cell` to `pos` in place (its cell must hold `pos`).
     pub fn update(&mut self, cell: u32, slot: u32, pos: Point) {
-        self.cells[cell as usize][slot as usize].pos = pos;
+        self.cells.list_mut(cell)[slot as usize].pos = pos;
     }
 
     /// Takes the entry at `slot` out of `cell`; returns the id now at `slot` (moved from the
     /// end), whose slot the caller must update, if any.
     pub fn remove(&mut self, cell: u32, slot: u32) -> Option<u32> {
-        let list = &mut self.cells[cell as usize];
+        let list = self.cells.list_mut(cell);
         list.swap_remove(slot as usize);
         list.get(slot as usize).map(|e| e.id)
     }
 
     /// The entries in every cell that `rect` touches (a superset of those inside it).
-    pub fn candidates(&self, rect: &Rect, mut f: impl FnMut(&Entry)) {
-        self.geometry.touching(rect, |cell| {
-            for entry in &self.cells[cell as usize] {
-                f(entry);
-            }
-        });
+    pub fn candidates(&self, rect: &Rect, f: impl FnMut(&Entry)) {
+        self.cells.touched(rect, f);
     }
 
     /// Entries in all cells.
     pub fn len(&self) -> usize {
-        self.cells.iter().map(Vec::len).sum()
+        self.cells.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.cells.is_empty()
     }
 
     /// Bytes held by the cells' lists.
     pub fn heap_bytes(&self) -> usize {
-        self.cells.capacity() * std::mem::size_of::<Vec<u32>>()
-            + self
-                .cells
-                .iter()
-                .map(|c| c.capacity() * std::mem::size_of::<Entry>())
-                .sum::<usize>()
+        self.cells.heap_bytes()
     }
 }

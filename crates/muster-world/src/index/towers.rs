@@ -5,60 +5,50 @@
 //! reads the few contiguous lists it touches.
 
 use crate::geo::{Point, Rect};
-use crate::index::grid::Cells;
+use crate::index::grid::CellLists;
 
 #[derive(Debug, Clone)]
 pub struct TowerIndex {
-    geometry: Cells,
-    cells: Vec<Vec<(Point, u32)>>,
-    len: usize,
+    cells: CellLists<(Point, u32)>,
 }
 
 impl TowerIndex {
     /// An empty index of `cell_m`-metre cells over `area` (towers outside it go to the border
     /// cells).
     pub fn new(area: Rect, cell_m: f32) -> TowerIndex {
-        let geometry = Cells::new(area, cell_m);
         TowerIndex {
-            cells: vec![Vec::new(); geometry.count()],
-            geometry,
-            len: 0,
+            cells: CellLists::new(area, cell_m),
         }
     }
 
     /// The index of `towers` (position, id), each cell sized before it is filled.
     pub fn build(area: Rect, cell_m: f32, towers: impl Iterator<Item = (Point, u32)>) -> Self {
         let mut index = TowerIndex::new(area, cell_m);
+        let geometry = index.cells.geometry();
         let placed: Vec<(u32, Point, u32)> = towers
-            .map(|(p, id)| (index.geometry.cell_of(p), p, id))
+            .map(|(p, id)| (geometry.cell_of(p), p, id))
             .collect();
-        let mut counts = vec![0u32; index.cells.len()];
+        let mut counts = vec![0u32; geometry.count()];
         for &(cell, _, _) in &placed {
             counts[cell as usize] += 1;
         }
-        for (list, n) in index.cells.iter_mut().zip(counts) {
-            list.reserve_exact(n as usize);
-        }
+        index.cells.reserve_counted(&counts);
         for (cell, p, id) in placed {
-            index.cells[cell as usize].push((p, id));
+            index.cells.push(cell, (p, id));
         }
-        index.len = index.cells.iter().map(Vec::len).sum();
         index
     }
 
     pub fn insert(&mut self, p: Point, id: u32) {
-        let cell = self.geometry.cell_of(p);
-        self.cells[cell as usize].push((p, id));
-        self.len += 1;
+        let cell = self.cells.geometry().cell_of(p);
+        self.cells.push(cell, (p, id));
     }
 
     /// Towers inside `rect`.
     pub fn in_rect(&self, rect: &Rect, mut f: impl FnMut(u32)) {
-        self.geometry.touching(rect, |cell| {
-            for &(p, id) in &self.cells[cell as usize] {
-                if rect.contains(p) {
-                    f(id);
-                }
+        self.cells.touched(rect, |&(p, id)| {
+            if rect.contains(p) {
+                f(id);
             }
         });
     }
@@ -70,30 +60,23 @@ impl TowerIndex {
             min: Point::new(p.x - radius, p.y - radius),
             max: Point::new(p.x + radius, p.y + radius),
         };
-        self.geometry.touching(&square, |cell| {
-            for &(at, id) in &self.cells[cell as usize] {
-                if at.distance2(p) <= r2 {
-                    f(id);
-                }
+        self.cells.touched(&square, |&(at, id)| {
+            if at.distance2(p) <= r2 {
+                f(id);
             }
         });
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.cells.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.cells.is_empty()
     }
 
     /// Bytes held by the cells' lists.
     pub fn heap_bytes(&self) -> usize {
-        self.cells.capacity() * std::mem::size_of::<Vec<(Point, u32)>>()
-            + self
-                .cells
-                .iter()
-                .map(|c| c.capacity() * std::mem::size_of::<(Point, u32)>())
-                .sum::<usize>()
+        self.cells.heap_bytes()
     }
 }

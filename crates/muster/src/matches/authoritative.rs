@@ -236,14 +236,21 @@ impl AuthoritativeHandle {
     }
 
     /// Queues an input for the next tick.
-    pub fn input(&self, input: Input) -> Result<(), MatchError> {
+    pub fn input(&self, input: Input) -> Result<(), InputRefused> {
         self.inputs.try_send(input).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => {
-                MatchError::BadInput("Match input queue is full; slow down.".into())
-            }
-            mpsc::error::TrySendError::Closed(_) => MatchError::Ended("Match has ended.".into()),
+            mpsc::error::TrySendError::Full(_) => InputRefused::Full,
+            mpsc::error::TrySendError::Closed(_) => InputRefused::Ended,
         })
     }
+}
+
+/// Why a match did not take an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputRefused {
+    /// Its queue is full: the match is behind its players.
+    Full,
+    /// It has ended.
+    Ended,
 }
 
 /// A control message the match's inbox did not take: busy (full) or over (closed).

@@ -40,7 +40,7 @@ use muster_proto::realtime::{
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use self::authoritative::{ActorEnv, AuthoritativeHandle, RoomMeta};
+use self::authoritative::{ActorEnv, AuthoritativeHandle, InputRefused, RoomMeta};
 use self::error::MatchError;
 use self::handler::{Handlers, Input, MatchParams};
 use self::id::MatchId;
@@ -617,15 +617,15 @@ impl Matches {
                     reliable: data.reliable,
                 };
                 match handle.input(input) {
-                    Err(ended @ MatchError::Ended(_)) => {
+                    Err(InputRefused::Ended) => {
                         self.registry
                             .remove_membership(session.session_id, handle.id);
-                        Err(ended)
+                        Err(MatchError::Ended("Match has ended.".into()))
                     }
                     // The match's queue is full: the match is behind, not the player (who is
                     // within its rate). The input is shed and counted, with no error to the
                     // player, as Nakama drops data its match cannot queue.
-                    Err(_) => {
+                    Err(InputRefused::Full) => {
                         self.metrics
                             .inputs_dropped
                             .with_label_values(&["queue_full"])

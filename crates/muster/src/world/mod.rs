@@ -71,8 +71,9 @@ pub struct World {
     metrics: Arc<WorldMetrics>,
     /// Players' new routes, computed off the shard threads behind a bounded queue.
     routes: Arc<muster_world::routing::RouteQueue>,
-    /// Threads that compute a tick's views (the cores).
-    aoi_threads: usize,
+    /// This machine's cores: the threads that compute a tick's views, and that load shards at
+    /// start.
+    cores: usize,
     shutdown: CancellationToken,
     /// The shards this node runs, by number (`None`: another node runs it, or none yet).
     running: parking_lot::RwLock<Vec<Option<Arc<Running>>>>,
@@ -325,7 +326,7 @@ impl World {
             dir,
             metrics,
             routes,
-            aoi_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             shutdown,
             running: parking_lot::RwLock::new((0..config.shards).map(|_| None).collect()),
             economy,
@@ -369,10 +370,9 @@ impl World {
     /// `shards / cores` restores' time rather than `shards`. Blocking.
     fn load_all(&self) -> anyhow::Result<Vec<Loaded>> {
         let shards = self.config.shards;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let next = std::sync::atomic::AtomicUsize::new(0);
         let mut loaded: Vec<(usize, anyhow::Result<Loaded>)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..cores.min(shards))
+            let workers: Vec<_> = (0..self.cores.min(shards))
                 .map(|_| {
                     scope.spawn(|| {
                         let mut done = Vec::new();
@@ -435,7 +435,7 @@ impl World {
                 every: ((config.rules.tick_hz / config.aoi_hz).round() as u64).max(1),
                 max_side: config.aoi_max_side_m,
                 margin: config.aoi_margin_m,
-                threads: self.aoi_threads,
+                threads: self.cores,
             },
             commands,
             subscribers: HashMap::new(),

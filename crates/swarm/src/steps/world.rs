@@ -158,7 +158,7 @@ pub async fn run(
                 }
                 seq += 1;
                 let cid = format!("w{seq}");
-                let (subscribe, claim) = if now >= next_pan {
+                let action = if now >= next_pan {
                     let intended = next_pan;
                     if seq > 1 {
                         let angle = rng.f32() * std::f32::consts::TAU;
@@ -168,43 +168,31 @@ pub async fn run(
                     next_pan += step.pan_every_s.as_duration();
                     waiting.push((cid.clone(), Waiting::Subscribe(intended)));
                     let half = step.box_m / 2.0;
-                    (Some(WorldSubscribe {
+                    Kind::WorldSubscribe(WorldSubscribe {
                         shard: step.shard,
                         min_x: at.0 - half,
                         min_y: at.1 - half,
                         max_x: at.0 + half,
                         max_y: at.1 + half,
-                    }), None)
+                    })
                 } else {
                     let intended = next_claim;
                     next_claim += step.claim_every_s.as_duration();
                     waiting.push((cid.clone(), Waiting::Claim(intended)));
-                    (None, Some(rng.u32(0..step.buildings)))
+                    Kind::Rpc(Rpc {
+                        id: "world_claim".into(),
+                        payload: format!(
+                            "{{\"shard\":{},\"building\":{}}}",
+                            step.shard,
+                            rng.u32(0..step.buildings)
+                        ),
+                        ..Default::default()
+                    })
                 };
-                let message = match (format, subscribe, claim) {
-                    (SocketFormat::Json, Some(b), _) => Message::text(format!(
-                        "{{\"cid\":\"{cid}\",\"world_subscribe\":{{\"shard\":{},\"min_x\":{},\"min_y\":{},\"max_x\":{},\"max_y\":{}}}}}",
-                        b.shard, b.min_x, b.min_y, b.max_x, b.max_y
-                    )),
-                    (SocketFormat::Json, None, building) => Message::text(format!(
-                        "{{\"cid\":\"{cid}\",\"rpc\":{{\"id\":\"world_claim\",\"payload\":\"{{\\\"shard\\\":{},\\\"building\\\":{}}}\"}}}}",
-                        step.shard, building.unwrap_or_default()
-                    )),
-                    (SocketFormat::Protobuf, subscribe, building) => {
-                        let message = match subscribe {
-                            Some(b) => Kind::WorldSubscribe(b),
-                            None => Kind::Rpc(Rpc {
-                                id: "world_claim".into(),
-                                payload: format!(
-                                    "{{\"shard\":{},\"building\":{}}}",
-                                    step.shard,
-                                    building.unwrap_or_default()
-                                ),
-                                ..Default::default()
-                            }),
-                        };
-                        Message::binary(realtime::encode_protobuf(&Envelope::new(cid, message)))
-                    }
+                let envelope = Envelope::new(cid, action);
+                let message = match format {
+                    SocketFormat::Json => Message::text(realtime::encode_json(&envelope)),
+                    SocketFormat::Protobuf => Message::binary(realtime::encode_protobuf(&envelope)),
                 };
                 ctx.rec.borrow_mut().count(|c| c.sends += 1);
                 ws.send(message).await.map_err(ws_failure)?;
