@@ -25,9 +25,8 @@ impl TowerIndex {
     pub fn build(area: Rect, cell_m: f32, towers: impl Iterator<Item = (Point, u32)>) -> Self {
         let mut index = TowerIndex::new(area, cell_m);
         let geometry = index.cells.geometry();
-        let placed: Vec<(u32, Point, u32)> = towers
-            .map(|(p, id)| (geometry.cell_of(p), p, id))
-            .collect();
+        let placed: Vec<(u32, Point, u32)> =
+            towers.map(|(p, id)| (geometry.cell_of(p), p, id)).collect();
         let mut counts = vec![0u32; geometry.count()];
         for &(cell, _, _) in &placed {
             counts[cell as usize] += 1;
