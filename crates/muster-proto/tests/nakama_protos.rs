@@ -4,8 +4,8 @@
 //! exactly the proto message's field names (protojson's proto names, which Nakama's gateway
 //! writes); a body that covers only part of its message says which fields it leaves out.
 //!
-//! Without `NAKAMA_COMMON_DIR` the test is skipped with a note, unless
-//! `TEST_REQUIRE_NAKAMA_PROTOS=1` (which the test command sets) makes that a failure.
+//! It needs `NAKAMA_COMMON_DIR`: ignored unless asked for (`--include-ignored`, as `scripts/test`
+//! runs it), and failing when run without it.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -14,18 +14,12 @@ use muster_proto::api;
 use prost_types::{DescriptorProto, FileDescriptorSet};
 use serde::Serialize;
 
-fn nakama_common() -> Option<PathBuf> {
-    match std::env::var_os("NAKAMA_COMMON_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                std::env::var("TEST_REQUIRE_NAKAMA_PROTOS").as_deref() != Ok("1"),
-                "TEST_REQUIRE_NAKAMA_PROTOS=1 but NAKAMA_COMMON_DIR is not set"
-            );
-            eprintln!("skipped: NAKAMA_COMMON_DIR not set (scripts/test fetches nakama-common)");
-            None
-        }
-    }
+fn nakama_common() -> PathBuf {
+    std::env::var_os("NAKAMA_COMMON_DIR")
+        .map(PathBuf::from)
+        .expect(
+        "this test needs nakama-common's protos: set NAKAMA_COMMON_DIR (scripts/test fetches them)",
+    )
 }
 
 fn api_proto(dir: &std::path::Path) -> FileDescriptorSet {
@@ -77,10 +71,9 @@ fn check(set: &FileDescriptorSet, proto: &str, body: &impl Serialize, left_out: 
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn storage_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let object = api::StorageObject {
         collection: "c".into(),
@@ -150,10 +143,9 @@ fn storage_bodies_are_nakamas() {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn account_and_session_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let session = api::Session {
         token: "t".into(),
@@ -222,10 +214,9 @@ fn account_and_session_bodies_are_nakamas() {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn leaderboard_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let write = api::LeaderboardRecordWrite {
         score: 1,
@@ -311,10 +302,9 @@ fn leaderboard_bodies_are_nakamas() {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn notification_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let notification = muster_proto::realtime::Notification {
         id: "i".into(),
@@ -336,10 +326,9 @@ fn notification_bodies_are_nakamas() {
 /// Every message kind Muster speaks in the realtime envelope carries Nakama's `Envelope` field
 /// number for its name (rtapi/realtime.proto), in the protobuf encoding Muster writes.
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn realtime_envelope_numbers_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = protox::compile(["rtapi/realtime.proto"], [&dir]).expect("realtime.proto compiles");
     let envelope = set
         .file
@@ -379,10 +368,9 @@ fn realtime_envelope_numbers_are_nakamas() {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn friend_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let friend = api::Friend {
         user: api::User::default(),
@@ -409,10 +397,9 @@ fn friend_bodies_are_nakamas() {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn match_list_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let listed = api::Match {
         match_id: "m.".into(),
@@ -434,10 +421,9 @@ fn match_list_bodies_are_nakamas() {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn group_bodies_are_nakamas() {
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = api_proto(&dir);
     let group = api::Group {
         id: "g".into(),
@@ -521,6 +507,7 @@ fn first_field_number(bytes: &[u8]) -> i32 {
 }
 
 #[test]
+#[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
 fn status_and_party_message_fields_are_nakamas() {
     use muster_proto::realtime::{
         Party, PartyCreate, PartyData, PartyDataSend, PartyJoinRequest, PartyLeader,
@@ -529,9 +516,7 @@ fn status_and_party_message_fields_are_nakamas() {
         UserPresence,
     };
     use prost::Message as _;
-    let Some(dir) = nakama_common() else {
-        return;
-    };
+    let dir = nakama_common();
     let set = protox::compile(["rtapi/realtime.proto"], [&dir]).expect("realtime.proto compiles");
     let number = |message: &str, field: &str| {
         set.file

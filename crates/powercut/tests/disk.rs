@@ -2,8 +2,8 @@
 //! reads before the cut see pending writes, and metadata (truncate, rename, unlink, owners)
 //! goes straight to the backing directory. SQLite in WAL mode runs on it.
 //!
-//! Needs `/dev/fuse` and `fusermount3` (Debian's `fuse3`); without them the tests are skipped
-//! with a note, unless `TEST_REQUIRE_FUSE=1` (the test command sets it) makes that a failure.
+//! Needs `/dev/fuse` and `fusermount3` (Debian's `fuse3`): the tests are ignored unless asked for
+//! (`--include-ignored`, as `scripts/test` runs them), and fail when run without them.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -25,33 +25,27 @@ impl Place {
     }
 }
 
-/// A fresh place, or `None` (with a note) when FUSE is not available here.
-fn place() -> Option<Place> {
-    let missing = if !Path::new("/dev/fuse").exists() {
-        Some("/dev/fuse")
-    } else if !on_path("fusermount3") {
-        Some("fusermount3")
-    } else {
-        None
-    };
-    if let Some(missing) = missing {
-        assert!(
-            std::env::var("TEST_REQUIRE_FUSE").as_deref() != Ok("1"),
-            "TEST_REQUIRE_FUSE=1 but {missing} is missing"
-        );
-        eprintln!("skipped: {missing} is missing (Debian's fuse3 provides FUSE's tools)");
-        return None;
-    }
+/// A fresh place; the test fails when FUSE is not available here (these tests are ignored unless
+/// asked for, as `scripts/test` does).
+fn place() -> Place {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "this test needs FUSE: /dev/fuse is missing"
+    );
+    assert!(
+        on_path("fusermount3"),
+        "this test needs FUSE: fusermount3 is missing (Debian's fuse3)"
+    );
     let dir = tempfile::tempdir().expect("temp dir");
     let backing = dir.path().join("backing");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&backing).expect("backing dir");
     std::fs::create_dir(&mnt).expect("mountpoint");
-    Some(Place {
+    Place {
         _dir: dir,
         backing,
         mnt,
-    })
+    }
 }
 
 fn on_path(program: &str) -> bool {
@@ -64,8 +58,9 @@ fn is_root() -> bool {
 }
 
 #[test]
+#[ignore = "needs FUSE"]
 fn fsynced_data_survives_a_cut_and_the_rest_is_gone() {
-    let Some(place) = place() else { return };
+    let place = place();
     let disk = place.mount();
     let mut file = File::create(place.mnt.join("log")).expect("create");
     file.write_all(b"first, synced").expect("write");
@@ -109,8 +104,9 @@ fn fsynced_data_survives_a_cut_and_the_rest_is_gone() {
 }
 
 #[test]
+#[ignore = "needs FUSE"]
 fn overwrites_in_the_middle_and_o_dsync_writes() {
-    let Some(place) = place() else { return };
+    let place = place();
     let disk = place.mount();
     let path = place.mnt.join("pages");
     let mut file = File::create(&path).expect("create");
@@ -149,8 +145,9 @@ fn overwrites_in_the_middle_and_o_dsync_writes() {
 }
 
 #[test]
+#[ignore = "needs FUSE"]
 fn truncate_rename_and_unlink_go_straight_to_the_backing_directory() {
-    let Some(place) = place() else { return };
+    let place = place();
     let disk = place.mount();
     let m = &place.mnt;
     // Truncation: durable at once; pending bytes past the new end are gone, those before stay
@@ -237,8 +234,9 @@ fn truncate_rename_and_unlink_go_straight_to_the_backing_directory() {
 }
 
 #[test]
+#[ignore = "needs FUSE"]
 fn a_clean_unmount_flushes_everything() {
-    let Some(place) = place() else { return };
+    let place = place();
     let disk = place.mount();
     std::fs::write(place.mnt.join("f"), b"kept").expect("write");
     let stats = disk.unmount().expect("unmount");
@@ -250,12 +248,10 @@ fn a_clean_unmount_flushes_everything() {
 }
 
 #[test]
+#[ignore = "needs FUSE and root"]
 fn owners_and_modes_pass_through() {
-    let Some(place) = place() else { return };
-    if !is_root() {
-        eprintln!("skipped: chowning to the caller needs root");
-        return;
-    }
+    let place = place();
+    assert!(is_root(), "this test needs root (chowning to the caller)");
     let disk = place.mount();
     std::fs::set_permissions(
         &place.mnt,
@@ -332,11 +328,12 @@ fn sqlite_writer() {
 }
 
 #[test]
+#[ignore = "needs FUSE"]
 fn sqlite_in_wal_mode_keeps_what_it_committed_and_loses_what_it_did_not_sync() {
     if std::env::var_os(SQLITE_CHILD).is_some() {
         return;
     }
-    let Some(place) = place() else { return };
+    let place = place();
     let db = place.mnt.join("game.db");
     let disk = place.mount();
     let mut writer = std::process::Command::new(std::env::current_exe().expect("test binary"))
