@@ -2,7 +2,6 @@
 //! UDP socket), and a lossy UDP relay that drops and reorders datagrams between a client and
 //! the server.
 
-#![allow(dead_code)] // each test file uses a different part
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};

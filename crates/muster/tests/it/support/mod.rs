@@ -7,8 +7,7 @@
 //! - [`metrics`]: one metric read from `/metrics`;
 //! - [`crash`]: the real binary as a process, to `kill -9` and restart.
 //!
-//! Each test file is its own crate and uses only some of it.
-#![allow(dead_code, unused_imports)]
+
 
 pub mod client;
 pub mod crash;
@@ -19,8 +18,8 @@ pub mod postgres;
 pub mod server;
 pub mod wait;
 
-pub use client::{next_json, read_json, Client, Tcp, WAIT};
-pub use crash::{cluster_node_command, free_port, muster_command, spawn_listening, Binary};
+pub use client::{next_json, Client};
+pub use crash::{cluster_node_command, free_port, muster_command, Binary};
 pub use metrics::{metric, metric_at};
 pub use postgres::PrivatePostgres;
 pub use server::*;

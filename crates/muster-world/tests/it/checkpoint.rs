@@ -1,7 +1,7 @@
 //! Checkpoints: a round trip gives back the live state (and it plays on the same), damage is
 //! detected, and a writer killed with -9 mid-checkpoint leaves the previous checkpoint whole.
 
-mod support;
+use crate::support;
 
 use std::io::BufRead as _;
 use std::time::Duration;
@@ -157,7 +157,7 @@ fn kill_9_during_a_checkpoint_leaves_the_previous_one_whole() {
             .args([
                 "--ignored",
                 "--exact",
-                "checkpoint_writer_child",
+                "checkpoint::checkpoint_writer_child",
                 "--nocapture",
                 "--test-threads",
                 "1",

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{count, run_swarm, Muster};
 
 const PLAYERS: u64 = 10;

@@ -1,7 +1,7 @@
 //! The real Helsinki extract: what the import reads, and routes that follow its roads and are
 //! as fast as an independent Dijkstra says.
 
-mod support;
+use crate::support;
 
 use std::collections::BinaryHeap;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::Muster;
 
 const TOKEN: &str = "a-test-token-of-some-length";

@@ -8,7 +8,7 @@ use std::time::Duration;
 use muster_gateway::mock::{MockOrigin, MockSettings};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{run_swarm, Muster};
 
 const SCENARIO: &str = r#"

@@ -1,6 +1,5 @@
 //! What the world's tests share: the real Helsinki extract and small maps built by hand.
 
-#![allow(dead_code)] // each test file uses a different part
 
 use std::sync::{Arc, OnceLock};
 

@@ -2,7 +2,7 @@
 //! pan viewports and claim buildings; the report counts snapshots, updates and their bytes, and
 //! Muster counts the claims it applied.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

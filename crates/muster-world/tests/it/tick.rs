@@ -1,7 +1,7 @@
 //! The tick with time in the test's hands: creeps move along their routes at their speed,
 //! cross cells, arrive and pay; towers shoot what is in range; bad actions are refused.
 
-mod support;
+use crate::support;
 
 use muster_world::routing::Router;
 use muster_world::shard::{Rules, Shard};

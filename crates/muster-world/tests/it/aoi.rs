@@ -1,7 +1,7 @@
 //! Areas of interest on a road the test reasons about: a snapshot, then deltas; hysteresis at
 //! the box's edge; changes of towers; panning; boxes refused.
 
-mod support;
+use crate::support;
 
 use muster_world::aoi::View;
 use muster_world::geo::{Point, Rect};

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{run_swarm, Muster};
 
 impl Muster {

@@ -4,7 +4,6 @@
 //! SIGTERM does (its shutdown future fires) followed by the process going away (the runtime is
 //! dropped, with every task and socket it still had).
 
-#![allow(dead_code)] // each test file uses a different part
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! TCP connections that join with their tickets, and replays a recorded game through the
 //! server's relay.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

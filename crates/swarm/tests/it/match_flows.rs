@@ -3,7 +3,7 @@
 //! client-interval) and Hathora's (create a room, look up its connection info, two TCP players,
 //! record a game, replay it).
 
-mod common;
+use crate::common;
 use common::{count, rooms_replay_scenario, run_ok, space_ape_scenario, Muster};
 
 #[test]

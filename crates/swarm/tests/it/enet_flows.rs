@@ -3,7 +3,7 @@
 //! over ENet, play at 15 Hz, RTT and client-interval) and Hathora's (create a room, look up its
 //! connection info, two ENet players at its `enet` endpoint, play).
 
-mod common;
+use crate::common;
 use common::{count, run_ok, space_ape_scenario, Muster};
 
 #[test]
