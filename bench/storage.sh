@@ -86,7 +86,7 @@ done
 if [ "$ENGINES" != "${ENGINES/postgres/}" ]; then
   "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE bench_reference" >/dev/null
   "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d bench_reference \
-    -f "$root/crates/muster/src/store/migrations/postgres/0009_storage_objects.sql" >/dev/null
+    -f "$root/crates/muster/src/storage/migrations/0009_storage_objects.postgres.sql" >/dev/null
   mkdir -p "$work/pgbench"
   "$root/bench/pgbench-statements.py" storage "$work/pgbench"
   for run in $(seq 1 "$RUNS"); do

@@ -22,6 +22,7 @@ use crate::chat::Chat;
 use crate::cluster::bus::Bus;
 use crate::cluster::shared::ClusterRouter;
 use crate::cluster::{Cluster, LocalRouter, Router};
+use crate::economy::store::StartingGrant;
 use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
 use crate::links::Links;
@@ -30,10 +31,10 @@ use crate::matches::Matches;
 use crate::net::connection::ConnectionCounter;
 use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::{AppState, Shared};
+use crate::services::Stores;
 use crate::session::channels::ChannelRegistry;
 use crate::session::registry::SessionObserver;
 use crate::session::SessionRegistry;
-use crate::store::{self, LinkStore, StartingGrant, Store};
 
 /// What a game adds to Muster in Rust: its authoritative match handlers and its server
 /// functions. The default has the built-in handlers (`arena`) and no functions of its own (the
@@ -53,12 +54,12 @@ impl Default for GameLogic {
 }
 
 /// Builds every service from `config` with a game's own logic (its match handlers and server
-/// functions): the handlers' shared state, and the store, which the app closes last.
+/// functions): the handlers' shared state, and the stores, which the app closes last.
 async fn build(
     config: Config,
     game: GameLogic,
     clock: Clock,
-) -> anyhow::Result<(AppState, Arc<dyn Store>)> {
+) -> anyhow::Result<(AppState, Stores)> {
     let GameLogic {
         mut handlers,
         mut functions,
@@ -66,19 +67,19 @@ async fn build(
     let grant = StartingGrant::from_config(&config.economy)
         .map_err(|e| anyhow::anyhow!("configuration error: economy: {e}"))?;
     let metrics = Arc::new(Metrics::new());
-    let store = store::open(&config, metrics.clone()).await?;
+    let stores = Stores::open(&config, metrics.clone()).await?;
     let tokens = Arc::new(
         TokenService::new(
             &config.session,
-            store.as_ref(),
-            store.clone(),
+            stores.secrets.as_ref(),
+            stores.tokens.clone(),
             clock.clone(),
         )
         .await?,
     );
     let accounts = Arc::new(
         Accounts::new(
-            store.clone(),
+            stores.accounts.clone(),
             tokens.clone(),
             Hasher::new()?,
             metrics.clone(),
@@ -122,12 +123,25 @@ async fn build(
         Some(cluster) => (cluster.router.clone(), cluster.router.clone()),
         None => (local.clone(), local),
     };
-    let chat = Arc::new(Chat::new(&config.chat, &store, metrics.clone(), router.clone()).await?);
+    let chat_stores = crate::chat::ChatStores {
+        messages: stores.chat.clone(),
+        accounts: stores.accounts.clone(),
+        friends: stores.friends.clone(),
+        groups: stores.groups.clone(),
+    };
+    let chat = Chat::new(
+        &config.chat,
+        stores.secrets.as_ref(),
+        chat_stores,
+        metrics.clone(),
+        router.clone(),
+    );
+    let chat = Arc::new(chat.await?);
     let shutdown = CancellationToken::new();
     // The world's shards start before the functions are fixed: its actions are functions.
-    let economy = Arc::new(Economy::new(store.clone(), metrics.clone()));
+    let economy = Arc::new(Economy::new(stores.economy.clone(), metrics.clone()));
     // A clustered world's shards move between nodes under leases in the shared database.
-    let seat = match (&cluster, store.world_leases()) {
+    let seat = match (&cluster, stores.world_leases.clone()) {
         (Some(cluster), Some(leases)) => Some(crate::world::ClusterSeat {
             bus: cluster.bus.clone(),
             leases,
@@ -155,11 +169,11 @@ async fn build(
         &config.runtime.player_builtin_functions,
     );
     let storage = Arc::new(crate::storage::Storage::new(
-        store.clone(),
+        stores.storage.clone(),
         config.storage.clone(),
     ));
     let leaderboards = crate::leaderboards::Leaderboards::start(
-        store.clone(),
+        stores.leaderboards.clone(),
         &config.leaderboards,
         clock.clone(),
         cluster.as_ref().map(|c| c.bus.clone()),
@@ -167,13 +181,13 @@ async fn build(
     .await
     .map_err(|e| anyhow::anyhow!("leaderboards: {e}"))?;
     let notifications = Arc::new(crate::notifications::Notifications::new(
-        store.clone(),
+        stores.notifications.clone(),
         router.clone(),
         config.notifications.max_per_user,
     ));
     let friends = Arc::new(crate::friends::Friends::new(
-        store.clone(),
-        store.clone(),
+        stores.friends.clone(),
+        stores.accounts.clone(),
         notifications.clone(),
         router.clone(),
         &config.friends,
@@ -185,7 +199,7 @@ async fn build(
     );
     group_evictions.follow().await?;
     let groups = Arc::new(crate::groups::Groups::new(
-        store.clone(),
+        stores.groups.clone(),
         notifications.clone(),
         router.clone(),
         group_evictions,
@@ -193,7 +207,7 @@ async fn build(
     ));
     let status = Arc::new(crate::status::StatusService::new(
         router.clone(),
-        store.clone(),
+        stores.accounts.clone(),
         statuses,
         &config.status,
     ));
@@ -229,10 +243,9 @@ async fn build(
         module.register(&mut functions, &mut handlers);
     }
     let rpc = Arc::new(Rpc::new(functions, domains, metrics.clone()));
-    let link_store: Arc<dyn LinkStore> = store.clone();
     let links = Arc::new(Links::new(
         &config.links,
-        link_store,
+        stores.links.clone(),
         &metrics,
         clock.clone(),
     ));
@@ -240,11 +253,11 @@ async fn build(
     let limits = &config.limits;
     let matches = Matches::build(
         &config,
-        store.as_ref(),
+        stores.secrets.as_ref(),
         &metrics,
         handlers,
         cluster.as_ref().map(|c| &c.bus),
-        store.shared_matchmaker(),
+        stores.matchmaker.clone(),
         shutdown.child_token(),
     )
     .await?;
@@ -282,7 +295,7 @@ async fn build(
         ));
         let mut console = crate::console::Console::new(
             &config.console,
-            store.clone(),
+            stores.console.clone(),
             Hasher::new()?,
             clock.clone(),
             history,
@@ -351,7 +364,7 @@ async fn build(
         shutdown,
         sockets: TaskTracker::new(),
     });
-    Ok((state, store))
+    Ok((state, stores))
 }
 
 /// Says, at start, which secret is left at a value everyone knows (or empty where that opens
@@ -469,7 +482,7 @@ pub async fn run_on(
         links: links_listener,
         console: console_listener,
     } = listeners;
-    let (state, store) = build(config, game, clock).await?;
+    let (state, stores) = build(config, game, clock).await?;
     // Every listener is bound before any is announced: a port that is taken stops the start
     // with an error naming its setting, not after the server said it was up.
     let tcp = bind_setting(&state.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
@@ -636,7 +649,7 @@ pub async fn run_on(
     if clicks.await.is_err() {
         tracing::error!("the click writer stopped abnormally");
     }
-    store.close().await;
+    stores.close().await;
     tracing::info!("shutdown complete");
     Ok(())
 }

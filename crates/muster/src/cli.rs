@@ -436,7 +436,7 @@ fn run(cli: Cli, game: GameLogic) -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Some(Command::Migrate) => {
-                let (applied, version) = crate::store::migrate(&config).await?;
+                let (applied, version) = crate::services::migrate(&config).await?;
                 println!("applied {applied} migration(s); schema at version {version}");
                 Ok(())
             }

@@ -36,6 +36,7 @@ pub mod matches;
 pub mod net;
 pub mod notifications;
 pub mod parties;
+pub mod services;
 pub mod session;
 pub mod status;
 pub mod storage;

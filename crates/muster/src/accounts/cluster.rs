@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::tokens::{RevocationObserver, TokenService};
+use crate::accounts::store::Revocation;
 use crate::cluster::bus::Bus;
-use crate::store::Revocation;
 
 const TOPIC: &str = "revoked";
 

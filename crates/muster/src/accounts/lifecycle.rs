@@ -5,7 +5,8 @@ use muster_proto::api::User;
 use uuid::Uuid;
 
 use super::{validate_email, validate_id, validate_password, AccountError, Accounts, Login};
-use crate::store::{AccountRecord, Credential, StoreError};
+use crate::accounts::store::{AccountRecord, Credential};
+use crate::store::StoreError;
 
 /// Most ids and usernames one `GET /v2/user` names, together.
 pub const MAX_USERS_PER_REQUEST: usize = 1000;

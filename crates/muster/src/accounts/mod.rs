@@ -2,6 +2,10 @@
 //! profile, and how a session is issued, refreshed and ended. HTTP handlers call in here; this
 //! module calls the store and never sees HTTP.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod bans;
 pub mod cluster;
 pub mod lifecycle;
@@ -16,11 +20,11 @@ use rand::Rng;
 use uuid::Uuid;
 
 use crate::accounts::password::Hasher;
+use crate::accounts::store::{AccountStore, AccountUpdate, Credential, Identity, NewUser};
 use crate::accounts::tokens::{Claims, TokenService};
 use crate::base::metrics::Metrics;
-use crate::store::{
-    AccountStore, AccountUpdate, Credential, Identity, NewUser, StartingGrant, StoreError,
-};
+use crate::economy::store::StartingGrant;
+use crate::store::StoreError;
 
 const MAX_VARS: usize = 32;
 const MAX_VAR_KEY_BYTES: usize = 64;

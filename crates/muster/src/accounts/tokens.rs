@@ -29,8 +29,9 @@ use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::accounts::store::{Revocation, TokenStore};
 use crate::base::clock::Clock;
-use crate::store::{Revocation, SecretStore, StoreError, TokenStore};
+use crate::store::{SecretStore, StoreError};
 
 /// How far before the previous look's clock each reload of revocations starts: longer than a
 /// write takes from its statement to its commit.

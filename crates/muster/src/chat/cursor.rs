@@ -9,7 +9,7 @@
 
 use base64::Engine as _;
 
-use crate::store::HistoryRow;
+use crate::chat::store::HistoryRow;
 
 /// Nakama's largest page.
 pub const MAX_LIMIT: usize = 100;
@@ -191,7 +191,7 @@ pub struct Page {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ChannelMessageRecord;
+    use crate::chat::store::ChannelMessageRecord;
 
     const CHANNEL: &str = "2...lobby";
 

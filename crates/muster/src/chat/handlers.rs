@@ -13,11 +13,11 @@ use uuid::Uuid;
 use super::ids::Fields;
 use super::rules::{self, Target};
 use super::{Chat, ChatError};
+use crate::chat::store::ChannelMessageRecord;
 use crate::cluster::JoinLimits;
 use crate::session::channels::{Admitted, Channel, ChannelRefusal, JoinFlags};
 use crate::session::fanout::Encoded;
 use crate::session::{Answer, Session};
-use crate::store::ChannelMessageRecord;
 
 /// Nakama's message codes.
 pub mod code {
@@ -87,7 +87,7 @@ async fn join(
                     return Err(ChatError::UserNotFound);
                 }
                 if chat.friends.friend_state(other, session.user_id).await?
-                    == Some(crate::store::friend_state::BLOCKED)
+                    == Some(crate::friends::store::friend_state::BLOCKED)
                 {
                     return Err(ChatError::Blocked);
                 }
@@ -100,7 +100,7 @@ async fn join(
                     .groups
                     .member_state(group, session.user_id)
                     .await?
-                    .is_some_and(crate::store::groups::state::is_member)
+                    .is_some_and(crate::groups::store::state::is_member)
             {
                 return Err(ChatError::NotGroupMember);
             }

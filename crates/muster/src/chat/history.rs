@@ -10,7 +10,8 @@ use uuid::Uuid;
 use super::cursor::{Cursor, Plan, MAX_LIMIT};
 use super::ids::Fields;
 use super::Chat;
-use crate::store::{HistoryQuery, StoreError};
+use crate::chat::store::HistoryQuery;
+use crate::store::StoreError;
 
 /// One page request.
 pub struct HistoryRequest {
@@ -58,7 +59,7 @@ impl Chat {
                         .groups
                         .member_state(group, reader.unwrap_or_default())
                         .await?
-                        .is_some_and(crate::store::groups::state::is_member),
+                        .is_some_and(crate::groups::store::state::is_member),
                     Err(_) => false,
                 };
                 if !member {
@@ -140,7 +141,7 @@ impl Chat {
 }
 
 /// A stored message as Nakama's API shows it.
-fn stored_message(row: crate::store::HistoryRow) -> ChannelMessage {
+fn stored_message(row: crate::chat::store::HistoryRow) -> ChannelMessage {
     let m = row.message;
     let fields = Fields::of(&m.channel_id);
     ChannelMessage {

@@ -16,6 +16,10 @@
 //! durable), encodes it once per format and queues a cheap clone on every member's outbox (the
 //! sender's included, as Nakama does), then answers the sender with the ack.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod cursor;
 pub mod handlers;
 pub mod history;
@@ -29,10 +33,12 @@ use std::sync::Arc;
 pub use handlers::handle;
 use ids::MessageIds;
 
+use crate::accounts::store::AccountStore;
 use crate::base::config::ChatConfig;
 use crate::base::metrics::Metrics;
+use crate::chat::store::ChatStore;
 use crate::cluster::Router;
-use crate::store::{AccountStore, ChatStore, Store, StoreError};
+use crate::store::{SecretStore, StoreError};
 
 /// The chat service every socket task shares.
 pub struct Chat {
@@ -45,20 +51,30 @@ pub struct Chat {
     /// Direct chats need the other user to exist.
     pub accounts: Arc<dyn AccountStore>,
     /// ... and not to have blocked the caller.
-    pub friends: Arc<dyn crate::store::FriendStore>,
-    pub groups: Arc<dyn crate::store::groups::GroupStore>,
+    pub friends: Arc<dyn crate::friends::store::FriendStore>,
+    pub groups: Arc<dyn crate::groups::store::GroupStore>,
     pub metrics: Arc<Metrics>,
+}
+
+/// What chat reads and writes: its messages, and who may talk to whom (accounts, blocks, group
+/// memberships).
+pub struct ChatStores {
+    pub messages: Arc<dyn ChatStore>,
+    pub accounts: Arc<dyn AccountStore>,
+    pub friends: Arc<dyn crate::friends::store::FriendStore>,
+    pub groups: Arc<dyn crate::groups::store::GroupStore>,
 }
 
 impl Chat {
     /// Builds the service; the message-id key is generated once and kept in the database.
     pub async fn new(
         config: &ChatConfig,
-        store: &Arc<dyn Store>,
+        secrets: &dyn SecretStore,
+        stores: ChatStores,
         metrics: Arc<Metrics>,
         router: Arc<dyn Router>,
     ) -> Result<Chat, StoreError> {
-        let stored = store
+        let stored = secrets
             .secret("channel_message_key", MessageIds::random_key_hex())
             .await?;
         let key = MessageIds::key_from_hex(&stored).ok_or_else(|| {
@@ -68,10 +84,10 @@ impl Chat {
             router,
             ids: MessageIds::new(key),
             config: config.clone(),
-            messages: store.clone(),
-            accounts: store.clone(),
-            friends: store.clone(),
-            groups: store.clone(),
+            messages: stores.messages,
+            accounts: stores.accounts,
+            friends: stores.friends,
+            groups: stores.groups,
             metrics,
         })
     }

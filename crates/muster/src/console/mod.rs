@@ -5,6 +5,10 @@
 //! ([`history`]: the node's metrics sampled each second, kept for an hour at 1 s and a week at
 //! 1 min).
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod history;
 pub mod nodes;
 pub mod users;
@@ -23,7 +27,8 @@ use crate::base::clock::Clock;
 use crate::base::config::console::is_console_username;
 use crate::base::config::ConsoleConfig;
 use crate::base::ratelimit::{IpLimit, KeyedLimit};
-use crate::store::{AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow, StoreError};
+use crate::console::store::{AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow};
+use crate::store::StoreError;
 pub use users::Role;
 
 /// Most audit entries one page of the log holds.
@@ -314,7 +319,7 @@ impl Console {
         &self,
         text: &str,
         after: Option<String>,
-    ) -> Result<Vec<crate::store::AccountRecord>, ConsoleError> {
+    ) -> Result<Vec<crate::accounts::store::AccountRecord>, ConsoleError> {
         if text.len() > 256 {
             return Err(ConsoleError::Invalid(
                 "A search is at most 256 bytes.".into(),

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use super::EconomyError;
-use crate::store::{Changes, ItemDelta, LedgerWrite};
+use crate::economy::store::{Changes, ItemDelta, LedgerWrite};
 
 /// Most currencies one change may touch.
 pub const MAX_CURRENCIES: usize = 16;

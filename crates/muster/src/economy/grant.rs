@@ -9,7 +9,7 @@
 
 use crate::base::config::EconomyConfig;
 use crate::economy::change::check_name;
-use crate::store::{Changes, ItemDelta, StartingGrant};
+use crate::economy::store::{Changes, ItemDelta, StartingGrant};
 
 impl StartingGrant {
     /// The grant `config` describes, checked; `None` when it grants nothing.

@@ -15,6 +15,10 @@
 //! Durability: a change is answered only once the database has committed it (group commit on
 //! both engines, see [`crate::store`]).
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod change;
 pub mod grant;
 
@@ -27,9 +31,10 @@ use uuid::Uuid;
 pub use change::Change;
 
 use crate::base::metrics::Metrics;
-use crate::store::{
-    Changes, EconomyStore, InventoryItem, LedgerEntry, LedgerOutcome, Refusal, StoreError,
+use crate::economy::store::{
+    Changes, EconomyStore, InventoryItem, LedgerEntry, LedgerOutcome, Refusal,
 };
+use crate::store::StoreError;
 
 /// Most ledger rows one page may hold.
 pub const MAX_LEDGER_PAGE: usize = 100;
@@ -82,7 +87,7 @@ impl From<StoreError> for EconomyError {
             | StoreError::CodeTaken
             | StoreError::CredentialTaken
             | StoreError::LimitReached
-            | StoreError::Group(_)
+            | StoreError::Refused(_)
             | StoreError::Database(_) => {
                 tracing::error!(%error, "economy store error");
                 EconomyError::Internal

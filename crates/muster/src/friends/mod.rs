@@ -4,6 +4,10 @@
 //! ends whatever the other had with you. Each change the other user should know of is a
 //! persistent notification with Nakama's code, delivered at once on any node.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod cursor;
 
 use std::sync::Arc;
@@ -12,10 +16,12 @@ use muster_proto::api::{Friend, FriendList, FriendOfFriend, FriendsOfFriendsList
 use uuid::Uuid;
 
 use crate::accounts::lifecycle::public_user;
+use crate::accounts::store::AccountStore;
 use crate::cluster::Router;
+use crate::friends::store::friend_state::BLOCKED;
+use crate::friends::store::{FriendAdded, FriendStore};
 use crate::notifications::{code, NewNotification, Notifications};
-use crate::store::friend_state::BLOCKED;
-use crate::store::{AccountStore, FriendAdded, FriendStore, StoreError};
+use crate::store::StoreError;
 
 /// Most users one add, delete or block names.
 pub const MAX_TARGETS: usize = 1000;

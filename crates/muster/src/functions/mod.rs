@@ -271,13 +271,13 @@ impl From<FriendError> for RpcError {
 
 impl From<GroupError> for RpcError {
     fn from(error: GroupError) -> Self {
-        use crate::store::groups::GroupRefusal;
+        use crate::groups::store::GroupRefusal;
         use crate::store::StoreError;
         let code = match &error {
             GroupError::Invalid(_) => RpcCode::InvalidArgument,
             GroupError::NotFound(_) => RpcCode::NotFound,
             GroupError::TooFast => RpcCode::ResourceExhausted,
-            GroupError::Store(StoreError::Group(refusal)) => match refusal {
+            GroupError::Refused(refusal) => match refusal {
                 GroupRefusal::NotFound | GroupRefusal::PermissionDenied => RpcCode::NotFound,
                 GroupRefusal::Full | GroupRefusal::LastSuperadmin | GroupRefusal::UserNotFound => {
                     RpcCode::InvalidArgument

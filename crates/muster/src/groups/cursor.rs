@@ -7,7 +7,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::store::groups::GroupAfter;
+use crate::groups::store::GroupAfter;
 
 const MAX_CURSOR_BYTES: usize = 1024;
 

@@ -1,9 +1,13 @@
 //! Groups, as Nakama has them: a name, a description, open (anyone joins) or closed (a join is
 //! a request the admins accept), at most `max_count` members. Each user has a state in a group
 //! — 0 superadmin, 1 admin, 2 member, 3 join request, 4 banned — and what they may do follows
-//! from it ([`crate::store::groups::plan`]). Members join the group's chat (channel type 3);
+//! from it ([`crate::groups::store::plan`]). Members join the group's chat (channel type 3);
 //! whoever stops being a member leaves it at once, on any node ([`evictions`]). Join requests
 //! and additions are persistent notifications with Nakama's codes.
+
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
 
 pub mod cursor;
 pub mod evictions;
@@ -20,10 +24,11 @@ use crate::accounts::lifecycle::public_user;
 use crate::base::config::GroupsConfig;
 use crate::base::ratelimit::KeyedLimit;
 use crate::cluster::Router;
-use crate::notifications::{code, NewNotification, Notifications};
-use crate::store::groups::{
-    Actor, GroupAfter, GroupChanges, GroupFilter, GroupRecord, GroupStore, MemberChange,
+use crate::groups::store::{
+    Actor, GroupAfter, GroupChanges, GroupFilter, GroupRecord, GroupRefusal, GroupStore,
+    MemberChange,
 };
+use crate::notifications::{code, NewNotification, Notifications};
 use crate::store::StoreError;
 use evictions::Evictions;
 
@@ -48,8 +53,21 @@ pub enum GroupError {
     /// Past `groups.creates_per_user_per_minute`.
     #[error("Too many groups created: slow down.")]
     TooFast,
+    /// The change broke a rule of groups; nothing changed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Refused(GroupRefusal),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for GroupError {
+    /// A refusal the engine carried back is the slice's own again.
+    fn from(error: StoreError) -> GroupError {
+        match error.refusal::<GroupRefusal>() {
+            Some(&refusal) => GroupError::Refused(refusal),
+            None => GroupError::Store(error),
+        }
+    }
 }
 
 pub struct Groups {
@@ -298,7 +316,7 @@ impl Groups {
         id: Uuid,
         change: MemberChange,
         targets: Vec<Uuid>,
-    ) -> Result<crate::store::groups::Changed, GroupError> {
+    ) -> Result<crate::groups::store::Changed, GroupError> {
         let changed = self
             .store
             .change_members(
@@ -476,12 +494,11 @@ fn invalid(message: impl Into<String>) -> GroupError {
 /// Nakama's answer when a group is missing or the actor may not touch it: one message for
 /// both, so that a non-member cannot tell a closed group from none.
 fn not_allowed(error: StoreError, message: &str) -> GroupError {
-    use crate::store::groups::GroupRefusal;
-    match error {
-        StoreError::Group(GroupRefusal::NotFound | GroupRefusal::PermissionDenied) => {
+    match error.refusal::<GroupRefusal>() {
+        Some(GroupRefusal::NotFound | GroupRefusal::PermissionDenied) => {
             GroupError::NotFound(message.to_owned())
         }
-        other => GroupError::Store(other),
+        _ => error.into(),
     }
 }
 

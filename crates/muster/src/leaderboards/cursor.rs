@@ -7,7 +7,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::store::RecordPosition;
+use crate::leaderboards::store::RecordPosition;
 
 /// Longest cursor decoded.
 const MAX_CURSOR_BYTES: usize = 1024;

@@ -18,6 +18,10 @@
 //!   records it writes or deletes, and the leaderboards it creates or deletes, on the cluster's
 //!   bus (`leaderboards`), and the others apply them, so every node ranks alike.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod cursor;
 pub mod rank;
 pub mod schedule;
@@ -33,9 +37,10 @@ use uuid::Uuid;
 use crate::base::clock::Clock;
 use crate::base::config::{LeaderboardSpec, LeaderboardsConfig};
 use crate::cluster::bus::Bus;
-use crate::store::{
-    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordWrite, ScoreOp, StoreError,
+use crate::leaderboards::store::{
+    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordWrite, ScoreOp,
 };
+use crate::store::StoreError;
 use cursor::Cursor;
 
 /// Most records one listing page may hold (Nakama's bound).

@@ -13,7 +13,8 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 use wabi_tree::OSBTreeSet;
 
-use crate::store::{LeaderboardStore, StoreError};
+use crate::leaderboards::store::LeaderboardStore;
+use crate::store::StoreError;
 
 /// A record's place: ascending (score, subscore, owner) order; a descending leaderboard ranks
 /// from the other end.

@@ -6,7 +6,7 @@
 //! Records need no work at a reset (a period's records are kept apart by their expiry, see the
 //! module's notes); only the hooks are told. Every node runs the scheduler once hooks are set
 //! ([`Leaderboards::start_schedule`]); before telling an event a node claims it in the
-//! database ([`crate::store::LeaderboardStore::claim_event`]), so in a cluster one node tells
+//! database ([`crate::leaderboards::store::LeaderboardStore::claim_event`]), so in a cluster one node tells
 //! each. An event that falls due while no node is running is not told later (as in Nakama).
 
 use std::sync::Arc;

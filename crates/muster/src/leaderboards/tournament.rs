@@ -16,7 +16,7 @@ use super::{
     check_id, check_submission, parse_metadata, parse_operator, parse_schedule, parse_sort_order,
     Board, Caller, LeaderboardError, Leaderboards, Record,
 };
-use crate::store::{
+use crate::leaderboards::store::{
     LeaderboardDef, RecordWrite, TournamentFields, TournamentRefusal, TournamentRules,
 };
 
@@ -166,8 +166,12 @@ impl Board {
 }
 
 /// The record a join creates: no score, no submission yet.
-fn joined_row(id: &str, expiry_time: i64, owner: Uuid) -> crate::store::LeaderboardRecordRow {
-    crate::store::LeaderboardRecordRow {
+fn joined_row(
+    id: &str,
+    expiry_time: i64,
+    owner: Uuid,
+) -> crate::leaderboards::store::LeaderboardRecordRow {
+    crate::leaderboards::store::LeaderboardRecordRow {
         leaderboard_id: id.to_string(),
         expiry_time,
         owner_id: owner,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use quick_cache::sync::Cache;
 
-use crate::store::LinkRecord;
+use crate::links::store::LinkRecord;
 
 /// A link as the redirect path needs it.
 pub struct HotLink {

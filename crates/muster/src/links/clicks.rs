@@ -12,7 +12,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::metrics::LinkMetrics;
-use crate::store::{ClickCount, LinkStore, StoreError};
+use crate::links::store::{ClickCount, LinkStore};
+use crate::store::StoreError;
 
 /// Clicks not yet written, by link code and day.
 #[derive(Default)]

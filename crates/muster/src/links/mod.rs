@@ -14,6 +14,10 @@
 //!
 //! No HTTP here: `net::links` serves it on its own listener.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod apps;
 pub mod cache;
 pub mod clicks;
@@ -40,7 +44,8 @@ use crate::base::clock::Clock;
 use crate::base::config::LinksConfig;
 use crate::base::metrics::Metrics;
 use crate::base::ratelimit::{IpLimit, KeyedLimit};
-use crate::store::{Fallbacks, LinkRecord, LinkStore, StoreError};
+use crate::links::store::{Fallbacks, LinkRecord, LinkStore};
+use crate::store::StoreError;
 
 /// A day in milliseconds: clicks are counted per UTC day (days since 1970-01-01).
 pub const DAY_MS: i64 = 86_400_000;
@@ -148,7 +153,7 @@ impl From<StoreError> for LinkError {
             StoreError::UsernameTaken
             | StoreError::CredentialTaken
             | StoreError::LimitReached
-            | StoreError::Group(_)
+            | StoreError::Refused(_)
             | StoreError::Database(_) => {
                 tracing::error!(%error, "links store error");
                 LinkError::Internal

@@ -11,6 +11,9 @@
 //!
 //! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
 
+pub(crate) mod postgres;
+pub mod store;
+
 pub mod authoritative;
 pub mod error;
 pub mod games;
@@ -56,9 +59,10 @@ use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
 use crate::fleet::Fleet;
+use crate::matches::store::MatchmakerStore;
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
-use crate::store::{MatchmakerStore, SecretStore};
+use crate::store::SecretStore;
 
 /// The matches service: one per server, shared by every socket and request.
 pub struct Matches {

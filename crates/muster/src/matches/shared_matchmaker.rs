@@ -1,6 +1,6 @@
 //! The matchmaker of a cluster on PostgreSQL. Every node writes its players' tickets to the
 //! shared database (a ticket is acknowledged once it is durable); one node at a time — the
-//! holder of the `matchmaker` lease ([`crate::store::MatchmakerStore`]) — runs the passes, with
+//! holder of the `matchmaker` lease ([`crate::matches::store::MatchmakerStore`]) — runs the passes, with
 //! the same grouping as a single node ([`super::matchmaker::Pool`]), and tells each matched
 //! player through its node. The lease lasts `max(cluster.failure_timeout_ms, 3 ×
 //! matchmaker.interval_ms)` and each pass renews it; when its holder dies another node takes it
@@ -25,7 +25,8 @@ use super::Matches;
 use crate::base::config::MatchmakerConfig;
 use crate::cluster::bus::Bus;
 use crate::cluster::Recipient;
-use crate::store::{MatchmakerStore, StoreError, StoredTicket, TicketAdded};
+use crate::matches::store::{MatchmakerStore, StoredTicket, TicketAdded};
+use crate::store::StoreError;
 
 /// The lease's name in `cluster_leases`.
 const LEASE: &str = "matchmaker";

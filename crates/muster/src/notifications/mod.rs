@@ -5,6 +5,10 @@
 //! a cacheable cursor (`GET /v2/notification`) and kept until the user deletes it, the newest
 //! `notifications.max_per_user` of them.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod cursor;
 
 use std::collections::BTreeMap;
@@ -16,8 +20,9 @@ use muster_proto::wire::Timestamp;
 use uuid::Uuid;
 
 use crate::cluster::Router;
+use crate::notifications::store::{NotificationRecord, NotificationStore};
 use crate::session::fanout::Encoded;
-use crate::store::{NotificationRecord, NotificationStore, StoreError};
+use crate::store::StoreError;
 
 /// Nakama's system notification codes.
 pub mod code {

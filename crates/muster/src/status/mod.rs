@@ -20,12 +20,13 @@ use presence::Statuses;
 use muster_proto::realtime::{Message, Status, StatusFollow, StatusUnfollow, StatusUpdate};
 use uuid::Uuid;
 
+use crate::accounts::store::AccountStore;
 use crate::base::config::StatusConfig;
 use crate::cluster::{JoinLimits, Router};
 use crate::session::channels::JoinFlags;
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
-use crate::store::{AccountStore, StoreError};
+use crate::store::StoreError;
 
 /// Status channels' ids start with this; it is no Nakama channel id (those start with a digit),
 /// so no chat request can name one.

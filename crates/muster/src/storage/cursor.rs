@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::store::StorageRecord;
+use crate::storage::store::StorageRecord;
 
 /// Longest cursor decoded (a key and a collection of 128 bytes each fit many times over).
 const MAX_CURSOR_BYTES: usize = 2048;
@@ -109,7 +109,7 @@ mod tests {
             assert_eq!(owned_position(owner, garbage), None, "{garbage:?}");
         }
     }
-    use crate::store::StorageKey;
+    use crate::storage::store::StorageKey;
 
     fn record(read: i16, key: &str, owner: Uuid) -> StorageRecord {
         StorageRecord {

@@ -16,6 +16,10 @@
 //! The server's own code calls the same functions as [`Caller::Server`]: it may read and write
 //! any object, system-owned ones included.
 
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+pub mod store;
+
 pub mod cursor;
 
 use std::collections::HashSet;
@@ -25,10 +29,11 @@ use md5::{Digest, Md5};
 use uuid::Uuid;
 
 use crate::base::config::StorageConfig;
-use crate::store::{
+use crate::storage::store::{
     Expected, StorageDelete, StorageKey, StorageListing, StorageRecord, StorageRefusal,
-    StorageStore, StorageTimes, StorageWrite, StoreError,
+    StorageStore, StorageTimes, StorageWrite,
 };
+use crate::store::StoreError;
 
 /// Longest collection or key, in bytes (Nakama's columns are `VARCHAR(128)`).
 pub const MAX_NAME_BYTES: usize = 128;

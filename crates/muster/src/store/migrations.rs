@@ -1,219 +1,63 @@
-//! Schema migrations, embedded in the binary: one folder per engine, files named
-//! `NNNN_name.sql`, applied in order, each in its own transaction, recorded in `muster_migrations`.
-//! A database whose schema is newer than this binary knows is refused rather than guessed at.
+//! Schema migrations, embedded in the binary. Each slice keeps its own in its `migrations/`
+//! folder, both engines' forms side by side (`NNNN_name.sqlite.sql`, `NNNN_name.postgres.sql`),
+//! and lists them with [`migration!`](crate::migration); the [`Schema`] is every slice's, in
+//! version order (one sequence of versions across slices, as databases already record them).
+//! Migrations are applied in order, each in its own transaction, recorded in
+//! `muster_migrations`. A database whose schema is newer than this binary knows is refused
+//! rather than guessed at.
 
-/// One schema change.
+/// One schema change, in each engine's SQL.
+#[derive(Debug)]
 pub struct Migration {
     pub version: i64,
     pub name: &'static str,
-    pub sql: &'static str,
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
 }
 
-pub const SQLITE: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "accounts",
-        sql: include_str!("migrations/sqlite/0001_accounts.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "channel_messages",
-        sql: include_str!("migrations/sqlite/0002_channel_messages.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "economy",
-        sql: include_str!("migrations/sqlite/0003_economy.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "economy_account_keys",
-        sql: include_str!("migrations/sqlite/0004_economy_account_keys.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "links",
-        sql: include_str!("migrations/sqlite/0005_links.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "cluster_matchmaker",
-        sql: include_str!("migrations/sqlite/0006_cluster_matchmaker.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "revocation_changes",
-        sql: include_str!("migrations/sqlite/0007_revocation_changes.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "matchmaker_ticket_users",
-        sql: include_str!("migrations/sqlite/0008_matchmaker_ticket_users.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "storage_objects",
-        sql: include_str!("migrations/sqlite/0009_storage_objects.sql"),
-    },
-    Migration {
-        version: 10,
-        name: "leaderboards",
-        sql: include_str!("migrations/sqlite/0010_leaderboards.sql"),
-    },
-    Migration {
-        version: 11,
-        name: "tournaments",
-        sql: include_str!("migrations/sqlite/0011_tournaments.sql"),
-    },
-    Migration {
-        version: 12,
-        name: "banned_users",
-        sql: include_str!("migrations/sqlite/0012_banned_users.sql"),
-    },
-    Migration {
-        version: 13,
-        name: "deleted_users",
-        sql: include_str!("migrations/sqlite/0013_deleted_users.sql"),
-    },
-    Migration {
-        version: 14,
-        name: "notifications",
-        sql: include_str!("migrations/sqlite/0014_notifications.sql"),
-    },
-    Migration {
-        version: 15,
-        name: "friends",
-        sql: include_str!("migrations/sqlite/0015_friends.sql"),
-    },
-    Migration {
-        version: 16,
-        name: "groups",
-        sql: include_str!("migrations/sqlite/0016_groups.sql"),
-    },
-    Migration {
-        version: 17,
-        name: "leaderboard_events",
-        sql: include_str!("migrations/sqlite/0017_leaderboard_events.sql"),
-    },
-    Migration {
-        version: 18,
-        name: "console",
-        sql: include_str!("migrations/sqlite/0018_console.sql"),
-    },
-    Migration {
-        version: 19,
-        name: "player_views",
-        sql: include_str!("migrations/sqlite/0019_player_views.sql"),
-    },
-    Migration {
-        version: 20,
-        name: "world_leases",
-        sql: include_str!("migrations/sqlite/0020_world_leases.sql"),
-    },
-];
+/// A slice's migration `NNNN_name` from its two files beside the slice's module:
+/// `migrations/NNNN_name.sqlite.sql` and `migrations/NNNN_name.postgres.sql`.
+#[macro_export]
+macro_rules! migration {
+    ($version:literal, $name:literal, $file:literal) => {
+        $crate::store::migrations::Migration {
+            version: $version,
+            name: $name,
+            sqlite: include_str!(concat!("migrations/", $file, ".sqlite.sql")),
+            postgres: include_str!(concat!("migrations/", $file, ".postgres.sql")),
+        }
+    };
+}
 
-pub const POSTGRES: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "accounts",
-        sql: include_str!("migrations/postgres/0001_accounts.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "channel_messages",
-        sql: include_str!("migrations/postgres/0002_channel_messages.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "economy",
-        sql: include_str!("migrations/postgres/0003_economy.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "economy_account_keys",
-        sql: include_str!("migrations/postgres/0004_economy_account_keys.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "links",
-        sql: include_str!("migrations/postgres/0005_links.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "cluster_matchmaker",
-        sql: include_str!("migrations/postgres/0006_cluster_matchmaker.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "revocation_changes",
-        sql: include_str!("migrations/postgres/0007_revocation_changes.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "matchmaker_ticket_users",
-        sql: include_str!("migrations/postgres/0008_matchmaker_ticket_users.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "storage_objects",
-        sql: include_str!("migrations/postgres/0009_storage_objects.sql"),
-    },
-    Migration {
-        version: 10,
-        name: "leaderboards",
-        sql: include_str!("migrations/postgres/0010_leaderboards.sql"),
-    },
-    Migration {
-        version: 11,
-        name: "tournaments",
-        sql: include_str!("migrations/postgres/0011_tournaments.sql"),
-    },
-    Migration {
-        version: 12,
-        name: "banned_users",
-        sql: include_str!("migrations/postgres/0012_banned_users.sql"),
-    },
-    Migration {
-        version: 13,
-        name: "deleted_users",
-        sql: include_str!("migrations/postgres/0013_deleted_users.sql"),
-    },
-    Migration {
-        version: 14,
-        name: "notifications",
-        sql: include_str!("migrations/postgres/0014_notifications.sql"),
-    },
-    Migration {
-        version: 15,
-        name: "friends",
-        sql: include_str!("migrations/postgres/0015_friends.sql"),
-    },
-    Migration {
-        version: 16,
-        name: "groups",
-        sql: include_str!("migrations/postgres/0016_groups.sql"),
-    },
-    Migration {
-        version: 17,
-        name: "leaderboard_events",
-        sql: include_str!("migrations/postgres/0017_leaderboard_events.sql"),
-    },
-    Migration {
-        version: 18,
-        name: "console",
-        sql: include_str!("migrations/postgres/0018_console.sql"),
-    },
-    Migration {
-        version: 19,
-        name: "player_views",
-        sql: include_str!("migrations/postgres/0019_player_views.sql"),
-    },
-    Migration {
-        version: 20,
-        name: "world_leases",
-        sql: include_str!("migrations/postgres/0020_world_leases.sql"),
-    },
-];
+/// Every slice's migrations, in version order.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    migrations: Vec<&'static Migration>,
+}
+
+impl Schema {
+    /// The schema of `parts` (each slice's migrations). Versions must run 1, 2, 3, … with no
+    /// gap and none twice: a slice's new migration takes the next free version.
+    pub fn new(parts: &[&'static [Migration]]) -> Schema {
+        let mut migrations: Vec<&'static Migration> = parts.iter().flat_map(|p| p.iter()).collect();
+        migrations.sort_by_key(|m| m.version);
+        for (i, m) in migrations.iter().enumerate() {
+            assert_eq!(
+                m.version,
+                i as i64 + 1,
+                "migration {} ({}) is out of sequence: versions run 1, 2, 3, … across slices",
+                m.version,
+                m.name
+            );
+        }
+        Schema { migrations }
+    }
+
+    /// The newest version this schema knows.
+    pub fn latest(&self) -> i64 {
+        self.migrations.last().map_or(0, |m| m.version)
+    }
+}
 
 /// The highest applied version; the same SQL works on both engines.
 pub const APPLIED_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM muster_migrations";
@@ -229,12 +73,8 @@ pub const LEDGER_TABLE: &str = "CREATE TABLE IF NOT EXISTS muster_migrations (
 /// when the schema is newer than this binary, or when some are pending and applying them at
 /// start is off (`database.migrate_on_start = false`: run `muster migrate`). Both engines run
 /// what this returns, in order, each in its transaction, recording each in [`LEDGER_TABLE`].
-pub fn plan(
-    migrations: &'static [Migration],
-    applied: i64,
-    allowed: bool,
-) -> anyhow::Result<&'static [Migration]> {
-    let pending = pending(migrations, applied)?;
+pub fn plan(schema: &Schema, applied: i64, allowed: bool) -> anyhow::Result<&[&'static Migration]> {
+    let pending = pending(schema, applied)?;
     if !pending.is_empty() && !allowed {
         anyhow::bail!(
             "the database schema is at version {applied} and {} migration(s) are pending; run `muster migrate`",
@@ -254,11 +94,9 @@ pub fn applied(migration: &Migration) {
 }
 
 /// What to do given the highest applied version.
-pub fn pending(
-    migrations: &'static [Migration],
-    applied: i64,
-) -> anyhow::Result<&'static [Migration]> {
-    let latest = migrations.last().map_or(0, |m| m.version);
+pub fn pending(schema: &Schema, applied: i64) -> anyhow::Result<&[&'static Migration]> {
+    let migrations = &schema.migrations;
+    let latest = schema.latest();
     if applied > latest {
         anyhow::bail!(
             "the database schema is at version {applied}, newer than this binary knows ({latest}); \
@@ -276,29 +114,54 @@ pub fn pending(
 mod tests {
     use super::*;
 
+    const FIRST: &[Migration] = &[
+        Migration {
+            version: 1,
+            name: "one",
+            sqlite: "",
+            postgres: "",
+        },
+        Migration {
+            version: 3,
+            name: "three",
+            sqlite: "",
+            postgres: "",
+        },
+    ];
+    const SECOND: &[Migration] = &[Migration {
+        version: 2,
+        name: "two",
+        sqlite: "",
+        postgres: "",
+    }];
+
     #[test]
-    fn versions_are_increasing_and_engines_agree() {
-        for set in [SQLITE, POSTGRES] {
-            for (i, m) in set.iter().enumerate() {
-                assert_eq!(m.version, i as i64 + 1, "{} out of order", m.name);
-            }
-        }
-        let names = |set: &[Migration]| set.iter().map(|m| m.name).collect::<Vec<_>>();
-        assert_eq!(names(SQLITE), names(POSTGRES));
+    fn slices_migrations_make_one_sequence() {
+        let schema = Schema::new(&[FIRST, SECOND]);
+        let names: Vec<&str> = schema.migrations.iter().map(|m| m.name).collect();
+        assert_eq!(names, ["one", "two", "three"]);
+        assert_eq!(schema.latest(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of sequence")]
+    fn a_gap_in_the_versions_is_refused() {
+        Schema::new(&[FIRST]);
     }
 
     #[test]
     fn pending_migrations_wait_for_muster_migrate_when_told_to() {
-        assert!(plan(SQLITE, 0, false).is_err());
-        assert_eq!(plan(SQLITE, 0, true).expect("ok").len(), SQLITE.len());
-        let latest = SQLITE.len() as i64;
-        assert!(plan(SQLITE, latest, false).expect("up to date").is_empty());
+        let schema = Schema::new(&[FIRST, SECOND]);
+        assert!(plan(&schema, 0, false).is_err());
+        assert_eq!(plan(&schema, 0, true).expect("ok").len(), 3);
+        assert!(plan(&schema, 3, false).expect("up to date").is_empty());
+        assert_eq!(plan(&schema, 1, true).expect("ok")[0].name, "two");
     }
 
     #[test]
     fn newer_schema_is_refused() {
-        assert!(pending(SQLITE, 99).is_err());
-        assert_eq!(pending(SQLITE, 0).expect("ok").len(), SQLITE.len());
-        assert!(pending(SQLITE, SQLITE.len() as i64).expect("ok").is_empty());
+        let schema = Schema::new(&[FIRST, SECOND]);
+        assert!(pending(&schema, 99).is_err());
+        assert!(pending(&schema, 3).expect("ok").is_empty());
     }
 }

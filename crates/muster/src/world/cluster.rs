@@ -1,7 +1,7 @@
 //! A world spread over a cluster's nodes (docs/world.md, "A world on several nodes").
 //!
 //! - **Leases**: each shard is run by the one node holding its lease in PostgreSQL
-//!   ([`crate::store::WorldLeaseStore`]: holder, epoch, expiry on the database's clock). The
+//!   ([`crate::world::store::WorldLeaseStore`]: holder, epoch, expiry on the database's clock). The
 //!   holder renews every quarter of `world.lease_ms`; each renewal moves the shard's [`Fence`]
 //!   to a quarter of the lease before its expiry, so a node that cannot renew stops ticking,
 //!   acknowledging and checkpointing the shard before any other node can take it.
@@ -39,7 +39,7 @@ use crate::cluster::bus::Bus;
 use crate::functions::{RpcCode, RpcError};
 use crate::session::fanout::Encoded;
 use crate::session::Session;
-use crate::store::WorldLeaseStore;
+use crate::world::store::WorldLeaseStore;
 
 /// The volume's id file in the checkpoints' folder.
 const VOLUME_FILE: &str = "volume.id";

@@ -18,6 +18,9 @@
 //! On a cluster (the `cluster` module) each shard runs on the one node holding its lease, and moves
 //! between nodes; subscriptions and actions for a shard run elsewhere go to its node over NATS.
 
+pub(crate) mod postgres;
+pub mod store;
+
 pub mod actions;
 mod cluster;
 mod fence;
@@ -276,7 +279,7 @@ pub fn seeded(config: &WorldConfig, ground: &Ground, i: usize) -> Shard {
 /// What a clustered world needs of the cluster.
 pub struct ClusterSeat {
     pub bus: crate::cluster::bus::Bus,
-    pub leases: Arc<dyn crate::store::WorldLeaseStore>,
+    pub leases: Arc<dyn crate::world::store::WorldLeaseStore>,
     /// How long to wait after start before taking shards, so that the other nodes are known.
     pub settle: Duration,
 }

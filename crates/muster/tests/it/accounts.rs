@@ -646,13 +646,15 @@ async fn revocations_reach_other_nodes_and_expire(backend: Backend) {
     let db = Database::new(backend).await;
     let config = db.config();
     let metrics = std::sync::Arc::new(muster::base::metrics::Metrics::new());
-    let store = muster::store::open(&config, metrics).await.expect("store");
+    let stores = muster::services::Stores::open(&config, metrics)
+        .await
+        .expect("store");
     let clock = Clock::manual();
     let node = || async {
         TokenService::new(
             &config.session,
-            store.as_ref(),
-            store.clone(),
+            stores.secrets.as_ref(),
+            stores.tokens.clone(),
             clock.clone(),
         )
         .await
@@ -692,7 +694,8 @@ async fn revocations_reach_other_nodes_and_expire(backend: Backend) {
     b.reload_revocations().await.expect("reload");
     assert_eq!(b.revocations_in_memory(), 0);
     assert!(!b.consume_refresh(&refresh_claims).await.expect("consume"));
-    let (stored, _) = store
+    let (stored, _) = stores
+        .tokens
         .revocations_since(i64::MIN, i64::MIN)
         .await
         .expect("read");
@@ -702,7 +705,8 @@ async fn revocations_reach_other_nodes_and_expire(backend: Backend) {
     // Past the refresh token's life the row is pruned.
     clock.advance(Duration::from_secs(config.session.refresh_token_expiry_sec));
     b.reload_revocations().await.expect("reload");
-    let (stored, _) = store
+    let (stored, _) = stores
+        .tokens
         .revocations_since(i64::MIN, i64::MIN)
         .await
         .expect("read");
@@ -726,19 +730,19 @@ async fn server_code_sets_metadata_players_cannot(backend: Backend) {
         .expect("uuid");
     // Server code on the same database (as a game's own Rust does, beside the server).
     let metrics = std::sync::Arc::new(muster::base::metrics::Metrics::new());
-    let store = muster::store::open(&config, metrics.clone())
+    let stores = muster::services::Stores::open(&config, metrics.clone())
         .await
         .expect("store");
     let tokens = TokenService::new(
         &config.session,
-        store.as_ref(),
-        store.clone(),
+        stores.secrets.as_ref(),
+        stores.tokens.clone(),
         muster::base::clock::Clock::system(),
     )
     .await
     .expect("tokens");
     let accounts = Accounts::new(
-        store.clone(),
+        stores.accounts.clone(),
         std::sync::Arc::new(tokens),
         muster::accounts::password::Hasher::new().expect("hasher"),
         metrics,

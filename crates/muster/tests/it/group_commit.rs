@@ -16,9 +16,9 @@ use support::{
     TestServer,
 };
 
+use muster::accounts::store::{Credential, NewUser};
 use muster::base::metrics::Metrics;
-use muster::store::ledger::{Changes, LedgerOutcome, LedgerWrite};
-use muster::store::{Credential, NewUser};
+use muster::economy::store::{Changes, LedgerOutcome, LedgerWrite};
 
 on_both_backends!(
     concurrent_creates_in_shared_batches,
@@ -258,7 +258,7 @@ async fn one_accounts_writes_keep_their_order(backend: Backend) {
     let db = Database::new(backend).await;
     let mut config = db.config();
     config.database.writer_connections = 4;
-    let store = muster::store::open(&config, Arc::new(Metrics::new()))
+    let stores = muster::services::Stores::open(&config, Arc::new(Metrics::new()))
         .await
         .expect("open store");
     let mut accounts = Vec::new();
@@ -270,7 +270,8 @@ async fn one_accounts_writes_keep_their_order(backend: Backend) {
             now_ms: 1,
             grant: None,
         };
-        let (identity, created) = store
+        let (identity, created) = stores
+            .accounts
             .find_or_create(&Credential::Device(format!("ordered-device-{i}")), user)
             .await
             .expect("create");
@@ -298,7 +299,7 @@ async fn one_accounts_writes_keep_their_order(backend: Backend) {
                 changes: changes.to_json(),
                 now_ms: 2,
             };
-            let store = store.clone();
+            let store = stores.economy.clone();
             // Unconstrained: tokio's cooperative budget would make a send past the task's
             // budget wait (and queue later) although the queue has room.
             let mut write = Box::pin(tokio::task::unconstrained(async move {
@@ -329,14 +330,18 @@ async fn one_accounts_writes_keep_their_order(backend: Backend) {
             );
         }
     }
-    let ledger = store.ledger(accounts[0], None, 1000).await.expect("ledger");
+    let ledger = stores
+        .economy
+        .ledger(accounts[0], None, 1000)
+        .await
+        .expect("ledger");
     assert_eq!(ledger.len(), steps);
     assert_eq!(
         ledger[0].reason,
         format!("step-{}", steps - 1),
         "newest first"
     );
-    store.close().await;
+    stores.close().await;
 }
 
 const LINKS_KEY: &str = "links-api-key-for-the-crash-test";

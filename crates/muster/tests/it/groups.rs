@@ -8,7 +8,7 @@ use crate::support;
 
 use muster::friends::Targets;
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
-use muster::store::groups::{Actor, GroupChanges, MemberChange};
+use muster::groups::store::{Actor, GroupChanges, MemberChange};
 use serde_json::{json, Value};
 use support::{status_and_json, Backend, Database, TestServer};
 

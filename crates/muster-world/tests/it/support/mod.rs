@@ -1,6 +1,5 @@
 //! What the world's tests share: the real Helsinki extract and small maps built by hand.
 
-
 use std::sync::{Arc, OnceLock};
 
 use muster_world::geo::{Point, Projection};

@@ -286,8 +286,8 @@ pub(crate) fn leaderboard(info: &LeaderboardInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::leaderboards::store::{LeaderboardDef, TournamentFields};
     use crate::leaderboards::LeaderboardInfo;
-    use crate::store::{LeaderboardDef, TournamentFields};
 
     #[test]
     fn a_leaderboard_has_the_runtime_shape() {

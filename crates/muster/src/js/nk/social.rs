@@ -8,9 +8,9 @@ use uuid::Uuid;
 
 use super::super::host::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
 use crate::friends::Targets;
+use crate::groups::store::{Actor, GroupChanges, MemberChange};
 use crate::groups::GroupQuery;
 use crate::notifications::NewNotification;
-use crate::store::groups::{Actor, GroupChanges, MemberChange};
 
 pub(super) const NAMES: &[&str] = &[
     "notificationSend",

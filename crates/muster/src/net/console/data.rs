@@ -66,7 +66,7 @@ pub async fn list(
 
 /// An object as a listing shows it, with its value's size; `preview` shortens the value to
 /// [`PREVIEW`] characters (a page of large values stays small).
-pub(super) fn listed_object(record: crate::store::StorageRecord, preview: bool) -> Value {
+pub(super) fn listed_object(record: crate::storage::store::StorageRecord, preview: bool) -> Value {
     let size = record.value.len();
     let mut object = serde_json::to_value(api_object(record)).unwrap_or_default();
     if preview {

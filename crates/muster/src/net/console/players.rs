@@ -17,9 +17,9 @@ use super::error::domain;
 use super::player_data;
 use super::ConsoleApiError;
 use crate::console::Role;
+use crate::economy::store::{InventoryItem, LedgerEntry};
 use crate::economy::Change;
 use crate::net::state::AppState;
-use crate::store::{InventoryItem, LedgerEntry};
 
 /// Items and ledger rows an account page shows at first (the ledger pages on).
 const PAGE: usize = 100;

@@ -79,7 +79,7 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
-        match error {
+        match &error {
             StoreError::UsernameTaken => {
                 ApiError::AlreadyExists("Username is already in use.".into())
             }
@@ -98,20 +98,9 @@ impl From<StoreError> for ApiError {
                 tracing::error!(%detail, "database error");
                 ApiError::Internal
             }
-            StoreError::Group(refusal) => {
-                use crate::store::groups::GroupRefusal;
-                let message = refusal.to_string();
-                match refusal {
-                    GroupRefusal::NotFound | GroupRefusal::PermissionDenied => {
-                        ApiError::NotFound(message)
-                    }
-                    GroupRefusal::Full
-                    | GroupRefusal::LastSuperadmin
-                    | GroupRefusal::UserNotFound => ApiError::InvalidArgument(message),
-                    GroupRefusal::NameInUse => ApiError::AlreadyExists(message),
-                    GroupRefusal::Banned => ApiError::PermissionDenied(message),
-                    GroupRefusal::TooManyGroups => ApiError::TooManyRequests(message),
-                }
+            StoreError::Refused(_) => {
+                tracing::error!(%error, "a refusal of a slice reached the edge unread");
+                ApiError::Internal
             }
         }
     }

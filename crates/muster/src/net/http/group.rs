@@ -12,9 +12,9 @@ use muster_proto::api::{
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{parsed, repeated, ApiJson};
+use crate::groups::store::{Actor, GroupRefusal, MemberChange};
 use crate::groups::{GroupError, GroupQuery};
 use crate::net::state::AppState;
-use crate::store::groups::{Actor, MemberChange};
 
 impl From<GroupError> for ApiError {
     fn from(error: GroupError) -> Self {
@@ -22,6 +22,20 @@ impl From<GroupError> for ApiError {
             GroupError::Invalid(message) => ApiError::InvalidArgument(message),
             GroupError::NotFound(message) => ApiError::NotFound(message),
             GroupError::TooFast => ApiError::TooManyRequests(error.to_string()),
+            GroupError::Refused(refusal) => {
+                let message = refusal.to_string();
+                match refusal {
+                    GroupRefusal::NotFound | GroupRefusal::PermissionDenied => {
+                        ApiError::NotFound(message)
+                    }
+                    GroupRefusal::Full
+                    | GroupRefusal::LastSuperadmin
+                    | GroupRefusal::UserNotFound => ApiError::InvalidArgument(message),
+                    GroupRefusal::NameInUse => ApiError::AlreadyExists(message),
+                    GroupRefusal::Banned => ApiError::PermissionDenied(message),
+                    GroupRefusal::TooManyGroups => ApiError::TooManyRequests(message),
+                }
+            }
             GroupError::Store(error) => error.into(),
         }
     }

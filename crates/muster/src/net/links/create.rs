@@ -10,12 +10,12 @@ use serde::Deserialize;
 
 use super::{called_as, page, short_base};
 use crate::base::clock::rfc3339;
+use crate::links::store::{Fallbacks, LinkRecord};
 use crate::links::{Created, Creator, LinkRequest};
 use crate::net::http::auth::{link_caller, LinkCaller};
 use crate::net::http::error::ApiError;
 use crate::net::http::extract::{body_error, ClientIp};
 use crate::net::state::AppState;
-use crate::store::{Fallbacks, LinkRecord};
 
 /// The JSON body of `POST /`.
 #[derive(Deserialize)]

@@ -55,7 +55,7 @@ use crate::base::metrics::Metrics;
 use crate::store::StoreError;
 
 /// One kind of write: its statement, its parameters and how its result rows read.
-pub(super) trait Write: Send + Sync + 'static {
+pub(crate) trait Write: Send + Sync + 'static {
     type Output: Send + Sync + 'static;
     /// The write path's name in metrics (`db_operation_duration_seconds{op}`).
     const PATH: &'static str;
@@ -84,7 +84,7 @@ pub(super) trait Write: Send + Sync + 'static {
 /// One statement waiting for its writer, type-erased so one batch mixes every path: a
 /// [`Write`] (through [`Writers::write`]), or a job that runs several writes in one statement
 /// (through [`Writers::submit`]).
-pub(super) trait Job: Send + Sync + Any {
+pub(crate) trait Job: Send + Sync + Any {
     fn sql(&self) -> (&'static str, &'static [Type]);
     fn params(&self) -> Vec<&(dyn ToSql + Sync)>;
     /// Reads the write's rows and keeps the outcome for [`Job::answer`].
@@ -163,7 +163,7 @@ impl<W: Write> Job for Pending<W> {
 }
 
 /// Settings of the writers (from `[database]`).
-pub(super) struct WriterSettings {
+pub(crate) struct WriterSettings {
     pub connections: usize,
     pub max_batch: usize,
     /// Writes waiting per connection before callers wait too (backpressure).
@@ -173,7 +173,7 @@ pub(super) struct WriterSettings {
 type Queue = mpsc::Sender<Box<dyn Job>>;
 
 /// The group-commit writers; see the module documentation.
-pub(super) struct Writers {
+pub(crate) struct Writers {
     /// One queue per writer connection; taken on close.
     queues: Mutex<Option<Vec<Queue>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -181,7 +181,7 @@ pub(super) struct Writers {
 }
 
 /// The partition key of a value: the same value always picks the same writer.
-pub(super) fn key_of(value: impl Hash) -> u64 {
+pub(crate) fn key_of(value: impl Hash) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     value.hash(&mut hasher);
     hasher.finish()
@@ -305,7 +305,7 @@ impl WriterConnection {
 
 /// Whether running the write again may succeed: a lock conflict with another connection, or
 /// losing a race to insert the same key (the next run then finds the winner's row).
-pub(super) fn is_retryable(error: &tokio_postgres::Error) -> bool {
+pub(crate) fn is_retryable(error: &tokio_postgres::Error) -> bool {
     error.code().is_some_and(|code| {
         code == &SqlState::T_R_DEADLOCK_DETECTED
             || code == &SqlState::T_R_SERIALIZATION_FAILURE

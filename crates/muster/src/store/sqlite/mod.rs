@@ -11,15 +11,6 @@
 //! proceed while the writer commits.
 
 mod checkpoint;
-mod console;
-mod economy;
-mod friends;
-mod groups;
-mod leaderboards;
-mod lifecycle;
-mod links;
-mod notifications;
-mod storage;
 mod sync;
 
 use std::path::{Path, PathBuf};
@@ -28,20 +19,16 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use uuid::Uuid;
 
+use self::checkpoint as sqlite_checkpoint;
 use self::sync::{Completion, WalSyncer};
-use self::{checkpoint as sqlite_checkpoint, economy as sqlite_economy};
 use crate::base::config::Config;
 use crate::base::metrics::Metrics;
-use crate::store::migrations::{self, LEDGER_TABLE};
-use crate::store::{
-    AccountRecord, AccountStore, AccountUpdate, ChannelMessageRecord, ChatStore, Credential,
-    EconomyStore, HistoryQuery, HistoryRow, Identity, InventoryItem, LedgerEntry, LedgerOutcome,
-    LedgerWrite, NewUser, Revocation, SecretStore, Store, StoreError, TokenStore,
-};
+use crate::store::migrations::{self, Schema, LEDGER_TABLE};
+use crate::store::{SecretStore, StoreError};
 
 /// Runs one write on the writer's connection, inside a savepoint, and returns its completion.
 type WriteJob = Box<dyn FnOnce(&Connection) -> Completion + Send>;
@@ -70,38 +57,29 @@ fn database_path(config: &Config) -> PathBuf {
     config.data_dir.join("muster.sqlite3")
 }
 
-/// The one mapping of SQLite's errors to what domain code tells apart: a taken username, a row
-/// a foreign key needed that is not there, and everything else.
-pub(super) fn db_error(error: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::SqliteFailure(failure, message) = &error {
-        if failure.code == rusqlite::ErrorCode::ConstraintViolation
-            && message
-                .as_deref()
-                .is_some_and(|m| m.contains("users.username"))
-        {
-            return StoreError::UsernameTaken;
-        }
-        if failure.code == rusqlite::ErrorCode::ConstraintViolation
-            && message.as_deref().is_some_and(|m| {
-                ["users.email", "users.custom_id", "user_devices.id"]
-                    .iter()
-                    .any(|column| m.contains(column))
-            })
-        {
-            return StoreError::CredentialTaken;
-        }
-        if failure.code == rusqlite::ErrorCode::ConstraintViolation
-            && message
-                .as_deref()
-                .is_some_and(|m| m.contains("groups.name"))
-        {
-            return StoreError::Group(crate::store::groups::GroupRefusal::NameInUse);
-        }
+/// The one mapping of SQLite's errors to what callers tell apart: a row a foreign key needed
+/// that is not there, and everything else. A slice that gives a unique key a meaning of its own
+/// maps [`unique_violation`] first.
+pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(failure, _) = &error {
         if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY {
             return StoreError::NotFound;
         }
     }
     StoreError::Database(error.to_string())
+}
+
+/// The unique key `error` violates, as SQLite names it (`table.column`, or several joined by
+/// `, `), when it is a unique or primary key violation.
+pub(crate) fn unique_violation(error: &rusqlite::Error) -> Option<&str> {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, Some(message))
+            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            message.strip_prefix("UNIQUE constraint failed: ")
+        }
+        _ => None,
+    }
 }
 
 fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection> {
@@ -126,14 +104,18 @@ fn open_connection(path: &Path, read_only: bool) -> rusqlite::Result<Connection>
     Ok(conn)
 }
 
-fn apply_migrations(conn: &mut Connection, allowed: bool) -> anyhow::Result<(usize, i64)> {
+fn apply_migrations(
+    conn: &mut Connection,
+    schema: &Schema,
+    allowed: bool,
+) -> anyhow::Result<(usize, i64)> {
     conn.execute_batch(LEDGER_TABLE)?;
     let applied: i64 = conn.query_row(migrations::APPLIED_VERSION, [], |r| r.get(0))?;
-    let pending = migrations::plan(migrations::SQLITE, applied, allowed)?;
+    let pending = migrations::plan(schema, applied, allowed)?;
     let mut version = applied;
     for migration in pending {
         let tx = conn.transaction()?;
-        tx.execute_batch(migration.sql)?;
+        tx.execute_batch(migration.sqlite)?;
         tx.execute(
             "INSERT INTO muster_migrations (version, name, applied_at_ms) VALUES (?1, ?2, ?3)",
             params![
@@ -150,12 +132,13 @@ fn apply_migrations(conn: &mut Connection, allowed: bool) -> anyhow::Result<(usi
 }
 
 /// Applies pending migrations (the `muster migrate` command).
-pub async fn migrate(config: &Config) -> anyhow::Result<(usize, i64)> {
+pub async fn migrate(config: &Config, schema: &Schema) -> anyhow::Result<(usize, i64)> {
     std::fs::create_dir_all(&config.data_dir)?;
     let path = database_path(config);
+    let schema = schema.clone();
     tokio::task::spawn_blocking(move || {
         let mut conn = open_connection(&path, false)?;
-        apply_migrations(&mut conn, true)
+        apply_migrations(&mut conn, &schema, true)
     })
     .await?
 }
@@ -185,16 +168,21 @@ pub async fn backup(config: &Config, to: &Path) -> anyhow::Result<u64> {
 }
 
 impl SqliteStore {
-    pub async fn open(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<SqliteStore> {
+    pub async fn open(
+        config: &Config,
+        schema: &Schema,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<SqliteStore> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             anyhow::anyhow!("cannot create data_dir {}: {e}", config.data_dir.display())
         })?;
         let path = database_path(config);
         let allowed = config.database.migrate_on_start;
         let writer_path = path.clone();
+        let schema = schema.clone();
         let conn = tokio::task::spawn_blocking(move || -> anyhow::Result<Connection> {
             let mut conn = open_connection(&writer_path, false)?;
-            apply_migrations(&mut conn, allowed)?;
+            apply_migrations(&mut conn, &schema, allowed)?;
             // Checkpoints run on their own thread (see `sqlite_checkpoint`), never inside a
             // group commit; the writer keeps the hot pages of its tables in its own cache.
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -239,7 +227,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` in the next group commit and answers once that commit is durable.
-    async fn write<T: Send + 'static>(
+    pub(crate) async fn write<T: Send + 'static>(
         &self,
         op: &'static str,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -263,7 +251,8 @@ impl SqliteStore {
         result
     }
 
-    async fn read<T: Send + 'static>(
+    /// Runs `f` on a reader connection.
+    pub(crate) async fn read<T: Send + 'static>(
         &self,
         op: &'static str,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -395,353 +384,9 @@ impl ReaderPool {
     }
 }
 
-const IDENTITY_COLUMNS: &str = "u.id, u.username, u.disable_time_ms, u.password_hash";
-
-fn find_identity(
-    conn: &Connection,
-    credential: &Credential,
-) -> Result<Option<Identity>, StoreError> {
-    let (sql, key) = match credential {
-        Credential::Device(id) => (
-            format!("SELECT {IDENTITY_COLUMNS} FROM user_devices d JOIN users u ON u.id = d.user_id WHERE d.id = ?1"),
-            id,
-        ),
-        Credential::Custom(id) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.custom_id = ?1"), id),
-        Credential::Email(email) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.email = ?1"), email),
-    };
-    let mut statement = conn.prepare_cached(&sql).map_err(db_error)?;
-    statement
-        .query_row([key], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<i64>>(2)?,
-                row.get::<_, Option<String>>(3)?,
-            ))
-        })
-        .optional()
-        .map_err(db_error)?
-        .map(|(id, username, disabled, password_hash)| {
-            Ok(Identity {
-                user_id: parse_uuid(&id)?,
-                username,
-                disabled: disabled.is_some(),
-                password_hash,
-            })
-        })
-        .transpose()
-}
-
-fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
+pub(crate) fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text)
         .map_err(|e| StoreError::Database(format!("bad uuid {text:?} in database: {e}")))
-}
-
-#[async_trait]
-impl AccountStore for SqliteStore {
-    async fn find_identity(&self, credential: &Credential) -> Result<Option<Identity>, StoreError> {
-        let credential = credential.clone();
-        self.read("find_identity", move |conn| {
-            find_identity(conn, &credential)
-        })
-        .await
-    }
-
-    async fn find_or_create(
-        &self,
-        credential: &Credential,
-        new_user: NewUser,
-    ) -> Result<(Identity, bool), StoreError> {
-        let credential = credential.clone();
-        self.write("find_or_create", move |conn| {
-            if let Some(found) = find_identity(conn, &credential)? {
-                return Ok((found, false));
-            }
-            let (email, custom_id) = match &credential {
-                Credential::Email(email) => (Some(email.as_str()), None),
-                Credential::Custom(id) => (None, Some(id.as_str())),
-                Credential::Device(_) => (None, None),
-            };
-            let id = new_user.id.to_string();
-            conn.prepare_cached(
-                "INSERT INTO users (id, username, email, custom_id, password_hash, create_time_ms, update_time_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![id, new_user.username, email, custom_id, new_user.password_hash, new_user.now_ms])
-            })
-            .map_err(db_error)?;
-            if let Credential::Device(device_id) = &credential {
-                conn.prepare_cached("INSERT INTO user_devices (id, user_id) VALUES (?1, ?2)")
-                    .and_then(|mut s| s.execute(params![device_id, id]))
-                    .map_err(db_error)?;
-            }
-            // The starting wallet and inventory, in the same savepoint as the account: an
-            // account never exists without them.
-            if let Some(grant) = &new_user.grant {
-                sqlite_economy::grant(conn, new_user.id, grant, new_user.now_ms)?;
-            }
-            Ok((
-                Identity {
-                    user_id: new_user.id,
-                    username: new_user.username,
-                    disabled: false,
-                    password_hash: new_user.password_hash,
-                },
-                true,
-            ))
-        })
-        .await
-    }
-
-    async fn account(&self, user_id: Uuid) -> Result<Option<AccountRecord>, StoreError> {
-        self.read("account", move |conn| {
-            let id = user_id.to_string();
-            let record = conn
-                .prepare_cached(
-                    "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
-                            email, custom_id, disable_time_ms, create_time_ms, update_time_ms
-                     FROM users WHERE id = ?1",
-                )
-                .and_then(|mut s| {
-                    s.query_row([&id], |r| {
-                        Ok(AccountRecord {
-                            id: user_id,
-                            username: r.get(0)?,
-                            display_name: r.get(1)?,
-                            avatar_url: r.get(2)?,
-                            lang_tag: r.get(3)?,
-                            location: r.get(4)?,
-                            timezone: r.get(5)?,
-                            metadata: r.get(6)?,
-                            email: r.get(7)?,
-                            custom_id: r.get(8)?,
-                            devices: Vec::new(),
-                            wallet: Vec::new(),
-                            disable_time_ms: r.get(9)?,
-                            create_time_ms: r.get(10)?,
-                            update_time_ms: r.get(11)?,
-                        })
-                    })
-                    .optional()
-                })
-                .map_err(db_error)?;
-            let Some(mut record) = record else { return Ok(None) };
-            let mut devices = conn
-                .prepare_cached("SELECT id FROM user_devices WHERE user_id = ?1 ORDER BY id")
-                .map_err(db_error)?;
-            record.devices = devices
-                .query_map([&id], |r| r.get(0))
-                .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
-                .map_err(db_error)?;
-            record.wallet = sqlite_economy::wallet(conn, user_id)?;
-            Ok(Some(record))
-        })
-        .await
-    }
-
-    async fn update_account(
-        &self,
-        user_id: Uuid,
-        update: AccountUpdate,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.write("update_account", move |conn| {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE users SET
-                        username = COALESCE(?2, username),
-                        display_name = COALESCE(?3, display_name),
-                        avatar_url = COALESCE(?4, avatar_url),
-                        lang_tag = COALESCE(?5, lang_tag),
-                        location = COALESCE(?6, location),
-                        timezone = COALESCE(?7, timezone),
-                        metadata = COALESCE(?8, metadata),
-                        update_time_ms = ?9
-                     WHERE id = ?1",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        user_id.to_string(),
-                        update.username,
-                        update.display_name,
-                        update.avatar_url,
-                        update.lang_tag,
-                        update.location,
-                        update.timezone,
-                        update.metadata,
-                        now_ms
-                    ])
-                })
-                .map_err(db_error)?;
-            if changed == 0 {
-                return Err(StoreError::NotFound);
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn set_disabled(
-        &self,
-        user_ids: Vec<Uuid>,
-        disable_time_ms: Option<i64>,
-    ) -> Result<Vec<Uuid>, StoreError> {
-        self.write("set_disabled", move |conn| {
-            let mut update = conn
-                .prepare_cached("UPDATE users SET disable_time_ms = ?2 WHERE id = ?1")
-                .map_err(db_error)?;
-            let mut found = Vec::with_capacity(user_ids.len());
-            for id in user_ids {
-                if update
-                    .execute(params![id.to_string(), disable_time_ms])
-                    .map_err(db_error)?
-                    > 0
-                {
-                    found.push(id);
-                }
-            }
-            Ok(found)
-        })
-        .await
-    }
-
-    async fn disabled_users(&self, deleted_since_ms: i64) -> Result<Vec<Uuid>, StoreError> {
-        self.read("disabled_users", move |conn| {
-            lifecycle::disabled_users(conn, deleted_since_ms)
-        })
-        .await
-    }
-
-    async fn link(
-        &self,
-        user_id: Uuid,
-        credential: Credential,
-        password_hash: Option<String>,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.write("link", move |conn| {
-            lifecycle::link(conn, user_id, &credential, password_hash.as_deref(), now_ms)
-        })
-        .await
-    }
-
-    async fn unlink(
-        &self,
-        user_id: Uuid,
-        credential: Credential,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        self.write("unlink", move |conn| {
-            lifecycle::unlink(conn, user_id, &credential, now_ms)
-        })
-        .await
-    }
-
-    async fn users(
-        &self,
-        ids: Vec<Uuid>,
-        usernames: Vec<String>,
-    ) -> Result<Vec<AccountRecord>, StoreError> {
-        self.read("users", move |conn| {
-            lifecycle::users(conn, &ids, &usernames)
-        })
-        .await
-    }
-
-    async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
-        self.write("delete_account", move |conn| {
-            lifecycle::delete_account(conn, user_id, now_ms)
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl TokenStore for SqliteStore {
-    async fn revoke(&self, revocations: Vec<Revocation>) -> Result<usize, StoreError> {
-        self.write("revoke", move |conn| {
-            let mut insert = conn
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO revoked_tokens (token_id, expires_at, created_ms)
-                     VALUES (?1, ?2, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
-                )
-                .map_err(db_error)?;
-            let mut recorded = 0;
-            for r in &revocations {
-                recorded += insert
-                    .execute(params![r.token_id.to_string(), r.expires_at])
-                    .map_err(db_error)?;
-            }
-            Ok(recorded)
-        })
-        .await
-    }
-
-    async fn is_revoked(&self, token_id: Uuid) -> Result<bool, StoreError> {
-        self.read("is_revoked", move |conn| {
-            conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM revoked_tokens WHERE token_id = ?1)")
-                .and_then(|mut s| s.query_row(params![token_id.to_string()], |r| r.get(0)))
-                .map_err(db_error)
-        })
-        .await
-    }
-
-    async fn revocations_since(
-        &self,
-        since_ms: i64,
-        now: i64,
-    ) -> Result<(Vec<(Revocation, i64)>, i64), StoreError> {
-        self.read("revocations_since", move |conn| {
-            let clock: i64 = conn
-                .query_row(
-                    "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(db_error)?;
-            let mut select = conn
-                .prepare_cached(
-                    "SELECT token_id, expires_at, created_ms FROM revoked_tokens
-                     WHERE created_ms >= ?1 AND expires_at > ?2",
-                )
-                .map_err(db_error)?;
-            let rows = select
-                .query_map([since_ms, now], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, i64>(2)?,
-                    ))
-                })
-                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                .map_err(db_error)?;
-            let revocations = rows
-                .into_iter()
-                .map(|(id, expires_at, created_ms)| {
-                    let token_id = parse_uuid(&id)?;
-                    Ok((
-                        Revocation {
-                            token_id,
-                            expires_at,
-                        },
-                        created_ms,
-                    ))
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            Ok((revocations, clock))
-        })
-        .await
-    }
-
-    async fn prune_revocations(&self, now: i64) -> Result<(), StoreError> {
-        self.write("prune_revocations", move |conn| {
-            conn.execute("DELETE FROM revoked_tokens WHERE expires_at <= ?1", [now])
-                .map_err(db_error)?;
-            Ok(())
-        })
-        .await
-    }
 }
 
 #[async_trait]
@@ -763,232 +408,9 @@ impl SecretStore for SqliteStore {
     }
 }
 
-#[async_trait]
-impl ChatStore for SqliteStore {
-    async fn insert_channel_message(
-        &self,
-        message: ChannelMessageRecord,
-    ) -> Result<(), StoreError> {
-        // One write job per message; the writer commits every job waiting in its queue in one
-        // transaction, so concurrent messages share one fsync.
-        self.write("insert_channel_message", move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO channel_messages
-                    (id, channel_id, code, sender_id, username, content, create_time_ms, update_time_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    message.id.to_string(),
-                    message.channel_id,
-                    message.code,
-                    message.sender_id.to_string(),
-                    message.username,
-                    message.content,
-                    message.create_time_ms,
-                    message.update_time_ms
-                ])
-            })
-            .map_err(db_error)?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn update_channel_message(
-        &self,
-        id: Uuid,
-        sender: Uuid,
-        channel_id: &str,
-        content: String,
-        now_ms: i64,
-    ) -> Result<i64, StoreError> {
-        let channel_id = channel_id.to_owned();
-        self.write("update_channel_message", move |conn| {
-            conn.prepare_cached(
-                "UPDATE channel_messages SET content = ?4, update_time_ms = ?5
-                 WHERE id = ?1 AND sender_id = ?2 AND channel_id = ?3
-                 RETURNING create_time_ms",
-            )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        id.to_string(),
-                        sender.to_string(),
-                        channel_id,
-                        content,
-                        now_ms
-                    ],
-                    |r| r.get(0),
-                )
-                .optional()
-            })
-            .map_err(db_error)?
-            .ok_or(StoreError::NotFound)
-        })
-        .await
-    }
-
-    async fn delete_channel_message(
-        &self,
-        id: Uuid,
-        sender: Uuid,
-        channel_id: &str,
-    ) -> Result<i64, StoreError> {
-        let channel_id = channel_id.to_owned();
-        self.write("delete_channel_message", move |conn| {
-            conn.prepare_cached(
-                "DELETE FROM channel_messages WHERE id = ?1 AND sender_id = ?2 AND channel_id = ?3
-                 RETURNING create_time_ms",
-            )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![id.to_string(), sender.to_string(), channel_id],
-                    |r| r.get(0),
-                )
-                .optional()
-            })
-            .map_err(db_error)?
-            .ok_or(StoreError::NotFound)
-        })
-        .await
-    }
-
-    async fn channel_messages(&self, query: HistoryQuery) -> Result<Vec<HistoryRow>, StoreError> {
-        self.read("channel_messages", move |conn| {
-            let sql = if query.ascending {
-                "SELECT seq, id, code, sender_id, username, content, create_time_ms,
-                        update_time_ms, channel_id
-                 FROM channel_messages WHERE channel_id = ?1 AND seq > ?2 ORDER BY seq ASC LIMIT ?3"
-            } else {
-                "SELECT seq, id, code, sender_id, username, content, create_time_ms,
-                        update_time_ms, channel_id
-                 FROM channel_messages WHERE channel_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
-            };
-            let from = query
-                .from_seq
-                .unwrap_or(if query.ascending { i64::MIN } else { i64::MAX });
-            history_rows(
-                conn,
-                sql,
-                params![query.channel_id, from, query.limit as i64],
-            )
-        })
-        .await
-    }
-
-    async fn sender_messages(
-        &self,
-        sender: Uuid,
-        before_seq: Option<i64>,
-        limit: usize,
-    ) -> Result<Vec<HistoryRow>, StoreError> {
-        self.read("sender_messages", move |conn| {
-            history_rows(
-                conn,
-                "SELECT seq, id, code, sender_id, username, content, create_time_ms,
-                        update_time_ms, channel_id
-                 FROM channel_messages WHERE sender_id = ?1 AND seq < ?2
-                 ORDER BY seq DESC LIMIT ?3",
-                params![
-                    sender.to_string(),
-                    before_seq.unwrap_or(i64::MAX),
-                    limit as i64
-                ],
-            )
-        })
-        .await
-    }
-}
-
-/// The history rows `sql` selects (seq, id, code, sender, username, content, created, updated,
-/// channel).
-fn history_rows(
-    conn: &Connection,
-    sql: &str,
-    args: impl rusqlite::Params,
-) -> Result<Vec<HistoryRow>, StoreError> {
-    type Columns = (i64, String, i32, String, String, String, i64, i64, String);
-    let mut statement = conn.prepare_cached(sql).map_err(db_error)?;
-    let rows: Vec<Columns> = statement
-        .query_map(args, |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-            ))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(db_error)?;
-    rows.into_iter()
-        .map(
-            |(seq, id, code, sender, username, content, created, updated, channel_id)| {
-                Ok(HistoryRow {
-                    seq,
-                    message: ChannelMessageRecord {
-                        id: parse_uuid(&id)?,
-                        channel_id,
-                        code,
-                        sender_id: parse_uuid(&sender)?,
-                        username,
-                        content,
-                        create_time_ms: created,
-                        update_time_ms: updated,
-                    },
-                })
-            },
-        )
-        .collect()
-}
-
-#[async_trait]
-impl EconomyStore for SqliteStore {
-    async fn apply_ledger(&self, write: LedgerWrite) -> Result<LedgerOutcome, StoreError> {
-        self.write("apply_ledger", move |conn| {
-            sqlite_economy::apply(conn, &write)
-        })
-        .await
-    }
-
-    async fn wallet(&self, user_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
-        self.read("wallet", move |conn| sqlite_economy::wallet(conn, user_id))
-            .await
-    }
-
-    async fn inventory(
-        &self,
-        user_id: Uuid,
-        after: Option<String>,
-        limit: usize,
-    ) -> Result<Vec<InventoryItem>, StoreError> {
-        self.read("inventory", move |conn| {
-            sqlite_economy::inventory(conn, user_id, after.as_deref(), limit)
-        })
-        .await
-    }
-
-    async fn ledger(
-        &self,
-        user_id: Uuid,
-        before: Option<i64>,
-        limit: usize,
-    ) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.read("ledger", move |conn| {
-            sqlite_economy::ledger(conn, user_id, before, limit)
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl Store for SqliteStore {
-    async fn close(&self) {
+impl SqliteStore {
+    /// Finishes pending writes (the writer drains its queue) and stops the engine's threads.
+    pub async fn close(&self) {
         let checkpointer = self.checkpointer.lock().take();
         if let Some((stop, thread)) = checkpointer {
             drop(stop);

@@ -2,7 +2,6 @@
 //! UDP socket), and a lossy UDP relay that drops and reorders datagrams between a client and
 //! the server.
 
-
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,7 +8,6 @@
 //! - [`crash`]: the real binary as a process, to `kill -9` and restart.
 //!
 
-
 pub mod client;
 pub mod crash;
 pub mod enet;

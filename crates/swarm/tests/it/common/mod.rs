@@ -4,7 +4,6 @@
 //! SIGTERM does (its shutdown future fires) followed by the process going away (the runtime is
 //! dropped, with every task and socket it still had).
 
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
