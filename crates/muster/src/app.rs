@@ -14,7 +14,6 @@ use crate::accounts::password::Hasher;
 use crate::accounts::tokens::TokenService;
 use crate::accounts::Accounts;
 use crate::base::clock::Clock;
-use crate::base::config::{Config, RuntimeConfig};
 use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
 use crate::chat::presence::ChatPresence;
@@ -22,6 +21,7 @@ use crate::chat::Chat;
 use crate::cluster::bus::Bus;
 use crate::cluster::shared::ClusterRouter;
 use crate::cluster::{Cluster, LocalRouter, Router};
+use crate::config::{Config, RuntimeConfig};
 use crate::economy::store::StartingGrant;
 use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
@@ -161,7 +161,7 @@ async fn build(
     )
     .await?;
     if let Some(world) = &world {
-        crate::world::actions::register(&mut functions, world);
+        crate::functions::world::register(&mut functions, world);
     }
     builtins::register(
         &mut functions,
@@ -251,8 +251,15 @@ async fn build(
     ));
     warn_default_secrets(&config);
     let limits = &config.limits;
+    let setup = crate::matches::MatchesSetup {
+        matches: &config.matches,
+        matchmaker: &config.matchmaker,
+        rooms_per_user: config.rooms.max_rooms_per_user,
+        room_creates_per_user_per_minute: config.rooms.creates_per_user_per_minute,
+        failure_timeout_ms: config.cluster.failure_timeout_ms,
+    };
     let matches = Matches::build(
-        &config,
+        setup,
         stores.secrets.as_ref(),
         &metrics,
         handlers,
@@ -261,6 +268,24 @@ async fn build(
         shutdown.child_token(),
     )
     .await?;
+    // Rooms: the built-in handlers' (matches of this node) and the studio's game servers'.
+    let fleet = crate::rooms::fleet::Fleet::new(
+        &config.fleet,
+        matches.node(),
+        &config.data_dir,
+        matches.tokens.clone(),
+        metrics.registry(),
+        shutdown.child_token(),
+    )?;
+    if let Some(fleet) = &fleet {
+        fleet.serve_sdk_with(Arc::new(crate::net::fleet_sdk::AgonesSdk));
+    }
+    let rooms = crate::rooms::Rooms::new(
+        matches.clone(),
+        fleet,
+        config.rooms.clone(),
+        config.cluster.advertised_host(),
+    );
     if let Some(module) = &module {
         let _ = module.host().matches.set(matches.clone());
         if module.registered().matchmaker_matched {
@@ -319,6 +344,7 @@ async fn build(
             config.console.request_burst,
         )),
         matches,
+        rooms,
         chat,
         connections: Arc::new(ConnectionCounter::new(
             limits.max_connections_per_ip,
@@ -457,7 +483,7 @@ async fn bind_setting(address: &str, setting: &str) -> anyhow::Result<Option<Tcp
 }
 
 /// Binds the ENet transport's sockets (one per loop), or none when `enet.listen` is empty.
-fn bind_enet(config: &crate::base::config::EnetConfig) -> anyhow::Result<Vec<UdpSocket>> {
+fn bind_enet(config: &crate::config::EnetConfig) -> anyhow::Result<Vec<UdpSocket>> {
     if config.listen.is_empty() {
         return Ok(Vec::new());
     }
@@ -488,6 +514,7 @@ pub async fn run_on(
     let tcp = bind_setting(&state.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
     let enet = bind_enet(&state.config.enet)?;
     state.matches.start();
+    state.rooms.start();
     if let Some(bound) = enet.first().map(UdpSocket::local_addr).transpose()? {
         state
             .matches
@@ -756,13 +783,13 @@ async fn housekeeping(state: AppState) {
 }
 
 /// Logs to stderr with `filter` (overridden by RUST_LOG when set), as text or as JSON lines.
-pub fn init_logging(filter: &str, format: crate::base::config::LogFormat) {
+pub fn init_logging(filter: &str, format: crate::config::LogFormat) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_owned());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr);
     let _ = match format {
-        crate::base::config::LogFormat::Text => builder.try_init(),
-        crate::base::config::LogFormat::Json => builder.json().try_init(),
+        crate::config::LogFormat::Text => builder.try_init(),
+        crate::config::LogFormat::Json => builder.json().try_init(),
     };
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::app::GameLogic;
-use crate::base::config::{Config, EXAMPLE_TOML};
+use crate::config::{Config, EXAMPLE_TOML};
 
 #[derive(Parser)]
 #[command(
@@ -368,7 +368,7 @@ fn run(cli: Cli, game: GameLogic) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Some(Command::FleetExec { parent, command }) => {
-            let why = crate::fleet::exec::become_game_server(*parent, command);
+            let why = crate::rooms::fleet::exec::become_game_server(*parent, command);
             eprintln!("muster fleet-exec: {why}");
             return ExitCode::from(127);
         }
@@ -441,7 +441,7 @@ fn run(cli: Cli, game: GameLogic) -> ExitCode {
                 Ok(())
             }
             Some(Command::Backup { file }) => {
-                let bytes = crate::store::backup(&config, &file).await?;
+                let bytes = crate::store::backup(&config.store(), &file).await?;
                 println!(
                     "{}",
                     serde_json::json!({ "backup": file.display().to_string(), "bytes": bytes })

@@ -8,7 +8,7 @@
 //! | cli | [`cli`] | the command line: settings, logging, runtime, commands ([`cli::main_with`]) |
 //! | app | [`app`] | wiring: build the services, bind listeners, run until shutdown |
 //! | net | [`net`] | transports and edges: HTTP routes, WebSocket, native TCP, connection lifecycle, dispatch |
-//! | domains | [`accounts`], [`chat`], [`matches`](mod@matches), [`economy`], [`functions`], [`links`], [`fleet`], [`world`] | the rules; no HTTP, no wire errors |
+//! | domains | [`accounts`], [`chat`], [`matches`](mod@matches), [`economy`], [`functions`], [`links`], [`rooms`], [`world`] | the rules; no HTTP, no wire errors |
 //! | cluster | [`cluster`] | the router: deliver to sessions, users, channel members wherever they live |
 //! | session | [`session`] | registry, bounded outboxes, encode-once fanout |
 //! | store | [`store`] | persistence behind traits, SQLite and PostgreSQL |
@@ -23,9 +23,9 @@ pub mod base;
 pub mod chat;
 pub mod cli;
 pub mod cluster;
+pub mod config;
 pub mod console;
 pub mod economy;
-pub mod fleet;
 pub mod friends;
 pub mod functions;
 pub mod groups;
@@ -36,6 +36,7 @@ pub mod matches;
 pub mod net;
 pub mod notifications;
 pub mod parties;
+pub mod rooms;
 pub mod services;
 pub mod session;
 pub mod status;

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use crate::accounts::store::{AccountStore, TokenStore};
-use crate::base::config::Config;
 use crate::base::metrics::Metrics;
 use crate::chat::store::ChatStore;
+use crate::config::Config;
 use crate::console::store::ConsoleStore;
 use crate::economy::store::EconomyStore;
 use crate::friends::store::FriendStore;
@@ -68,7 +68,7 @@ pub struct Stores {
 impl Stores {
     /// Opens the database `config` names, checking (and, if allowed, migrating) the schema.
     pub async fn open(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Stores> {
-        let engine = Engine::open(config, &schema(), metrics).await?;
+        let engine = Engine::open(&config.store(), &schema(), metrics).await?;
         Ok(match &engine {
             Engine::Sqlite(sqlite) => Stores {
                 accounts: sqlite.clone(),
@@ -116,5 +116,5 @@ impl Stores {
 /// Applies the schema's pending migrations (the `muster migrate` command): (applied now,
 /// schema version).
 pub async fn migrate(config: &Config) -> anyhow::Result<(usize, i64)> {
-    crate::store::migrate(config, &schema()).await
+    crate::store::migrate(&config.store(), &schema()).await
 }

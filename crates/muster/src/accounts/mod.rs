@@ -2,6 +2,7 @@
 //! profile, and how a session is issued, refreshed and ended. HTTP handlers call in here; this
 //! module calls the store and never sees HTTP.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;

@@ -115,7 +115,7 @@ pub struct TokenPair {
 impl TokenService {
     /// Builds the service from configured keys, or keys generated once and kept in the store.
     pub async fn new(
-        config: &crate::base::config::SessionConfig,
+        config: &crate::accounts::config::SessionConfig,
         secrets: &dyn SecretStore,
         store: Arc<dyn TokenStore>,
         clock: Clock,

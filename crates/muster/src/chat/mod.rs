@@ -16,6 +16,7 @@
 //! durable), encodes it once per format and queues a cheap clone on every member's outbox (the
 //! sender's included, as Nakama does), then answers the sender with the ack.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -34,8 +35,8 @@ pub use handlers::handle;
 use ids::MessageIds;
 
 use crate::accounts::store::AccountStore;
-use crate::base::config::ChatConfig;
 use crate::base::metrics::Metrics;
+use crate::chat::config::ChatConfig;
 use crate::chat::store::ChatStore;
 use crate::cluster::Router;
 use crate::store::{SecretStore, StoreError};

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use crate::base::config::{is_name_char, ClusterConfig};
+use crate::base::names::is_name_char;
+use crate::cluster::config::ClusterConfig;
 
 /// How long connecting to NATS at start may take before the node refuses to start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::bus::Bus;
-use crate::base::config::ClusterConfig;
+use crate::cluster::config::ClusterConfig;
 
 /// What a heartbeat says.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

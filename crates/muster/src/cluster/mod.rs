@@ -14,6 +14,7 @@
 //!   only with `cluster.nats_url`.
 
 pub mod bus;
+pub mod config;
 pub mod local;
 pub mod membership;
 pub mod shared;

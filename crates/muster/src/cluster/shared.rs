@@ -916,8 +916,8 @@ fn inbox_payload(kind: u8, id: Uuid, message: &Encoded) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::config::ClusterConfig;
     use crate::base::metrics::Metrics;
+    use crate::cluster::config::ClusterConfig;
     use crate::cluster::local::tests::Quiet;
     use crate::session::channels::ChannelRegistry;
     use crate::session::{Format, SessionRegistry};

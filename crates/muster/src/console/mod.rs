@@ -5,6 +5,7 @@
 //! ([`history`]: the node's metrics sampled each second, kept for an hour at 1 s and a week at
 //! 1 min).
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -24,9 +25,9 @@ use subtle::ConstantTimeEq;
 
 use crate::accounts::password::Hasher;
 use crate::base::clock::Clock;
-use crate::base::config::console::is_console_username;
-use crate::base::config::ConsoleConfig;
 use crate::base::ratelimit::{IpLimit, KeyedLimit};
+use crate::console::config::is_console_username;
+use crate::console::config::ConsoleConfig;
 use crate::console::store::{AuditRow, ConsoleSessionRow, ConsoleStore, ConsoleUserRow};
 use crate::store::StoreError;
 pub use users::Role;

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::ConsoleError;
-use crate::base::config::console::{is_console_username, MAX_CONSOLE_USERNAME};
+use crate::console::config::{is_console_username, MAX_CONSOLE_USERNAME};
 
 /// Longest password accepted, in bytes (hashing a longer one is work an attacker chooses).
 pub const MAX_PASSWORD: usize = 256;

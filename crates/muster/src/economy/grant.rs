@@ -7,8 +7,8 @@
 //! account ever exists without its grant, and the grant is never given twice. Its ledger row has
 //! the reason `starting_grant`. The million items are one stacked row (`count = 1000000`).
 
-use crate::base::config::EconomyConfig;
 use crate::economy::change::check_name;
+use crate::economy::config::EconomyConfig;
 use crate::economy::store::{Changes, ItemDelta, StartingGrant};
 
 impl StartingGrant {
@@ -68,7 +68,7 @@ impl StartingGrant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::config::StartingItem;
+    use crate::economy::config::StartingItem;
 
     #[test]
     fn the_default_grant_is_the_seed_scenario() {

@@ -15,6 +15,7 @@
 //! Durability: a change is answered only once the database has committed it (group commit on
 //! both engines, see [`crate::store`]).
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;

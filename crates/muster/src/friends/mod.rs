@@ -4,6 +4,7 @@
 //! ends whatever the other had with you. Each change the other user should know of is a
 //! persistent notification with Nakama's code, delivered at once on any node.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -80,7 +81,7 @@ impl Friends {
         accounts: Arc<dyn AccountStore>,
         notifications: Arc<Notifications>,
         router: Arc<dyn Router>,
-        config: &crate::base::config::FriendsConfig,
+        config: &crate::friends::config::FriendsConfig,
     ) -> Friends {
         Friends {
             store,

@@ -37,6 +37,7 @@
 //! ```
 
 pub mod builtins;
+pub mod world;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,6 +54,8 @@ use crate::groups::{GroupError, Groups};
 use crate::leaderboards::{LeaderboardError, Leaderboards};
 use crate::notifications::{NotificationError, Notifications};
 use crate::storage::{Storage, StorageError};
+
+pub use crate::base::rpc::{RpcCode, RpcError};
 
 /// The user calling a function, from their session token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,94 +141,6 @@ impl Call<'_> {
 #[async_trait::async_trait]
 pub trait ServerFunction: Send + Sync + 'static {
     async fn call(&self, call: Call<'_>) -> Result<String, RpcError>;
-}
-
-/// The gRPC status codes a function may fail with (Nakama's convention).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RpcCode {
-    InvalidArgument,
-    NotFound,
-    AlreadyExists,
-    PermissionDenied,
-    /// Too many calls: the caller is over a rate or a quota (HTTP 429).
-    ResourceExhausted,
-    FailedPrecondition,
-    Unavailable,
-    Internal,
-}
-
-impl RpcCode {
-    /// The gRPC code number.
-    pub fn grpc(self) -> i32 {
-        match self {
-            RpcCode::InvalidArgument => 3,
-            RpcCode::NotFound => 5,
-            RpcCode::AlreadyExists => 6,
-            RpcCode::PermissionDenied => 7,
-            RpcCode::ResourceExhausted => 8,
-            RpcCode::FailedPrecondition => 9,
-            RpcCode::Internal => 13,
-            RpcCode::Unavailable => 14,
-        }
-    }
-
-    /// The code of gRPC code number `code`, if a function may fail with it.
-    pub fn from_grpc(code: i32) -> Option<RpcCode> {
-        Some(match code {
-            3 => RpcCode::InvalidArgument,
-            5 => RpcCode::NotFound,
-            6 => RpcCode::AlreadyExists,
-            7 => RpcCode::PermissionDenied,
-            8 => RpcCode::ResourceExhausted,
-            9 => RpcCode::FailedPrecondition,
-            13 => RpcCode::Internal,
-            14 => RpcCode::Unavailable,
-            _ => return None,
-        })
-    }
-
-    /// The metric label.
-    pub fn name(self) -> &'static str {
-        match self {
-            RpcCode::InvalidArgument => "invalid_argument",
-            RpcCode::NotFound => "not_found",
-            RpcCode::AlreadyExists => "already_exists",
-            RpcCode::PermissionDenied => "permission_denied",
-            RpcCode::ResourceExhausted => "resource_exhausted",
-            RpcCode::FailedPrecondition => "failed_precondition",
-            RpcCode::Unavailable => "unavailable",
-            RpcCode::Internal => "internal",
-        }
-    }
-}
-
-/// A function's failure: a code and a message shown to the caller (never internal detail).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct RpcError {
-    pub code: RpcCode,
-    pub message: String,
-}
-
-impl RpcError {
-    pub fn new(code: RpcCode, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-        }
-    }
-
-    pub fn invalid(message: impl Into<String>) -> RpcError {
-        RpcError::new(RpcCode::InvalidArgument, message)
-    }
-
-    pub fn failed_precondition(message: impl Into<String>) -> RpcError {
-        RpcError::new(RpcCode::FailedPrecondition, message)
-    }
-
-    pub fn internal() -> RpcError {
-        RpcError::new(RpcCode::Internal, "internal server error")
-    }
 }
 
 impl From<AccountError> for RpcError {

@@ -5,6 +5,7 @@
 //! whoever stops being a member leaves it at once, on any node ([`evictions`]). Join requests
 //! and additions are persistent notifications with Nakama's codes.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -21,9 +22,9 @@ use muster_proto::api::{
 use uuid::Uuid;
 
 use crate::accounts::lifecycle::public_user;
-use crate::base::config::GroupsConfig;
 use crate::base::ratelimit::KeyedLimit;
 use crate::cluster::Router;
+use crate::groups::config::GroupsConfig;
 use crate::groups::store::{
     Actor, GroupAfter, GroupChanges, GroupFilter, GroupRecord, GroupRefusal, GroupStore,
     MemberChange,

@@ -29,7 +29,7 @@ use muster_js::{Hook, JsError, Limits, Registrations, Vm};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 
-use crate::base::config::RuntimeConfig;
+use crate::config::RuntimeConfig;
 use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
 use crate::matches::handler::Handlers;
 use host::ServerHost;

@@ -18,6 +18,7 @@
 //!   records it writes or deletes, and the leaderboards it creates or deletes, on the cluster's
 //!   bus (`leaderboards`), and the others apply them, so every node ranks alike.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -35,8 +36,8 @@ use croner::Cron;
 use uuid::Uuid;
 
 use crate::base::clock::Clock;
-use crate::base::config::{LeaderboardSpec, LeaderboardsConfig};
 use crate::cluster::bus::Bus;
+use crate::leaderboards::config::{LeaderboardSpec, LeaderboardsConfig};
 use crate::leaderboards::store::{
     LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordWrite, ScoreOp,
 };

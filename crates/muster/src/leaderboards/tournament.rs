@@ -52,8 +52,8 @@ pub struct NewTournament {
     pub join_required: bool,
 }
 
-impl From<&crate::base::config::TournamentSpec> for NewTournament {
-    fn from(spec: &crate::base::config::TournamentSpec) -> Self {
+impl From<&crate::leaderboards::config::TournamentSpec> for NewTournament {
+    fn from(spec: &crate::leaderboards::config::TournamentSpec) -> Self {
         NewTournament {
             id: spec.id.clone(),
             authoritative: spec.authoritative,

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::base::config::LinksConfig;
+use crate::links::config::LinksConfig;
 
 pub struct AppAssociations {
     /// `apple-app-site-association`, when iOS apps are configured.

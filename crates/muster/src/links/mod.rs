@@ -14,6 +14,7 @@
 //!
 //! No HTTP here: `net::links` serves it on its own listener.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -41,9 +42,9 @@ use self::metrics::LinkMetrics;
 use self::platform::Platform;
 use self::target::TargetRules;
 use crate::base::clock::Clock;
-use crate::base::config::LinksConfig;
 use crate::base::metrics::Metrics;
 use crate::base::ratelimit::{IpLimit, KeyedLimit};
+use crate::links::config::LinksConfig;
 use crate::links::store::{Fallbacks, LinkRecord, LinkStore};
 use crate::store::StoreError;
 

@@ -74,7 +74,7 @@ impl MatchId {
         let bad = || MatchError::BadInput(format!("'{}' is not a match id", shorten(text)));
         let (uuid, suffix) = text.split_once('.').ok_or_else(bad)?;
         let uuid = Uuid::try_parse(uuid).map_err(|_| bad())?;
-        if !suffix.is_empty() && !crate::base::config::is_name(suffix) {
+        if !suffix.is_empty() && !crate::base::names::is_name(suffix) {
             return Err(bad());
         }
         let authoritative = !suffix.is_empty();

@@ -38,8 +38,8 @@ use super::id::MatchId;
 use super::query::Query;
 use super::shared_matchmaker::SharedTickets;
 use super::Matches;
-use crate::base::config::MatchmakerConfig;
 use crate::cluster::Recipient;
+use crate::matches::config::MatchmakerConfig;
 use crate::session::fanout::Encoded;
 use crate::session::Session;
 

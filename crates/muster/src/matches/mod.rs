@@ -6,11 +6,11 @@
 //! - [`registry`]: match ids → matches, and each session's memberships;
 //! - [`matchmaker`] + [`query`]: tickets grouped into matches on an interval;
 //! - [`join_tokens`]: signed, expiring, single-use join tokens (matchmaker tokens, room tickets);
-//! - [`rooms`]: authoritative matches created over HTTP, and [`crate::net::tcp`], their native transport;
 //! - [`remote`]: in a cluster, joins, data and leaves of sessions on other nodes.
 //!
 //! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
 
+pub mod config;
 pub(crate) mod postgres;
 pub mod store;
 
@@ -29,7 +29,6 @@ pub mod registry;
 pub mod relayed;
 pub mod remote;
 pub mod room_book;
-pub mod rooms;
 pub mod shared_matchmaker;
 
 use std::collections::HashMap;
@@ -54,11 +53,9 @@ use self::registry::{Bucket, MatchRef, MatchRegistry, Member, RemoteMatch};
 use self::relayed::RelayedMatch;
 use self::remote::MatchLink;
 use self::shared_matchmaker::SharedTickets;
-use crate::base::config::Config;
-use crate::base::config::{MatchesConfig, MatchmakerConfig, RoomsConfig};
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
-use crate::fleet::Fleet;
+use crate::matches::config::{MatchesConfig, MatchmakerConfig};
 use crate::matches::store::MatchmakerStore;
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
@@ -68,10 +65,6 @@ use crate::store::SecretStore;
 pub struct Matches {
     pub config: MatchesConfig,
     pub matchmaker_config: MatchmakerConfig,
-    pub rooms_config: RoomsConfig,
-    /// In a cluster, the host this node is reached at (`cluster.advertise` without its port):
-    /// a room's connection info names it, not the load balancer the player called.
-    pub advertised_host: Option<String>,
     pub registry: Arc<MatchRegistry>,
     /// This node's built-in rooms, in order, and what each player has open.
     pub rooms: Arc<room_book::RoomBook>,
@@ -81,19 +74,31 @@ pub struct Matches {
     pub matchmaker: Matchmaker,
     /// In a cluster: the matches of the other nodes.
     pub link: Option<Arc<MatchLink>>,
-    /// The studio's game servers run as rooms, when `[fleet.servers]` names any.
-    pub fleet: Option<Arc<Fleet>>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Server code told of every group the matchmaker forms (a JavaScript module's
     /// `registerMatchmakerMatched`), which may name the match they join.
     matched_hook: OnceLock<Arc<dyn matchmaker::MatchedHook>>,
+    /// The rooms service, which answers other nodes' rooms calls for this node's rooms.
+    room_answers: OnceLock<Arc<dyn remote::RoomAnswers>>,
     /// Where the native TCP transport listens, once it does.
     tcp_addr: OnceLock<SocketAddr>,
     enet_port: OnceLock<u16>,
     /// This node's HTTP port as players reach it (`cluster.advertise`'s port, else the one it
     /// listens on), for rooms asked about through another node.
     http_port: OnceLock<u16>,
+}
+
+/// What the matches service is built from: its sections of the configuration.
+pub struct MatchesSetup<'a> {
+    pub matches: &'a MatchesConfig,
+    pub matchmaker: &'a MatchmakerConfig,
+    /// The room book's bounds (`rooms.max_rooms_per_user`, `rooms.creates_per_user_per_minute`).
+    pub rooms_per_user: usize,
+    pub room_creates_per_user_per_minute: u32,
+    /// How long a silent node takes to be taken for dead (`cluster.failure_timeout_ms`): the
+    /// shared matchmaker forgets its tickets then.
+    pub failure_timeout_ms: u64,
 }
 
 /// What a `match_join` names.
@@ -107,7 +112,7 @@ impl Matches {
     /// the cluster's, in match ids too), and `shared_tickets` when the cluster shares a
     /// database its matchmaker can keep its tickets in.
     pub async fn build(
-        config: &Config,
+        config: MatchesSetup<'_>,
         secrets: &dyn SecretStore,
         metrics: &crate::base::metrics::Metrics,
         handlers: Handlers,
@@ -134,15 +139,6 @@ impl Matches {
             );
         }
         let mut matches_config = config.matches.clone();
-        let node = bus.map_or(config.matches.node_name.as_str(), |b| b.node());
-        let fleet = Fleet::new(
-            &config.fleet,
-            node,
-            &config.data_dir,
-            tokens.clone(),
-            metrics_registry,
-            shutdown.clone(),
-        )?;
         let link = match bus {
             Some(bus) => {
                 matches_config.node_name = bus.node().to_string();
@@ -153,12 +149,10 @@ impl Matches {
         Ok(Arc::new(Matches {
             config: matches_config,
             matchmaker_config: config.matchmaker.clone(),
-            rooms_config: config.rooms.clone(),
-            advertised_host: advertised_host(&config.cluster),
             registry: Arc::new(MatchRegistry::default()),
             rooms: Arc::new(room_book::RoomBook::new(
-                config.rooms.max_rooms_per_user,
-                config.rooms.creates_per_user_per_minute,
+                config.rooms_per_user,
+                config.room_creates_per_user_per_minute,
             )),
             handlers,
             tokens,
@@ -168,16 +162,16 @@ impl Matches {
                     SharedTickets::new(
                         store,
                         bus.clone(),
-                        config.cluster.failure_timeout_ms,
-                        &config.matchmaker,
+                        config.failure_timeout_ms,
+                        config.matchmaker,
                     )
                 }),
             ),
             link,
-            fleet,
             metrics,
             shutdown,
             matched_hook: OnceLock::new(),
+            room_answers: OnceLock::new(),
             tcp_addr: OnceLock::new(),
             enet_port: OnceLock::new(),
             http_port: OnceLock::new(),
@@ -188,9 +182,6 @@ impl Matches {
     pub fn start(self: &Arc<Self>) {
         tokio::spawn(matchmaker::run(self.clone()));
         remote::serve(self.clone());
-        if let Some(fleet) = &self.fleet {
-            fleet.start();
-        }
         let matches = self.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(10));
@@ -223,9 +214,11 @@ impl Matches {
 
     /// Records the HTTP port this node listens on (`cluster.advertise`'s port wins when it has one).
     pub fn set_http_port(&self, bound: u16, advertise: &str) {
-        let _ = self
-            .http_port
-            .set(split_advertise(advertise).1.unwrap_or(bound));
+        let _ = self.http_port.set(
+            crate::cluster::config::split_advertise(advertise)
+                .1
+                .unwrap_or(bound),
+        );
     }
 
     /// This node's HTTP port as players reach it, once it listens.
@@ -248,6 +241,50 @@ impl Matches {
             shutdown: self.shutdown.clone(),
             rooms: self.rooms.clone(),
         }
+    }
+
+    /// Installs what answers other nodes' rooms calls (once: the rooms service).
+    pub fn set_room_answers(&self, answers: Arc<dyn remote::RoomAnswers>) {
+        let _ = self.room_answers.set(answers);
+    }
+
+    /// Answers another node's call about a match or room of this node: a room's to the rooms
+    /// service, the rest here.
+    pub(crate) async fn answer_room(
+        &self,
+        ask: remote::RoomAsk,
+    ) -> Result<serde_json::Value, MatchError> {
+        use remote::RoomAsk::{Connection, Destroy, Info};
+        match (&ask, self.room_answers.get()) {
+            (Info { .. } | Connection { .. } | Destroy { .. }, Some(rooms)) => {
+                rooms.answer(ask).await
+            }
+            (Info { .. } | Connection { .. } | Destroy { .. }, None) => {
+                Err(MatchError::NotFound("Room not found.".into()))
+            }
+            _ => self.answer_match(ask).await,
+        }
+    }
+
+    /// Answers another node's call about a match of this node.
+    pub(crate) async fn answer_match(
+        &self,
+        ask: remote::RoomAsk,
+    ) -> Result<serde_json::Value, MatchError> {
+        use remote::RoomAsk;
+        let value = match ask {
+            RoomAsk::Inspect { id } => serde_json::to_value(self.inspect(&id).await?),
+            RoomAsk::Signal { id, data } => serde_json::to_value(self.signal(&id, data).await?),
+            RoomAsk::Kick { id, session } => serde_json::to_value(self.kick(&id, session).await?),
+            RoomAsk::ListMatches(ask) => {
+                let filter = ask.filter().map_err(MatchError::BadInput)?;
+                serde_json::to_value(listing::list(&self.registry, &filter))
+            }
+            RoomAsk::Info { .. } | RoomAsk::Connection { .. } | RoomAsk::Destroy { .. } => {
+                return Err(MatchError::NotFound("Room not found.".into()))
+            }
+        };
+        value.map_err(|e| MatchError::Rejected(format!("Unencodable answer: {e}")))
     }
 
     /// Installs the hook told of every group the matchmaker forms (once).
@@ -729,56 +766,5 @@ impl MembershipObserver for Matches {
         for (session, id) in joined {
             self.registry.remove_membership(session, id);
         }
-    }
-}
-
-/// The host part of `cluster.advertise` when this node is part of a cluster.
-fn advertised_host(cluster: &crate::base::config::ClusterConfig) -> Option<String> {
-    if !cluster.enabled() || cluster.advertise.is_empty() {
-        return None;
-    }
-    Some(split_advertise(&cluster.advertise).0)
-}
-
-/// `host`, `host:port`, `ip:port` or `[v6]:port`, a bare IPv6 address included → (host, port).
-fn split_advertise(advertise: &str) -> (String, Option<u16>) {
-    if let Ok(addr) = advertise.parse::<std::net::SocketAddr>() {
-        return (addr.ip().to_string(), Some(addr.port()));
-    }
-    match advertise.rsplit_once(':') {
-        // host:port, unless it is a bare IPv6 address
-        Some((host, port)) if !host.contains(':') => match port.parse::<u16>() {
-            Ok(port) => (host.to_string(), Some(port)),
-            Err(_) => (advertise.to_string(), None),
-        },
-        _ => (advertise.to_string(), None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::base::config::ClusterConfig;
-
-    #[test]
-    fn the_advertised_host_is_the_host_part_and_only_in_a_cluster() {
-        let with = |advertise: &str| {
-            advertised_host(&ClusterConfig {
-                nats_url: "nats://127.0.0.1:4222".into(),
-                advertise: advertise.into(),
-                ..Default::default()
-            })
-        };
-        assert_eq!(with("10.1.2.3:7350").as_deref(), Some("10.1.2.3"));
-        assert_eq!(with("10.1.2.3").as_deref(), Some("10.1.2.3"));
-        assert_eq!(with("node-0.muster:7350").as_deref(), Some("node-0.muster"));
-        assert_eq!(with("[::1]:7350").as_deref(), Some("::1"));
-        assert_eq!(with("fd00::5").as_deref(), Some("fd00::5"));
-        assert_eq!(with(""), None, "no advertised address: the request's host");
-        let alone = ClusterConfig {
-            advertise: "10.1.2.3".into(),
-            ..Default::default()
-        };
-        assert_eq!(advertised_host(&alone), None, "a single node");
     }
 }

@@ -10,11 +10,20 @@ use super::authoritative::Inspection;
 use super::error::MatchError;
 use super::id::MatchId;
 use super::registry::MatchRef;
-use super::remote::RoomAsk;
-use super::rooms::from_answer;
+use super::remote::from_answer;
+use super::remote::{MatchLink, RoomAsk};
 use super::Matches;
 
 impl Matches {
+    /// The node room (or match) `id` lives on, when it is another node of the cluster.
+    pub(crate) fn elsewhere(&self, id: &str) -> Result<Option<(&MatchLink, String)>, MatchError> {
+        let (match_id, _) = MatchId::parse_any(id)?;
+        Ok(self
+            .link
+            .as_deref()
+            .and_then(|link| link.owner_of(match_id).map(|owner| (link, owner))))
+    }
+
     /// How long an operator's call waits for a match's task.
     fn operator_limit(&self) -> Duration {
         Duration::from_millis(self.config.join_timeout_ms)
@@ -82,7 +91,7 @@ impl Matches {
 
     /// [`Matches::inspect`] on whichever node the match lives on.
     pub async fn inspect_anywhere(&self, match_id: &str) -> Result<Inspection, MatchError> {
-        match self.room_elsewhere(match_id)? {
+        match self.elsewhere(match_id)? {
             Some((link, owner)) => {
                 let ask = RoomAsk::Inspect {
                     id: match_id.to_owned(),
@@ -99,7 +108,7 @@ impl Matches {
         match_id: &str,
         data: String,
     ) -> Result<String, MatchError> {
-        match self.room_elsewhere(match_id)? {
+        match self.elsewhere(match_id)? {
             Some((link, owner)) => {
                 let ask = RoomAsk::Signal {
                     id: match_id.to_owned(),
@@ -113,7 +122,7 @@ impl Matches {
 
     /// [`Matches::kick`] on whichever node the match lives on.
     pub async fn kick_anywhere(&self, match_id: &str, session: Uuid) -> Result<bool, MatchError> {
-        match self.room_elsewhere(match_id)? {
+        match self.elsewhere(match_id)? {
             Some((link, owner)) => {
                 let ask = RoomAsk::Kick {
                     id: match_id.to_owned(),

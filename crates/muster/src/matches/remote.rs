@@ -35,7 +35,6 @@ use super::error::MatchError;
 use super::handler::Input;
 use super::id::{node_tag, MatchId};
 use super::registry::{MatchRef, Member};
-use super::rooms::RoomCaller;
 use super::Matches;
 use crate::cluster::bus::Bus;
 use crate::cluster::Recipient;
@@ -58,6 +57,23 @@ fn room_topic(node: &str) -> String {
 
 /// How long a rooms API call waits for the room's node.
 const ROOM_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Who is calling the rooms API (`crate::rooms`), as a call for another node's room names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoomCaller {
+    /// A player, by session token.
+    Player { user_id: Uuid, username: String },
+    /// A game server, by `rooms.admin_key`.
+    Admin,
+}
+
+/// What answers another node's rooms calls (`Info`, `Connection`, `Destroy`) for rooms of this
+/// node: the rooms service, which stands on matches and tells them so once it exists.
+#[async_trait::async_trait]
+pub trait RoomAnswers: Send + Sync {
+    async fn answer(&self, ask: RoomAsk) -> Result<serde_json::Value, MatchError>;
+}
 
 /// A rooms API call for a room of another node.
 #[derive(Debug, Serialize, Deserialize)]
@@ -543,6 +559,14 @@ fn received(matches: &Matches, payload: &[u8]) {
         }
         _ => tracing::debug!("cluster: unknown match message"),
     }
+}
+
+/// A node's answer to a [`RoomAsk`], read as `T`.
+pub(crate) fn from_answer<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, MatchError> {
+    serde_json::from_value(value)
+        .map_err(|_| MatchError::Rejected("The room's node gave an unreadable answer.".into()))
 }
 
 #[cfg(test)]

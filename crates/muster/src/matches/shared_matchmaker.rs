@@ -22,9 +22,9 @@ use super::error::MatchError;
 use super::matchmaker::{announce, PartyMember, Pool, Ticket};
 use super::query::Query;
 use super::Matches;
-use crate::base::config::MatchmakerConfig;
 use crate::cluster::bus::Bus;
 use crate::cluster::Recipient;
+use crate::matches::config::MatchmakerConfig;
 use crate::matches::store::{MatchmakerStore, StoredTicket, TicketAdded};
 use crate::store::StoreError;
 

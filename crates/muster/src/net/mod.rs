@@ -16,6 +16,7 @@ pub mod connection;
 pub mod console;
 pub mod dispatch;
 pub mod enet;
+pub mod fleet_sdk;
 pub mod graphql;
 pub mod http;
 pub mod link;

@@ -9,11 +9,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::accounts::tokens::TokenService;
 use crate::accounts::Accounts;
-use crate::base::config::Config;
 use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
 use crate::chat::Chat;
 use crate::cluster::Router;
+use crate::config::Config;
 use crate::functions::Rpc;
 use crate::links::Links;
 use crate::matches::Matches;
@@ -53,8 +53,10 @@ pub struct Shared {
     pub router: Arc<dyn Router>,
     /// This node's bus and router when it is part of a cluster (`cluster.nats_url`).
     pub cluster: Option<crate::cluster::Cluster>,
-    /// Matches, the matchmaker and rooms.
+    /// Matches and the matchmaker.
     pub matches: Arc<Matches>,
+    /// Rooms, and the studio's game servers run as rooms.
+    pub rooms: Arc<crate::rooms::Rooms>,
     /// Chat channels: membership, message ids, limits.
     pub chat: Arc<Chat>,
     /// Server functions (and, through them, wallets and inventories).

@@ -5,6 +5,7 @@
 //! a cacheable cursor (`GET /v2/notification`) and kept until the user deletes it, the newest
 //! `notifications.max_per_user` of them.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;

@@ -11,6 +11,7 @@
 //! parties, and a node that dies takes its members out of every party (the owner sees it go)
 //! and its parties away from their members (each is sent `party_close`).
 
+pub mod config;
 pub mod party;
 
 use std::sync::Arc;
@@ -25,12 +26,12 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::base::config::PartiesConfig;
 use crate::cluster::bus::Bus;
 use crate::cluster::membership::{Departure, MembershipObserver};
 use crate::cluster::{Recipient, Router};
 use crate::matches::matchmaker::PartyMember;
 use crate::matches::Matches;
+use crate::parties::config::PartiesConfig;
 use crate::session::fanout::Encoded;
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session, SessionRegistry};

@@ -11,6 +11,7 @@
 //! as channel presence changes do (and a dead node's sessions leave for everyone), and
 //! [`presence::StatusPresence`] words them as `status_presence_event`s.
 
+pub mod config;
 pub mod presence;
 
 use std::sync::Arc;
@@ -21,11 +22,11 @@ use muster_proto::realtime::{Message, Status, StatusFollow, StatusUnfollow, Stat
 use uuid::Uuid;
 
 use crate::accounts::store::AccountStore;
-use crate::base::config::StatusConfig;
 use crate::cluster::{JoinLimits, Router};
 use crate::session::channels::JoinFlags;
 use crate::session::registry::SessionObserver;
 use crate::session::{Answer, Session};
+use crate::status::config::StatusConfig;
 use crate::store::StoreError;
 
 /// Status channels' ids start with this; it is no Nakama channel id (those start with a digit),

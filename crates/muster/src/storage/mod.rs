@@ -16,6 +16,7 @@
 //! The server's own code calls the same functions as [`Caller::Server`]: it may read and write
 //! any object, system-owned ones included.
 
+pub mod config;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use md5::{Digest, Md5};
 use uuid::Uuid;
 
-use crate::base::config::StorageConfig;
+use crate::storage::config::StorageConfig;
 use crate::storage::store::{
     Expected, StorageDelete, StorageKey, StorageListing, StorageRecord, StorageRefusal,
     StorageStore, StorageTimes, StorageWrite,

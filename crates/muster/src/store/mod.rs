@@ -8,6 +8,7 @@
 //! (`<slice>/migrations/`); [`Engine`] is an open database, on which the slices' traits are
 //! implemented.
 
+pub mod config;
 pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
@@ -17,8 +18,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use self::migrations::Schema;
-use crate::base::config::Config;
 use crate::base::metrics::Metrics;
+use crate::store::config::StoreConfig;
 
 /// A failed storage operation, as domain code needs to tell them apart.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -85,11 +86,11 @@ pub enum Engine {
 impl Engine {
     /// Opens the engine `config` names, checking (and, if allowed, migrating) `schema`.
     pub async fn open(
-        config: &Config,
+        config: &StoreConfig,
         schema: &Schema,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Engine> {
-        Ok(if config.database_url.is_empty() {
+        Ok(if config.url.is_empty() {
             Engine::Sqlite(Arc::new(
                 sqlite::SqliteStore::open(config, schema, metrics).await?,
             ))
@@ -119,8 +120,8 @@ impl Engine {
 
 /// A consistent copy of the SQLite database at `to`, taken while the server runs (the `muster
 /// backup` command); on PostgreSQL, `pg_dump` or the database's own backups do this.
-pub async fn backup(config: &Config, to: &std::path::Path) -> anyhow::Result<u64> {
-    if !config.database_url.is_empty() {
+pub async fn backup(config: &StoreConfig, to: &std::path::Path) -> anyhow::Result<u64> {
+    if !config.url.is_empty() {
         anyhow::bail!(
             "muster backup copies the embedded SQLite database; on PostgreSQL use pg_dump or its \
              continuous archiving (docs/deploy.md)"
@@ -130,8 +131,8 @@ pub async fn backup(config: &Config, to: &std::path::Path) -> anyhow::Result<u64
 }
 
 /// Applies `schema`'s pending migrations and returns (applied now, schema version).
-pub async fn migrate(config: &Config, schema: &Schema) -> anyhow::Result<(usize, i64)> {
-    if config.database_url.is_empty() {
+pub async fn migrate(config: &StoreConfig, schema: &Schema) -> anyhow::Result<(usize, i64)> {
+    if config.url.is_empty() {
         sqlite::migrate(config, schema).await
     } else {
         postgres::migrate(config, schema).await

@@ -1,9 +1,8 @@
-//! Player actions — claim a building, upgrade a tower, connect two towers, spawn creeps — as
-//! server functions (`world_claim`, `world_upgrade`, `world_connect`, `world_spawn`). Each is
+//! Player actions — claim a building, upgrade a tower, connect two towers, spawn creeps — which
+//! players call as server functions (`world_claim`, `world_upgrade`, `world_connect`,
+//! `world_spawn`: `crate::functions::world`). Each is
 //! applied on its shard's thread and logged to disk before it is acknowledged (see
 //! [`super::log`]); a refused action changes nothing and logs nothing.
-
-use std::sync::Arc;
 
 use muster_world::routing::{PathCalculator, Router};
 use muster_world::shard::Shard;
@@ -12,8 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::payouts::Credit;
-use super::World;
-use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
+use crate::base::rpc::RpcCode;
 
 /// Most creeps one `world_spawn` sends.
 pub const MAX_SPAWN: u32 = 100;
@@ -222,84 +220,5 @@ pub fn code_of(error: &WorldError) -> RpcCode {
             RpcCode::InvalidArgument
         }
         _ => RpcCode::FailedPrecondition,
-    }
-}
-
-/// Registers the world's functions (a game's own function of the same id wins).
-pub fn register(functions: &mut Functions, world: &Arc<World>) {
-    for (id, kind) in [
-        ("world_claim", Kind::Claim),
-        ("world_upgrade", Kind::Upgrade),
-        ("world_connect", Kind::Connect),
-        ("world_spawn", Kind::Spawn),
-    ] {
-        if !functions.contains(id) {
-            let _ = functions.register(
-                id,
-                WorldFunction {
-                    world: world.clone(),
-                    kind,
-                },
-            );
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Claim,
-    Upgrade,
-    Connect,
-    Spawn,
-}
-
-struct WorldFunction {
-    world: Arc<World>,
-    kind: Kind,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Payload {
-    #[serde(default)]
-    shard: u32,
-    building: Option<u32>,
-    tower: Option<u32>,
-    from: Option<u32>,
-    to: Option<u32>,
-    route: Option<u32>,
-    count: Option<u32>,
-    speed: Option<f32>,
-}
-
-#[async_trait::async_trait]
-impl ServerFunction for WorldFunction {
-    async fn call(&self, call: Call<'_>) -> Result<String, RpcError> {
-        let caller = call.caller.ok_or_else(|| {
-            RpcError::invalid("world actions are a player's own: call with a session token.")
-        })?;
-        let p: Payload = call.json()?;
-        let need = |v: Option<u32>, key: &str| {
-            v.ok_or_else(|| RpcError::invalid(format!("The payload needs \"{key}\".")))
-        };
-        let action = match self.kind {
-            Kind::Claim => Action::Claim {
-                building: need(p.building, "building")?,
-            },
-            Kind::Upgrade => Action::Upgrade {
-                tower: need(p.tower, "tower")?,
-            },
-            Kind::Connect => Action::Connect {
-                from: need(p.from, "from")?,
-                to: need(p.to, "to")?,
-            },
-            Kind::Spawn => Action::Spawn {
-                route: need(p.route, "route")?,
-                count: p.count.unwrap_or(1),
-                speed: p.speed.unwrap_or(12.0),
-            },
-        };
-        let answer = self.world.act(p.shard, caller.user_id, action).await?;
-        Ok(answer.to_string())
     }
 }

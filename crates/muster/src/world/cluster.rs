@@ -35,8 +35,8 @@ use super::metrics::WorldMetrics;
 use super::remote::{self, ActAnswer, Asked};
 use super::runner::Sink;
 use super::{ClusterSeat, Command, World};
+use crate::base::rpc::{RpcCode, RpcError};
 use crate::cluster::bus::Bus;
-use crate::functions::{RpcCode, RpcError};
 use crate::session::fanout::Encoded;
 use crate::session::Session;
 use crate::world::store::WorldLeaseStore;
@@ -161,7 +161,7 @@ pub(super) fn placement(
 
 impl WorldCluster {
     /// The cluster part of a world; starts the task that publishes remote subscribers' views.
-    pub(super) fn new(seat: ClusterSeat, config: &crate::base::config::WorldConfig) -> Self {
+    pub(super) fn new(seat: ClusterSeat, config: &crate::world::config::WorldConfig) -> Self {
         let (views_out, mut waiting) =
             tokio::sync::mpsc::channel::<remote::ViewMessage>(remote::VIEWS_WAITING);
         let bus = seat.bus.clone();

@@ -18,6 +18,7 @@
 //! On a cluster (the `cluster` module) each shard runs on the one node holding its lease, and moves
 //! between nodes; subscriptions and actions for a shard run elsewhere go to its node over NATS.
 
+pub mod config;
 pub(crate) mod postgres;
 pub mod store;
 
@@ -57,8 +58,8 @@ use prometheus::Registry;
 use rand::SeedableRng;
 use tokio_util::sync::CancellationToken;
 
-use crate::base::config::WorldConfig;
-use crate::functions::{RpcCode, RpcError};
+use crate::base::rpc::{RpcCode, RpcError};
+use crate::world::config::WorldConfig;
 use actions::Action;
 use fence::Fence;
 use log::ActionLog;

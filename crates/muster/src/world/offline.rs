@@ -13,7 +13,7 @@ use super::log::Record;
 use super::{
     checkpoint_dir, checkpoint_path, load_or_seed, log, seed_city, seeded, Ground, Loaded,
 };
-use crate::base::config::WorldConfig;
+use crate::world::config::WorldConfig;
 
 /// What the commands report of a shard: its counts.
 #[derive(Serialize)]

@@ -23,8 +23,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::actions::Action;
+use crate::base::rpc::{RpcCode, RpcError};
 use crate::cluster::bus::Bus;
-use crate::functions::{RpcCode, RpcError};
 use crate::session::codec::Frame;
 use crate::session::Format;
 use muster_world::geo::{Point, Rect};

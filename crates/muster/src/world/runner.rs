@@ -20,7 +20,7 @@ use super::metrics::WorldMetrics;
 use super::payouts;
 use super::writer::Writer;
 use super::{Command, Ground};
-use crate::functions::{RpcCode, RpcError};
+use crate::base::rpc::{RpcCode, RpcError};
 use crate::session::fanout::Encoded;
 use crate::session::Session;
 
@@ -169,7 +169,7 @@ pub(super) struct ShardRun {
     pub(super) calc: muster_world::routing::PathCalculator,
     pub(super) log: ActionLog,
     /// What a reload after a failed append needs: the settings and the checkpoints' folder.
-    pub(super) config: crate::base::config::WorldConfig,
+    pub(super) config: crate::world::config::WorldConfig,
     pub(super) dir: PathBuf,
     /// Set when the log could not be written and the shard could not be brought back to what
     /// the disk holds: it takes no more actions and writes no checkpoints until a restart.

@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use muster::base::config::Config;
+use muster::config::Config;
 use muster_proto::realtime::{self as rt, Envelope, Message as Kind};
 use serde_json::{json, Value};
 use support::{

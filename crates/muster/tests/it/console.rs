@@ -28,7 +28,7 @@ async fn console_server(backend: Backend) -> (Database, TestServer) {
 
 async fn console_server_with(
     backend: Backend,
-    change: impl FnOnce(&mut muster::base::config::Config),
+    change: impl FnOnce(&mut muster::config::Config),
 ) -> (Database, TestServer) {
     let db = Database::new(backend).await;
     let mut config = db.config();
@@ -696,7 +696,7 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
 
 async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     let (_db, server) = console_server_with(backend, |config| {
-        config.leaderboards.boards = vec![muster::base::config::LeaderboardSpec {
+        config.leaderboards.boards = vec![muster::leaderboards::config::LeaderboardSpec {
             id: "weekly".into(),
             ..Default::default()
         }];

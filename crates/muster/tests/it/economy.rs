@@ -31,7 +31,7 @@ on_both_backends!(
 
 /// A test configuration with a small wallet, so overdraws are easy to reach, and the built-in
 /// functions opted in for players (these tests call them with session tokens).
-fn config(db: &Database) -> muster::base::config::Config {
+fn config(db: &Database) -> muster::config::Config {
     let mut config = db.config();
     config.economy.starting_wallet = BTreeMap::from([("coins".into(), 1000), ("gems".into(), 50)]);
     config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();

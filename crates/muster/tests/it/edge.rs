@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// A server whose edge timeouts are short, so the test waits little.
-async fn server(tune: impl FnOnce(&mut muster::base::config::Config)) -> (Database, TestServer) {
+async fn server(tune: impl FnOnce(&mut muster::config::Config)) -> (Database, TestServer) {
     let db = Database::new(support::Backend::Sqlite).await;
     let mut config = db.config();
     config.limits.header_read_timeout_ms = 400;

@@ -7,7 +7,7 @@ use crate::support;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use muster::base::config::Config;
+use muster::config::Config;
 use muster_proto::arena;
 use muster_proto::realtime::{error_code as code, Envelope, MatchDataSend, Message, Ping};
 use serde_json::{json, Value};

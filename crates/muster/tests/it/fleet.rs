@@ -452,10 +452,10 @@ async fn bad_configuration_and_an_exhausted_port_range_are_named() {
 mod allocator {
     use std::sync::{Arc, Mutex};
 
-    use muster::fleet::agones::proto::allocation_service_server::{
+    use muster::rooms::fleet::agones::proto::allocation_service_server::{
         AllocationService, AllocationServiceServer,
     };
-    use muster::fleet::agones::proto::{
+    use muster::rooms::fleet::agones::proto::{
         allocation_response, AllocationRequest, AllocationResponse,
     };
     use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};

@@ -9,8 +9,8 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster::base::config::{LeaderboardSpec, TournamentSpec};
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
+use muster::leaderboards::config::{LeaderboardSpec, TournamentSpec};
 use muster::leaderboards::schedule::{EventKind, ScheduleHooks};
 use muster::leaderboards::tournament::TournamentInfo;
 use muster::leaderboards::LeaderboardInfo;

@@ -8,8 +8,8 @@ use crate::support;
 
 use std::time::Duration;
 
-use muster::base::config::LeaderboardSpec;
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
+use muster::leaderboards::config::LeaderboardSpec;
 use muster::leaderboards::{Caller, NewLeaderboard};
 use serde_json::{json, Value};
 use support::{assert_error, Backend, Database, TestServer};

@@ -190,8 +190,8 @@ fn config_command_prints_documented_defaults() {
         .expect("run");
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
-    let parsed: muster::base::config::Config = toml::from_str(&text).expect("valid TOML");
-    assert_eq!(parsed, muster::base::config::Config::default());
+    let parsed: muster::config::Config = toml::from_str(&text).expect("valid TOML");
+    assert_eq!(parsed, muster::config::Config::default());
 }
 
 #[test]

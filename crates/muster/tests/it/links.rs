@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use muster::base::config::Config;
+use muster::config::Config;
 use serde_json::{json, Value};
 use support::{
     assert_error, metric, metric_at, status_and_json, Backend, Binary, Database, TestServer,

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use muster::base::config::Config;
+use muster::config::Config;
 use serde_json::json;
 use support::client::{b64, error_code, unb64, Client};
 use support::{presence_ids, Backend, Database, TestServer};

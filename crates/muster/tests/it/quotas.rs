@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use muster::base::config::Config;
+use muster::config::Config;
 use serde_json::{json, Value};
 use support::client::{b64, error_code, Client};
 use support::{Backend, Database, TestServer};

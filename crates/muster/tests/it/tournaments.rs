@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use muster::base::config::TournamentSpec;
+use muster::leaderboards::config::TournamentSpec;
 use serde_json::{json, Value};
 use support::{assert_error, Backend, Database, TestServer};
 

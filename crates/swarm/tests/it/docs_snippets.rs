@@ -306,7 +306,7 @@ impl Checker {
             self.seen.settings += 1;
             let file = self.data_dir.path().join("snippet.toml");
             std::fs::write(&file, text).expect("write snippet.toml");
-            if let Err(error) = muster::base::config::Config::load(Some(&file), &[]) {
+            if let Err(error) = muster::config::Config::load(Some(&file), &[]) {
                 self.fail(place, format!("not Muster's settings: {error}"));
             }
         }

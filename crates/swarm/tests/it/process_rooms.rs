@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{count, run_swarm, Muster};
-use muster::base::config::fleet::ServerConfig;
+use muster::rooms::fleet::config::ServerConfig;
 use swarm::scenario::replay::{Record, Replay};
 
 /// The `muster` binary beside this test's (cargo builds it for Muster's own tests): Muster runs

@@ -9,7 +9,7 @@ use muster_js::JsError;
 use serde_json::{json, Value};
 
 use super::super::host::{invalid, Args, ServerHost};
-use crate::base::config::RuntimeConfig;
+use crate::config::RuntimeConfig;
 
 pub(super) const NAMES: &[&str] = &["httpRequest"];
 

@@ -32,10 +32,7 @@ pub async fn list(
         })
         .await
         .map_err(ConsoleApiError::BadRequest)?;
-    let (rooms, _) = state
-        .matches
-        .list_rooms(None, LIMIT, None)
-        .map_err(domain)?;
+    let (rooms, _) = state.rooms.list_rooms(None, LIMIT, None).map_err(domain)?;
     Ok(Json(json!({"matches": matches, "rooms": rooms})))
 }
 
@@ -47,7 +44,7 @@ pub async fn room_log(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let output = state
-        .matches
+        .rooms
         .room_output(&id)
         .map_err(domain)?
         .ok_or(ConsoleApiError::NotFound)?;

@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn secrets_and_url_credentials_are_redacted() {
-        let mut config = serde_json::to_value(crate::base::config::Config {
+        let mut config = serde_json::to_value(crate::config::Config {
             database_url: "postgres://muster:hunter2@db:5432/muster".into(),
             server_key: "sekrit".into(),
             ..Default::default()

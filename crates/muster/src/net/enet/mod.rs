@@ -48,7 +48,7 @@ use tokio::time::Instant;
 use self::batch::{BatchSocket, Datagrams};
 use self::peer::{Command, PeerEntry, PeerKey, Phase};
 use super::connection::{self, Ending, Transport};
-use crate::base::config::EnetConfig;
+use crate::config::EnetConfig;
 use crate::net::state::AppState;
 use crate::session::codec::Frame;
 use crate::session::outbox::{Consumer, Outbox};

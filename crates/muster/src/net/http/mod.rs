@@ -36,7 +36,7 @@ use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 use self::auth::MetricsScraper;
 use self::error::ApiError;
-use crate::base::config::LimitsConfig;
+use crate::config::LimitsConfig;
 use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {

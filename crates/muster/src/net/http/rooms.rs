@@ -1,5 +1,5 @@
 //! The rooms API (Muster's own, not Nakama's): create a room of a registered match handler, get
-//! its connection info with a join ticket, list, destroy. See [`crate::matches::rooms`].
+//! its connection info with a join ticket, list, destroy. See [`crate::rooms`].
 //!
 //! | route | who | answer |
 //! |---|---|---|
@@ -22,8 +22,8 @@ use serde::Deserialize;
 use super::auth::RoomsCaller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
-use crate::matches::rooms::{CreateRoom, RoomCaller};
 use crate::net::state::AppState;
+use crate::rooms::{CreateRoom, RoomCaller};
 
 /// The domain's view of a rooms caller.
 fn room_caller(caller: RoomsCaller) -> RoomCaller {
@@ -42,7 +42,7 @@ pub async fn create(
     ApiJson(request): ApiJson<CreateRoom>,
 ) -> Result<Response, ApiError> {
     let room = state
-        .matches
+        .rooms
         .create_room(&room_caller(caller), request)
         .await?;
     Ok((StatusCode::CREATED, Json(room)).into_response())
@@ -76,7 +76,7 @@ pub async fn list(
     }
     let (rooms, cursor) =
         state
-            .matches
+            .rooms
             .list_rooms(query.handler.as_deref(), limit, query.cursor.as_deref())?;
     let mut body = serde_json::json!({ "rooms": rooms });
     if let Some(cursor) = cursor {
@@ -90,7 +90,7 @@ pub async fn get(
     _: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let room = state.matches.room_info_anywhere(&id).await?;
+    let room = state.rooms.room_info_anywhere(&id).await?;
     Ok(Json(room).into_response())
 }
 
@@ -106,7 +106,7 @@ pub async fn connection(
         .unwrap_or("127.0.0.1");
     let (host, port) = split_host(host_header);
     let info = state
-        .matches
+        .rooms
         .connection_anywhere(&room_caller(caller), &id, host, port)
         .await?;
     Ok(Json(info).into_response())
@@ -126,7 +126,7 @@ pub async fn verify_ticket(
     ApiJson(body): ApiJson<TicketBody>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let claims = state
-        .matches
+        .rooms
         .redeem_ticket(&room_caller(caller), &id, &body.ticket)?;
     Ok(Json(serde_json::json!({
         "user_id": claims.uid.to_string(),
@@ -141,7 +141,7 @@ pub async fn destroy(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state
-        .matches
+        .rooms
         .destroy_room_anywhere(&room_caller(caller), &id)
         .await?;
     Ok(StatusCode::NO_CONTENT)

@@ -15,8 +15,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
 use self::writer::{WriterSettings, Writers};
-use crate::base::config::Config;
 use crate::base::metrics::Metrics;
+use crate::store::config::StoreConfig;
 use crate::store::migrations::{self, Schema, LEDGER_TABLE};
 use crate::store::{SecretStore, StoreError};
 
@@ -83,14 +83,14 @@ pub(crate) fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
     }
 }
 
-fn pg_config(config: &Config) -> anyhow::Result<tokio_postgres::Config> {
+fn pg_config(config: &StoreConfig) -> anyhow::Result<tokio_postgres::Config> {
     config
-        .database_url
+        .url
         .parse()
         .map_err(|e| anyhow::anyhow!("database_url is not a valid PostgreSQL URL: {e}"))
 }
 
-fn build_pool(config: &Config) -> anyhow::Result<Pool> {
+fn build_pool(config: &StoreConfig) -> anyhow::Result<Pool> {
     let pg_config = pg_config(config)?;
     let manager = Manager::from_config(
         pg_config,
@@ -137,7 +137,7 @@ async fn apply_migrations(
 }
 
 /// Applies pending migrations (the `muster migrate` command).
-pub async fn migrate(config: &Config, schema: &Schema) -> anyhow::Result<(usize, i64)> {
+pub async fn migrate(config: &StoreConfig, schema: &Schema) -> anyhow::Result<(usize, i64)> {
     let pool = build_pool(config)?;
     let result = apply_migrations(&pool, schema, true).await;
     pool.close();
@@ -146,7 +146,7 @@ pub async fn migrate(config: &Config, schema: &Schema) -> anyhow::Result<(usize,
 
 impl PostgresStore {
     pub async fn open(
-        config: &Config,
+        config: &StoreConfig,
         schema: &Schema,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<PostgresStore> {

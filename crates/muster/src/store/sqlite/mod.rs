@@ -25,8 +25,8 @@ use uuid::Uuid;
 
 use self::checkpoint as sqlite_checkpoint;
 use self::sync::{Completion, WalSyncer};
-use crate::base::config::Config;
 use crate::base::metrics::Metrics;
+use crate::store::config::StoreConfig;
 use crate::store::migrations::{self, Schema, LEDGER_TABLE};
 use crate::store::{SecretStore, StoreError};
 
@@ -53,7 +53,7 @@ const WRITER_CACHE_KIB: i64 = -16 * 1024;
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 256;
 
-fn database_path(config: &Config) -> PathBuf {
+fn database_path(config: &StoreConfig) -> PathBuf {
     config.data_dir.join("muster.sqlite3")
 }
 
@@ -132,7 +132,7 @@ fn apply_migrations(
 }
 
 /// Applies pending migrations (the `muster migrate` command).
-pub async fn migrate(config: &Config, schema: &Schema) -> anyhow::Result<(usize, i64)> {
+pub async fn migrate(config: &StoreConfig, schema: &Schema) -> anyhow::Result<(usize, i64)> {
     std::fs::create_dir_all(&config.data_dir)?;
     let path = database_path(config);
     let schema = schema.clone();
@@ -147,7 +147,7 @@ pub async fn migrate(config: &Config, schema: &Schema) -> anyhow::Result<(usize,
 /// `muster backup` command): one read transaction (`VACUUM INTO`), which in WAL mode holds up no
 /// writer, so the copy holds exactly the writes committed when it began. `to` must not exist.
 /// Answers the copy's size in bytes.
-pub async fn backup(config: &Config, to: &Path) -> anyhow::Result<u64> {
+pub async fn backup(config: &StoreConfig, to: &Path) -> anyhow::Result<u64> {
     let path = database_path(config);
     if !path.exists() {
         anyhow::bail!("no database at {}", path.display());
@@ -169,7 +169,7 @@ pub async fn backup(config: &Config, to: &Path) -> anyhow::Result<u64> {
 
 impl SqliteStore {
     pub async fn open(
-        config: &Config,
+        config: &StoreConfig,
         schema: &Schema,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<SqliteStore> {

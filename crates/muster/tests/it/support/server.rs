@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use muster::base::clock::Clock;
-use muster::base::config::Config;
+use muster::config::Config;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use muster::base::config::Config;
+use muster::config::Config;
 
 /// Muster running on a dedicated thread and runtime; stopped when dropped.
 pub struct Muster {

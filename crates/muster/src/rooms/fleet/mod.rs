@@ -1,11 +1,10 @@
 //! The studio's own game servers as rooms (docs/fleet.md): for each server kind of
 //! `[fleet.servers.*]`, Muster starts processes, keeps a warm pool of ready ones, allocates one
 //! to each room created with that kind's name, supervises them through the Agones SDK's REST
-//! API ([`sdk`]) and stops them when their room ends.
+//! API (served by the edge, `crate::net::fleet_sdk`, through [`SdkServer`]) and stops them when
+//! their room ends.
 //!
 //! - [`process`]: one process — started, its output kept, stopped;
-//! - [`sdk`]: the Agones SDK a process talks to (Ready, Health, Allocate, Shutdown, metadata,
-//!   player tracking) and Muster's ticket check;
 //! - [`ports`]: the game ports of `fleet.port_range`;
 //! - [`reaper`] and [`exec`]: no orphan processes, even after a kill -9 of Muster;
 //! - [`agones`]: rooms past one machine, allocated from Agones fleets (`[fleet.agones.*]`).
@@ -17,11 +16,11 @@
 //! close, and the room's id answers "ended" with the reason for a while.
 
 pub mod agones;
+pub mod config;
 pub mod exec;
 pub mod ports;
 pub mod process;
 pub mod reaper;
-pub mod sdk;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,10 +39,10 @@ use self::agones::{Allocation, Allocator};
 use self::ports::Ports;
 use self::process::{Assignment, GameServer, Phase, Stop};
 use self::reaper::Reaper;
-use crate::base::config::fleet::{FleetConfig, ServerConfig};
 use crate::matches::error::MatchError;
 use crate::matches::id::MatchId;
 use crate::matches::join_tokens::{JoinClaims, JoinTokens};
+use crate::rooms::fleet::config::{FleetConfig, ServerConfig};
 
 /// How long an ended room's id is remembered as ended (with its reason).
 const ENDED_MEMORY: Duration = Duration::from_secs(600);
@@ -192,7 +191,16 @@ impl Metrics {
 }
 
 /// The fleet: every server kind's pool, the rooms they serve.
+/// What serves a game server's Agones SDK over HTTP (the edge: `crate::net::fleet_sdk`), given
+/// once the server is built.
+pub trait SdkServer: Send + Sync {
+    /// Serves `server`'s SDK on `listener` until the game server exits.
+    fn serve(&self, listener: tokio::net::TcpListener, server: Arc<GameServer>, fleet: Arc<Fleet>);
+}
+
 pub struct Fleet {
+    /// What answers each game server's SDK (set once, before the first server starts).
+    sdk: std::sync::OnceLock<Arc<dyn SdkServer>>,
     me: Weak<Fleet>,
     node: String,
     pools: HashMap<String, Pool>,
@@ -250,6 +258,11 @@ impl FleetRoom {
 }
 
 impl Fleet {
+    /// Gives the fleet what answers its game servers' SDK (once).
+    pub fn serve_sdk_with(&self, sdk: Arc<dyn SdkServer>) {
+        let _ = self.sdk.set(sdk);
+    }
+
     /// The fleet of `config` (`None` when it names no server). Checks every command can be
     /// run, and kills what a previous run of Muster left (`data_dir/fleet-processes`).
     pub fn new(
@@ -307,6 +320,7 @@ impl Fleet {
             })
             .collect();
         Ok(Some(Arc::new_cyclic(|me| Fleet {
+            sdk: std::sync::OnceLock::new(),
             me: me.clone(),
             node: node.to_string(),
             pools,
@@ -533,14 +547,13 @@ impl Fleet {
         let Some(fleet) = self.me.upgrade() else {
             return Ok(server);
         };
-        let app = sdk::router(server.clone(), fleet.clone());
-        let serving = server.clone();
-        tokio::spawn(async move {
-            let ended = serving.exited.clone();
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { ended.cancelled().await })
-                .await;
-        });
+        match self.sdk.get() {
+            Some(sdk) => sdk.serve(listener, server.clone(), fleet.clone()),
+            None => tracing::warn!(
+                server = pool.name,
+                "fleet: no SDK server to answer the game server"
+            ),
+        }
         tokio::spawn(
             fleet
                 .clone()

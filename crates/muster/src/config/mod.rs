@@ -2,35 +2,27 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
-pub mod cluster;
-pub mod console;
 pub mod enet;
-pub mod fleet;
-mod friends;
-mod groups;
-mod leaderboards;
-mod links;
-mod matches;
-mod notifications;
-mod parties;
-mod status;
-mod storage;
-pub mod world;
 
-pub use cluster::ClusterConfig;
-pub use console::ConsoleConfig;
-pub use enet::EnetConfig;
-pub use fleet::FleetConfig;
-pub use friends::FriendsConfig;
-pub use groups::GroupsConfig;
-pub use leaderboards::{LeaderboardSpec, LeaderboardsConfig, TournamentSpec};
-pub use links::{LinksConfig, MAX_URL_BYTES_LIMIT};
-pub use matches::{MatchesConfig, MatchmakerConfig, RoomsConfig};
-pub use notifications::NotificationsConfig;
-pub use parties::PartiesConfig;
-pub use status::StatusConfig;
-pub use storage::StorageConfig;
-pub use world::WorldConfig;
+pub use self::enet::EnetConfig;
+use crate::accounts::config::SessionConfig;
+use crate::chat::config::ChatConfig;
+use crate::cluster::config::ClusterConfig;
+use crate::console::config::ConsoleConfig;
+use crate::economy::config::EconomyConfig;
+use crate::friends::config::FriendsConfig;
+use crate::groups::config::GroupsConfig;
+use crate::leaderboards::config::LeaderboardsConfig;
+use crate::links::config::LinksConfig;
+use crate::matches::config::{MatchesConfig, MatchmakerConfig};
+use crate::notifications::config::NotificationsConfig;
+use crate::parties::config::PartiesConfig;
+use crate::rooms::config::RoomsConfig;
+use crate::rooms::fleet::config::FleetConfig;
+use crate::status::config::StatusConfig;
+use crate::storage::config::StorageConfig;
+use crate::store::config::{DatabaseConfig, StoreConfig};
+use crate::world::config::WorldConfig;
 
 /// The built-in server functions, by id: what `runtime.builtin_functions` may name and
 /// `crate::functions::builtins` registers.
@@ -56,18 +48,7 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 /// The documented default configuration, as printed by `muster config`.
-pub const EXAMPLE_TOML: &str = include_str!("../../../config.example.toml");
-
-/// Whether `c` may appear in a name that becomes part of an id or a NATS subject (a node's
-/// name, a subject prefix): ASCII letters, digits, `-` and `_`.
-pub fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '-' || c == '_'
-}
-
-/// A non-empty name of [`is_name_char`]s.
-pub fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(is_name_char)
-}
+pub const EXAMPLE_TOML: &str = include_str!("../../config.example.toml");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -140,22 +121,6 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct SessionConfig {
-    /// HMAC key signing session tokens; empty: one generated once and kept in the database.
-    pub encryption_key: String,
-    /// HMAC key signing refresh tokens; empty: generated and kept like `encryption_key`.
-    pub refresh_encryption_key: String,
-    /// Lifetime of a session token, in seconds.
-    pub token_expiry_sec: u64,
-    /// Lifetime of a refresh token, in seconds.
-    pub refresh_token_expiry_sec: u64,
-    /// A refresh token works once (a refresh answers a new one); false: it works until it
-    /// expires or its session is logged out, as in Nakama.
-    pub refresh_token_single_use: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
 pub struct SocketConfig {
     /// Largest realtime message a client may send, in bytes; a larger one closes the socket (1009).
     pub max_message_size_bytes: usize,
@@ -216,55 +181,12 @@ pub struct LimitsConfig {
     pub trusted_proxies: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DatabaseConfig {
-    /// Most writes committed together in one transaction (group commit), on SQLite and on each
-    /// PostgreSQL writer connection.
-    pub max_batch: usize,
-    /// Writes waiting for a writer before callers wait too (backpressure); per writer connection
-    /// on PostgreSQL.
-    pub write_queue_size: usize,
-    /// SQLite read connections used in parallel.
-    pub read_connections: usize,
-    /// How much of the SQLite database each read connection maps into memory, in MiB (0: off).
-    pub sqlite_reader_mmap_mb: u64,
-    /// PostgreSQL connections in the read pool (reads, and the rare writes that are not batched).
-    pub pool_size: usize,
-    /// PostgreSQL connections dedicated to group-commit writers. Writes are partitioned over
-    /// them by key (an account's writes, a channel's messages always take the same one, so they
-    /// keep their order). A node holds at most `pool_size + writer_connections` connections.
-    pub writer_connections: usize,
-    /// Apply pending migrations at start; when false, start refuses an out-of-date schema.
-    pub migrate_on_start: bool,
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Bearer token required by `GET /metrics`; empty serves metrics without authentication
     /// (expose the port only to your Prometheus network then).
     pub token: String,
-}
-
-/// Chat channels (`crate::chat`): every per-socket bound on what a client may do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ChatConfig {
-    /// Channels one socket may be in at once; a join past it is refused.
-    pub max_channels_per_socket: usize,
-    /// Largest message content, in bytes of JSON text; a larger send or update is refused.
-    pub max_content_bytes: usize,
-    /// Longest room name, in characters.
-    pub max_room_name_chars: usize,
-    /// Sends, updates and removes one socket may make per second (token bucket refill rate);
-    /// 0 disables the limit.
-    pub messages_per_sec: u32,
-    /// Bucket size: how many messages a socket may send at once after being quiet.
-    pub message_burst: u32,
-    /// Most presences listed in the answer to a join (the joiner's view of who is there); the
-    /// rest of a very large room still sends presence events.
-    pub max_listed_presences: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,28 +224,6 @@ pub struct RuntimeConfig {
     pub js_http_max_bytes: usize,
 }
 
-/// One stack of the starting inventory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StartingItem {
-    /// The item's id in the account's inventory.
-    pub id: String,
-    /// The item's kind (a category the game chooses).
-    pub kind: String,
-    /// How many: one stacked row, however large the count.
-    pub count: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EconomyConfig {
-    /// The wallet every new account starts with (currency to amount), granted in the same
-    /// transaction that creates the account.
-    pub starting_wallet: BTreeMap<String, i64>,
-    /// The inventory every new account starts with, granted with the starting wallet.
-    pub starting_items: Vec<StartingItem>,
-}
-
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
@@ -343,19 +243,6 @@ impl Default for RuntimeConfig {
             js_http_allow: Vec::new(),
             js_http_timeout_ms: 5000,
             js_http_max_bytes: 1 << 20,
-        }
-    }
-}
-
-impl Default for EconomyConfig {
-    fn default() -> Self {
-        EconomyConfig {
-            starting_wallet: BTreeMap::from([("coins".to_string(), 1_000_000)]),
-            starting_items: vec![StartingItem {
-                id: "item".into(),
-                kind: "default".into(),
-                count: 1_000_000,
-            }],
         }
     }
 }
@@ -400,31 +287,6 @@ impl Default for Config {
     }
 }
 
-impl Default for ChatConfig {
-    fn default() -> Self {
-        ChatConfig {
-            max_channels_per_socket: 32,
-            max_content_bytes: 2048,
-            max_room_name_chars: 64,
-            messages_per_sec: 10,
-            message_burst: 20,
-            max_listed_presences: 1000,
-        }
-    }
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        SessionConfig {
-            encryption_key: String::new(),
-            refresh_encryption_key: String::new(),
-            token_expiry_sec: 3600,
-            refresh_token_expiry_sec: 7 * 24 * 3600,
-            refresh_token_single_use: true,
-        }
-    }
-}
-
 impl Default for SocketConfig {
     fn default() -> Self {
         SocketConfig {
@@ -460,21 +322,16 @@ impl Default for LimitsConfig {
     }
 }
 
-impl Default for DatabaseConfig {
-    fn default() -> Self {
-        DatabaseConfig {
-            max_batch: 512,
-            write_queue_size: 16 * 1024,
-            read_connections: 4,
-            sqlite_reader_mmap_mb: 0,
-            pool_size: 16,
-            writer_connections: 4,
-            migrate_on_start: true,
+impl Config {
+    /// What the store reads: where the database is and how to use it.
+    pub fn store(&self) -> StoreConfig {
+        StoreConfig {
+            url: self.database_url.clone(),
+            data_dir: self.data_dir.clone(),
+            database: self.database.clone(),
         }
     }
-}
 
-impl Config {
     /// Loads defaults, then `file` (if any), then `MUSTER_*` variables (`MUSTER_SOCKET__PING_PERIOD_MS`
     /// sets `socket.ping_period_ms`), then `overrides` (the command-line flags that were given).
     pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Config, String> {

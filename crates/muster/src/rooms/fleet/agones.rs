@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use crate::base::config::fleet::AgonesConfig;
 use crate::matches::error::MatchError;
+use crate::rooms::fleet::config::AgonesConfig;
 
 /// The allocator's messages and client (and server, for the contract tests), generated from
 /// `proto/agones/allocation.proto`.

@@ -1,5 +1,5 @@
 //! The `[fleet]` section: the studio's own game servers, run by Muster as rooms
-//! (`crate::fleet`, docs/fleet.md). With no `[fleet.servers.*]` there is no fleet.
+//! (`crate::rooms::fleet`, docs/fleet.md). With no `[fleet.servers.*]` there is no fleet.
 
 use std::collections::BTreeMap;
 
@@ -158,7 +158,7 @@ impl FleetConfig {
         self.ports()?;
         for (name, agones) in &self.agones {
             let at = |what: &str| format!("fleet.agones.{name}: {what}");
-            if !super::is_name(name) {
+            if !crate::base::names::is_name(name) {
                 return Err(at("a name may hold only letters, digits, '-' and '_'"));
             }
             if self.servers.contains_key(name) {
@@ -181,7 +181,7 @@ impl FleetConfig {
         }
         for (name, server) in &self.servers {
             let at = |what: &str| format!("fleet.servers.{name}: {what}");
-            if !super::is_name(name) {
+            if !crate::base::names::is_name(name) {
                 return Err(format!(
                     "fleet.servers.{name}: a server's name may hold only letters, digits, '-' and '_'"
                 ));

@@ -22,8 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::process::{GameServer, Phase, Stop};
-use super::Fleet;
+use crate::rooms::fleet::process::{GameServer, Phase, Stop};
+use crate::rooms::fleet::Fleet;
 
 #[derive(Clone)]
 struct Sdk {
@@ -31,8 +31,23 @@ struct Sdk {
     fleet: Arc<Fleet>,
 }
 
+/// The edge's SDK server: each game server's SDK on its own loopback port.
+pub struct AgonesSdk;
+
+impl crate::rooms::fleet::SdkServer for AgonesSdk {
+    fn serve(&self, listener: tokio::net::TcpListener, server: Arc<GameServer>, fleet: Arc<Fleet>) {
+        let app = router(server.clone(), fleet);
+        tokio::spawn(async move {
+            let ended = server.exited.clone();
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { ended.cancelled().await })
+                .await;
+        });
+    }
+}
+
 /// The SDK's routes for `server`.
-pub fn router(server: Arc<GameServer>, fleet: Arc<Fleet>) -> Router {
+fn router(server: Arc<GameServer>, fleet: Arc<Fleet>) -> Router {
     Router::new()
         .route("/ready", post(ready))
         .route("/health", post(health))

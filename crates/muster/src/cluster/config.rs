@@ -39,6 +39,14 @@ impl Default for ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// The host part of `cluster.advertise` when this node is part of a cluster.
+    pub fn advertised_host(&self) -> Option<String> {
+        if !self.enabled() || self.advertise.is_empty() {
+            return None;
+        }
+        Some(split_advertise(&self.advertise).0)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         for url in self.nats_url.split(',').filter(|u| !u.trim().is_empty()) {
             let url = url.trim();
@@ -51,13 +59,13 @@ impl ClusterConfig {
                 ));
             }
         }
-        if !self.node_name.is_empty() && !super::is_name(&self.node_name) {
+        if !self.node_name.is_empty() && !crate::base::names::is_name(&self.node_name) {
             return Err(format!(
                 "cluster.node_name {:?} may hold only letters, digits, '-' and '_'",
                 self.node_name
             ));
         }
-        if !super::is_name(&self.subject_prefix) {
+        if !crate::base::names::is_name(&self.subject_prefix) {
             return Err(format!(
                 "cluster.subject_prefix {:?} must be letters, digits, '-' or '_'",
                 self.subject_prefix
@@ -78,6 +86,20 @@ impl ClusterConfig {
     }
 }
 
+/// `host`, `host:port`, `ip:port` or `[v6]:port`, a bare IPv6 address included → (host, port).
+pub fn split_advertise(advertise: &str) -> (String, Option<u16>) {
+    if let Ok(addr) = advertise.parse::<std::net::SocketAddr>() {
+        return (addr.ip().to_string(), Some(addr.port()));
+    }
+    match advertise.rsplit_once(':') {
+        // host:port, unless it is a bare IPv6 address
+        Some((host, port)) if !host.contains(':') => match port.parse::<u16>() {
+            Ok(port) => (host.to_string(), Some(port)),
+            Err(_) => (advertise.to_string(), None),
+        },
+        _ => (advertise.to_string(), None),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +132,28 @@ mod tests {
         assert!(ok.enabled());
         ok.nats_url = " ".into();
         assert!(!ok.enabled());
+    }
+
+    #[test]
+    fn the_advertised_host_is_the_host_part_and_only_in_a_cluster() {
+        let with = |advertise: &str| {
+            (ClusterConfig {
+                nats_url: "nats://127.0.0.1:4222".into(),
+                advertise: advertise.into(),
+                ..Default::default()
+            })
+            .advertised_host()
+        };
+        assert_eq!(with("10.1.2.3:7350").as_deref(), Some("10.1.2.3"));
+        assert_eq!(with("10.1.2.3").as_deref(), Some("10.1.2.3"));
+        assert_eq!(with("node-0.muster:7350").as_deref(), Some("node-0.muster"));
+        assert_eq!(with("[::1]:7350").as_deref(), Some("::1"));
+        assert_eq!(with("fd00::5").as_deref(), Some("fd00::5"));
+        assert_eq!(with(""), None, "no advertised address: the request's host");
+        let alone = ClusterConfig {
+            advertise: "10.1.2.3".into(),
+            ..Default::default()
+        };
+        assert_eq!(alone.advertised_host(), None, "a single node");
     }
 }

@@ -14,25 +14,33 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::authoritative::{AuthoritativeHandle, RoomMeta};
-use super::error::MatchError;
-use super::handler::MatchParams;
-use super::id::MatchId;
-use super::join_tokens::JoinClaims;
-use super::registry::MatchRef;
-use super::remote::{MatchLink, RoomAsk};
-use super::Matches;
-use crate::fleet::process::Stop;
-use crate::fleet::{Fleet, FleetRoom};
+pub mod config;
+pub mod fleet;
 
-/// Who is calling the rooms API.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RoomCaller {
-    /// A player, by session token.
-    Player { user_id: Uuid, username: String },
-    /// A game server, by `rooms.admin_key`.
-    Admin,
+use self::config::RoomsConfig;
+use self::fleet::process::Stop;
+use self::fleet::{Fleet, FleetRoom};
+use crate::matches::authoritative::{AuthoritativeHandle, RoomMeta};
+use crate::matches::error::MatchError;
+use crate::matches::handler::MatchParams;
+use crate::matches::id::MatchId;
+use crate::matches::join_tokens::JoinClaims;
+use crate::matches::registry::MatchRef;
+use crate::matches::remote::RoomAsk;
+pub use crate::matches::remote::RoomCaller;
+use crate::matches::Matches;
+
+/// The rooms service: rooms of the built-in handlers (authoritative matches of this node) and
+/// of the studio's game servers (the [`fleet`]), with the connection info and tickets players
+/// use to get in, on whichever node of the cluster a room lives.
+pub struct Rooms {
+    matches: Arc<Matches>,
+    /// The studio's game servers run as rooms, when `[fleet.servers]` names any.
+    pub fleet: Option<Arc<Fleet>>,
+    config: RoomsConfig,
+    /// In a cluster, the host this node is reached at (`cluster.advertise` without its port):
+    /// a room's connection info names it, not the load balancer the player called.
+    advertised_host: Option<String>,
 }
 
 /// `POST /v2/rooms` body.
@@ -123,7 +131,32 @@ impl RoomInfo {
     }
 }
 
-impl Matches {
+impl Rooms {
+    /// The rooms service over `matches`, with `fleet` when the studio's game servers run here;
+    /// `advertised_host` is the cluster's name for this node's host, when it is in one.
+    pub fn new(
+        matches: Arc<Matches>,
+        fleet: Option<Arc<Fleet>>,
+        config: RoomsConfig,
+        advertised_host: Option<String>,
+    ) -> Arc<Rooms> {
+        let rooms = Arc::new(Rooms {
+            matches,
+            fleet,
+            config,
+            advertised_host,
+        });
+        rooms.matches.set_room_answers(rooms.clone());
+        rooms
+    }
+
+    /// Starts the fleet's supervision, when there is a fleet.
+    pub fn start(&self) {
+        if let Some(fleet) = &self.fleet {
+            fleet.start();
+        }
+    }
+
     /// A new room: an authoritative match of a built-in handler, or a process of the fleet
     /// (which may wait for one).
     pub async fn create_room(
@@ -131,7 +164,7 @@ impl Matches {
         caller: &RoomCaller,
         request: CreateRoom,
     ) -> Result<RoomInfo, MatchError> {
-        let limits = &self.rooms_config;
+        let limits = &self.config;
         if request.capacity == 0 || request.capacity > limits.max_capacity {
             return Err(MatchError::BadInput(format!(
                 "capacity must be between 1 and {}.",
@@ -155,28 +188,28 @@ impl Matches {
         if let Some(fleet) = self.fleet_serving(&request.handler) {
             if let Some(owner) = owner {
                 // The creation rate; the fleet bounds its own servers.
-                self.rooms.reserve(owner)?;
-                self.rooms.cancel(owner);
+                self.matches.rooms.reserve(owner)?;
+                self.matches.rooms.cancel(owner);
             }
             let room = fleet
                 .create_room(&request.handler, request.capacity, owner, request.params)
                 .await?;
             return Ok(RoomInfo::of_fleet(&room));
         }
-        if self.metrics.rooms.get() as usize >= limits.max_rooms {
+        if self.matches.metrics.rooms.get() as usize >= limits.max_rooms {
             return Err(MatchError::Rejected(
                 "Too many rooms on this server; try later.".into(),
             ));
         }
         if let Some(owner) = owner {
-            self.rooms.reserve(owner)?;
+            self.matches.rooms.reserve(owner)?;
         }
         let params = MatchParams {
             capacity: request.capacity as usize,
             params: request.params,
             ..Default::default()
         };
-        let created = self.create_authoritative(
+        let created = self.matches.create_authoritative(
             &request.handler,
             params,
             Some(RoomMeta {
@@ -188,31 +221,19 @@ impl Matches {
             Ok(room) => Ok(RoomInfo::of(&room)),
             Err(error) => {
                 if let Some(owner) = owner {
-                    self.rooms.cancel(owner);
+                    self.matches.rooms.cancel(owner);
                 }
                 Err(error)
             }
         }
     }
 
-    /// The node room (or match) `id` lives on, when it is another node of the cluster.
-    pub(super) fn room_elsewhere(
-        &self,
-        id: &str,
-    ) -> Result<Option<(&MatchLink, String)>, MatchError> {
-        let (match_id, _) = MatchId::parse_any(id)?;
-        Ok(self
-            .link
-            .as_deref()
-            .and_then(|link| link.owner_of(match_id).map(|owner| (link, owner))))
-    }
-
     /// A room's info, from whichever node it lives on.
     pub async fn room_info_anywhere(&self, id: &str) -> Result<RoomInfo, MatchError> {
-        match self.room_elsewhere(id)? {
+        match self.matches.elsewhere(id)? {
             Some((link, owner)) => {
                 let ask = RoomAsk::Info { id: id.to_string() };
-                from_answer(link.room(&owner, &ask).await?)
+                crate::matches::remote::from_answer(link.room(&owner, &ask).await?)
             }
             None => self.room_info(id),
         }
@@ -227,14 +248,14 @@ impl Matches {
         request_host: &str,
         http_port: u16,
     ) -> Result<ConnectionInfo, MatchError> {
-        match self.room_elsewhere(id)? {
+        match self.matches.elsewhere(id)? {
             Some((link, owner)) => {
                 let ask = RoomAsk::Connection {
                     id: id.to_string(),
                     caller: caller.clone(),
                     request_host: request_host.to_string(),
                 };
-                from_answer(link.room(&owner, &ask).await?)
+                crate::matches::remote::from_answer(link.room(&owner, &ask).await?)
             }
             None => self.connection(caller, id, request_host, http_port),
         }
@@ -246,7 +267,7 @@ impl Matches {
         caller: &RoomCaller,
         id: &str,
     ) -> Result<(), MatchError> {
-        match self.room_elsewhere(id)? {
+        match self.matches.elsewhere(id)? {
             Some((link, owner)) => {
                 let ask = RoomAsk::Destroy {
                     id: id.to_string(),
@@ -272,49 +293,20 @@ impl Matches {
             ));
         }
         let (room, _) = MatchId::parse_any(id)?;
-        let claims = self.tokens.verify(ticket)?;
+        let claims = self.matches.tokens.verify(ticket)?;
         if claims.mid != room.uuid {
             return Err(MatchError::BadInput(
                 "The ticket is for another room.".into(),
             ));
         }
-        self.tokens.consume(&claims)?;
+        self.matches.tokens.consume(&claims)?;
         Ok(claims)
-    }
-
-    /// Answers another node's rooms call about a room of this node.
-    pub(crate) async fn answer_room(&self, ask: RoomAsk) -> Result<serde_json::Value, MatchError> {
-        let value = match ask {
-            RoomAsk::Info { id } => serde_json::to_value(self.room_info(&id)?),
-            RoomAsk::Connection {
-                id,
-                caller,
-                request_host,
-            } => {
-                // The player reaches this node, not the one it called: this node's HTTP port
-                // (for a WebSocket room), its host as configured or advertised.
-                let port = self.http_port().unwrap_or(80);
-                serde_json::to_value(self.connection(&caller, &id, &request_host, port)?)
-            }
-            RoomAsk::Destroy { id, caller } => {
-                self.destroy_room(&caller, &id).await?;
-                Ok(serde_json::Value::Null)
-            }
-            RoomAsk::Inspect { id } => serde_json::to_value(self.inspect(&id).await?),
-            RoomAsk::Signal { id, data } => serde_json::to_value(self.signal(&id, data).await?),
-            RoomAsk::Kick { id, session } => serde_json::to_value(self.kick(&id, session).await?),
-            RoomAsk::ListMatches(ask) => {
-                let filter = ask.filter().map_err(MatchError::BadInput)?;
-                serde_json::to_value(super::listing::list(&self.registry, &filter))
-            }
-        };
-        value.map_err(|e| MatchError::Rejected(format!("Unencodable answer: {e}")))
     }
 
     /// The live room with this id.
     pub fn room(&self, id: &str) -> Result<Arc<AuthoritativeHandle>, MatchError> {
-        let id = MatchId::parse(id, &self.config.node_name)?;
-        match self.registry.get(id)? {
+        let id = MatchId::parse(id, self.matches.node())?;
+        match self.matches.registry.get(id)? {
             MatchRef::Authoritative(room) if room.room.is_some() => Ok(room),
             _ => Err(MatchError::NotFound("Room not found.".into())),
         }
@@ -359,7 +351,7 @@ impl Matches {
         cursor: Option<&str>,
     ) -> Result<(Vec<RoomInfo>, Option<String>), MatchError> {
         let first_page = cursor.is_none_or(str::is_empty);
-        let page = self.rooms.page(handler, cursor, limit)?;
+        let page = self.matches.rooms.page(handler, cursor, limit)?;
         let mut rooms: Vec<RoomInfo> = page
             .ids
             .iter()
@@ -420,7 +412,7 @@ impl Matches {
                 "A ticket is issued to a player: call with the player's session token.".into(),
             ));
         };
-        let config = &self.rooms_config;
+        let config = &self.config;
         // The room lives on this node: its configured public host, else the address it
         // advertises to the cluster, else the host the client called (a single node).
         let host = if !config.public_host.is_empty() {
@@ -434,7 +426,7 @@ impl Matches {
             // Players connect to the game server itself, on its own port (and, allocated from
             // Agones, at its own address).
             let (room_id, _) = MatchId::parse_any(&room.room.room_id)?;
-            let (ticket, expires) = self.tokens.issue(room_id, *user_id, username);
+            let (ticket, expires) = self.matches.tokens.issue(room_id, *user_id, username);
             return Ok(ConnectionInfo {
                 room_id: room.room.room_id,
                 transport: "tcp".into(),
@@ -447,8 +439,8 @@ impl Matches {
             });
         }
         let room = self.room(id)?;
-        let (ticket, expires) = self.tokens.issue(room.id, *user_id, username);
-        let (transport, port) = match self.tcp_addr() {
+        let (ticket, expires) = self.matches.tokens.issue(room.id, *user_id, username);
+        let (transport, port) = match self.matches.tcp_addr() {
             Some(addr) => (
                 "tcp",
                 if config.public_port == 0 {
@@ -459,7 +451,7 @@ impl Matches {
             ),
             None => ("websocket", http_port),
         };
-        let enet = self.enet_port().map(|port| Endpoint {
+        let enet = self.matches.enet_port().map(|port| Endpoint {
             host: host.clone(),
             port,
         });
@@ -476,9 +468,28 @@ impl Matches {
     }
 }
 
-pub(super) fn from_answer<T: serde::de::DeserializeOwned>(
-    value: serde_json::Value,
-) -> Result<T, MatchError> {
-    serde_json::from_value(value)
-        .map_err(|_| MatchError::Rejected("The room's node gave an unreadable answer.".into()))
+#[async_trait::async_trait]
+impl crate::matches::remote::RoomAnswers for Rooms {
+    /// Answers another node's rooms call about a room of this node.
+    async fn answer(&self, ask: RoomAsk) -> Result<serde_json::Value, MatchError> {
+        let value = match ask {
+            RoomAsk::Info { id } => serde_json::to_value(self.room_info(&id)?),
+            RoomAsk::Connection {
+                id,
+                caller,
+                request_host,
+            } => {
+                // The player reaches this node, not the one it called: this node's HTTP port
+                // (for a WebSocket room), its host as configured or advertised.
+                let port = self.matches.http_port().unwrap_or(80);
+                serde_json::to_value(self.connection(&caller, &id, &request_host, port)?)
+            }
+            RoomAsk::Destroy { id, caller } => {
+                self.destroy_room(&caller, &id).await?;
+                Ok(serde_json::Value::Null)
+            }
+            other => return self.matches.answer_match(other).await,
+        };
+        value.map_err(|e| MatchError::Rejected(format!("Unencodable answer: {e}")))
+    }
 }

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::base::config::fleet::ServerConfig;
+use crate::rooms::fleet::config::ServerConfig;
 
 /// Where a process is in its life (Agones' GameServer states, those that apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
