@@ -1,6 +1,6 @@
 //! One game server process: started through `muster fleet-exec` (see [`super::reaper`]) with its
 //! game port and its own SDK port, supervised until it exits, stopped with SIGTERM then SIGKILL.
-//! Its state is what the Agones SDK shows it ([`super::sdk`]): a phase, labels, annotations,
+//! Its state is what the Agones SDK shows it (`crate::net::fleet_sdk`): a phase, labels, annotations,
 //! players; every change bumps a version that watchers and waiting room creates follow.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
