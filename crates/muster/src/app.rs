@@ -10,31 +10,15 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::accounts::password::Hasher;
-use crate::accounts::tokens::TokenService;
-use crate::accounts::Accounts;
 use crate::base::clock::Clock;
-use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
-use crate::chat::presence::ChatPresence;
-use crate::chat::Chat;
-use crate::cluster::bus::Bus;
-use crate::cluster::shared::ClusterRouter;
-use crate::cluster::{Cluster, LocalRouter, Router};
 use crate::config::{Config, RuntimeConfig};
-use crate::economy::store::StartingGrant;
-use crate::economy::Economy;
 use crate::functions::{builtins, Functions, Rpc};
-use crate::links::Links;
 use crate::matches::handler::Handlers;
-use crate::matches::Matches;
 use crate::net::connection::ConnectionCounter;
 use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::{AppState, Shared};
-use crate::services::Stores;
-use crate::session::channels::ChannelRegistry;
-use crate::session::registry::SessionObserver;
-use crate::session::SessionRegistry;
+use crate::services::Services;
 
 /// What a game adds to Muster in Rust: its authoritative match handlers and its server
 /// functions. The default has the built-in handlers (`arena`) and no functions of its own (the
@@ -54,113 +38,21 @@ impl Default for GameLogic {
 }
 
 /// Builds every service from `config` with a game's own logic (its match handlers and server
-/// functions): the handlers' shared state, and the stores, which the app closes last.
-async fn build(
-    config: Config,
-    game: GameLogic,
-    clock: Clock,
-) -> anyhow::Result<(AppState, Stores)> {
+/// functions), then the adapters over them: the server functions, the game's JavaScript module,
+/// and the edge's shared state.
+async fn build(config: Config, game: GameLogic, clock: Clock) -> anyhow::Result<AppState> {
     let GameLogic {
-        mut handlers,
+        handlers,
         mut functions,
     } = game;
-    let grant = StartingGrant::from_config(&config.economy)
-        .map_err(|e| anyhow::anyhow!("configuration error: economy: {e}"))?;
-    let metrics = Arc::new(Metrics::new());
-    let stores = Stores::open(&config, metrics.clone()).await?;
-    let tokens = Arc::new(
-        TokenService::new(
-            &config.session,
-            stores.secrets.as_ref(),
-            stores.tokens.clone(),
-            clock.clone(),
-        )
-        .await?,
-    );
-    let accounts = Arc::new(
-        Accounts::new(
-            stores.accounts.clone(),
-            tokens.clone(),
-            Hasher::new()?,
-            metrics.clone(),
-        )
-        .with_starting_grant(grant),
-    );
-    // Sessions and the router that reaches them: one node's for now.
-    let registry = Arc::new(SessionRegistry::new(metrics.clone()));
-    let statuses = Arc::new(crate::status::presence::Statuses::new());
-    let channels = ChannelRegistry::new(
-        Arc::new(crate::status::presence::StatusPresence::over(
-            Arc::new(ChatPresence),
-            statuses.clone(),
-        )),
-        metrics.clone(),
-    );
-    let local = Arc::new(LocalRouter::new(registry.clone(), channels));
-    // Part of a cluster: channels are shared with the other nodes over NATS (a node that cannot
-    // reach NATS does not start).
-    let cluster = if config.cluster.enabled() {
-        let bus = Bus::connect(&config.cluster).await?;
-        let router = ClusterRouter::start(local.clone(), bus.clone()).await?;
-        Some(Cluster { bus, router })
-    } else {
-        None
-    };
-    // Bans: the banned accounts' tokens refused from the start, their sockets ended at once on
-    // every node when a ban is made.
-    let bans = crate::accounts::bans::Enforcer::start(
-        registry.clone(),
-        tokens.clone(),
-        cluster.as_ref().map(|c| c.bus.clone()),
-    );
-    accounts.observe_bans(bans.clone());
-    accounts
-        .reload_bans()
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the banned accounts: {e}"))?;
-    bans.follow().await?;
-    let (router, sessions_end): (Arc<dyn Router>, Arc<dyn SessionObserver>) = match &cluster {
-        Some(cluster) => (cluster.router.clone(), cluster.router.clone()),
-        None => (local.clone(), local),
-    };
-    let chat_stores = crate::chat::ChatStores {
-        messages: stores.chat.clone(),
-        accounts: stores.accounts.clone(),
-        friends: stores.friends.clone(),
-        groups: stores.groups.clone(),
-    };
-    let chat = Chat::new(
-        &config.chat,
-        stores.secrets.as_ref(),
-        chat_stores,
-        metrics.clone(),
-        router.clone(),
-    );
-    let chat = Arc::new(chat.await?);
-    let shutdown = CancellationToken::new();
-    // The world's shards start before the functions are fixed: its actions are functions.
-    let economy = Arc::new(Economy::new(stores.economy.clone(), metrics.clone()));
-    // A clustered world's shards move between nodes under leases in the shared database.
-    let seat = match (&cluster, stores.world_leases.clone()) {
-        (Some(cluster), Some(leases)) => Some(crate::world::ClusterSeat {
-            bus: cluster.bus.clone(),
-            leases,
-            settle: std::time::Duration::from_millis(
-                config.cluster.failure_timeout_ms + config.cluster.heartbeat_ms,
-            ),
-        }),
-        _ => None,
-    };
-    let world = crate::world::World::start(
-        &config.world,
-        &config.data_dir,
-        metrics.registry(),
-        economy.clone(),
-        shutdown.child_token(),
-        seat,
-    )
-    .await?;
-    if let Some(world) = &world {
+    warn_default_secrets(&config);
+    let services = Services::build(config, handlers, clock).await?;
+    let config = services.config.clone();
+    // The studio's game servers answer their Agones SDK at the edge.
+    if let Some(fleet) = &services.rooms.fleet {
+        fleet.serve_sdk_with(Arc::new(crate::net::fleet_sdk::AgonesSdk));
+    }
+    if let Some(world) = &services.world {
         crate::functions::world::register(&mut functions, world);
     }
     builtins::register(
@@ -168,184 +60,38 @@ async fn build(
         &config.runtime.builtin_functions,
         &config.runtime.player_builtin_functions,
     );
-    let storage = Arc::new(crate::storage::Storage::new(
-        stores.storage.clone(),
-        config.storage.clone(),
-    ));
-    let leaderboards = crate::leaderboards::Leaderboards::start(
-        stores.leaderboards.clone(),
-        &config.leaderboards,
-        clock.clone(),
-        cluster.as_ref().map(|c| c.bus.clone()),
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("leaderboards: {e}"))?;
-    let notifications = Arc::new(crate::notifications::Notifications::new(
-        stores.notifications.clone(),
-        router.clone(),
-        config.notifications.max_per_user,
-    ));
-    let friends = Arc::new(crate::friends::Friends::new(
-        stores.friends.clone(),
-        stores.accounts.clone(),
-        notifications.clone(),
-        router.clone(),
-        &config.friends,
-    ));
-    let group_evictions = crate::groups::evictions::Evictions::new(
-        registry.clone(),
-        router.clone(),
-        cluster.as_ref().map(|c| c.bus.clone()),
-    );
-    group_evictions.follow().await?;
-    let groups = Arc::new(crate::groups::Groups::new(
-        stores.groups.clone(),
-        notifications.clone(),
-        router.clone(),
-        group_evictions,
-        &config.groups,
-    ));
-    let status = Arc::new(crate::status::StatusService::new(
-        router.clone(),
-        stores.accounts.clone(),
-        statuses,
-        &config.status,
-    ));
-    let domains = crate::functions::Domains {
-        economy,
-        accounts: accounts.clone(),
-        storage,
-        leaderboards: leaderboards.clone(),
-        notifications,
-        friends: friends.clone(),
-        groups: groups.clone(),
-    };
     // The game's JavaScript module, when `runtime.path` names one: its RPCs are functions and
     // its match handlers are handlers too.
-    let node_name = cluster
-        .as_ref()
-        .map_or(config.matches.node_name.clone(), |c| {
-            c.bus.node().to_owned()
-        });
     let js_host = crate::js::host::ServerHost::new(
-        domains.clone(),
-        chat.clone(),
-        router.clone(),
+        services.clone(),
         crate::js::HttpRules::new(&config.runtime),
     );
     let module = crate::js::Module::start(
         &config.runtime,
-        &node_name,
+        services.matches.node(),
         js_host,
-        crate::js::JsMetrics::new(metrics.registry()),
+        crate::js::JsMetrics::new(services.metrics.registry()),
     )?;
     if let Some(module) = &module {
-        module.register(&mut functions, &mut handlers);
-    }
-    let rpc = Arc::new(Rpc::new(functions, domains, metrics.clone()));
-    let links = Arc::new(Links::new(
-        &config.links,
-        stores.links.clone(),
-        &metrics,
-        clock.clone(),
-    ));
-    warn_default_secrets(&config);
-    let limits = &config.limits;
-    let setup = crate::matches::MatchesSetup {
-        matches: &config.matches,
-        matchmaker: &config.matchmaker,
-        rooms_per_user: config.rooms.max_rooms_per_user,
-        room_creates_per_user_per_minute: config.rooms.creates_per_user_per_minute,
-        failure_timeout_ms: config.cluster.failure_timeout_ms,
-    };
-    let matches = Matches::build(
-        setup,
-        stores.secrets.as_ref(),
-        &metrics,
-        handlers,
-        cluster.as_ref().map(|c| &c.bus),
-        stores.matchmaker.clone(),
-        shutdown.child_token(),
-    )
-    .await?;
-    // Rooms: the built-in handlers' (matches of this node) and the studio's game servers'.
-    let fleet = crate::rooms::fleet::Fleet::new(
-        &config.fleet,
-        matches.node(),
-        &config.data_dir,
-        matches.tokens.clone(),
-        metrics.registry(),
-        shutdown.child_token(),
-    )?;
-    if let Some(fleet) = &fleet {
-        fleet.serve_sdk_with(Arc::new(crate::net::fleet_sdk::AgonesSdk));
-    }
-    let rooms = crate::rooms::Rooms::new(
-        matches.clone(),
-        fleet,
-        config.rooms.clone(),
-        config.cluster.advertised_host(),
-    );
-    if let Some(module) = &module {
-        let _ = module.host().matches.set(matches.clone());
+        module.register(&mut functions, &services.matches);
         if module.registered().matchmaker_matched {
-            matches.set_matched_hook(Arc::new(crate::js::hooks::JsMatched(module.clone())));
+            let hook = Arc::new(crate::js::hooks::JsMatched(module.clone()));
+            services.matches.set_matched_hook(hook);
         }
         if crate::js::schedule::JsSchedule::registered(module) {
-            leaderboards.start_schedule(Arc::new(crate::js::schedule::JsSchedule(module.clone())));
+            let schedule = Arc::new(crate::js::schedule::JsSchedule(module.clone()));
+            services.leaderboards.start_schedule(schedule);
         }
     }
-    // One cleanup path for every transport: a session that ends leaves its chat channels
-    // first (telling their other members), then its matches and matchmaker tickets.
-    registry.on_session_closed(sessions_end);
-    // After the channels are left: a departing session's leave still shows its status.
-    registry.on_session_closed(status.clone());
-    let parties = crate::parties::Parties::new(
-        router.clone(),
-        registry.clone(),
-        matches.clone(),
-        cluster.as_ref().map(|c| c.bus.clone()),
-        &config.parties,
-    );
-    parties.follow().await?;
-    registry.on_session_closed(parties.clone());
-    registry.on_session_closed(matches.clone());
-    if let Some(world) = &world {
-        registry.on_session_closed(world.clone());
-    }
-    let console = if config.console.enabled() {
-        let history = Arc::new(crate::console::history::History::new(
-            metrics.registry().clone(),
-            config.console.history_max_series,
-        ));
-        let mut console = crate::console::Console::new(
-            &config.console,
-            stores.console.clone(),
-            Hasher::new()?,
-            clock.clone(),
-            history,
-        );
-        if let Some(cluster) = &cluster {
-            console = console.in_cluster(cluster.bus.clone(), Arc::default());
-        }
-        let console = Arc::new(console);
-        console
-            .ensure_admin(&config.console)
-            .await
-            .map_err(|e| anyhow::anyhow!("making the console's admin: {e}"))?;
-        Some(console)
-    } else {
-        None
-    };
-    let state = AppState::new(Shared {
-        console,
+    services.matches.check_match_handler()?;
+    let rpc = Arc::new(Rpc::new(functions, services.clone()));
+    let limits = &config.limits;
+    let metrics = &services.metrics;
+    Ok(AppState::new(Shared {
         console_limit: Arc::new(IpLimit::new(
             config.console.requests_per_ip_per_sec,
             config.console.request_burst,
         )),
-        matches,
-        rooms,
-        chat,
         connections: Arc::new(ConnectionCounter::new(
             limits.max_connections_per_ip,
             limits.max_connections,
@@ -366,31 +112,18 @@ async fn build(
         )),
         gateway: Arc::new(crate::net::graphql::build(
             &config.gateway,
-            accounts.clone(),
+            services.accounts.clone(),
         )?),
         gateway_limit: Arc::new(IpLimit::new(
             config.gateway.requests_per_ip_per_sec,
             config.gateway.request_burst,
         )),
-        links,
-        registry,
-        router,
-        cluster,
         rpc,
         module,
-        friends,
-        groups,
-        status,
-        parties,
-        config: Arc::new(config),
-        tokens,
-        accounts,
-        metrics,
-        world,
-        shutdown,
+        shutdown: services.shutdown.clone(),
         sockets: TaskTracker::new(),
-    });
-    Ok((state, stores))
+        services,
+    }))
 }
 
 /// Says, at start, which secret is left at a value everyone knows (or empty where that opens
@@ -508,31 +241,36 @@ pub async fn run_on(
         links: links_listener,
         console: console_listener,
     } = listeners;
-    let (state, stores) = build(config, game, clock).await?;
+    let state = build(config, game, clock).await?;
     // Every listener is bound before any is announced: a port that is taken stops the start
     // with an error naming its setting, not after the server said it was up.
-    let tcp = bind_setting(&state.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
-    let enet = bind_enet(&state.config.enet)?;
-    state.matches.start();
-    state.rooms.start();
+    let tcp = bind_setting(&state.services.config.rooms.tcp_listen, "rooms.tcp_listen").await?;
+    let enet = bind_enet(&state.services.config.enet)?;
+    state.services.matches.start();
+    state.services.rooms.start();
     if let Some(bound) = enet.first().map(UdpSocket::local_addr).transpose()? {
         state
+            .services
             .matches
-            .set_enet_port(bound.port(), state.config.enet.public_port);
+            .set_enet_port(bound.port(), state.services.config.enet.public_port);
         tracing::info!(enet = %bound, loops = enet.len(), "ENet transport listening (UDP)");
         tokio::spawn(crate::net::enet::serve(enet, state.clone()));
     }
     let http_address = listener.local_addr()?;
-    state
-        .matches
-        .set_http_port(http_address.port(), &state.config.cluster.advertise);
+    state.services.matches.set_http_port(
+        http_address.port(),
+        &state.services.config.cluster.advertise,
+    );
     // Part of a cluster: heartbeats over NATS from now until shutdown (a node that cannot reach
     // NATS does not start).
     // Part of a cluster: revocations shared, heartbeats from now until shutdown.
-    if let Some(cluster) = &state.cluster {
-        let config = &state.config.cluster;
-        crate::accounts::cluster::relay_revocations(state.tokens.clone(), cluster.bus.clone())
-            .await?;
+    if let Some(cluster) = &state.services.cluster {
+        let config = &state.services.config.cluster;
+        crate::accounts::cluster::relay_revocations(
+            state.services.tokens.clone(),
+            cluster.bus.clone(),
+        )
+        .await?;
         let advertise = if config.advertise.is_empty() {
             http_address.to_string()
         } else {
@@ -540,15 +278,15 @@ pub async fn run_on(
         };
         let mut observers: Vec<Arc<dyn crate::cluster::membership::MembershipObserver>> = vec![
             cluster.router.clone(),
-            state.matches.clone(),
-            state.parties.clone(),
+            state.services.matches.clone(),
+            state.services.parties.clone(),
         ];
         // A clustered world places its shards over the live nodes.
-        if let Some(world) = &state.world {
+        if let Some(world) = &state.services.world {
             observers.push(world.clone());
         }
         // The console asks the other nodes for their status history, and answers theirs.
-        if let Some(console) = &state.console {
+        if let Some(console) = &state.services.console {
             if let Some(console_cluster) = &console.cluster {
                 observers.push(console_cluster.nodes.clone());
                 console_cluster.serve(console.history.clone()).await?;
@@ -559,7 +297,7 @@ pub async fn run_on(
             cluster.bus.clone(),
             advertise,
             observers,
-            state.metrics.registry(),
+            state.services.metrics.registry(),
             state.shutdown.clone(),
         )
         .await?;
@@ -567,7 +305,7 @@ pub async fn run_on(
     match tcp {
         Some(tcp) => {
             let bound = tcp.local_addr()?;
-            state.matches.set_tcp_addr(bound);
+            state.services.matches.set_tcp_addr(bound);
             tracing::info!(http = %http_address, tcp = %bound, "muster listening (HTTP /v2, WebSocket /ws, /metrics; native TCP transport)");
             tokio::spawn(crate::net::tcp::serve(tcp, state.clone()));
         }
@@ -575,7 +313,7 @@ pub async fn run_on(
             tracing::info!(http = %http_address, "muster listening (HTTP /v2, WebSocket /ws, /metrics)")
         }
     }
-    let grace = state.config.shutdown_grace();
+    let grace = state.services.config.shutdown_grace();
     let app = crate::net::http::router(state.clone());
     let cancel = state.shutdown.clone();
     tokio::spawn(async move {
@@ -589,7 +327,13 @@ pub async fn run_on(
     }
     // Stopped once no request can count a click any more, then writes the last counts.
     let stop_clicks = CancellationToken::new();
-    let clicks = tokio::spawn(state.links.clone().flush_clicks_until(stop_clicks.clone()));
+    let clicks = tokio::spawn(
+        state
+            .services
+            .links
+            .clone()
+            .flush_clicks_until(stop_clicks.clone()),
+    );
     let links = links_listener.map(|links_listener| {
         if let Ok(address) = links_listener.local_addr() {
             tracing::info!(links = %address, "links service listening (/, /{{code}}, /api/links)");
@@ -602,7 +346,7 @@ pub async fn run_on(
             state.shutdown.clone(),
         ))
     });
-    let console = match (console_listener, state.console.clone()) {
+    let console = match (console_listener, state.services.console.clone()) {
         (Some(console_listener), Some(console)) => {
             if let Ok(address) = console_listener.local_addr() {
                 tracing::info!(console = %address, "console listening");
@@ -654,13 +398,13 @@ pub async fn run_on(
         .is_err()
     {
         tracing::warn!(
-            open = state.registry.sockets(),
+            open = state.services.registry.sockets(),
             "sockets still open after the grace period"
         );
     }
     housekeeping.abort();
     // Every world shard writes its last checkpoint.
-    if let Some(world) = state.world.clone() {
+    if let Some(world) = state.services.world.clone() {
         let stopping = world.clone();
         if tokio::task::spawn_blocking(move || stopping.stop())
             .await
@@ -676,7 +420,7 @@ pub async fn run_on(
     if clicks.await.is_err() {
         tracing::error!("the click writer stopped abnormally");
     }
-    stores.close().await;
+    state.services.stores.close().await;
     tracing::info!("shutdown complete");
     Ok(())
 }
@@ -686,8 +430,10 @@ pub async fn run_on(
 fn http_edge(state: &AppState) -> HttpEdge {
     HttpEdge {
         counter: state.connections.clone(),
-        header_read_timeout: Duration::from_millis(state.config.limits.header_read_timeout_ms),
-        metrics: state.metrics.clone(),
+        header_read_timeout: Duration::from_millis(
+            state.services.config.limits.header_read_timeout_ms,
+        ),
+        metrics: state.services.metrics.clone(),
     }
 }
 
@@ -763,20 +509,20 @@ async fn housekeeping(state: AppState) {
         state.connect_limit.prune();
         state.links_limit.prune();
         state.console_limit.prune();
-        if let Some(console) = &state.console {
+        if let Some(console) = &state.services.console {
             console.prune_limits();
         }
         state.gateway_limit.prune();
-        state.links.prune_limits();
-        state.friends.prune_limits();
-        state.groups.prune_limits();
-        if let Some(world) = &state.world {
+        state.services.links.prune_limits();
+        state.services.friends.prune_limits();
+        state.services.groups.prune_limits();
+        if let Some(world) = &state.services.world {
             world.prune_limits();
         }
-        if let Err(error) = state.tokens.reload_revocations().await {
+        if let Err(error) = state.services.tokens.reload_revocations().await {
             tracing::warn!(%error, "pruning revoked tokens failed");
         }
-        if let Err(error) = state.accounts.reload_bans().await {
+        if let Err(error) = state.services.accounts.reload_bans().await {
             tracing::warn!(%error, "reading the banned accounts failed");
         }
     }

@@ -47,12 +47,12 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use crate::accounts::{AccountError, Accounts};
-use crate::base::metrics::Metrics;
 use crate::economy::{Economy, EconomyError};
 use crate::friends::{FriendError, Friends};
 use crate::groups::{GroupError, Groups};
 use crate::leaderboards::{LeaderboardError, Leaderboards};
 use crate::notifications::{NotificationError, Notifications};
+use crate::services::Services;
 use crate::storage::{Storage, StorageError};
 
 pub use crate::base::rpc::{RpcCode, RpcError};
@@ -314,34 +314,20 @@ pub enum CallError {
     Failed(RpcError),
 }
 
-/// The services server functions reach, as the server.
-#[derive(Clone)]
-pub struct Domains {
-    pub economy: Arc<Economy>,
-    pub accounts: Arc<Accounts>,
-    pub storage: Arc<Storage>,
-    pub leaderboards: Arc<Leaderboards>,
-    pub notifications: Arc<Notifications>,
-    pub friends: Arc<Friends>,
-    pub groups: Arc<Groups>,
-}
-
 /// Runs registered functions for both transports, with one metric per function.
 pub struct Rpc {
     functions: HashMap<String, Arc<dyn ServerFunction>>,
-    domains: Domains,
-    metrics: Arc<Metrics>,
+    services: Arc<Services>,
     /// Each registered function's last failure: when (Unix ms), its code and message (what the
     /// console shows; one entry per function, so bounded by the functions registered).
     last_errors: parking_lot::Mutex<HashMap<String, (i64, &'static str, String)>>,
 }
 
 impl Rpc {
-    pub fn new(functions: Functions, domains: Domains, metrics: Arc<Metrics>) -> Rpc {
+    pub fn new(functions: Functions, services: Arc<Services>) -> Rpc {
         Rpc {
             functions: functions.functions,
-            domains,
-            metrics,
+            services,
             last_errors: parking_lot::Mutex::new(HashMap::new()),
         }
     }
@@ -382,16 +368,17 @@ impl Rpc {
             caller,
             payload,
             request,
-            economy: &self.domains.economy,
-            accounts: &self.domains.accounts,
-            storage: &self.domains.storage,
-            leaderboards: &self.domains.leaderboards,
-            notifications: &self.domains.notifications,
-            friends: &self.domains.friends,
-            groups: &self.domains.groups,
+            economy: &self.services.economy,
+            accounts: &self.services.accounts,
+            storage: &self.services.storage,
+            leaderboards: &self.services.leaderboards,
+            notifications: &self.services.notifications,
+            friends: &self.services.friends,
+            groups: &self.services.groups,
         };
         let result = function.call(call).await;
-        self.metrics
+        self.services
+            .metrics
             .rpc_duration
             .with_label_values(&[id.as_str()])
             .observe(started.elapsed().as_secs_f64());
@@ -416,25 +403,10 @@ impl Rpc {
     }
 
     fn count(&self, id: &str, outcome: &str) {
-        self.metrics
+        self.services
+            .metrics
             .rpc_calls
             .with_label_values(&[id, outcome])
             .inc();
-    }
-
-    pub fn economy(&self) -> &Arc<Economy> {
-        &self.domains.economy
-    }
-
-    pub fn storage(&self) -> &Arc<Storage> {
-        &self.domains.storage
-    }
-
-    pub fn leaderboards(&self) -> &Arc<Leaderboards> {
-        &self.domains.leaderboards
-    }
-
-    pub fn notifications(&self) -> &Arc<Notifications> {
-        &self.domains.notifications
     }
 }

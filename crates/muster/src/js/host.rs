@@ -5,42 +5,28 @@
 //! (`block_in_place`).
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use muster_js::{Host, JsError};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::nk;
-use crate::chat::Chat;
-use crate::cluster::Router;
-use crate::functions::{Domains, RpcError};
+use crate::functions::RpcError;
 use crate::matches::Matches;
+use crate::services::Services;
 
 /// Muster's services as a module reaches them.
 pub struct ServerHost {
-    pub(super) domains: Domains,
-    pub(super) chat: Arc<Chat>,
-    pub(super) router: Arc<dyn Router>,
-    /// Set once the match service exists (it is built after the module, whose match handlers
-    /// it needs).
-    pub(crate) matches: OnceLock<Arc<Matches>>,
+    pub(super) services: Arc<Services>,
     pub(super) http: nk::http::HttpRules,
     handle: tokio::runtime::Handle,
 }
 
 impl ServerHost {
-    pub fn new(
-        domains: Domains,
-        chat: Arc<Chat>,
-        router: Arc<dyn Router>,
-        http: nk::http::HttpRules,
-    ) -> ServerHost {
+    pub fn new(services: Arc<Services>, http: nk::http::HttpRules) -> ServerHost {
         ServerHost {
-            domains,
-            chat,
-            router,
-            matches: OnceLock::new(),
+            services,
             http,
             handle: tokio::runtime::Handle::current(),
         }
@@ -66,9 +52,7 @@ impl ServerHost {
     }
 
     pub(super) fn matches(&self) -> Result<&Arc<Matches>, JsError> {
-        self.matches
-            .get()
-            .ok_or_else(|| JsError::new("matches are not started yet", 14))
+        Ok(&self.services.matches)
     }
 }
 

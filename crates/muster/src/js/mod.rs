@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::config::RuntimeConfig;
 use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
-use crate::matches::handler::Handlers;
+use crate::matches::Matches;
 use host::ServerHost;
 pub use metrics::JsMetrics;
 pub use nk::http::HttpRules;
@@ -134,7 +134,7 @@ impl Module {
     }
 
     /// Registers every RPC of the module as a server function, and every match handler.
-    pub fn register(self: &Arc<Self>, functions: &mut Functions, handlers: &mut Handlers) {
+    pub fn register(self: &Arc<Self>, functions: &mut Functions, matches: &Matches) {
         let registered = self.registered();
         for id in &registered.rpcs {
             let function = JsRpc {
@@ -149,7 +149,7 @@ impl Module {
         for name in &registered.matches {
             let module = self.clone();
             let handler = name.clone();
-            handlers.register(name, move || {
+            matches.register_handler(name, move || {
                 Box::new(matches::JsMatch::new(module.clone(), &handler))
             });
         }

@@ -68,7 +68,9 @@ pub struct Matches {
     pub registry: Arc<MatchRegistry>,
     /// This node's built-in rooms, in order, and what each player has open.
     pub rooms: Arc<room_book::RoomBook>,
-    pub handlers: Handlers,
+    /// The match handlers by name: Muster's, the studio's Rust ones, and a module's (registered
+    /// once the module is loaded, [`Matches::register_handler`]).
+    handlers: parking_lot::RwLock<Handlers>,
     pub tokens: Arc<JoinTokens>,
     pub metrics: Arc<MatchMetrics>,
     pub matchmaker: Matchmaker,
@@ -131,13 +133,6 @@ impl Matches {
             )
             .await?,
         );
-        let handler = &config.matchmaker.match_handler;
-        if !handler.is_empty() && handlers.get(handler).is_none() {
-            anyhow::bail!(
-                "matchmaker.match_handler {handler:?} is not a registered match handler (known: {})",
-                handlers.names().join(", ")
-            );
-        }
         let mut matches_config = config.matches.clone();
         let link = match bus {
             Some(bus) => {
@@ -154,7 +149,7 @@ impl Matches {
                 config.rooms_per_user,
                 config.room_creates_per_user_per_minute,
             )),
-            handlers,
+            handlers: parking_lot::RwLock::new(handlers),
             tokens,
             matchmaker: Matchmaker::new(
                 config.matchmaker.clone(),
@@ -243,6 +238,28 @@ impl Matches {
         }
     }
 
+    /// Registers (or replaces) the match handler called `name` (a module's, once it is loaded).
+    pub fn register_handler<F>(&self, name: &str, factory: F)
+    where
+        F: Fn() -> Box<dyn handler::MatchHandler> + Send + Sync + 'static,
+    {
+        self.handlers.write().register(name, factory);
+    }
+
+    /// Refuses to go on when `matchmaker.match_handler` names no registered handler (checked
+    /// once every handler is registered).
+    pub fn check_match_handler(&self) -> anyhow::Result<()> {
+        let handler = &self.matchmaker_config.match_handler;
+        let handlers = self.handlers.read();
+        if !handler.is_empty() && handlers.get(handler).is_none() {
+            anyhow::bail!(
+                "matchmaker.match_handler {handler:?} is not a registered match handler (known: {})",
+                handlers.names().join(", ")
+            );
+        }
+        Ok(())
+    }
+
     /// Installs what answers other nodes' rooms calls (once: the rooms service).
     pub fn set_room_answers(&self, answers: Arc<dyn remote::RoomAnswers>) {
         let _ = self.room_answers.set(answers);
@@ -308,11 +325,11 @@ impl Matches {
         params: MatchParams,
         room: Option<RoomMeta>,
     ) -> Result<Arc<AuthoritativeHandle>, MatchError> {
-        let factory = self.handlers.get(handler).ok_or_else(|| {
+        let factory = self.handlers.read().get(handler).ok_or_else(|| {
             MatchError::BadInput(format!(
                 "No match handler called '{}' (known: {}).",
                 id::shorten(handler),
-                self.handlers.names().join(", ")
+                self.handlers.read().names().join(", ")
             ))
         })?;
         let id = MatchId::new_authoritative(self.node());

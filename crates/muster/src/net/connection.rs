@@ -156,6 +156,7 @@ pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), NotAdmitted> {
         return Ok(());
     }
     state
+        .services
         .metrics
         .rate_limited
         .with_label_values(&["connect"])
@@ -167,12 +168,14 @@ pub fn allow_connect(state: &AppState, ip: IpAddr) -> Result<(), NotAdmitted> {
 /// session ends (or dropped if the connection never becomes one).
 pub fn take_place(state: &AppState, ip: IpAddr) -> Result<Admission, NotAdmitted> {
     let mut admission = state
+        .services
         .registry
-        .admit(state.config.socket.max_sockets)
+        .admit(state.services.config.socket.max_sockets)
         .ok_or(NotAdmitted::Full)?;
     let ip = crate::base::client_ip::limit_key(ip);
-    if !admission.count_ip(ip, state.config.limits.max_sockets_per_ip) {
+    if !admission.count_ip(ip, state.services.config.limits.max_sockets_per_ip) {
         state
+            .services
             .metrics
             .rate_limited
             .with_label_values(&["sockets_per_ip"])
@@ -188,10 +191,11 @@ pub fn take_user_place(
     admission: &mut Admission,
     user: uuid::Uuid,
 ) -> Result<(), NotAdmitted> {
-    if admission.count_user(user, state.config.socket.max_sockets_per_user) {
+    if admission.count_user(user, state.services.config.socket.max_sockets_per_user) {
         return Ok(());
     }
     state
+        .services
         .metrics
         .rate_limited
         .with_label_values(&["sockets_per_user"])
@@ -202,9 +206,10 @@ pub fn take_user_place(
 /// Records a connection's end.
 pub fn record_ending(state: &AppState, transport: Transport, ending: Ending) {
     if ending == Ending::QueueFull {
-        state.metrics.outgoing_dropped.inc();
+        state.services.metrics.outgoing_dropped.inc();
     }
     state
+        .services
         .metrics
         .sockets_closed
         .with_label_values(&[ending.label(transport)])

@@ -33,6 +33,7 @@ pub enum Handling<'a> {
 /// as the matches' error.
 pub fn join_refusal(state: &AppState, cid: String, error: MatchError) -> Envelope {
     state
+        .services
         .matches
         .metrics
         .errors
@@ -52,6 +53,7 @@ pub fn handle<'a>(
         return Handling::Now(None);
     };
     state
+        .services
         .metrics
         .realtime_messages
         .with_label_values(&[message.kind()])
@@ -90,7 +92,7 @@ pub(crate) fn dispatch<'a>(
         | Message::ChannelMessageSend(_)
         | Message::ChannelMessageUpdate(_)
         | Message::ChannelMessageRemove(_)) => Handling::Later(Box::pin(async move {
-            let answered = crate::chat::handle(message, session, &state.chat).await;
+            let answered = crate::chat::handle(message, session, &state.services.chat).await;
             finish(cid, answered.map_err(Refusal::Chat), session)
         })),
 
@@ -98,7 +100,7 @@ pub(crate) fn dispatch<'a>(
         message @ (Message::StatusFollow(_)
         | Message::StatusUnfollow(_)
         | Message::StatusUpdate(_)) => Handling::Later(Box::pin(async move {
-            let answered = state.status.handle(message, session).await;
+            let answered = state.services.status.handle(message, session).await;
             finish(cid, answered.map_err(Refusal::Status), session)
         })),
 
@@ -115,7 +117,7 @@ pub(crate) fn dispatch<'a>(
         | Message::PartyMatchmakerAdd(_)
         | Message::PartyMatchmakerRemove(_)
         | Message::PartyUpdate(_)) => Handling::Later(Box::pin(async move {
-            let answered = state.parties.handle(message, session).await;
+            let answered = state.services.parties.handle(message, session).await;
             finish(cid, answered.map_err(Refusal::Party), session)
         })),
 
@@ -126,7 +128,7 @@ pub(crate) fn dispatch<'a>(
         | Message::MatchDataSend(_)
         | Message::MatchmakerAdd(_)
         | Message::MatchmakerRemove(_)) => Handling::Later(Box::pin(async move {
-            let answered = state.matches.handle(session, message).await;
+            let answered = state.services.matches.handle(session, message).await;
             finish(cid, answered.map_err(Refusal::Match), session)
         })),
 
@@ -156,7 +158,7 @@ pub(crate) fn dispatch<'a>(
 
         // The persistent world's areas of interest.
         Message::WorldSubscribe(request) => Handling::Later(Box::pin(async move {
-            let answered = match &state.world {
+            let answered = match &state.services.world {
                 None => Err("the world is not enabled on this server (world.map)".to_string()),
                 Some(world) => world
                     .subscribe(session, &request)
@@ -166,7 +168,7 @@ pub(crate) fn dispatch<'a>(
             finish(cid, answered.map_err(Refusal::World), session)
         })),
         Message::WorldUnsubscribe(_) => {
-            if let Some(world) = &state.world {
+            if let Some(world) = &state.services.world {
                 world.unsubscribe(session.session_id);
             }
             Handling::Now((!cid.is_empty()).then_some(Envelope { cid, message: None }))

@@ -179,7 +179,7 @@ pub async fn query(
 pub fn sync_metrics(state: &AppState) {
     use crate::base::metrics::Metrics;
     use std::sync::atomic::Ordering::Relaxed;
-    let m = &state.metrics;
+    let m = &state.services.metrics;
     let stats = state.gateway.cache.stats();
     for (status, total) in [
         ("hit", &stats.hits),

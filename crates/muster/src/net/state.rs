@@ -7,17 +7,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::accounts::tokens::TokenService;
-use crate::accounts::Accounts;
-use crate::base::metrics::Metrics;
 use crate::base::ratelimit::IpLimit;
-use crate::chat::Chat;
-use crate::cluster::Router;
-use crate::config::Config;
 use crate::functions::Rpc;
-use crate::links::Links;
-use crate::matches::Matches;
-use crate::session::SessionRegistry;
+use crate::services::Services;
 
 use super::connection::ConnectionCounter;
 
@@ -41,39 +33,16 @@ impl Deref for AppState {
     }
 }
 
-/// What [`AppState`] holds.
+/// What [`AppState`] holds: the services, and the edge's own adapters and limits.
 pub struct Shared {
-    pub config: Arc<Config>,
-    pub tokens: Arc<TokenService>,
-    pub accounts: Arc<Accounts>,
-    pub metrics: Arc<Metrics>,
-    /// Every session on this node: transports register theirs here.
-    pub registry: Arc<SessionRegistry>,
-    /// Delivery and presence wherever sessions are.
-    pub router: Arc<dyn Router>,
-    /// This node's bus and router when it is part of a cluster (`cluster.nats_url`).
-    pub cluster: Option<crate::cluster::Cluster>,
-    /// Matches and the matchmaker.
-    pub matches: Arc<Matches>,
-    /// Rooms, and the studio's game servers run as rooms.
-    pub rooms: Arc<crate::rooms::Rooms>,
-    /// Chat channels: membership, message ids, limits.
-    pub chat: Arc<Chat>,
-    /// Server functions (and, through them, wallets and inventories).
+    /// Every domain's service.
+    pub services: Arc<Services>,
+    /// Server functions (the game's, the built-in ones, a module's RPCs).
     pub rpc: Arc<Rpc>,
     /// The game's JavaScript module (its hooks run around API calls and realtime messages).
     pub module: Option<Arc<crate::js::Module>>,
-    /// Friends, invites and blocks.
-    pub friends: Arc<crate::friends::Friends>,
-    pub groups: Arc<crate::groups::Groups>,
-    pub status: Arc<crate::status::StatusService>,
-    pub parties: Arc<crate::parties::Parties>,
-    /// The operator's console (served on its own listener, `net::console`), when it is on.
-    pub console: Option<Arc<crate::console::Console>>,
     /// Console requests per client IP.
     pub console_limit: Arc<IpLimit>,
-    /// Invite links (served on their own listener, `net::links`).
-    pub links: Arc<Links>,
     /// The GraphQL read gateway (`/graphql`).
     pub gateway: Arc<muster_gateway::schema::Gateway>,
     /// GraphQL queries per client IP.
@@ -86,9 +55,8 @@ pub struct Shared {
     pub connect_limit: Arc<IpLimit>,
     /// Redirects, QR codes and pages of the links service, per client IP.
     pub links_limit: Arc<IpLimit>,
-    /// The persistent world, when `world.map` is set.
-    pub world: Option<Arc<crate::world::World>>,
-    /// Cancelled when the server begins shutting down; every socket task watches it.
+    /// Cancelled when the server begins shutting down; every socket task watches it (the
+    /// services' token).
     pub shutdown: CancellationToken,
     /// Tracks socket tasks, so shutdown knows when every socket has closed.
     pub sockets: TaskTracker,

@@ -135,7 +135,7 @@ impl Conn {
 
 async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
     let _ = stream.set_nodelay(true);
-    let config = &state.config.socket;
+    let config = &state.services.config.socket;
     let idle = Duration::from_millis(config.pong_wait_ms);
     let mut conn = Conn {
         buffer: BytesMut::with_capacity(256),
@@ -152,7 +152,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, state: AppState) {
             return;
         }
     };
-    let handshake_limit = Duration::from_millis(state.config.limits.handshake_timeout_ms);
+    let handshake_limit = Duration::from_millis(state.services.config.limits.handshake_timeout_ms);
     let ending = match timeout(handshake_limit, handshake(&mut conn, admission, &state)).await {
         Ok(Ok((guard, ended))) => {
             let ending = run(&mut conn, &guard.entry, ended, &state, idle).await;
@@ -217,13 +217,16 @@ async fn handshake(
             .await;
         return Err(Ending::JoinFailed);
     };
-    let matches = &state.matches;
+    let matches = &state.services.matches;
     let claims = match matches.tokens.verify(&token) {
         Ok(claims) => claims,
         Err(error) => return Err(refuse_join(conn, state, cid, error).await),
     };
-    let outbox = Outbox::with_consumer(state.config.socket.outgoing_queue_size, conn.link.clone());
-    let guard = state.registry.register_with_outbox(
+    let outbox = Outbox::with_consumer(
+        state.services.config.socket.outgoing_queue_size,
+        conn.link.clone(),
+    );
+    let guard = state.services.registry.register_with_outbox(
         admission,
         claims.uid,
         &claims.usn,

@@ -209,7 +209,7 @@ async fn serve_accepted(accepted: Box<Accepted>) {
             },
     } = *accepted;
     let _tracked = state.sockets.token();
-    let socket_config = &state.config.socket;
+    let socket_config = &state.services.config.socket;
     let ping_period = Duration::from_millis(socket_config.ping_period_ms);
     let pong_wait = Duration::from_millis(socket_config.pong_wait_ms);
     let link = Arc::new(Link::new(stream, Framing::WebSocket, pong_wait));
@@ -223,15 +223,18 @@ async fn serve_accepted(accepted: Box<Accepted>) {
         .max_frame_size(Some(socket_config.max_message_size_bytes));
     let mut socket = Socket::from_partially_read(io, read, Role::Server, Some(config)).await;
     let outbox = Outbox::with_consumer(socket_config.outgoing_queue_size, link.clone());
-    let guard =
-        state
-            .registry
-            .register_with_outbox(admission, claims.uid, &claims.usn, format, outbox);
+    let guard = state.services.registry.register_with_outbox(
+        admission,
+        claims.uid,
+        &claims.usn,
+        format,
+        outbox,
+    );
     // Not kept across the socket's life (its strings would be).
     drop(claims);
     let session = &guard.entry;
     if appear_online {
-        state.status.appear_online(session);
+        state.services.status.appear_online(session);
     }
     tracing::debug!(session = %session.session_id, user = %session.user_id, format = ?session.format, "socket opened");
     let mut keepalive = interval_at(Instant::now() + ping_period, ping_period);
@@ -390,6 +393,7 @@ fn reject(error: &DecodeError, state: &AppState) -> Envelope {
         DecodeError::Ambiguous { .. } => "ambiguous",
     };
     state
+        .services
         .metrics
         .realtime_errors
         .with_label_values(&[reason])

@@ -23,7 +23,7 @@ pub(super) const NAMES: &[&str] = &[
 const MAX_ACCOUNTS: usize = 100;
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
-    let accounts = &host.domains.accounts;
+    let accounts = &host.services.accounts;
     match name {
         "accountGetId" => {
             let user = args.user(0, "userId")?;
@@ -70,7 +70,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             let user = args.user(0, "userId")?;
             host.wait(async {
                 accounts.delete(user).await?;
-                host.domains.leaderboards.forget_owner(user).await;
+                host.services.leaderboards.forget_owner(user).await;
                 Ok::<_, crate::accounts::AccountError>(())
             })?
             .map_err(refused)?;
@@ -90,7 +90,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             } else {
                 (Vec::new(), list)
             };
-            let router = host.router.clone();
+            let router = host.services.router.clone();
             let users = host
                 .wait(accounts.users(&ids, usernames, |id| router.is_online(id)))?
                 .map_err(refused)?;
@@ -111,9 +111,9 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
 }
 
 fn account(host: &ServerHost, id: Uuid) -> Result<Value, JsError> {
-    let online = host.router.is_online(id);
+    let online = host.services.router.is_online(id);
     let account = host
-        .wait(host.domains.accounts.account(id, online))?
+        .wait(host.services.accounts.account(id, online))?
         .map_err(refused)?;
     let mut shaped = shaped(&account);
     if let Some(object) = shaped.as_object_mut() {

@@ -20,7 +20,11 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                 .map(|id| (id, args.opt_string(3).unwrap_or_default()));
             let persist = args.bool(4).unwrap_or(true);
             let ack = host
-                .wait(host.chat.send_as_server(&channel, content, sender, persist))?
+                .wait(
+                    host.services
+                        .chat
+                        .send_as_server(&channel, content, sender, persist),
+                )?
                 .map_err(|e| refused(RpcError::new(RpcCode::InvalidArgument, e.to_string())))?;
             Ok(shaped(ack))
         }

@@ -56,7 +56,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             let limit = args.int(1, "limit")?.map(|l| l.clamp(1, 100) as usize);
             let cursor = args.opt_string(2);
             let page = host
-                .wait(host.domains.economy.ledger(user, limit, cursor.as_deref()))?
+                .wait(host.services.economy.ledger(user, limit, cursor.as_deref()))?
                 .map_err(refused)?;
             let items: Vec<Value> = page
                 .entries
@@ -119,7 +119,7 @@ fn update(
         change = change.metadata(&metadata);
     }
     let receipt = host
-        .wait(host.domains.economy.apply(change))?
+        .wait(host.services.economy.apply(change))?
         .map_err(refused)?;
     let mut previous = Map::new();
     for (currency, balance) in &receipt.wallet {

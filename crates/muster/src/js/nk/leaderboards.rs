@@ -32,7 +32,7 @@ pub(super) const NAMES: &[&str] = &[
 ];
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
-    let boards = &host.domains.leaderboards;
+    let boards = &host.services.leaderboards;
     match name {
         // leaderboardCreate(id, authoritative, sortOrder?, operator?, resetSchedule?, metadata?)
         "leaderboardCreate" => {

@@ -51,7 +51,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
 }
 
 fn notifications(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
-    let service = &host.domains.notifications;
+    let service = &host.services.notifications;
     match name {
         // notificationSend(userId, subject, content, code, senderId?, persistent?)
         "notificationSend" => {
@@ -125,7 +125,7 @@ fn notification(one: &Value) -> Result<NewNotification, JsError> {
 }
 
 fn friends(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
-    let service = &host.domains.friends;
+    let service = &host.services.friends;
     let user = args.user(0, "userId")?;
     match name {
         // friendsList(userId, limit?, state?, cursor?)
@@ -167,7 +167,7 @@ fn friends(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError>
 }
 
 fn groups(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
-    let service = &host.domains.groups;
+    let service = &host.services.groups;
     let text = |i: usize| args.get(i).as_str().map(str::to_owned);
     match name {
         // groupCreate(userId, name, creatorId?, lang?, description?, avatarURL?, open?,

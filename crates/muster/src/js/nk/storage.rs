@@ -18,7 +18,7 @@ pub(super) const NAMES: &[&str] = &[
 ];
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
-    let storage = &host.domains.storage;
+    let storage = &host.services.storage;
     match name {
         "storageRead" => {
             let ids = list(args, "keys")?

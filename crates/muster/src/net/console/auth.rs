@@ -24,7 +24,7 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// The console service, or a refusal when it is off on this node.
 pub fn console(state: &AppState) -> Result<&Arc<Console>, ConsoleApiError> {
-    state.console.as_ref().ok_or(ConsoleApiError::Off)
+    state.services.console.as_ref().ok_or(ConsoleApiError::Off)
 }
 
 /// The logged-in operator of a request. A request that is not a `GET` (a change) must also
@@ -83,7 +83,7 @@ pub async fn login(
 ) -> Result<Response, ConsoleApiError> {
     let console = console(&state)?;
     let login = console.login(ip, &body.username, &body.password).await?;
-    let config = &state.config.console;
+    let config = &state.services.config.console;
     let cookie = Cookie::build((COOKIE, login.token))
         .http_only(true)
         .same_site(SameSite::Strict)

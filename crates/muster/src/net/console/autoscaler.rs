@@ -25,7 +25,12 @@ pub async fn decisions(
     Session(operator): Session,
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
-    let base = state.config.console.autoscaler_url.trim_end_matches('/');
+    let base = state
+        .services
+        .config
+        .console
+        .autoscaler_url
+        .trim_end_matches('/');
     if base.is_empty() {
         return Ok(Json(json!({ "configured": false })));
     }

@@ -25,7 +25,7 @@ pub async fn list(
     Session(operator): Session,
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
-    let leaderboards = state.rpc.leaderboards();
+    let leaderboards = &state.services.leaderboards;
     let mut boards = Vec::new();
     for id in leaderboards.ids() {
         if let Some(info) = leaderboards.leaderboard_info(&id) {
@@ -60,8 +60,8 @@ pub async fn records(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let page = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .list(&id, Vec::new(), Some(PAGE), query.cursor.as_deref(), 0)
         .await
         .map_err(domain)?;
@@ -80,8 +80,8 @@ pub async fn delete_record(
     let owner = Uuid::parse_str(&owner)
         .map_err(|_| ConsoleApiError::BadRequest("Not an owner id.".into()))?;
     state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .delete_record(Caller::Server, &id, owner)
         .await
         .map_err(domain)?;
@@ -111,8 +111,8 @@ pub async fn set_metadata(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Developer)?;
     state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .set_metadata(&id, body.metadata.clone())
         .await
         .map_err(domain)?;

@@ -45,8 +45,8 @@ pub async fn list(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let page = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .list(
             Caller::Server,
             &query.collection,
@@ -94,8 +94,8 @@ pub async fn read(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let found = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .read(
             Caller::Server,
             vec![ObjectId {
@@ -139,8 +139,8 @@ pub async fn write(
     }
     let owner = owner(body.owner.as_deref())?;
     let acks = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .write(
             Caller::Server,
             vec![WriteObject {

@@ -27,6 +27,7 @@ pub async fn stats(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let stats = state
+        .services
         .links
         .stats(&code, Viewer::ApiKey, query.days.unwrap_or(90))
         .await
@@ -54,6 +55,7 @@ pub async fn disable(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Developer)?;
     state
+        .services
         .links
         .disable(&code, Viewer::ApiKey)
         .await

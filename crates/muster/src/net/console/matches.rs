@@ -25,6 +25,7 @@ pub async fn list(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let matches = state
+        .services
         .matches
         .list_matches(&ListAsk {
             limit: LIMIT,
@@ -32,7 +33,11 @@ pub async fn list(
         })
         .await
         .map_err(ConsoleApiError::BadRequest)?;
-    let (rooms, _) = state.rooms.list_rooms(None, LIMIT, None).map_err(domain)?;
+    let (rooms, _) = state
+        .services
+        .rooms
+        .list_rooms(None, LIMIT, None)
+        .map_err(domain)?;
     Ok(Json(json!({"matches": matches, "rooms": rooms})))
 }
 
@@ -44,6 +49,7 @@ pub async fn room_log(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let output = state
+        .services
         .rooms
         .room_output(&id)
         .map_err(domain)?
@@ -66,6 +72,7 @@ pub async fn signal(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Developer)?;
     let answer = state
+        .services
         .matches
         .signal_anywhere(&id, body.data.clone())
         .await
@@ -86,7 +93,12 @@ pub async fn inspect(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
-    let mut inspection = state.matches.inspect_anywhere(&id).await.map_err(domain)?;
+    let mut inspection = state
+        .services
+        .matches
+        .inspect_anywhere(&id)
+        .await
+        .map_err(domain)?;
     let mut cut = false;
     if let Some(text) = inspection.state.as_mut() {
         if text.len() > STATE_SHOWN {
@@ -120,6 +132,7 @@ pub async fn kick(
     let session = Uuid::parse_str(&body.session_id)
         .map_err(|_| ConsoleApiError::BadRequest("Not a session id.".into()))?;
     if !state
+        .services
         .matches
         .kick_anywhere(&id, session)
         .await

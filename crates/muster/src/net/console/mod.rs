@@ -70,7 +70,7 @@ pub use error::ConsoleApiError;
 const BODY_LIMIT: usize = 1 << 20;
 
 pub fn router(state: AppState) -> Router {
-    let limits = &state.config.limits;
+    let limits = &state.services.config.limits;
     let routes = Router::new()
         .route("/", get(assets::index))
         .route("/console.js", get(assets::script))
@@ -155,6 +155,7 @@ async fn guard(
         next.run(request).await
     } else {
         state
+            .services
             .metrics
             .rate_limited
             .with_label_values(&["console"])

@@ -26,8 +26,8 @@ pub async fn storage_page(
     preview: bool,
 ) -> Result<(Vec<Value>, Option<String>), ConsoleApiError> {
     let page = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .list_owned(owner, PAGE, cursor)
         .await
         .map_err(domain)?;
@@ -46,6 +46,7 @@ pub async fn messages_page(
     before: Option<i64>,
 ) -> Result<(Vec<Value>, Option<i64>), ConsoleApiError> {
     let (messages, next) = state
+        .services
         .chat
         .sent_by(sender, before, PAGE)
         .await

@@ -58,7 +58,7 @@ pub async fn search(
                 "display_name": a.display_name,
                 "create_time": a.create_time_ms / 1000,
                 "banned": a.disable_time_ms.is_some(),
-                "online": state.router.is_online(a.id),
+                "online": state.services.router.is_online(a.id),
             })
         })
         .collect();
@@ -98,38 +98,46 @@ fn inventory_json(items: &[InventoryItem]) -> Vec<Value> {
 
 /// Everything the account page shows.
 async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiError> {
-    let online = state.router.is_online(id);
-    let account = state.accounts.account(id, online).await.map_err(domain)?;
-    let economy = state.rpc.economy();
+    let online = state.services.router.is_online(id);
+    let account = state
+        .services
+        .accounts
+        .account(id, online)
+        .await
+        .map_err(domain)?;
+    let economy = &state.services.economy;
     let inventory = economy
         .inventory(id, Some(PAGE), None)
         .await
         .map_err(domain)?;
     let ledger = economy.ledger(id, Some(PAGE), None).await.map_err(domain)?;
     let friends = state
+        .services
         .friends
         .list(id, PAGE, None, "")
         .await
         .map_err(domain)?;
     let groups = state
+        .services
         .groups
         .of_user(&id.to_string(), Some(PAGE), None, "")
         .await
         .map_err(domain)?;
     let notifications = state
-        .rpc
-        .notifications()
+        .services
+        .notifications
         .list(id, 100, "")
         .await
         .map_err(domain)?;
     let sessions: Vec<Value> = state
+        .services
         .registry
         .sessions_of(id)
         .iter()
         .map(|s| {
             json!({
                 "session_id": s.session_id, "format": format!("{:?}", s.format),
-                "status": state.status.status_of(s.session_id),
+                "status": state.services.status.status_of(s.session_id),
             })
         })
         .collect();
@@ -177,8 +185,8 @@ pub async fn ledger(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let page = state
-        .rpc
-        .economy()
+        .services
+        .economy
         .ledger(user_id(&id)?, Some(PAGE), query.cursor.as_deref())
         .await
         .map_err(domain)?;
@@ -197,7 +205,7 @@ pub async fn export(
     let id = user_id(&id)?;
     let mut data = account_json(&state, id).await?;
     // The whole ledger and inventory, page by page.
-    let economy = state.rpc.economy();
+    let economy = &state.services.economy;
     let ledger = every_page(|cursor| async move {
         let page = economy
             .ledger(id, Some(PAGE), cursor.as_deref())
@@ -312,7 +320,7 @@ pub async fn wallet(
         };
     }
     change = change.metadata(&json!({"console_user": operator.username, "reason": body.reason}));
-    let receipt = state.rpc.economy().apply(change).await.map_err(domain)?;
+    let receipt = state.services.economy.apply(change).await.map_err(domain)?;
     console(&state)?
         .audit(
             &operator,
@@ -346,6 +354,7 @@ pub async fn metadata(
         other => other.to_string(),
     };
     state
+        .services
         .accounts
         .set_metadata(id, &text)
         .await
@@ -370,8 +379,8 @@ pub async fn ban(
     operator.require(Role::Developer)?;
     let id = user_id(&id)?;
     let found = match action.as_str() {
-        "ban" => state.accounts.ban(&[id]).await,
-        "unban" => state.accounts.unban(&[id]).await,
+        "ban" => state.services.accounts.ban(&[id]).await,
+        "unban" => state.services.accounts.unban(&[id]).await,
         _ => return Err(ConsoleApiError::NotFound),
     }
     .map_err(domain)?;
@@ -397,7 +406,7 @@ pub async fn end_sessions(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Developer)?;
     let id = user_id(&id)?;
-    state.accounts.end_sessions(&[id]);
+    state.services.accounts.end_sessions(&[id]);
     console(&state)?
         .audit(&operator, "sessions_end", &id.to_string(), json!({}))
         .await?;
@@ -412,8 +421,8 @@ pub async fn delete(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Developer)?;
     let id = user_id(&id)?;
-    state.accounts.delete(id).await.map_err(domain)?;
-    state.rpc.leaderboards().forget_owner(id).await;
+    state.services.accounts.delete(id).await.map_err(domain)?;
+    state.services.leaderboards.forget_owner(id).await;
     console(&state)?
         .audit(&operator, "account_delete", &id.to_string(), json!({}))
         .await?;

@@ -26,7 +26,7 @@ pub async fn functions(
     // Calls by (function, outcome), read from the metric without creating label sets.
     let mut calls: std::collections::HashMap<String, serde_json::Map<String, Value>> =
         Default::default();
-    for family in state.metrics.rpc_calls.collect() {
+    for family in state.services.metrics.rpc_calls.collect() {
         for metric in family.get_metric() {
             let label = |name: &str| crate::base::metrics::label_of(metric, name);
             calls
@@ -81,6 +81,7 @@ pub async fn call(
             let user_id = Uuid::parse_str(text)
                 .map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))?;
             let account = state
+                .services
                 .accounts
                 .account(user_id, false)
                 .await

@@ -18,7 +18,8 @@ pub async fn config(
     Session(operator): Session,
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Admin)?;
-    let mut value = serde_json::to_value(&*state.config).map_err(|_| ConsoleApiError::Internal)?;
+    let mut value =
+        serde_json::to_value(&*state.services.config).map_err(|_| ConsoleApiError::Internal)?;
     redact(&mut value);
     Ok(Json(value))
 }

@@ -41,6 +41,7 @@ pub async fn messages(
         ChannelId::Room(query.channel).to_string()
     };
     let page = state
+        .services
         .chat
         .history(HistoryRequest {
             reader: None,
@@ -72,6 +73,7 @@ pub async fn groups(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let list = state
+        .services
         .groups
         .list(GroupQuery {
             name: query.name.filter(|n| !n.trim().is_empty()).map(|n| {
@@ -100,6 +102,7 @@ pub async fn group_users(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let list = state
+        .services
         .groups
         .users(&id, Some(PAGE), None, "")
         .await
@@ -138,8 +141,8 @@ pub async fn notify(
     let user_id =
         Uuid::parse_str(&id).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))?;
     state
-        .rpc
-        .notifications()
+        .services
+        .notifications
         .send(vec![NewNotification {
             user_id,
             subject: body.subject.clone(),
@@ -172,6 +175,7 @@ pub async fn parties(
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
     let parties: Vec<Value> = state
+        .services
         .parties
         .owned_views(PARTIES_SHOWN)
         .into_iter()
@@ -182,6 +186,6 @@ pub async fn parties(
         })
         .collect();
     Ok(Json(
-        json!({"node": state.matches.node(), "parties": parties}),
+        json!({"node": state.services.matches.node(), "parties": parties}),
     ))
 }

@@ -60,7 +60,7 @@ pub async fn history(
 
 /// This node's name in a cluster, `local` alone.
 pub fn node_name(state: &AppState) -> String {
-    match &state.cluster {
+    match &state.services.cluster {
         Some(cluster) => cluster.bus.node().to_owned(),
         None => "local".into(),
     }
@@ -79,10 +79,10 @@ pub async fn cluster(
     };
     Ok(Json(json!({
         "node": node_name(&state),
-        "clustered": state.cluster.is_some(),
+        "clustered": state.services.cluster.is_some(),
         "peers": known["peers"],
         "departures": known["departures"],
-        "sockets": state.registry.sockets(),
+        "sockets": state.services.registry.sockets(),
         "version": env!("CARGO_PKG_VERSION"),
     })))
 }

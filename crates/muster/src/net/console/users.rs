@@ -65,7 +65,7 @@ pub async fn remove(
     operator.require(Role::Admin)?;
     let console = console(&state)?;
     console
-        .delete_user(&state.config.console, &username)
+        .delete_user(&state.services.config.console, &username)
         .await?;
     console
         .audit(&operator, "console_user_delete", &username, json!({}))

@@ -109,7 +109,7 @@ fn bind_one(address: SocketAddr, shared: bool) -> std::io::Result<UdpSocket> {
 /// Serves the ENet transport on `sockets` (from [`bind`]), one loop each, until the server
 /// shuts down.
 pub async fn serve(sockets: Vec<UdpSocket>, state: AppState) {
-    let config = state.config.enet.per_loop();
+    let config = state.services.config.enet.per_loop();
     let loops: Vec<_> = sockets
         .into_iter()
         .filter_map(
@@ -269,7 +269,11 @@ impl Node {
     fn new(socket: UdpSocket, config: EnetConfig, state: AppState) -> anyhow::Result<Node> {
         // The hosts are made as addresses arrive, so an idle node holds no ENet peers; one is
         // made here to check the settings at start.
-        let first = Shard::new(&config, state.config.socket.max_message_size_bytes, 0)?;
+        let first = Shard::new(
+            &config,
+            state.services.config.socket.max_message_size_bytes,
+            0,
+        )?;
         let (command_sender, commands) = mpsc::unbounded_channel();
         let connects_per_sec = NonZeroU32::new(config.connects_per_sec).unwrap_or(NonZeroU32::MIN);
         Ok(Node {
@@ -358,7 +362,7 @@ impl Node {
     }
 
     fn receive(&mut self) {
-        let metrics = self.state.metrics.clone();
+        let metrics = self.state.services.metrics.clone();
         for _ in 0..BATCHES_PER_TURN {
             let (received, called) = match self.io.receive() {
                 Ok(received) => received,
@@ -411,7 +415,7 @@ impl Node {
                 match self.routes.get(&from) {
                     Some(route) => route.host,
                     None => {
-                        let max_message = self.state.config.socket.max_message_size_bytes;
+                        let max_message = self.state.services.config.socket.max_message_size_bytes;
                         let host =
                             host_for_new_address(&mut self.shards, &self.config, max_message);
                         self.shards[host].load += 1;
@@ -441,7 +445,7 @@ impl Node {
                     }
                     // Up to twice the message limit ENet reassembles, and the packet is
                     // refused whole with an error (`received`); past that ENet would drop it.
-                    let max_packet = 2 * self.state.config.socket.max_message_size_bytes;
+                    let max_packet = 2 * self.state.services.config.socket.max_message_size_bytes;
                     let announced = wire::announced_packet_size(bytes) as usize;
                     if announced > max_packet {
                         oversized = Some((entry.key, announced));
@@ -528,14 +532,15 @@ impl Node {
                 );
             }
         }
-        self.state.metrics.enet_peers.inc();
+        self.state.services.metrics.enet_peers.inc();
         self.generation = self.generation.wrapping_add(1);
         let key = PeerKey {
             host: host as u16,
             peer: peer.0 as u16,
             generation: self.generation,
         };
-        let pong_wait = u32::try_from(self.state.config.socket.pong_wait_ms).unwrap_or(u32::MAX);
+        let pong_wait =
+            u32::try_from(self.state.services.config.socket.pong_wait_ms).unwrap_or(u32::MAX);
         let enet_peer = shard.host.peer_mut(peer);
         // ENet's own keep-alive: a peer that acknowledges nothing for pong_wait_ms is gone.
         enet_peer.set_timeout(0, pong_wait.min(5_000), pong_wait);
@@ -552,7 +557,7 @@ impl Node {
         match connection::take_place(&self.state, address.ip()) {
             Ok(admission) => {
                 let deadline = Instant::now()
-                    + Duration::from_millis(self.state.config.limits.handshake_timeout_ms);
+                    + Duration::from_millis(self.state.services.config.limits.handshake_timeout_ms);
                 shard.peers[peer.0] = Some(PeerEntry::awaiting_join(
                     key,
                     address,
@@ -588,7 +593,7 @@ impl Node {
     }
 
     fn received(&mut self, host: usize, peer: PeerID, packet: Packet) {
-        let max_message = self.state.config.socket.max_message_size_bytes;
+        let max_message = self.state.services.config.socket.max_message_size_bytes;
         let shard = &mut self.shards[host];
         let Some(Some(entry)) = shard.peers.get_mut(peer.0) else {
             return;
@@ -640,7 +645,7 @@ impl Node {
                         return;
                     }
                 };
-                let claims = match self.state.matches.tokens.verify(&token) {
+                let claims = match self.state.services.matches.tokens.verify(&token) {
                     Ok(claims) => claims,
                     Err(error) => {
                         let refusal = super::dispatch::join_refusal(&self.state, cid, error);
@@ -653,14 +658,14 @@ impl Node {
                     return;
                 };
                 let outbox = Outbox::with_consumer(
-                    self.state.config.socket.outgoing_queue_size,
+                    self.state.services.config.socket.outgoing_queue_size,
                     Arc::new(PeerWake {
                         wakes: self.wakes.clone(),
                         key,
                         drained: tokio::sync::Notify::new(),
                     }),
                 );
-                let guard = self.state.registry.register_with_outbox(
+                let guard = self.state.services.registry.register_with_outbox(
                     admission,
                     claims.uid,
                     &claims.usn,
@@ -734,7 +739,7 @@ impl Node {
     /// `socket.max_message_size_bytes`): told why (an `error`, code 3), then disconnected (data
     /// 4), since the rest of that packet would stall its channel for good.
     fn refuse_oversized(&mut self, host: usize, peer: PeerID, key: PeerKey, announced: usize) {
-        let max_message = self.state.config.socket.max_message_size_bytes;
+        let max_message = self.state.services.config.socket.max_message_size_bytes;
         let error = Envelope::error(
             "",
             error_code::BAD_INPUT,
@@ -796,7 +801,7 @@ impl Node {
 
     /// Writes every active host's datagrams.
     async fn flush(&mut self) {
-        let metrics = self.state.metrics.clone();
+        let metrics = self.state.services.metrics.clone();
         for shard in &mut self.shards {
             if !std::mem::take(&mut shard.active) {
                 continue;
@@ -850,7 +855,7 @@ impl Node {
             self.close(key, Ending::ServerShutdown);
         }
         let deadline = Instant::now() + SHUTDOWN_LINGER;
-        while Instant::now() < deadline && self.state.metrics.enet_peers.get() > 0 {
+        while Instant::now() < deadline && self.state.services.metrics.enet_peers.get() > 0 {
             for shard in &mut self.shards {
                 shard.active = true;
             }
@@ -869,7 +874,7 @@ impl Node {
 
 /// Counts a peer gone, ended for the reason the server gave it or else `otherwise`.
 fn gone(state: &AppState, entry: &PeerEntry, otherwise: Ending) {
-    state.metrics.enet_peers.dec();
+    state.services.metrics.enet_peers.dec();
     connection::record_ending(state, Transport::Enet, entry.ending.unwrap_or(otherwise));
 }
 

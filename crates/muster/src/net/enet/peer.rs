@@ -156,8 +156,8 @@ pub async fn serve_session(
     let close = |ending: Ending| {
         let _ = commands.send(Command::Close { key, ending });
     };
-    let matches = &state.matches;
-    let room = (state.config.socket.outgoing_queue_size / 2).max(1);
+    let matches = &state.services.matches;
+    let room = (state.services.config.socket.outgoing_queue_size / 2).max(1);
     let joined = matches
         .join(&session, JoinTarget::Token(token), metadata)
         .await;

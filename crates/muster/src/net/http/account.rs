@@ -23,8 +23,10 @@ pub async fn get(
     Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<Account>, ApiError> {
-    let online = state.router.is_online(caller.uid);
-    Ok(Json(state.accounts.account(caller.uid, online).await?))
+    let online = state.services.router.is_online(caller.uid);
+    Ok(Json(
+        state.services.accounts.account(caller.uid, online).await?,
+    ))
 }
 
 pub async fn update(
@@ -32,7 +34,7 @@ pub async fn update(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<UpdateAccountRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state.accounts.update(caller.uid, body).await?;
+    state.services.accounts.update(caller.uid, body).await?;
     Ok(empty())
 }
 
@@ -41,8 +43,8 @@ pub async fn delete(
     Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state.accounts.delete(caller.uid).await?;
-    state.rpc.leaderboards().forget_owner(caller.uid).await;
+    state.services.accounts.delete(caller.uid).await?;
+    state.services.leaderboards.forget_owner(caller.uid).await;
     Ok(empty())
 }
 
@@ -53,8 +55,9 @@ pub async fn users(
 ) -> Result<Json<Users>, ApiError> {
     // `facebook_ids` is ignored: Muster has no Facebook logins, so no account has one.
     let refs = UserRefs::from_query(raw.as_deref());
-    let router = state.router.clone();
+    let router = state.services.router.clone();
     let users = state
+        .services
         .accounts
         .users(&refs.ids, refs.usernames, |id| router.is_online(id))
         .await?;
@@ -67,6 +70,7 @@ pub async fn link_device(
     ApiJson(body): ApiJson<AccountDevice>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .accounts
         .link(caller.uid, Login::Device(body.id))
         .await?;
@@ -79,6 +83,7 @@ pub async fn link_custom(
     ApiJson(body): ApiJson<AccountCustom>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .accounts
         .link(caller.uid, Login::Custom(body.id))
         .await?;
@@ -96,7 +101,7 @@ pub async fn link_email(
         email: body.email,
         password: body.password,
     };
-    state.accounts.link(caller.uid, login).await?;
+    state.services.accounts.link(caller.uid, login).await?;
     Ok(empty())
 }
 
@@ -106,6 +111,7 @@ pub async fn unlink_device(
     ApiJson(body): ApiJson<AccountDevice>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .accounts
         .unlink(caller.uid, Login::Device(body.id))
         .await?;
@@ -118,6 +124,7 @@ pub async fn unlink_custom(
     ApiJson(body): ApiJson<AccountCustom>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .accounts
         .unlink(caller.uid, Login::Custom(body.id))
         .await?;
@@ -133,6 +140,6 @@ pub async fn unlink_email(
         email: body.email,
         password: body.password,
     };
-    state.accounts.unlink(caller.uid, login).await?;
+    state.services.accounts.unlink(caller.uid, login).await?;
     Ok(empty())
 }

@@ -75,6 +75,7 @@ fn basic_is(user: &Option<Vec<u8>>, key: &str) -> bool {
 /// Verifies a session token: the claims, or 401 saying why not.
 pub fn verify_session(state: &AppState, token: &str) -> Result<Claims, ApiError> {
     state
+        .services
         .tokens
         .verify_session(token)
         .map_err(|e| ApiError::Unauthenticated(e.to_string()))
@@ -88,7 +89,9 @@ impl FromRequestParts<AppState> for ServerKey {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match presented(parts) {
-            Presented::Basic(user) if basic_is(&user, &state.config.server_key) => Ok(ServerKey),
+            Presented::Basic(user) if basic_is(&user, &state.services.config.server_key) => {
+                Ok(ServerKey)
+            }
             Presented::Basic(_) => Err(ApiError::Unauthenticated("Server key invalid.".into())),
             _ => Err(ApiError::Unauthenticated("Server key required.".into())),
         }
@@ -125,7 +128,7 @@ impl FromRequestParts<AppState> for RpcCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let http_key = &state.config.runtime.http_key;
+        let http_key = &state.services.config.runtime.http_key;
         let invalid_key = || ApiError::Unauthenticated("HTTP key invalid.".into());
         let from_query = Query::<HttpKeyQuery>::try_from_uri(&parts.uri)
             .ok()
@@ -159,7 +162,7 @@ impl FromRequestParts<AppState> for RoomsCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let admin_key = &state.config.rooms.admin_key;
+        let admin_key = &state.services.config.rooms.admin_key;
         match presented(parts) {
             Presented::Bearer(token) => verify_session(state, token).map(RoomsCaller::Player),
             Presented::Basic(user) if !admin_key.is_empty() && basic_is(&user, admin_key) => {
@@ -182,7 +185,7 @@ impl FromRequestParts<AppState> for GatewayCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let api_key = &state.config.gateway.api_key;
+        let api_key = &state.services.config.gateway.api_key;
         match presented(parts) {
             Presented::Bearer(secret)
                 if !api_key.is_empty()
@@ -205,7 +208,7 @@ impl FromRequestParts<AppState> for MetricsScraper {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let required = &state.config.metrics.token;
+        let required = &state.services.config.metrics.token;
         if required.is_empty() {
             return Ok(MetricsScraper);
         }
@@ -273,7 +276,7 @@ pub enum LinkCaller {
 /// A links credential given as a value (a header's bearer token, the index page's key field):
 /// `links.api_key` when it matches, else a session token.
 pub fn link_caller(state: &AppState, secret: &str) -> Result<LinkCaller, ApiError> {
-    let api_key = &state.config.links.api_key;
+    let api_key = &state.services.config.links.api_key;
     if !api_key.is_empty() && constant_time_eq(secret.as_bytes(), api_key.as_bytes()) {
         return Ok(LinkCaller::ApiKey);
     }

@@ -38,6 +38,7 @@ pub async fn device(
 ) -> Result<Json<Session>, ApiError> {
     let create = query.create();
     let session = state
+        .services
         .accounts
         .authenticate(Login::Device(body.id), create, query.username(), body.vars)
         .await?;
@@ -53,6 +54,7 @@ pub async fn custom(
 ) -> Result<Json<Session>, ApiError> {
     let create = query.create();
     let session = state
+        .services
         .accounts
         .authenticate(Login::Custom(body.id), create, query.username(), body.vars)
         .await?;
@@ -72,6 +74,7 @@ pub async fn email(
         password: body.password,
     };
     let session = state
+        .services
         .accounts
         .authenticate(login, create, query.username(), body.vars)
         .await?;

@@ -39,5 +39,5 @@ pub async fn list_messages(
         forward: query.forward.unwrap_or(true),
         cursor: query.cursor.unwrap_or_default(),
     };
-    Ok(Json(state.chat.history(request).await?))
+    Ok(Json(state.services.chat.history(request).await?))
 }

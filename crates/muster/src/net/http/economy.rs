@@ -29,7 +29,7 @@ pub async fn wallet(
     Player(caller): Player,
     State(state): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
-    let wallet = state.rpc.economy().wallet(caller.uid).await?;
+    let wallet = state.services.economy.wallet(caller.uid).await?;
     Ok(Json(json!({ "wallet": wallet })))
 }
 
@@ -39,8 +39,8 @@ pub async fn inventory(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let page = state
-        .rpc
-        .economy()
+        .services
+        .economy
         .inventory(caller.uid, query.limit, query.cursor.as_deref())
         .await?;
     let items: Vec<Value> = page
@@ -76,8 +76,8 @@ pub async fn ledger(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let page = state
-        .rpc
-        .economy()
+        .services
+        .economy
         .ledger(caller.uid, query.limit, query.cursor.as_deref())
         .await?;
     let entries: Vec<Value> = page

@@ -86,7 +86,12 @@ async fn within(
     if limit.allow(ip) {
         return Ok(());
     }
-    state.metrics.rate_limited.with_label_values(&[label]).inc();
+    state
+        .services
+        .metrics
+        .rate_limited
+        .with_label_values(&[label])
+        .inc();
     Err(ApiError::TooManyRequests(message.into()))
 }
 

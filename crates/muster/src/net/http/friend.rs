@@ -45,6 +45,7 @@ pub async fn add(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .friends
         .add(caller.uid, &caller.usn, targets(raw))
         .await?;
@@ -57,6 +58,7 @@ pub async fn delete(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .friends
         .delete(caller.uid, &caller.usn, targets(raw))
         .await?;
@@ -68,7 +70,11 @@ pub async fn block(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state.friends.block(caller.uid, targets(raw)).await?;
+    state
+        .services
+        .friends
+        .block(caller.uid, targets(raw))
+        .await?;
     Ok(done())
 }
 
@@ -97,6 +103,7 @@ pub async fn list(
         }
     }
     let list = state
+        .services
         .friends
         .list(caller.uid, limit, friend_state, &cursor)
         .await?;
@@ -120,6 +127,7 @@ pub async fn friends_of_friends(
         }
     }
     let list = state
+        .services
         .friends
         .friends_of_friends(caller.uid, limit, &cursor)
         .await?;

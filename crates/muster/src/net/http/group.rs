@@ -50,7 +50,9 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<CreateGroupRequest>,
 ) -> Result<Json<Group>, ApiError> {
-    Ok(Json(state.groups.create(caller.uid, request).await?))
+    Ok(Json(
+        state.services.groups.create(caller.uid, request).await?,
+    ))
 }
 
 pub async fn update(
@@ -60,6 +62,7 @@ pub async fn update(
     ApiJson(request): ApiJson<UpdateGroupRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .groups
         .update(Actor::User(caller.uid), &group_id, request)
         .await?;
@@ -72,6 +75,7 @@ pub async fn delete(
     Path(group_id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .groups
         .delete(Actor::User(caller.uid), &group_id)
         .await?;
@@ -84,6 +88,7 @@ pub async fn join(
     Path(group_id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .groups
         .join(caller.uid, &caller.usn, &group_id)
         .await?;
@@ -95,7 +100,7 @@ pub async fn leave(
     State(state): State<AppState>,
     Path(group_id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state.groups.leave(caller.uid, &group_id).await?;
+    state.services.groups.leave(caller.uid, &group_id).await?;
     Ok(done())
 }
 
@@ -108,6 +113,7 @@ async fn change_users(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let user_ids = repeated(raw.as_deref(), "user_ids");
     state
+        .services
         .groups
         .change_users(Actor::User(caller), &group_id, change, &user_ids)
         .await?;
@@ -155,7 +161,7 @@ pub async fn list(
             _ => {}
         }
     }
-    Ok(Json(state.groups.list(query).await?))
+    Ok(Json(state.services.groups.list(query).await?))
 }
 
 /// `limit`, `state` and `cursor` of a membership listing.
@@ -190,6 +196,7 @@ pub async fn users(
 ) -> Result<Json<GroupUserList>, ApiError> {
     let (limit, member_state, cursor) = membership_query(raw)?;
     let list = state
+        .services
         .groups
         .users(&group_id, limit, member_state, &cursor)
         .await?;
@@ -204,6 +211,7 @@ pub async fn of_user(
 ) -> Result<Json<UserGroupList>, ApiError> {
     let (limit, member_state, cursor) = membership_query(raw)?;
     let list = state
+        .services
         .groups
         .of_user(&user_id, limit, member_state, &cursor)
         .await?;

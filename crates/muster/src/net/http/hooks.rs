@@ -135,7 +135,7 @@ pub async fn run(State(state): State<AppState>, request: Request, next: Next) ->
         return next.run(request).await;
     }
     let (mut parts, body) = request.into_parts();
-    let limit = state.config.limits.max_request_size_bytes;
+    let limit = state.services.config.limits.max_request_size_bytes;
     let Ok(bytes) = to_bytes(body, limit).await else {
         return ApiError::InvalidArgument("Request body is too large or unreadable.".into())
             .into_response();

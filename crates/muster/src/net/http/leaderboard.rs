@@ -28,8 +28,8 @@ pub async fn write(
     ApiJson(body): ApiJson<LeaderboardRecordWrite>,
 ) -> Result<Json<LeaderboardRecord>, ApiError> {
     let written = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .write(
             Caller::Player(caller.uid),
             &id,
@@ -50,8 +50,8 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .delete_record(Caller::Player(caller.uid), &id, caller.uid)
         .await?;
     Ok(Json(json!({})))
@@ -105,8 +105,8 @@ pub async fn list_records(
 ) -> Result<Json<LeaderboardRecordList>, ApiError> {
     let query = parse_query(raw.as_deref())?;
     let page = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .list(
             &id,
             query.owner_ids,
@@ -128,8 +128,8 @@ pub async fn around_owner(
         .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
     let query = parse_query(raw.as_deref())?;
     let page = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .around_owner(
             &id,
             owner,

@@ -83,6 +83,7 @@ pub async fn list(
     }
     filter.query = query_text;
     let matches = state
+        .services
         .matches
         .list_matches(&filter)
         .await

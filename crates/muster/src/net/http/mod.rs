@@ -40,7 +40,7 @@ use crate::config::LimitsConfig;
 use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {
-    let config = &state.config;
+    let config = &state.services.config;
     let routes = Router::new()
         .route(
             "/v2/account/authenticate/device",
@@ -192,6 +192,7 @@ async fn record_latency(State(state): State<AppState>, request: Request, next: N
     let status = response.status();
     let elapsed = started.elapsed();
     state
+        .services
         .metrics
         .http_requests
         .with_label_values(&[route.as_str(), status.as_str()])
@@ -232,7 +233,7 @@ async fn metrics(_: MetricsScraper, State(state): State<AppState>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        state.services.metrics.render(),
     )
         .into_response()
 }

@@ -37,8 +37,8 @@ pub async fn list(
         }
     }
     let list = state
-        .rpc
-        .notifications()
+        .services
+        .notifications
         .list(caller.uid, limit, &cursor)
         .await?;
     Ok(Json(list))
@@ -50,6 +50,10 @@ pub async fn delete(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let ids = repeated(raw.as_deref(), "ids");
-    state.rpc.notifications().delete(caller.uid, &ids).await?;
+    state
+        .services
+        .notifications
+        .delete(caller.uid, &ids)
+        .await?;
     Ok(Json(serde_json::json!({})))
 }

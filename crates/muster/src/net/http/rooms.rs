@@ -42,6 +42,7 @@ pub async fn create(
     ApiJson(request): ApiJson<CreateRoom>,
 ) -> Result<Response, ApiError> {
     let room = state
+        .services
         .rooms
         .create_room(&room_caller(caller), request)
         .await?;
@@ -74,10 +75,11 @@ pub async fn list(
             "limit must be between 1 and {max}."
         )));
     }
-    let (rooms, cursor) =
-        state
-            .rooms
-            .list_rooms(query.handler.as_deref(), limit, query.cursor.as_deref())?;
+    let (rooms, cursor) = state.services.rooms.list_rooms(
+        query.handler.as_deref(),
+        limit,
+        query.cursor.as_deref(),
+    )?;
     let mut body = serde_json::json!({ "rooms": rooms });
     if let Some(cursor) = cursor {
         body["cursor"] = cursor.into();
@@ -90,7 +92,7 @@ pub async fn get(
     _: RoomsCaller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let room = state.rooms.room_info_anywhere(&id).await?;
+    let room = state.services.rooms.room_info_anywhere(&id).await?;
     Ok(Json(room).into_response())
 }
 
@@ -106,6 +108,7 @@ pub async fn connection(
         .unwrap_or("127.0.0.1");
     let (host, port) = split_host(host_header);
     let info = state
+        .services
         .rooms
         .connection_anywhere(&room_caller(caller), &id, host, port)
         .await?;
@@ -126,6 +129,7 @@ pub async fn verify_ticket(
     ApiJson(body): ApiJson<TicketBody>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let claims = state
+        .services
         .rooms
         .redeem_ticket(&room_caller(caller), &id, &body.ticket)?;
     Ok(Json(serde_json::json!({
@@ -141,6 +145,7 @@ pub async fn destroy(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state
+        .services
         .rooms
         .destroy_room_anywhere(&room_caller(caller), &id)
         .await?;

@@ -15,7 +15,13 @@ pub async fn refresh(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<SessionRefreshRequest>,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(state.accounts.refresh(&body.token, body.vars).await?))
+    Ok(Json(
+        state
+            .services
+            .accounts
+            .refresh(&body.token, body.vars)
+            .await?,
+    ))
 }
 
 pub async fn logout(
@@ -24,6 +30,7 @@ pub async fn logout(
     ApiJson(body): ApiJson<SessionLogoutRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
+        .services
         .accounts
         .logout(&caller, &body.token, &body.refresh_token)
         .await?;

@@ -53,8 +53,8 @@ pub async fn write(
         })
         .collect();
     let acks = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .write(Caller::Player(caller.uid), objects)
         .await?;
     Ok(Json(StorageObjectAcks {
@@ -89,8 +89,8 @@ pub async fn read(
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let found = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .read(Caller::Player(caller.uid), ids)
         .await?;
     Ok(Json(StorageObjects {
@@ -114,8 +114,8 @@ pub async fn delete(
         })
         .collect();
     state
-        .rpc
-        .storage()
+        .services
+        .storage
         .delete(Caller::Player(caller.uid), objects)
         .await?;
     Ok(Json(json!({})))
@@ -157,8 +157,8 @@ async fn list_page(
     query: ListQuery,
 ) -> Result<Json<StorageObjectList>, ApiError> {
     let page = state
-        .rpc
-        .storage()
+        .services
+        .storage
         .list(
             Caller::Player(caller),
             &collection,

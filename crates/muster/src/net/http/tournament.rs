@@ -42,8 +42,8 @@ pub async fn list(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<TournamentList>, ApiError> {
     let (found, cursor) = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .list_tournaments(
             query.category_start.unwrap_or(0),
             query.category_end.unwrap_or(127),
@@ -67,8 +67,8 @@ pub async fn join(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .join_tournament(&id, caller.uid, &caller.usn)
         .await?;
     Ok(Json(json!({})))
@@ -81,8 +81,8 @@ pub async fn write(
     ApiJson(body): ApiJson<LeaderboardRecordWrite>,
 ) -> Result<Json<LeaderboardRecord>, ApiError> {
     let written = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .write_tournament(
             Caller::Player(caller.uid),
             &id,
@@ -105,8 +105,8 @@ pub async fn list_records(
 ) -> Result<Json<LeaderboardRecordList>, ApiError> {
     let query = parse_query(raw.as_deref())?;
     let page = state
-        .rpc
-        .leaderboards()
+        .services
+        .leaderboards
         .list_tournament_records(
             &id,
             query.owner_ids,
@@ -127,7 +127,7 @@ pub async fn around_owner(
     let owner = Uuid::parse_str(&owner)
         .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
     let query = parse_query(raw.as_deref())?;
-    let leaderboards = state.rpc.leaderboards();
+    let leaderboards = &state.services.leaderboards;
     leaderboards.tournament_exists(&id)?;
     let page = leaderboards
         .around_owner(

@@ -47,6 +47,7 @@ pub async fn stats(
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let stats = state
+        .services
         .links
         .stats(&code, viewer(caller)?, query.days)
         .await?;
@@ -71,6 +72,6 @@ pub async fn disable(
     caller: LinkCaller,
     Path(code): Path<String>,
 ) -> Result<Response, ApiError> {
-    state.links.disable(&code, viewer(caller)?).await?;
+    state.services.links.disable(&code, viewer(caller)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

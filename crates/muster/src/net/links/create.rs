@@ -42,7 +42,13 @@ struct FallbacksBody {
 
 /// `GET /`: the index page.
 pub async fn index(State(state): State<AppState>) -> Response {
-    page::index(StatusCode::OK, state.config.links.max_url_bytes, "", "", "")
+    page::index(
+        StatusCode::OK,
+        state.services.config.links.max_url_bytes,
+        "",
+        "",
+        "",
+    )
 }
 
 /// `POST /`.
@@ -101,6 +107,7 @@ async fn create_from_json(
         },
     };
     let Created { link, created } = state
+        .services
         .links
         .create(creator(caller, ip), request, called_as(headers))
         .await?;
@@ -130,7 +137,7 @@ async fn create_from_form(
             _ => {}
         }
     }
-    let max_url_bytes = state.config.links.max_url_bytes;
+    let max_url_bytes = state.services.config.links.max_url_bytes;
     let refused = |error: ApiError| {
         let message = error.to_string();
         let status = error.into_response().status();
@@ -150,6 +157,7 @@ async fn create_from_form(
         ..LinkRequest::default()
     };
     match state
+        .services
         .links
         .create(creator(caller, ip), request, called_as(headers))
         .await

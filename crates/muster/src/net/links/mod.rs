@@ -31,7 +31,7 @@ use super::http::extract::ClientIp;
 use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {
-    let config = &state.config;
+    let config = &state.services.config;
     // Four URLs (the link and three fallbacks), percent-encoded at worst, and the rest.
     let body_limit = config.links.max_url_bytes * 4 * 3 + 4096;
     let routes = Router::new()
@@ -61,6 +61,7 @@ async fn limit_requests(
 ) -> Response {
     if !state.links_limit.allow(ip) {
         state
+            .services
             .metrics
             .rate_limited
             .with_label_values(&["links"])
@@ -101,10 +102,10 @@ fn called_as(headers: &HeaderMap) -> Option<&str> {
 
 /// The base of short URLs: `links.public_url`, else `http://` and the host the client called.
 fn short_base(state: &AppState, headers: &HeaderMap) -> String {
-    let public = state.config.links.public_url.trim_end_matches('/');
+    let public = state.services.config.links.public_url.trim_end_matches('/');
     if !public.is_empty() {
         return public.to_owned();
     }
-    let host = called_as(headers).unwrap_or(state.config.links.listen.as_str());
+    let host = called_as(headers).unwrap_or(state.services.config.links.listen.as_str());
     format!("http://{host}")
 }

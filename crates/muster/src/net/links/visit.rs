@@ -28,7 +28,7 @@ pub async fn redirect(
     let platform = Platform::from_user_agent(user_agent);
     // A HEAD request or a link preview looks at the link without visiting it.
     let counted = method != Method::HEAD && !is_preview_agent(user_agent);
-    let target = match state.links.visit(&code, platform, counted).await {
+    let target = match state.services.links.visit(&code, platform, counted).await {
         Ok(target) => target,
         Err(error) => return answer_error(&headers, error.into()),
     };
@@ -55,13 +55,13 @@ pub async fn qr(
     Path(code): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(error) = state.links.exists(&code).await {
+    if let Err(error) = state.services.links.exists(&code).await {
         return answer_error(&headers, error.into());
     }
     let short_url = format!("{}/{code}", short_base(&state, &headers));
     // Built from the Host header when no public_url is set: then no shared cache may keep it
     // (a forged Host must not poison what other visitors get).
-    let caching = if state.config.links.public_url.is_empty() {
+    let caching = if state.services.config.links.public_url.is_empty() {
         "private, max-age=3600"
     } else {
         "public, max-age=86400"
@@ -99,7 +99,7 @@ fn json_document(document: Option<&String>, what: &str) -> Response {
 /// `GET /apple-app-site-association` (and under `/.well-known/`).
 pub async fn apple(State(state): State<AppState>) -> Response {
     json_document(
-        state.links.apps().apple.as_ref(),
+        state.services.links.apps().apple.as_ref(),
         "iOS app (links.apple_app_ids)",
     )
 }
@@ -107,7 +107,7 @@ pub async fn apple(State(state): State<AppState>) -> Response {
 /// `GET /.well-known/assetlinks.json`.
 pub async fn android(State(state): State<AppState>) -> Response {
     json_document(
-        state.links.apps().android.as_ref(),
+        state.services.links.apps().android.as_ref(),
         "Android app (links.android_package)",
     )
 }
