@@ -251,20 +251,6 @@ impl Services {
             Some(cluster) => (cluster.router.clone(), cluster.router.clone()),
             None => (local.clone(), local),
         };
-        let chat_stores = crate::chat::ChatStores {
-            messages: stores.chat.clone(),
-            accounts: stores.accounts.clone(),
-            friends: stores.friends.clone(),
-            groups: stores.groups.clone(),
-        };
-        let chat = Chat::new(
-            &config.chat,
-            stores.secrets.as_ref(),
-            chat_stores,
-            metrics.clone(),
-            router.clone(),
-        );
-        let chat = Arc::new(chat.await?);
         let shutdown = CancellationToken::new();
         let economy = Arc::new(Economy::new(stores.economy.clone(), metrics.clone()));
         // A clustered world's shards move between nodes under leases in the shared database.
@@ -303,7 +289,7 @@ impl Services {
         ));
         let friends = Arc::new(Friends::new(
             stores.friends.clone(),
-            stores.accounts.clone(),
+            accounts.clone(),
             notifications.clone(),
             router.clone(),
             &config.friends,
@@ -318,9 +304,23 @@ impl Services {
             group_evictions,
             &config.groups,
         ));
+        let peers = crate::chat::ChatPeers {
+            accounts: accounts.clone(),
+            friends: friends.clone(),
+            groups: groups.clone(),
+        };
+        let chat = Chat::new(
+            &config.chat,
+            stores.secrets.as_ref(),
+            stores.chat.clone(),
+            peers,
+            metrics.clone(),
+            router.clone(),
+        );
+        let chat = Arc::new(chat.await?);
         let status = Arc::new(StatusService::new(
             router.clone(),
-            stores.accounts.clone(),
+            accounts.clone(),
             statuses,
             &config.status,
         ));

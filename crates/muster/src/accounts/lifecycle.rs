@@ -93,6 +93,40 @@ impl Accounts {
         }
     }
 
+    /// The ids of the accounts `ids` and `usernames` name, each once; those that do not exist
+    /// are left out.
+    pub async fn existing(
+        &self,
+        ids: Vec<Uuid>,
+        usernames: Vec<String>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        if ids.is_empty() && usernames.is_empty() {
+            return Ok(Vec::new());
+        }
+        let records = self.store.users(ids, usernames).await?;
+        Ok(records.into_iter().map(|record| record.id).collect())
+    }
+
+    /// The accounts of `ids` as other players see them, by id; those that do not exist are left
+    /// out. `online` says whether a user has a session anywhere.
+    pub async fn public_users(
+        &self,
+        ids: Vec<Uuid>,
+        online: impl Fn(Uuid) -> bool,
+    ) -> Result<std::collections::HashMap<Uuid, User>, StoreError> {
+        if ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let records = self.store.users(ids, Vec::new()).await?;
+        Ok(records
+            .into_iter()
+            .map(|record| {
+                let id = record.id;
+                (id, public_user(record, online(id)))
+            })
+            .collect())
+    }
+
     /// The accounts of `ids` and `usernames` as other players see them, each once; those that
     /// do not exist are left out. `online` says whether a user has a session anywhere.
     pub async fn users(

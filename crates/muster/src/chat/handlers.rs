@@ -83,12 +83,16 @@ async fn join(
             // Only checked on a join that is not already in place: a rejoin skips the store.
             let id_text = id.to_string();
             if session.channels.find(&id_text).is_none() {
-                if chat.accounts.account(other).await?.is_none() {
+                let peers = &chat.peers;
+                if peers
+                    .accounts
+                    .existing(vec![other], Vec::new())
+                    .await?
+                    .is_empty()
+                {
                     return Err(ChatError::UserNotFound);
                 }
-                if chat.friends.friend_state(other, session.user_id).await?
-                    == Some(crate::friends::store::friend_state::BLOCKED)
-                {
+                if peers.friends.blocked(other, session.user_id).await? {
                     return Err(ChatError::Blocked);
                 }
             }
@@ -96,11 +100,7 @@ async fn join(
         }
         Target::Group(id, group) => {
             if session.channels.find(&id.to_string()).is_none()
-                && !chat
-                    .groups
-                    .member_state(group, session.user_id)
-                    .await?
-                    .is_some_and(crate::groups::store::state::is_member)
+                && !chat.peers.groups.is_member(group, session.user_id).await?
             {
                 return Err(ChatError::NotGroupMember);
             }

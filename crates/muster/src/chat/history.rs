@@ -55,11 +55,10 @@ impl Chat {
             ChannelId::Room(_) => {}
             ChannelId::Group(group) => {
                 let member = match Uuid::parse_str(group) {
-                    Ok(group) => self
-                        .groups
-                        .member_state(group, reader.unwrap_or_default())
-                        .await?
-                        .is_some_and(crate::groups::store::state::is_member),
+                    Ok(group) => {
+                        let reader = reader.unwrap_or_default();
+                        self.peers.groups.is_member(group, reader).await?
+                    }
                     Err(_) => false,
                 };
                 if !member {

@@ -34,11 +34,13 @@ use std::sync::Arc;
 pub use handlers::handle;
 use ids::MessageIds;
 
-use crate::accounts::store::AccountStore;
+use crate::accounts::Accounts;
 use crate::base::metrics::Metrics;
 use crate::chat::config::ChatConfig;
 use crate::chat::store::ChatStore;
 use crate::cluster::Router;
+use crate::friends::Friends;
+use crate::groups::Groups;
 use crate::store::{SecretStore, StoreError};
 
 /// The chat service every socket task shares.
@@ -47,23 +49,19 @@ pub struct Chat {
     pub router: Arc<dyn Router>,
     pub ids: MessageIds,
     pub config: ChatConfig,
-    /// Where persisted messages go and direct-chat partners are looked up.
+    /// Where persisted messages go.
     pub messages: Arc<dyn ChatStore>,
-    /// Direct chats need the other user to exist.
-    pub accounts: Arc<dyn AccountStore>,
-    /// ... and not to have blocked the caller.
-    pub friends: Arc<dyn crate::friends::store::FriendStore>,
-    pub groups: Arc<dyn crate::groups::store::GroupStore>,
+    /// Who may talk to whom: a direct chat needs the other player to exist and not to have
+    /// blocked the caller; a group's channel is for its members.
+    pub peers: ChatPeers,
     pub metrics: Arc<Metrics>,
 }
 
-/// What chat reads and writes: its messages, and who may talk to whom (accounts, blocks, group
-/// memberships).
-pub struct ChatStores {
-    pub messages: Arc<dyn ChatStore>,
-    pub accounts: Arc<dyn AccountStore>,
-    pub friends: Arc<dyn crate::friends::store::FriendStore>,
-    pub groups: Arc<dyn crate::groups::store::GroupStore>,
+/// The services chat asks who may talk to whom (their public services, never their stores).
+pub struct ChatPeers {
+    pub accounts: Arc<Accounts>,
+    pub friends: Arc<Friends>,
+    pub groups: Arc<Groups>,
 }
 
 impl Chat {
@@ -71,7 +69,8 @@ impl Chat {
     pub async fn new(
         config: &ChatConfig,
         secrets: &dyn SecretStore,
-        stores: ChatStores,
+        messages: Arc<dyn ChatStore>,
+        peers: ChatPeers,
         metrics: Arc<Metrics>,
         router: Arc<dyn Router>,
     ) -> Result<Chat, StoreError> {
@@ -85,10 +84,8 @@ impl Chat {
             router,
             ids: MessageIds::new(key),
             config: config.clone(),
-            messages: stores.messages,
-            accounts: stores.accounts,
-            friends: stores.friends,
-            groups: stores.groups,
+            messages,
+            peers,
             metrics,
         })
     }

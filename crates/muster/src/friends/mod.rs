@@ -17,7 +17,7 @@ use muster_proto::api::{Friend, FriendList, FriendOfFriend, FriendsOfFriendsList
 use uuid::Uuid;
 
 use crate::accounts::lifecycle::public_user;
-use crate::accounts::store::AccountStore;
+use crate::accounts::Accounts;
 use crate::cluster::Router;
 use crate::friends::store::friend_state::BLOCKED;
 use crate::friends::store::{FriendAdded, FriendStore};
@@ -67,7 +67,7 @@ enum Verb {
 
 pub struct Friends {
     store: Arc<dyn FriendStore>,
-    accounts: Arc<dyn AccountStore>,
+    accounts: Arc<Accounts>,
     notifications: Arc<Notifications>,
     router: Arc<dyn Router>,
     max_per_user: usize,
@@ -78,7 +78,7 @@ pub struct Friends {
 impl Friends {
     pub fn new(
         store: Arc<dyn FriendStore>,
-        accounts: Arc<dyn AccountStore>,
+        accounts: Arc<Accounts>,
         notifications: Arc<Notifications>,
         router: Arc<dyn Router>,
         config: &crate::friends::config::FriendsConfig,
@@ -267,21 +267,15 @@ impl Friends {
         let mut ids: Vec<Uuid> = pairs.iter().map(|(_, friend)| *friend).collect();
         ids.sort_unstable();
         ids.dedup();
-        let accounts: std::collections::HashMap<Uuid, _> = self
-            .accounts
-            .users(ids, Vec::new())
-            .await?
-            .into_iter()
-            .map(|account| (account.id, account))
-            .collect();
+        let router = &self.router;
+        let users = self.accounts.public_users(ids, |id| router.is_online(id));
+        let users = users.await?;
         let friends_of_friends = pairs
             .into_iter()
             .filter_map(|(referrer, friend)| {
-                let account = accounts.get(&friend)?.clone();
-                let online = self.router.is_online(friend);
                 Some(FriendOfFriend {
                     referrer: referrer.to_string(),
-                    user: public_user(account, online),
+                    user: users.get(&friend)?.clone(),
                 })
             })
             .collect();
@@ -292,7 +286,7 @@ impl Friends {
     }
 
     /// Whether `by` has blocked `user` (a direct chat between them is refused).
-    pub async fn blocked(&self, by: Uuid, user: Uuid) -> Result<bool, FriendError> {
+    pub async fn blocked(&self, by: Uuid, user: Uuid) -> Result<bool, StoreError> {
         Ok(self.store.friend_state(by, user).await? == Some(BLOCKED))
     }
 
@@ -338,11 +332,15 @@ impl Friends {
             return Err(FriendError::Invalid("Username must not be empty.".into()));
         }
         if !targets.usernames.is_empty() {
-            for account in self.accounts.users(Vec::new(), targets.usernames).await? {
-                if account.id == user {
+            for id in self
+                .accounts
+                .existing(Vec::new(), targets.usernames)
+                .await?
+            {
+                if id == user {
                     return Err(self_refused());
                 }
-                ids.push(account.id);
+                ids.push(id);
             }
         }
         ids.sort_unstable();

@@ -229,6 +229,13 @@ impl Groups {
     }
 
     /// `user` joins an open group, or asks to join a closed one (its admins are told).
+    /// Whether `user` is one of group `group`'s members (a superadmin, an admin or a member; not
+    /// a join request or a ban).
+    pub async fn is_member(&self, group: Uuid, user: Uuid) -> Result<bool, StoreError> {
+        let state = self.store.member_state(group, user).await?;
+        Ok(state.is_some_and(crate::groups::store::state::is_member))
+    }
+
     pub async fn join(&self, user: Uuid, username: &str, group_id: &str) -> Result<(), GroupError> {
         let id = group_id_from(group_id)?;
         let changed = self

@@ -21,7 +21,7 @@ use presence::Statuses;
 use muster_proto::realtime::{Message, Status, StatusFollow, StatusUnfollow, StatusUpdate};
 use uuid::Uuid;
 
-use crate::accounts::store::AccountStore;
+use crate::accounts::Accounts;
 use crate::cluster::{JoinLimits, Router};
 use crate::session::channels::JoinFlags;
 use crate::session::registry::SessionObserver;
@@ -59,7 +59,7 @@ impl StatusError {
 
 pub struct StatusService {
     router: Arc<dyn Router>,
-    accounts: Arc<dyn AccountStore>,
+    accounts: Arc<Accounts>,
     statuses: Arc<Statuses>,
     config: StatusConfig,
 }
@@ -93,7 +93,7 @@ impl StatusService {
     /// channels' [`presence::StatusPresence`] reads).
     pub fn new(
         router: Arc<dyn Router>,
-        accounts: Arc<dyn AccountStore>,
+        accounts: Arc<Accounts>,
         statuses: Arc<Statuses>,
         config: &StatusConfig,
     ) -> StatusService {
@@ -157,10 +157,9 @@ impl StatusService {
             Vec::new()
         } else {
             self.accounts
-                .users(ids, request.usernames)
+                .existing(ids, request.usernames)
                 .await?
                 .into_iter()
-                .map(|account| account.id)
                 .filter(|id| *id != session.user_id)
                 .collect()
         };
