@@ -15,7 +15,7 @@ use crate::base::ratelimit::IpLimit;
 use crate::config::{Config, RuntimeConfig};
 use crate::functions::{builtins, Functions, Rpc};
 use crate::matches::handler::Handlers;
-use crate::net::connection::ConnectionCounter;
+use crate::net::connections::ConnectionCounter;
 use crate::net::listener::{self, HttpEdge};
 pub use crate::net::state::{AppState, Shared};
 use crate::services::Services;

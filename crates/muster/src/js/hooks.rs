@@ -174,7 +174,7 @@ impl MatchedHook for JsMatched {
 
 /// `snake_case` keys as `camelCase`, recursively (free maps kept).
 pub fn to_camel(value: &Value) -> Value {
-    convert(value, &super::host::camel)
+    convert(value, &super::nk::context::camel)
 }
 
 /// `camelCase` keys as `snake_case`, recursively (free maps kept).

@@ -34,7 +34,7 @@ use crate::functions::{Call, Functions, RpcCode, RpcError, ServerFunction};
 use crate::matches::Matches;
 use host::ServerHost;
 pub use metrics::JsMetrics;
-pub use nk::http::HttpRules;
+pub use nk::http_rules::HttpRules;
 use pool::CallCost;
 
 /// The bundle in force.

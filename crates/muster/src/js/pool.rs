@@ -9,7 +9,7 @@
 //!   longer than [`LONG_CALL`] (a heavy or runaway script holds no worker).
 //!
 //! An inline call that does wait steps out of the async workers while it waits
-//! ([`super::host::ServerHost::wait`]). The number of VMs bounds how many calls are in flight;
+//! ([`super::nk::context::ServerHost::wait`]). The number of VMs bounds how many calls are in flight;
 //! the pool grows to what the load needs.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -130,11 +130,11 @@ impl Pool {
         call: impl FnOnce(&Vm) -> Result<T, JsError>,
     ) -> (Result<T, JsError>, bool) {
         let started = Instant::now();
-        let waits = super::host::waits();
+        let waits = super::nk::context::waits();
         // A panic below the script (a bug of ours) fails this call, not the thread.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&vm)))
             .unwrap_or_else(|_| Err(JsError::new(HOST_FAILED, 13)));
-        let blocking = super::host::waits() != waits || started.elapsed() > LONG_CALL;
+        let blocking = super::nk::context::waits() != waits || started.elapsed() > LONG_CALL;
         // A call stopped at its time limit leaves the VM in whatever state the script left it:
         // the VM is dropped, and the next call that finds none free loads a fresh one.
         let spoiled = matches!(&result, Err(e) if e.code == muster_js::DEADLINE_EXCEEDED || e.message == HOST_FAILED);

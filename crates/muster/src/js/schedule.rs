@@ -7,7 +7,7 @@ use std::sync::Arc;
 use muster_js::Hook;
 use serde_json::{json, Value};
 
-use super::host::shaped;
+use super::nk::context::shaped;
 use super::nk::leaderboard;
 use super::Module;
 use crate::leaderboards::schedule::{EventKind, ScheduleHooks};

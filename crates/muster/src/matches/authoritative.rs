@@ -25,8 +25,9 @@ use uuid::Uuid;
 use super::error::MatchError;
 use super::handler::{Flow, Input, MatchContext, MatchHandler, MatchParams};
 use super::id::MatchId;
+use super::member::Member;
 use super::metrics::MatchMetrics;
-use super::registry::{MatchRegistry, Member};
+use super::registry::MatchRegistry;
 use crate::session::fanout::Encoded;
 
 /// Who created a room (an authoritative match made through the rooms API).

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use muster_proto::realtime::{Envelope, MatchData, Message, UserPresence};
 use uuid::Uuid;
 
-use super::registry::Member;
+use super::member::Member;
 use crate::session::fanout::Encoded;
 
 /// One message a player sent to the match since the previous tick.
@@ -230,13 +230,6 @@ pub struct Handlers {
 }
 
 impl Handlers {
-    /// The handlers built into Muster: `arena` (see [`super::games::arena`]).
-    pub fn builtin() -> Handlers {
-        let mut handlers = Handlers::default();
-        handlers.register("arena", || Box::new(super::games::arena::Arena::default()));
-        handlers
-    }
-
     /// Registers (or replaces) the handler called `name`.
     pub fn register<F>(&mut self, name: &str, factory: F)
     where

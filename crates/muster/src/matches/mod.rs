@@ -22,6 +22,7 @@ pub mod id;
 pub mod join_tokens;
 pub mod listing;
 pub mod matchmaker;
+pub mod member;
 pub mod metrics;
 pub mod operate;
 pub mod query;

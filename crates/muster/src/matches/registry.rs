@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use muster_proto::realtime::UserPresence;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -21,26 +20,8 @@ use super::authoritative::AuthoritativeHandle;
 use super::error::MatchError;
 use super::id::MatchId;
 use super::relayed::RelayedMatch;
-use crate::cluster::Recipient;
-use crate::session::Session;
 
-/// One session in one match, as the match sees it.
-#[derive(Clone)]
-pub struct Member {
-    pub presence: UserPresence,
-    /// Where the match's messages to this member go.
-    pub recipient: Recipient,
-}
-
-impl Member {
-    /// The session a join request came from, as a member.
-    pub fn of(session: &Arc<Session>) -> Member {
-        Member {
-            presence: session.presence(),
-            recipient: Recipient::local(session),
-        }
-    }
-}
+pub use super::member::Member;
 
 /// A live match of either kind; in a session's memberships, also a match on another node.
 #[derive(Clone)]

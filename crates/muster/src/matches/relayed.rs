@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::error::MatchError;
 use super::id::MatchId;
-use super::registry::Member;
+use super::member::Member;
 use crate::session::fanout::Encoded;
 
 pub struct RelayedMatch {

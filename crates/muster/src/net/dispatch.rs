@@ -42,36 +42,8 @@ pub fn join_refusal(state: &AppState, cid: String, error: MatchError) -> Envelop
     error_envelope(cid, Refusal::Match(error))
 }
 
-/// Answers one envelope from `session`: through the module's realtime hooks when it has some
-/// for this kind of message.
-pub fn handle<'a>(
-    envelope: Envelope,
-    session: &'a Arc<Session>,
-    state: &'a AppState,
-) -> Handling<'a> {
-    let Some(message) = &envelope.message else {
-        return Handling::Now(None);
-    };
-    state
-        .services
-        .metrics
-        .realtime_messages
-        .with_label_values(&[message.kind()])
-        .inc();
-    if let Some(module) = state.module.as_ref().filter(|m| m.has_rt_hooks()) {
-        let name = crate::net::rt_hooks::hook_name(message.kind());
-        if module.has_hook(muster_js::Hook::RtBefore, &name)
-            || module.has_hook(muster_js::Hook::RtAfter, &name)
-        {
-            return Handling::Later(Box::pin(crate::net::rt_hooks::hooked(
-                envelope, name, session, state, module,
-            )));
-        }
-    }
-    dispatch(envelope, session, state)
-}
-
-/// Answers one envelope from `session`, hooks aside.
+/// Answers one envelope from `session`, hooks aside (the transports go through
+/// [`crate::net::rt_hooks::handle`], which wraps this with a module's realtime hooks).
 pub(crate) fn dispatch<'a>(
     envelope: Envelope,
     session: &'a Arc<Session>,

@@ -27,7 +27,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use super::connection::{accept_backoff, ConnectionCounter, Held};
+use super::connection::accept_backoff;
+use super::connections::{ConnectionCounter, Held};
 use crate::base::metrics::Metrics;
 
 /// What the listener needs besides the router.

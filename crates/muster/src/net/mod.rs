@@ -1,7 +1,7 @@
 //! Transports and edges: everything that knows about HTTP, WebSocket and TCP bytes.
 //!
 //! - [`listener`]: the HTTP accept loop, with the edge's timeouts and connection caps
-//!   ([`connection::ConnectionCounter`]);
+//!   ([`connections::ConnectionCounter`]);
 //! - [`http`]: Nakama's `/v2` routes, one file per resource, one auth extractor, one error type;
 //! - [`ws_upgrade`] + [`ws`]: the realtime socket over WebSocket (checked before the upgrade,
 //!   then one task per socket);
@@ -13,6 +13,7 @@
 //!   domain's error becomes an error envelope there.
 
 pub mod connection;
+pub mod connections;
 pub mod console;
 pub mod dispatch;
 pub mod enet;

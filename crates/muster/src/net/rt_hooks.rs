@@ -1,6 +1,9 @@
 //! A module's realtime hooks (`registerRtBefore`, `registerRtAfter`) around one envelope, as
-//! Nakama runs them: the before hook gets the envelope (`{channelJoin: {...}}`) and answers the
-//! envelope to go on with; nothing refuses it ("Requested resource was not found."), a throw
+//! Nakama runs them: [`handle`] is what every transport calls, a wrapper around
+//! `dispatch::dispatch` as the HTTP hooks are a layer around the routes.
+//!
+//! The before hook gets the envelope (`{channelJoin: {...}}`) and answers the envelope to go on
+//! with; nothing refuses it ("Requested resource was not found."), a throw
 //! refuses it with the thrown message. The after hook gets the reply and the request, once the
 //! reply is sent, and changes nothing.
 
@@ -14,6 +17,33 @@ use super::dispatch::{dispatch, Handling};
 use crate::js::Module;
 use crate::net::state::AppState;
 use crate::session::Session;
+
+/// Answers one envelope from `session`: through the module's realtime hooks when it has some
+/// for this kind of message.
+pub fn handle<'a>(
+    envelope: Envelope,
+    session: &'a Arc<Session>,
+    state: &'a AppState,
+) -> Handling<'a> {
+    let Some(message) = &envelope.message else {
+        return Handling::Now(None);
+    };
+    state
+        .services
+        .metrics
+        .realtime_messages
+        .with_label_values(&[message.kind()])
+        .inc();
+    if let Some(module) = state.module.as_ref().filter(|m| m.has_rt_hooks()) {
+        let name = hook_name(message.kind());
+        if module.has_hook(muster_js::Hook::RtBefore, &name)
+            || module.has_hook(muster_js::Hook::RtAfter, &name)
+        {
+            return Handling::Later(Box::pin(hooked(envelope, name, session, state, module)));
+        }
+    }
+    dispatch(envelope, session, state)
+}
 
 /// Nakama's name of a message kind: `channel_join` → `ChannelJoin`.
 pub fn hook_name(kind: &str) -> String {

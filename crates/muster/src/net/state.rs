@@ -11,7 +11,7 @@ use crate::base::ratelimit::IpLimit;
 use crate::functions::Rpc;
 use crate::services::Services;
 
-use super::connection::ConnectionCounter;
+use super::connections::ConnectionCounter;
 
 /// Everything handlers share, behind one `Arc`: axum clones the state for every layer and
 /// extractor of every request, and a clone is then one reference count, not one per service

@@ -32,8 +32,8 @@ use tokio::time::{timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{self, accept_backoff, Ending, Transport};
-use super::dispatch;
 use super::link::{Framing, Link};
+use super::{dispatch, rt_hooks};
 use crate::matches::error::MatchError;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
@@ -43,7 +43,7 @@ use crate::session::registry::{Admission, Session};
 use crate::session::Format;
 
 /// Accepts connections until the server shuts down. Each holds a place under the connection
-/// caps ([`super::connection::ConnectionCounter`]) while it lives.
+/// caps ([`super::connections::ConnectionCounter`]) while it lives.
 pub async fn serve(listener: TcpListener, state: AppState) {
     let mut failures = 0u32;
     loop {
@@ -306,7 +306,7 @@ async fn run(
                 let mut replies = Vec::new();
                 for decoded in frames {
                     let reply = match decoded {
-                        Ok(envelope) => match dispatch::handle(envelope, session, state) {
+                        Ok(envelope) => match rt_hooks::handle(envelope, session, state) {
                             dispatch::Handling::Now(reply) => reply,
                             dispatch::Handling::Later(handler) => handler.await,
                         },

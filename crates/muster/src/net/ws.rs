@@ -23,8 +23,8 @@ use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::Message;
 
 use super::connection::{self, Ending, Transport};
-use super::dispatch;
 use super::link::{Framing, Link};
+use super::{dispatch, rt_hooks};
 use crate::accounts::tokens::Claims;
 use crate::net::state::AppState;
 use crate::session::codec::{self, Frame};
@@ -372,7 +372,7 @@ fn request<'a>(message: &Message, session: &'a Arc<Session>, state: &'a AppState
         _ => return Request::Now(None),
     };
     match decoded {
-        Ok(envelope) => match dispatch::handle(envelope, session, state) {
+        Ok(envelope) => match rt_hooks::handle(envelope, session, state) {
             dispatch::Handling::Now(reply) => Request::Now(encode_answer(format, reply)),
             dispatch::Handling::Later(handler) => Request::Later(handler),
         },

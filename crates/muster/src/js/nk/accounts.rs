@@ -6,7 +6,7 @@ use muster_proto::api::UpdateAccountRequest;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::super::host::{invalid, refused, shaped, Args, ServerHost};
+use super::context::{invalid, refused, shaped, Args, ServerHost};
 
 pub(super) const NAMES: &[&str] = &[
     "accountGetId",

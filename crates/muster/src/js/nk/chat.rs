@@ -4,7 +4,7 @@ use muster_js::JsError;
 use muster_proto::realtime::ChannelId;
 use serde_json::Value;
 
-use super::super::host::{invalid, refused, shaped, Args, ServerHost};
+use super::context::{invalid, refused, shaped, Args, ServerHost};
 use crate::functions::{RpcCode, RpcError};
 
 pub(super) const NAMES: &[&str] = &["channelMessageSend", "channelIdBuild"];

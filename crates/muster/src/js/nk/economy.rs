@@ -8,7 +8,7 @@ use muster_js::JsError;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::super::host::{invalid, json_text, parse_user, refused, Args, ServerHost};
+use super::context::{invalid, json_text, parse_user, refused, Args, ServerHost};
 use crate::economy::Change;
 
 pub(super) const NAMES: &[&str] = &["walletUpdate", "walletsUpdate", "walletLedgerList"];

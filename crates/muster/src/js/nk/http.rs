@@ -8,47 +8,9 @@ use std::time::Duration;
 use muster_js::JsError;
 use serde_json::{json, Value};
 
-use super::super::host::{invalid, Args, ServerHost};
-use crate::config::RuntimeConfig;
+use super::context::{invalid, Args, ServerHost};
 
 pub(super) const NAMES: &[&str] = &["httpRequest"];
-
-/// What `httpRequest` may reach and how.
-pub struct HttpRules {
-    /// `host`, `host:port`, or `*` for any host.
-    allow: Vec<String>,
-    timeout: Duration,
-    max_bytes: usize,
-    client: reqwest::Client,
-}
-
-impl HttpRules {
-    pub fn new(config: &RuntimeConfig) -> HttpRules {
-        HttpRules {
-            allow: config
-                .js_http_allow
-                .iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-            timeout: Duration::from_millis(config.js_http_timeout_ms),
-            max_bytes: config.js_http_max_bytes,
-            client: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
-        }
-    }
-
-    fn allows(&self, url: &reqwest::Url) -> bool {
-        let Some(host) = url.host_str().map(str::to_ascii_lowercase) else {
-            return false;
-        };
-        let with_port = url.port().map(|p| format!("{host}:{p}"));
-        self.allow
-            .iter()
-            .any(|a| a == "*" || *a == host || Some(a) == with_port.as_ref())
-    }
-}
 
 pub(super) fn call(host: &ServerHost, _name: &str, args: &Args) -> Result<Value, JsError> {
     let rules = &host.http;

@@ -8,7 +8,7 @@ use muster_js::JsError;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::super::host::{invalid, refused, shaped, Args, ServerHost};
+use super::context::{invalid, refused, shaped, Args, ServerHost};
 use crate::leaderboards::tournament::NewTournament;
 use crate::leaderboards::view::{list_of, record, tournament};
 use crate::leaderboards::{Caller, LeaderboardInfo, NewLeaderboard};

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use muster_js::JsError;
 use serde_json::{json, Value};
 
-use super::super::host::{invalid, refused, shaped, Args, ServerHost};
+use super::context::{invalid, refused, shaped, Args, ServerHost};
 use crate::functions::{RpcCode, RpcError};
 use crate::matches::error::MatchError;
 use crate::matches::handler::MatchParams;

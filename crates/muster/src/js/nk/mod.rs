@@ -3,8 +3,10 @@
 
 mod accounts;
 mod chat;
+pub(crate) mod context;
 mod economy;
 pub mod http;
+pub mod http_rules;
 mod leaderboards;
 pub(crate) use leaderboards::leaderboard;
 mod matches;
@@ -15,7 +17,7 @@ use muster_js::JsError;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::host::{Args, ServerHost};
+use context::{Args, ServerHost};
 
 const BASICS: &[&str] = &["uuidv4"];
 

@@ -6,7 +6,7 @@ use muster_proto::api::{CreateGroupRequest, UpdateGroupRequest};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::super::host::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
+use super::context::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
 use crate::friends::Targets;
 use crate::groups::store::{Actor, GroupChanges, MemberChange};
 use crate::groups::GroupQuery;

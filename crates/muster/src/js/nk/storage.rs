@@ -6,7 +6,7 @@ use muster_js::JsError;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::super::host::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
+use super::context::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
 use crate::storage::api_object as object;
 use crate::storage::{Caller, DeleteObject, ObjectId, WriteObject};
 

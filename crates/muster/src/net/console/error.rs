@@ -99,3 +99,8 @@ impl IntoResponse for ConsoleApiError {
             .into_response()
     }
 }
+
+/// A user id from a route's path; anything else is refused as a bad request.
+pub(super) fn user_id(text: &str) -> Result<uuid::Uuid, ConsoleApiError> {
+    uuid::Uuid::parse_str(text).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))
+}

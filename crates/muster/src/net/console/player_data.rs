@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::auth::Session;
-use super::error::domain;
+use super::error::{domain, user_id};
 use super::ConsoleApiError;
 use crate::console::Role;
 use crate::net::state::AppState;
@@ -71,13 +71,8 @@ pub async fn storage(
     Query(query): Query<StorageQuery>,
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
-    let (objects, cursor) = storage_page(
-        &state,
-        super::players::user_id(&id)?,
-        query.cursor.as_deref(),
-        true,
-    )
-    .await?;
+    let (objects, cursor) =
+        storage_page(&state, user_id(&id)?, query.cursor.as_deref(), true).await?;
     Ok(Json(json!({"objects": objects, "cursor": cursor})))
 }
 
@@ -94,7 +89,6 @@ pub async fn messages(
     Query(query): Query<MessagesQuery>,
 ) -> Result<Json<Value>, ConsoleApiError> {
     operator.require(Role::Readonly)?;
-    let (messages, next) =
-        messages_page(&state, super::players::user_id(&id)?, query.before).await?;
+    let (messages, next) = messages_page(&state, user_id(&id)?, query.before).await?;
     Ok(Json(json!({"messages": messages, "before": next})))
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::auth::{console, Session};
-use super::error::domain;
+use super::error::{domain, user_id};
 use super::player_data;
 use super::ConsoleApiError;
 use crate::console::Role;
@@ -23,10 +23,6 @@ use crate::net::state::AppState;
 
 /// Items and ledger rows an account page shows at first (the ledger pages on).
 const PAGE: usize = 100;
-
-pub(super) fn user_id(text: &str) -> Result<Uuid, ConsoleApiError> {
-    Uuid::parse_str(text).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))
-}
 
 #[derive(Deserialize)]
 pub struct SearchQuery {

@@ -18,8 +18,8 @@ use crate::matches::id::MatchId;
 use crate::matches::registry::MatchRef;
 use crate::matches::JoinTarget;
 use crate::net::connection::Ending;
-use crate::net::dispatch;
 use crate::net::state::AppState;
+use crate::net::{dispatch, rt_hooks};
 use crate::session::{codec, Admission, Format, Session, SessionGuard};
 
 /// A peer slot's identity: the host, the ENet peer id, and which occupant of that slot (ids are
@@ -188,7 +188,7 @@ pub async fn serve_session(
                 None => break None,
             },
         };
-        let reply = match dispatch::handle(envelope, &session, &state) {
+        let reply = match rt_hooks::handle(envelope, &session, &state) {
             dispatch::Handling::Now(reply) => reply,
             dispatch::Handling::Later(handler) => handler.await,
         };
