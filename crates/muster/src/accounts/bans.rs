@@ -36,12 +36,20 @@ struct EndSessions {
     users: Vec<Uuid>,
 }
 
+impl crate::cluster::protocol::Message for EndSessions {
+    const KIND: &'static str = "accounts.end_sessions";
+}
+
 /// What travels on the bus.
 #[derive(Debug, Serialize, Deserialize)]
 struct Changed {
     node: String,
     users: Vec<Uuid>,
     banned: bool,
+}
+
+impl crate::cluster::protocol::Message for Changed {
+    const KIND: &'static str = "accounts.ban_changed";
 }
 
 /// Ends the sockets of banned players on this node and tells the other nodes.
@@ -78,7 +86,7 @@ impl Enforcer {
         let node = bus.node().to_owned();
         tokio::spawn(async move {
             while let Some(message) = ends.next().await {
-                match serde_json::from_slice::<EndSessions>(&message.payload) {
+                match crate::cluster::protocol::decode::<EndSessions>(&message.payload) {
                     Ok(end) if end.node != node => enforcer.end_sockets(&end.users),
                     Ok(_) => {}
                     Err(e) => tracing::warn!("cluster: unreadable end of sessions: {e}"),
@@ -88,7 +96,7 @@ impl Enforcer {
         let enforcer = self.clone();
         tokio::spawn(async move {
             while let Some(message) = incoming.next().await {
-                match serde_json::from_slice::<Changed>(&message.payload) {
+                match crate::cluster::protocol::decode::<Changed>(&message.payload) {
                     Ok(changed) if changed.node != bus.node() => {
                         enforcer.tokens.set_banned(&changed.users, changed.banned);
                         if changed.banned {
@@ -124,9 +132,7 @@ impl BanObserver for Enforcer {
                 users: users.to_vec(),
                 banned,
             };
-            if let Ok(body) = serde_json::to_vec(&message) {
-                bus.publish_soon(TOPIC, body);
-            }
+            bus.send_soon(TOPIC, &message);
         }
     }
 
@@ -143,9 +149,7 @@ impl Enforcer {
                 node: bus.node().to_string(),
                 users: users.to_vec(),
             };
-            if let Ok(body) = serde_json::to_vec(&message) {
-                bus.publish_soon(END_TOPIC, body);
-            }
+            bus.send_soon(END_TOPIC, &message);
         }
     }
 }

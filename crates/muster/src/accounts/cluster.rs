@@ -24,6 +24,10 @@ struct Revoked {
     revocations: Vec<(Uuid, i64)>,
 }
 
+impl crate::cluster::protocol::Message for Revoked {
+    const KIND: &'static str = "accounts.revoked";
+}
+
 struct Publisher {
     bus: Bus,
 }
@@ -37,9 +41,7 @@ impl RevocationObserver for Publisher {
                 .map(|r| (r.token_id, r.expires_at))
                 .collect(),
         };
-        if let Ok(body) = serde_json::to_vec(&message) {
-            self.bus.publish_soon(TOPIC, body);
-        }
+        self.bus.send_soon(TOPIC, &message);
     }
 }
 
@@ -49,7 +51,7 @@ pub async fn relay_revocations(tokens: Arc<TokenService>, bus: Bus) -> anyhow::R
     tokens.observe_revocations(Arc::new(Publisher { bus: bus.clone() }));
     tokio::spawn(async move {
         while let Some(message) = incoming.next().await {
-            match serde_json::from_slice::<Revoked>(&message.payload) {
+            match crate::cluster::protocol::decode::<Revoked>(&message.payload) {
                 Ok(revoked) if revoked.node != bus.node() => {
                     let revocations: Vec<Revocation> = revoked
                         .revocations

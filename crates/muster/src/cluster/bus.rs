@@ -1,4 +1,7 @@
-//! The cluster's message bus: this node's NATS connection and its subjects.
+//! The cluster's message bus: this node's NATS connection and its subjects. What crosses it is
+//! the cluster's one protocol ([`super::protocol`]): typed messages, in one envelope and one
+//! encoding, sent with [`Bus::send`], [`Bus::ask`] and [`Bus::answer`] and read with
+//! [`super::protocol::decode`].
 //!
 //! Every subject is `<cluster.subject_prefix>.<topic>`, so several clusters can share one NATS
 //! server. NATS reconnects by itself and resubscribes what was subscribed; a publish while it is
@@ -7,6 +10,10 @@
 
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::protocol::{decode, encode, Message};
 use crate::base::names::is_name_char;
 use crate::cluster::config::ClusterConfig;
 
@@ -108,8 +115,46 @@ impl Bus {
         format!("{}.{topic}", self.prefix)
     }
 
-    /// Publishes `payload` on `topic`. Lost (and logged at debug) when NATS is unreachable.
-    pub async fn publish(&self, topic: &str, payload: Vec<u8>) {
+    /// Publishes `message` on `topic`. Lost (and logged at debug) when NATS is unreachable.
+    pub async fn send<M: Message + Serialize>(&self, topic: &str, message: &M) {
+        self.publish(topic, encode(message)).await;
+    }
+
+    /// [`Bus::send`] from code that cannot wait (a synchronous hook): queued, and sent by one
+    /// task in the order queued.
+    pub fn send_soon<M: Message + Serialize>(&self, topic: &str, message: &M) {
+        self.publish_soon(topic, encode(message));
+    }
+
+    /// Sends `question` on `topic` and waits (at most `timeout`) for its answer.
+    pub async fn ask<Q: Message + Serialize, A: Message + DeserializeOwned>(
+        &self,
+        topic: &str,
+        question: &Q,
+        timeout: Duration,
+    ) -> anyhow::Result<A> {
+        let answer = self.request(topic, encode(question), timeout).await?;
+        Ok(decode(&answer)?)
+    }
+
+    /// Answers a question received on a subscription.
+    pub async fn answer<M: Message + Serialize>(&self, to: async_nats::Subject, message: &M) {
+        self.reply(to, encode(message)).await;
+    }
+
+    /// Publishes bytes that are a message of the protocol already ([`super::protocol::encode`]
+    /// done once, off the async workers: a world shard's batch of views).
+    pub async fn publish_encoded(&self, topic: &str, message: Vec<u8>) {
+        self.publish(topic, message).await;
+    }
+
+    /// [`Bus::publish_encoded`] from code that cannot wait: one message sent to several nodes
+    /// is encoded once.
+    pub fn publish_encoded_soon(&self, topic: &str, message: Vec<u8>) {
+        self.publish_soon(topic, message);
+    }
+
+    async fn publish(&self, topic: &str, payload: Vec<u8>) {
         if let Err(e) = self
             .client
             .publish(self.subject(topic), payload.into())
@@ -119,13 +164,11 @@ impl Bus {
         }
     }
 
-    /// Publishes from code that cannot wait (a synchronous hook): queued, and sent by one task
-    /// in the order queued.
-    pub fn publish_soon(&self, topic: &str, payload: Vec<u8>) {
+    fn publish_soon(&self, topic: &str, payload: Vec<u8>) {
         let _ = self.queue.send(Queued::Publish(topic.to_string(), payload));
     }
 
-    /// Subscribes from code that cannot wait, in order with [`Bus::publish_soon`]: NATS takes
+    /// Subscribes from code that cannot wait, in order with [`Bus::send_soon`]: NATS takes
     /// the subscription before anything published soon after this call, so a node that learns
     /// of such a publication (a presence) and answers it reaches this subscription. The
     /// subscriber arrives on the returned channel (never, if NATS refused it).
@@ -140,8 +183,7 @@ impl Bus {
         subscriber
     }
 
-    /// Sends `payload` on `topic` and waits (at most `timeout`) for one answer.
-    pub async fn request(
+    async fn request(
         &self,
         topic: &str,
         payload: Vec<u8>,
@@ -156,8 +198,7 @@ impl Bus {
         Ok(answer.payload.to_vec())
     }
 
-    /// Answers a request received on a subscription.
-    pub async fn reply(&self, to: async_nats::Subject, payload: Vec<u8>) {
+    async fn reply(&self, to: async_nats::Subject, payload: Vec<u8>) {
         if let Err(e) = self.client.publish(to, payload.into()).await {
             tracing::debug!("cluster: reply failed: {e}");
         }

@@ -33,6 +33,10 @@ struct Heartbeat {
     advertise: String,
 }
 
+impl crate::cluster::protocol::Message for Heartbeat {
+    const KIND: &'static str = "cluster.heartbeat";
+}
+
 /// Why a node left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Departure {
@@ -131,10 +135,8 @@ impl Membership {
     }
 
     async fn publish_heartbeat(&self) {
-        if let Ok(body) = serde_json::to_vec(&self.heartbeat()) {
-            // A lost beat (NATS away) is made up by the next; the client reconnects by itself.
-            self.bus.publish("heartbeat", body).await;
-        }
+        // A lost beat (NATS away) is made up by the next; the client reconnects by itself.
+        self.bus.send("heartbeat", &self.heartbeat()).await;
     }
 
     async fn run(
@@ -153,21 +155,21 @@ impl Membership {
                     self.expire(Instant::now());
                 }
                 Some(message) = heartbeats.next() => {
-                    match serde_json::from_slice::<Heartbeat>(&message.payload) {
+                    match crate::cluster::protocol::decode::<Heartbeat>(&message.payload) {
                         Ok(beat) => self.heard(beat, Instant::now()),
                         Err(e) => tracing::warn!("cluster: unreadable heartbeat: {e}"),
                     }
                 }
                 Some(message) = goodbyes.next() => {
-                    if let Ok(beat) = serde_json::from_slice::<Heartbeat>(&message.payload) {
+                    if let Ok(beat) = crate::cluster::protocol::decode::<Heartbeat>(&message.payload) {
                         self.left(&beat, Departure::Goodbye);
                     }
                 }
                 _ = shutdown.cancelled() => break,
             }
         }
-        if let Ok(body) = serde_json::to_vec(&self.heartbeat()) {
-            self.bus.publish("goodbye", body).await;
+        {
+            self.bus.send("goodbye", &self.heartbeat()).await;
             self.bus.flush().await;
         }
     }

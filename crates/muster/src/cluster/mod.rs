@@ -17,6 +17,7 @@ pub mod bus;
 pub mod config;
 pub mod local;
 pub mod membership;
+pub mod protocol;
 pub mod shared;
 
 use std::sync::Arc;

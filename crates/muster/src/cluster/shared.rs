@@ -33,6 +33,7 @@ use uuid::Uuid;
 use super::bus::Bus;
 use super::local::LocalRouter;
 use super::membership::{Departure, MembershipObserver};
+use super::protocol::{decode, decode_borrowed, encode, Message};
 use super::{JoinLimits, Router};
 use crate::session::channels::{Channel, ChannelRefusal, Delivery, JoinFlags, Joined};
 use crate::session::fanout::Encoded;
@@ -40,9 +41,6 @@ use crate::session::registry::SessionObserver;
 use crate::session::Session;
 
 const PRESENCE: &str = "chan.presence";
-/// Delivery kinds on a node's inbox (`node.<name>.deliver`): to one session, to a user's.
-const TO_SESSION: u8 = b's';
-const TO_USER: u8 = b'u';
 /// How long a snapshot request waits for its answer, and how many times it is made.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
 const SNAPSHOT_ATTEMPTS: u32 = 5;
@@ -90,6 +88,55 @@ struct Snapshot {
     /// The key to ask the next page after; none on the last page.
     #[serde(default)]
     next: Option<String>,
+}
+
+impl Message for Numbered {
+    const KIND: &'static str = "cluster.change";
+}
+
+impl Message for Snapshot {
+    const KIND: &'static str = "cluster.snapshot";
+}
+
+/// A snapshot page asked for: the key the page starts after (empty: the first).
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotAsk {
+    after: String,
+}
+
+impl Message for SnapshotAsk {
+    const KIND: &'static str = "cluster.snapshot_ask";
+}
+
+/// A channel's message for its members on other nodes: the sending node (which skips its own)
+/// and the realtime envelope, encoded once as protobuf.
+#[derive(Debug, Serialize, Deserialize)]
+struct ChannelMessage<B> {
+    node: String,
+    envelope: B,
+}
+
+impl<B> Message for ChannelMessage<B> {
+    const KIND: &'static str = "cluster.channel_message";
+}
+
+/// A message for one of a node's sessions, or for a user's sessions there (its inbox,
+/// `node.<name>.deliver`).
+#[derive(Debug, Serialize, Deserialize)]
+struct ToNode<B> {
+    to: Addressee,
+    envelope: B,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Addressee {
+    Session(Uuid),
+    User(Uuid),
+}
+
+impl<B> Message for ToNode<B> {
+    const KIND: &'static str = "cluster.delivery";
 }
 
 /// Entries per snapshot page: a page stays far below NATS's default 1 MB message limit.
@@ -175,7 +222,7 @@ impl ClusterRouter {
         tokio::spawn(async move {
             while let Some(message) = changes.next().await {
                 let Some(router) = weak.upgrade() else { return };
-                match serde_json::from_slice::<Numbered>(&message.payload) {
+                match decode::<Numbered>(&message.payload) {
                     Ok(numbered) => router.received(numbered),
                     Err(e) => tracing::warn!("cluster: unreadable channel change: {e}"),
                 }
@@ -193,12 +240,11 @@ impl ClusterRouter {
             while let Some(message) = requests.next().await {
                 let Some(router) = weak.upgrade() else { return };
                 if let Some(reply) = message.reply {
-                    // The request names the key the page starts after (empty: the first).
-                    let after = String::from_utf8_lossy(&message.payload);
-                    let snapshot = router.snapshot(&after);
-                    if let Ok(body) = serde_json::to_vec(&snapshot) {
-                        router.bus.reply(reply, body).await;
-                    }
+                    let Ok(ask) = decode::<SnapshotAsk>(&message.payload) else {
+                        continue;
+                    };
+                    let snapshot = router.snapshot(&ask.after);
+                    router.bus.answer(reply, &snapshot).await;
                 }
             }
         });
@@ -271,9 +317,7 @@ impl ClusterRouter {
             seq: *seq,
             change,
         };
-        if let Ok(body) = serde_json::to_vec(&numbered) {
-            self.bus.publish_soon(PRESENCE, body);
-        }
+        self.bus.send_soon(PRESENCE, &numbered);
     }
 
     /// Receives other nodes' messages for `channel_id` while it has members here.
@@ -319,13 +363,14 @@ impl ClusterRouter {
 
     /// A message another node published for `channel_id`: `node\n` then the envelope.
     fn deliver_from_elsewhere(&self, channel_id: &str, payload: &[u8]) {
-        let Some(split) = payload.iter().position(|b| *b == b'\n') else {
+        let Ok(message) = decode_borrowed::<ChannelMessage<&serde_bytes::Bytes>>(payload) else {
+            tracing::warn!("cluster: unreadable channel message");
             return;
         };
-        if &payload[..split] == self.bus.node().as_bytes() {
+        if message.node == self.bus.node() {
             return;
         }
-        let Ok(envelope) = decode_protobuf(&payload[split + 1..]) else {
+        let Ok(envelope) = decode_protobuf(message.envelope) else {
             tracing::warn!("cluster: undecodable channel message");
             return;
         };
@@ -538,11 +583,10 @@ impl ClusterRouter {
         let mut whole: Option<Snapshot> = None;
         let mut after = String::new();
         loop {
-            let body = self
-                .bus
-                .request(&topic, after.clone().into_bytes(), SNAPSHOT_TIMEOUT)
-                .await?;
-            let part: Snapshot = serde_json::from_slice(&body)?;
+            let ask = SnapshotAsk {
+                after: after.clone(),
+            };
+            let part: Snapshot = self.bus.ask(&topic, &ask, SNAPSHOT_TIMEOUT).await?;
             let next = part.next.clone();
             match whole.as_mut() {
                 None => whole = Some(part),
@@ -638,25 +682,22 @@ impl ClusterRouter {
 
     /// A message another node sent to one of this node's sessions or users.
     fn delivered_here(&self, payload: &[u8]) {
-        if payload.len() < 17 {
-            return;
-        }
-        let Ok(id) = Uuid::from_slice(&payload[1..17]) else {
+        let Ok(delivery) = decode_borrowed::<ToNode<&serde_bytes::Bytes>>(payload) else {
+            tracing::warn!("cluster: unreadable delivery");
             return;
         };
-        let Ok(envelope) = decode_protobuf(&payload[17..]) else {
+        let Ok(envelope) = decode_protobuf(delivery.envelope) else {
             tracing::warn!("cluster: undecodable delivery");
             return;
         };
         let message = Encoded::new(envelope);
-        match payload[0] {
-            TO_SESSION => {
+        match delivery.to {
+            Addressee::Session(id) => {
                 self.local.send_to_session(id, &message);
             }
-            TO_USER => {
+            Addressee::User(id) => {
                 self.local.send_to_user(id, &message);
             }
-            _ => {}
         }
     }
 
@@ -680,11 +721,12 @@ impl ClusterRouter {
     /// Publishes `message` to the channel's members on other nodes, when it has any.
     fn send_to_remote_members(&self, channel_id: &str, message: &Encoded) {
         if self.remote_count(channel_id) > 0 {
-            let mut payload = Vec::with_capacity(64);
-            payload.extend_from_slice(self.bus.node().as_bytes());
-            payload.push(b'\n');
-            payload.extend_from_slice(&message.protobuf());
-            self.bus.publish_soon(&message_topic(channel_id), payload);
+            let envelope = message.protobuf();
+            let message = ChannelMessage {
+                node: self.bus.node().to_owned(),
+                envelope: serde_bytes::Bytes::new(&envelope),
+            };
+            self.bus.send_soon(&message_topic(channel_id), &message);
         }
     }
 
@@ -733,10 +775,16 @@ impl Router for ClusterRouter {
         if elsewhere.is_empty() {
             return here;
         }
-        let payload = inbox_payload(TO_USER, user_id, message);
+        let envelope = message.protobuf();
+        let delivery = ToNode {
+            to: Addressee::User(user_id),
+            envelope: serde_bytes::Bytes::new(&envelope),
+        };
+        let payload = encode(&delivery);
         let mut reached = here;
         for (node, sessions) in elsewhere {
-            self.bus.publish_soon(&inbox_topic(&node), payload.clone());
+            self.bus
+                .publish_encoded_soon(&inbox_topic(&node), payload.clone());
             reached += sessions;
         }
         reached
@@ -893,24 +941,16 @@ fn forget_user_session(
 
 /// Queues `message` for session `session_id` of node `node`.
 pub(crate) fn send_to_session_on(bus: &Bus, node: &str, session_id: Uuid, message: &Encoded) {
-    bus.publish_soon(
-        &inbox_topic(node),
-        inbox_payload(TO_SESSION, session_id, message),
-    );
+    let envelope = message.protobuf();
+    let delivery = ToNode {
+        to: Addressee::Session(session_id),
+        envelope: serde_bytes::Bytes::new(&envelope),
+    };
+    bus.send_soon(&inbox_topic(node), &delivery);
 }
 
 fn inbox_topic(node: &str) -> String {
     format!("node.{node}.deliver")
-}
-
-/// `kind`, the 16 bytes of `id`, then the envelope.
-fn inbox_payload(kind: u8, id: Uuid, message: &Encoded) -> Vec<u8> {
-    let envelope = message.protobuf();
-    let mut payload = Vec::with_capacity(17 + envelope.len());
-    payload.push(kind);
-    payload.extend_from_slice(id.as_bytes());
-    payload.extend_from_slice(&envelope);
-    payload
 }
 
 #[cfg(test)]

@@ -31,6 +31,21 @@ struct Ask {
     from: usize,
 }
 
+impl crate::cluster::protocol::Message for Ask {
+    const KIND: &'static str = "console.window_ask";
+}
+
+/// A part of a node's window, and where the next part starts (none: the last part).
+#[derive(Debug, Serialize, Deserialize)]
+struct WindowPart {
+    window: Value,
+    next: Option<usize>,
+}
+
+impl crate::cluster::protocol::Message for WindowPart {
+    const KIND: &'static str = "console.window_part";
+}
+
 /// The nodes this one knows to be alive, and the latest departures.
 #[derive(Default)]
 pub struct Nodes {
@@ -105,13 +120,15 @@ impl ClusterStatus {
         tokio::spawn(async move {
             while let Some(message) = asks.next().await {
                 let Some(reply) = message.reply else { continue };
-                let Ok(ask) = serde_json::from_slice::<Ask>(&message.payload) else {
+                let Ok(ask) = crate::cluster::protocol::decode::<Ask>(&message.payload) else {
                     continue;
                 };
                 let (window, next) = history.window_part(ask.query, ask.from, PART_BYTES);
-                if let Ok(body) = serde_json::to_vec(&json!({"window": window, "next": next})) {
-                    bus.reply(reply, body).await;
-                }
+                let part = WindowPart {
+                    window: serde_json::to_value(window).unwrap_or_default(),
+                    next,
+                };
+                bus.answer(reply, &part).await;
             }
         });
         Ok(())
@@ -123,13 +140,9 @@ impl ClusterStatus {
         let mut from = 0;
         loop {
             let ask = Ask { query, from };
-            let answer = self
-                .bus
-                .request(&topic(node), serde_json::to_vec(&ask)?, ASK_TIMEOUT)
-                .await?;
-            let mut part: Value = serde_json::from_slice(&answer)?;
-            let next = part["next"].as_u64();
-            let part_window = part["window"].take();
+            let part: WindowPart = self.bus.ask(&topic(node), &ask, ASK_TIMEOUT).await?;
+            let next = part.next;
+            let part_window = part.window;
             match &mut window {
                 None => window = Some(part_window),
                 Some(w) => {
@@ -141,7 +154,7 @@ impl ClusterStatus {
                 }
             }
             match next {
-                Some(n) if (n as usize) > from => from = n as usize,
+                Some(n) if n > from => from = n,
                 _ => return Ok(window.unwrap_or(Value::Null)),
             }
         }

@@ -23,6 +23,10 @@ struct Evicted {
     users: Vec<Uuid>,
 }
 
+impl crate::cluster::protocol::Message for Evicted {
+    const KIND: &'static str = "groups.evicted";
+}
+
 pub struct Evictions {
     registry: Arc<SessionRegistry>,
     router: Arc<dyn Router>,
@@ -51,7 +55,7 @@ impl Evictions {
         let evictions = self.clone();
         tokio::spawn(async move {
             while let Some(message) = incoming.next().await {
-                match serde_json::from_slice::<Evicted>(&message.payload) {
+                match crate::cluster::protocol::decode::<Evicted>(&message.payload) {
                     Ok(evicted) if evicted.node != bus.node() => {
                         evictions.here(evicted.group, &evicted.users);
                     }
@@ -75,9 +79,7 @@ impl Evictions {
                 group,
                 users,
             };
-            if let Ok(body) = serde_json::to_vec(&message) {
-                bus.publish_soon(TOPIC, body);
-            }
+            bus.send_soon(TOPIC, &message);
         }
     }
 

@@ -309,6 +309,10 @@ enum Change {
     OwnerGone { node: String, owner: Uuid },
 }
 
+impl crate::cluster::protocol::Message for Change {
+    const KIND: &'static str = "leaderboards.change";
+}
+
 impl Leaderboards {
     /// Loads every leaderboard, after creating those `config` names that do not exist yet.
     pub async fn start(
@@ -346,7 +350,7 @@ impl Leaderboards {
                     let Some(leaderboards) = weak.upgrade() else {
                         return;
                     };
-                    match serde_json::from_slice::<Change>(&message.payload) {
+                    match crate::cluster::protocol::decode::<Change>(&message.payload) {
                         Ok(change) => leaderboards.apply(change).await,
                         Err(e) => tracing::warn!("leaderboards: a change that does not parse: {e}"),
                     }
@@ -384,9 +388,7 @@ impl Leaderboards {
     /// Tells the other nodes (nothing without a cluster).
     async fn tell(&self, change: Change) {
         if let Some(bus) = &self.bus {
-            if let Ok(payload) = serde_json::to_vec(&change) {
-                bus.publish(TOPIC, payload).await;
-            }
+            bus.send(TOPIC, &change).await;
         }
     }
 

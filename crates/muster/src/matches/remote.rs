@@ -3,18 +3,19 @@
 //! there whose messages go back over the bus, and its node keeps a [`MatchRef::Remote`]
 //! membership that routes the session's data and leave to the owner.
 //!
-//! Over NATS (subjects under the cluster's prefix):
-//! - `node.<owner>.match.join`, request/reply: a join, answered with the match (`+` then the
-//!   protobuf `Match`) or the refusal (`-`, the error's label, a newline, its message);
-//! - `node.<node>.match.in`, ordered publishes: `d` data from a member (its session, then the
-//!   protobuf `MatchDataSend`), `l` a member left, `e` the match ended (sent by the owner to each
-//!   member's node). Joiner and owner each publish from one ordered queue, so a member's data
-//!   never overtakes its join's answer or its leave.
+//! Over NATS (subjects under the cluster's prefix), in the cluster's protocol
+//! ([`crate::cluster::protocol`]):
+//! - `node.<owner>.match.join`, request/reply: a [`JoinAsk`], answered with the match (the
+//!   protobuf `Match`) or the refusal (the error's label and message);
+//! - `node.<node>.match.in`, ordered publishes of [`Inbound`]: data from a member (its session
+//!   and the protobuf `MatchDataSend`), a member that left, a match that ended (sent by the
+//!   owner to each member's node). Joiner and owner each publish from one ordered queue, so a
+//!   member's data never overtakes its join's answer or its leave.
 //!
-//! - `node.<owner>.room`, request/reply: the rooms API for a room of another node — its info,
-//!   a player's connection info (the ticket issued by the owner, the owner's address), or its
-//!   destruction — the node's part of a match listing, and an operator's look at, signal to or
-//!   kick from a match of the node (the console), as JSON.
+//! - `node.<owner>.room`, request/reply: a [`RoomAsk`], the rooms API for a room of another
+//!   node — its info, a player's connection info (the ticket issued by the owner, the owner's
+//!   address), or its destruction — the node's part of a match listing, and an operator's look
+//!   at, signal to or kick from a match of the node (the console).
 //!
 //! Nodes that leave the cluster take their part with them: the owner drops the members of a node
 //! that died (the others are told they left), and a node drops its sessions' memberships of the
@@ -38,11 +39,8 @@ use super::member::Member;
 use super::registry::MatchRef;
 use super::Matches;
 use crate::cluster::bus::Bus;
+use crate::cluster::protocol::{decode, Message};
 use crate::cluster::Recipient;
-
-const DATA: u8 = b'd';
-const LEAVE: u8 = b'l';
-const ENDED: u8 = b'e';
 
 fn join_topic(node: &str) -> String {
     format!("node.{node}.match.join")
@@ -111,12 +109,20 @@ pub enum RoomAsk {
     },
 }
 
+impl Message for RoomAsk {
+    const KIND: &'static str = "matches.room_ask";
+}
+
 /// The owner's answer to a [`RoomAsk`]: the API's answer, or the error's label and message.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum RoomAnswer {
     Ok(serde_json::Value),
     Err { label: String, message: String },
+}
+
+impl Message for RoomAnswer {
+    const KIND: &'static str = "matches.room_answer";
 }
 
 /// A session's place in a match: (session, match).
@@ -138,6 +144,78 @@ struct JoinAsk {
     /// The joining session's node.
     node: String,
     metadata: HashMap<String, String>,
+}
+
+impl Message for JoinAsk {
+    const KIND: &'static str = "matches.join";
+}
+
+/// The owner's answer to a [`JoinAsk`]: the match joined (the protobuf `Match`), or why not.
+#[derive(Debug, Serialize, Deserialize)]
+enum JoinAnswer {
+    Joined(serde_bytes::ByteBuf),
+    Refused { label: String, message: String },
+}
+
+impl Message for JoinAnswer {
+    const KIND: &'static str = "matches.join_answer";
+}
+
+impl JoinAnswer {
+    fn of(result: &Result<Match, MatchError>) -> JoinAnswer {
+        match result {
+            Ok(reply) => JoinAnswer::Joined(serde_bytes::ByteBuf::from(reply.encode_to_vec())),
+            Err(error) => JoinAnswer::Refused {
+                label: error.label().to_owned(),
+                message: error.to_string(),
+            },
+        }
+    }
+
+    fn into_result(self) -> Result<Match, MatchError> {
+        match self {
+            JoinAnswer::Joined(body) => Match::decode(body.as_slice()).map_err(|_| {
+                MatchError::Rejected("The match's node gave an unreadable answer.".into())
+            }),
+            JoinAnswer::Refused { label, message } => Err(error_of(&label, message)),
+        }
+    }
+}
+
+/// What a node tells a match's owner, or the owner a member's node, on its inbox.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Inbound {
+    /// A member's `match_data_send` (the protobuf message).
+    Data {
+        from: Uuid,
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// A member left the match.
+    Leave {
+        session: Uuid,
+        id: Uuid,
+        authoritative: bool,
+    },
+    /// The match ended (its member's node forgets the membership).
+    Ended {
+        session: Uuid,
+        id: Uuid,
+        authoritative: bool,
+    },
+}
+
+impl Message for Inbound {
+    const KIND: &'static str = "matches.inbound";
+}
+
+fn left(session: Uuid, id: MatchId) -> Inbound {
+    Inbound::Leave {
+        session,
+        id: id.uuid,
+        authoritative: id.authoritative,
+    }
 }
 
 /// This node's link to the matches of the others.
@@ -210,18 +288,16 @@ impl MatchLink {
             node: self.bus.node().to_string(),
             metadata,
         };
-        let body = serde_json::to_vec(&ask).unwrap_or_default();
         let answer = self
             .bus
-            .request(&join_topic(owner), body, limit + Duration::from_secs(1))
+            .ask::<_, JoinAnswer>(&join_topic(owner), &ask, limit + Duration::from_secs(1))
             .await;
         let result = match answer {
-            Ok(answer) => decode_answer(&answer),
+            Ok(answer) => answer.into_result(),
             Err(error) => {
                 tracing::debug!(owner, "cluster: match join unanswered: {error}");
                 // The owner may have taken the member after all: undo it.
-                self.bus
-                    .publish_soon(&in_topic(owner), membership_payload(LEAVE, session, id));
+                self.bus.send_soon(&in_topic(owner), &left(session, id));
                 Err(MatchError::Rejected(
                     "The match's node did not answer in time; try again.".into(),
                 ))
@@ -239,30 +315,26 @@ impl MatchLink {
 
     /// Asks `owner` the rooms API call `ask` about one of its rooms; its answer.
     pub async fn room(&self, owner: &str, ask: &RoomAsk) -> Result<serde_json::Value, MatchError> {
-        let body = serde_json::to_vec(ask).unwrap_or_default();
         let answer = self
             .bus
-            .request(&room_topic(owner), body, ROOM_TIMEOUT)
+            .ask::<_, RoomAnswer>(&room_topic(owner), ask, ROOM_TIMEOUT)
             .await
             .map_err(|_| {
                 MatchError::Rejected("The room's node did not answer in time; try again.".into())
             })?;
-        match serde_json::from_slice::<RoomAnswer>(&answer) {
-            Ok(RoomAnswer::Ok(value)) => Ok(value),
-            Ok(RoomAnswer::Err { label, message }) => Err(error_of(&label, message)),
-            Err(_) => Err(MatchError::Rejected(
-                "The room's node gave an unreadable answer.".into(),
-            )),
+        match answer {
+            RoomAnswer::Ok(value) => Ok(value),
+            RoomAnswer::Err { label, message } => Err(error_of(&label, message)),
         }
     }
 
     /// Forwards a member's `match_data_send` to the match's owner.
     pub fn send(&self, owner: &str, from: Uuid, data: &MatchDataSend) {
-        let mut payload = Vec::with_capacity(17 + data.encoded_len());
-        payload.push(DATA);
-        payload.extend_from_slice(from.as_bytes());
-        data.encode(&mut payload).unwrap_or_default();
-        self.bus.publish_soon(&in_topic(owner), payload);
+        let message = Inbound::Data {
+            from,
+            data: data.encode_to_vec(),
+        };
+        self.bus.send_soon(&in_topic(owner), &message);
     }
 
     /// Tells the match's owner that `session` left it.
@@ -270,8 +342,7 @@ impl MatchLink {
         if let Some(set) = self.joined.lock().get_mut(owner) {
             set.remove(&(session, id));
         }
-        self.bus
-            .publish_soon(&in_topic(owner), membership_payload(LEAVE, session, id));
+        self.bus.send_soon(&in_topic(owner), &left(session, id));
     }
 
     /// The other live nodes.
@@ -290,54 +361,6 @@ impl MatchLink {
         let hosted = self.hosted.lock().remove(node).unwrap_or_default();
         let joined = self.joined.lock().remove(node).unwrap_or_default();
         (hosted, joined)
-    }
-}
-
-fn membership_payload(kind: u8, session: Uuid, id: MatchId) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(34);
-    payload.push(kind);
-    payload.extend_from_slice(session.as_bytes());
-    payload.extend_from_slice(id.uuid.as_bytes());
-    payload.push(u8::from(id.authoritative));
-    payload
-}
-
-fn read_membership(payload: &[u8]) -> Option<(Uuid, MatchId)> {
-    if payload.len() != 34 {
-        return None;
-    }
-    let session = Uuid::from_slice(&payload[1..17]).ok()?;
-    let uuid = Uuid::from_slice(&payload[17..33]).ok()?;
-    Some((
-        session,
-        MatchId {
-            uuid,
-            authoritative: payload[33] == 1,
-        },
-    ))
-}
-
-fn encode_answer(result: &Result<Match, MatchError>) -> Vec<u8> {
-    match result {
-        Ok(reply) => {
-            let mut body = vec![b'+'];
-            reply.encode(&mut body).unwrap_or_default();
-            body
-        }
-        Err(error) => format!("-{}\n{error}", error.label()).into_bytes(),
-    }
-}
-
-fn decode_answer(body: &[u8]) -> Result<Match, MatchError> {
-    let unreadable = || MatchError::Rejected("The match's node gave an unreadable answer.".into());
-    match body.split_first() {
-        Some((b'+', rest)) => Match::decode(rest).map_err(|_| unreadable()),
-        Some((b'-', rest)) => {
-            let text = String::from_utf8_lossy(rest);
-            let (label, message) = text.split_once('\n').ok_or_else(unreadable)?;
-            Err(error_of(label, message.to_string()))
-        }
-        _ => Err(unreadable()),
     }
 }
 
@@ -376,7 +399,7 @@ pub fn serve(matches: Arc<Matches>) {
                 },
             };
             let Some(reply) = message.reply else { continue };
-            let answer = match serde_json::from_slice::<RoomAsk>(&message.payload) {
+            let answer = match decode::<RoomAsk>(&message.payload) {
                 Ok(ask) => match serving.answer_room(ask).await {
                     Ok(value) => RoomAnswer::Ok(value),
                     Err(error) => RoomAnswer::Err {
@@ -390,8 +413,7 @@ pub fn serve(matches: Arc<Matches>) {
                 },
             };
             if let Some(link) = serving.link.as_ref() {
-                let body = serde_json::to_vec(&answer).unwrap_or_default();
-                link.bus.reply(reply, body).await;
+                link.bus.answer(reply, &answer).await;
             }
         }
     });
@@ -410,12 +432,12 @@ pub fn serve(matches: Arc<Matches>) {
             // Each join waits for its match's answer: concurrently, so one busy match does not
             // hold up joins of the others.
             tokio::spawn(async move {
-                let result = match serde_json::from_slice::<JoinAsk>(&message.payload) {
+                let result = match decode::<JoinAsk>(&message.payload) {
                     Ok(ask) => host_join(&matches, ask).await,
                     Err(_) => Err(MatchError::BadInput("Unreadable join.".into())),
                 };
                 if let Some(link) = matches.link.as_ref() {
-                    link.bus.reply(reply, encode_answer(&result)).await;
+                    link.bus.answer(reply, &JoinAnswer::of(&result)).await;
                 }
             });
         }
@@ -481,7 +503,12 @@ async fn host_join(matches: &Matches, ask: JoinAsk) -> Result<Match, MatchError>
                     .is_some_and(|members| members.remove(&(session, id)).is_some())
             });
             if still_member {
-                bus.publish_soon(&in_topic(&node), membership_payload(ENDED, session, id));
+                let ended = Inbound::Ended {
+                    session,
+                    id: id.uuid,
+                    authoritative: id.authoritative,
+                };
+                bus.send_soon(&in_topic(&node), &ended);
             }
         });
     }
@@ -493,12 +520,16 @@ fn received(matches: &Matches, payload: &[u8]) {
     let Some(link) = matches.link.as_ref() else {
         return;
     };
-    match payload.first() {
-        Some(&DATA) if payload.len() >= 17 => {
-            let Ok(from) = Uuid::from_slice(&payload[1..17]) else {
-                return;
-            };
-            let Ok(data) = MatchDataSend::decode(&payload[17..]) else {
+    let message = match decode::<Inbound>(payload) {
+        Ok(message) => message,
+        Err(error) => {
+            tracing::debug!("cluster: unreadable match message: {error}");
+            return;
+        }
+    };
+    match message {
+        Inbound::Data { from, data } => {
+            let Ok(data) = MatchDataSend::decode(data.as_slice()) else {
                 tracing::debug!("cluster: unreadable match data");
                 return;
             };
@@ -536,9 +567,14 @@ fn received(matches: &Matches, payload: &[u8]) {
                 _ => {}
             }
         }
-        Some(&LEAVE) => {
-            let Some((session, id)) = read_membership(payload) else {
-                return;
+        Inbound::Leave {
+            session,
+            id,
+            authoritative,
+        } => {
+            let id = MatchId {
+                uuid: id,
+                authoritative,
             };
             let target = link
                 .hosted
@@ -549,16 +585,20 @@ fn received(matches: &Matches, payload: &[u8]) {
                 matches.leave_target(session, target);
             }
         }
-        Some(&ENDED) => {
-            let Some((session, id)) = read_membership(payload) else {
-                return;
+        Inbound::Ended {
+            session,
+            id,
+            authoritative,
+        } => {
+            let id = MatchId {
+                uuid: id,
+                authoritative,
             };
             matches.registry.remove_membership(session, id);
             for set in link.joined.lock().values_mut() {
                 set.remove(&(session, id));
             }
         }
-        _ => tracing::debug!("cluster: unknown match message"),
     }
 }
 
@@ -573,34 +613,44 @@ pub(crate) fn from_answer<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::protocol::encode;
 
     #[test]
     fn answers_and_memberships_survive_the_trip() {
+        let trip = |result: &Result<Match, MatchError>| {
+            decode::<JoinAnswer>(&encode(&JoinAnswer::of(result)))
+                .expect("read")
+                .into_result()
+        };
         let reply = Match {
             match_id: "x.".into(),
             size: 2,
             ..Default::default()
         };
-        assert_eq!(decode_answer(&encode_answer(&Ok(reply.clone()))), Ok(reply));
+        assert_eq!(trip(&Ok(reply.clone())), Ok(reply));
         for error in [
             MatchError::NotFound("gone".into()),
             MatchError::Ended("over".into()),
             MatchError::Rejected("full".into()),
             MatchError::BadInput("bad".into()),
         ] {
-            assert_eq!(
-                decode_answer(&encode_answer(&Err(error.clone()))),
-                Err(error)
-            );
+            assert_eq!(trip(&Err(error.clone())), Err(error));
         }
-        assert!(matches!(decode_answer(b""), Err(MatchError::Rejected(_))));
-        assert!(matches!(decode_answer(b"-x"), Err(MatchError::Rejected(_))));
+        let garbage = JoinAnswer::Joined(serde_bytes::ByteBuf::from(vec![0xff, 0xff]));
+        assert!(matches!(
+            garbage.into_result(),
+            Err(MatchError::Rejected(_))
+        ));
         let id = MatchId::new_authoritative("n");
         let session = Uuid::new_v4();
-        assert_eq!(
-            read_membership(&membership_payload(LEAVE, session, id)),
-            Some((session, id))
-        );
-        assert_eq!(read_membership(&[LEAVE, 1, 2]), None);
+        match decode::<Inbound>(&encode(&left(session, id))) {
+            Ok(Inbound::Leave {
+                session: s,
+                id: i,
+                authoritative,
+            }) => assert_eq!((s, i, authoritative), (session, id.uuid, true)),
+            other => panic!("{other:?}"),
+        }
+        assert!(decode::<Inbound>(&[0x93, 1, 2]).is_err());
     }
 }

@@ -116,12 +116,20 @@ struct Request {
     op: Op,
 }
 
+impl crate::cluster::protocol::Message for Request {
+    const KIND: &'static str = "parties.request";
+}
+
 /// A change of one of the receiving node's sessions' parties.
 #[derive(Debug, Serialize, Deserialize)]
 struct MembershipNote {
     session: Uuid,
     party: PartyRef,
     joined: bool,
+}
+
+impl crate::cluster::protocol::Message for MembershipNote {
+    const KIND: &'static str = "parties.membership";
 }
 
 pub struct Parties {
@@ -168,7 +176,7 @@ impl Parties {
         let parties = self.clone();
         tokio::spawn(async move {
             while let Some(message) = requests.next().await {
-                let request = match serde_json::from_slice::<Request>(&message.payload) {
+                let request = match crate::cluster::protocol::decode::<Request>(&message.payload) {
                     Ok(request) => request,
                     Err(e) => {
                         tracing::warn!("cluster: unreadable party request: {e}");
@@ -181,8 +189,8 @@ impl Parties {
                         .serve(request.party, request.caller, request.op)
                         .await
                         .map_err(Refused::from);
-                    if let (Some(to), Ok(body)) = (message.reply, serde_json::to_vec(&answer)) {
-                        bus.reply(to, body).await;
+                    if let Some(to) = message.reply {
+                        bus.answer(to, &OwnerAnswer(answer)).await;
                     }
                 });
             }
@@ -190,7 +198,7 @@ impl Parties {
         let parties = self.clone();
         tokio::spawn(async move {
             while let Some(message) = notes.next().await {
-                match serde_json::from_slice::<MembershipNote>(&message.payload) {
+                match crate::cluster::protocol::decode::<MembershipNote>(&message.payload) {
                     Ok(note) => parties.note(note),
                     Err(e) => tracing::warn!("cluster: unreadable party note: {e}"),
                 }
@@ -492,8 +500,8 @@ impl Parties {
             };
             if caller.node == self.node {
                 self.note(note);
-            } else if let (Some(bus), Ok(body)) = (&self.bus, serde_json::to_vec(&note)) {
-                bus.publish_soon(&memberships_topic(&caller.node), body);
+            } else if let Some(bus) = &self.bus {
+                bus.send_soon(&memberships_topic(&caller.node), &note);
             }
         }
     }
@@ -520,18 +528,15 @@ impl Parties {
     /// Sends a request to the party's node and waits for its answer.
     async fn ask(&self, party: &PartyRef, caller: Caller, op: Op) -> Result<Reply, PartiesError> {
         let bus = self.bus.as_ref().ok_or(PartiesError::NotFound)?;
-        let body = serde_json::to_vec(&Request {
+        let request = Request {
             party: party.id,
             caller,
             op,
-        })
-        .map_err(|e| PartiesError::Invalid(e.to_string()))?;
-        let answer = bus
-            .request(&requests_topic(&party.owner), body, REMOTE_TIMEOUT)
+        };
+        let OwnerAnswer(answer) = bus
+            .ask(&requests_topic(&party.owner), &request, REMOTE_TIMEOUT)
             .await
             .map_err(|e| PartiesError::Unreachable(e.to_string()))?;
-        let answer: Result<Reply, Refused> = serde_json::from_slice(&answer)
-            .map_err(|e| PartiesError::Unreachable(format!("unreadable answer: {e}")))?;
         answer.map_err(PartiesError::from)
     }
 
@@ -558,6 +563,14 @@ enum Refused {
     Party(PartyError),
     NotFound,
     Other(String),
+}
+
+/// The owner's answer to a [`Request`].
+#[derive(Debug, Serialize, Deserialize)]
+struct OwnerAnswer(Result<Reply, Refused>);
+
+impl crate::cluster::protocol::Message for OwnerAnswer {
+    const KIND: &'static str = "parties.answer";
 }
 
 impl From<PartiesError> for Refused {
@@ -609,9 +622,7 @@ impl SessionObserver for Parties {
                     caller: caller.clone(),
                     op: Op::Gone,
                 };
-                if let Ok(body) = serde_json::to_vec(&request) {
-                    bus.publish_soon(&requests_topic(&party.owner), body);
-                }
+                bus.send_soon(&requests_topic(&party.owner), &request);
             }
         }
     }

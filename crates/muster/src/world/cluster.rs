@@ -167,7 +167,7 @@ impl WorldCluster {
         let bus = seat.bus.clone();
         tokio::spawn(async move {
             while let Some(message) = waiting.recv().await {
-                bus.publish(&message.topic, message.bytes).await;
+                bus.publish_encoded(&message.topic, message.bytes).await;
             }
         });
         WorldCluster {
@@ -228,18 +228,17 @@ impl WorldCluster {
             protobuf: format == crate::session::Format::Protobuf,
             rect: [rect.min.x, rect.min.y, rect.max.x, rect.max.y],
         };
-        let payload = serde_json::to_vec(&request).unwrap_or_default();
         let asked = remote::ask_owner(
             &self.bus,
             shard,
             "subscribe",
-            payload,
+            &request,
             remote::SUBSCRIBE_TIMEOUT,
         )
         .await;
         let (result, answer) = match asked {
-            Asked::Answer(bytes) => {
-                let answer = remote::read_subscribe_answer(&bytes);
+            Asked::Answer(answer) => {
+                let answer = remote::SubscribeAnswer::into_result(answer);
                 (if answer.is_ok() { "ok" } else { "error" }, answer)
             }
             Asked::NoOwner => ("no_owner", Err(moving_subscription(shard))),
@@ -262,10 +261,9 @@ impl WorldCluster {
 
     /// Tells the owner of `shard` that `session_id` no longer watches it.
     pub(super) fn unsubscribe_remote(&self, shard: u32, session_id: Uuid) {
-        let body =
-            serde_json::to_vec(&remote::UnsubscribeRequest { session_id }).unwrap_or_default();
+        let request = remote::UnsubscribeRequest { session_id };
         self.bus
-            .publish_soon(&remote::shard_topic(shard, "unsubscribe"), body);
+            .send_soon(&remote::shard_topic(shard, "unsubscribe"), &request);
     }
 
     /// Asks the owner of `shard` to apply `action` of `user`.
@@ -276,19 +274,10 @@ impl WorldCluster {
         action: Action,
         metrics: &WorldMetrics,
     ) -> Result<serde_json::Value, RpcError> {
-        let payload = serde_json::to_vec(&remote::ActRequest { user, action }).unwrap_or_default();
-        let asked = remote::ask_owner(&self.bus, shard, "act", payload, remote::ACT_TIMEOUT).await;
-        let (result, answer) = match asked {
-            Asked::Answer(bytes) => match serde_json::from_slice::<ActAnswer>(&bytes) {
-                Ok(answer) => ("ok", answer.into_result()),
-                Err(e) => (
-                    "error",
-                    Err(RpcError::new(
-                        RpcCode::Internal,
-                        format!("The shard's node answered something unreadable: {e}."),
-                    )),
-                ),
-            },
+        let request = remote::ActRequest { user, action };
+        let asked = remote::ask_owner(&self.bus, shard, "act", &request, remote::ACT_TIMEOUT);
+        let (result, answer) = match asked.await {
+            Asked::Answer(answer) => ("ok", ActAnswer::into_result(answer)),
             Asked::NoOwner => ("no_owner", Err(super::runner::moving(shard))),
             // The action may have been applied: the player can look before trying again.
             Asked::Failed(why) => {
@@ -370,7 +359,7 @@ pub(super) async fn start(world: &Arc<World>) -> anyhow::Result<()> {
     tokio::spawn(async move {
         while let Some(message) = moves.next().await {
             let Some(world) = weak.upgrade() else { return };
-            if let Ok(moved) = serde_json::from_slice::<remote::Moved>(&message.payload) {
+            if let Ok(moved) = crate::cluster::protocol::decode::<remote::Moved>(&message.payload) {
                 resubscribe(&world, moved.shard);
             }
         }
@@ -628,13 +617,7 @@ async fn take(world: &Arc<World>, cluster: &WorldCluster, shard: u32) -> anyhow:
         *running.serving.lock() = Some(serving.abort_handle());
     }
     let moved = remote::Moved { shard };
-    cluster
-        .bus
-        .publish(
-            remote::MOVED_TOPIC,
-            serde_json::to_vec(&moved).unwrap_or_default(),
-        )
-        .await;
+    cluster.bus.send(remote::MOVED_TOPIC, &moved).await;
     tracing::info!(
         shard,
         epoch,
@@ -668,20 +651,21 @@ async fn serve_shard(world: Weak<World>, shard: u32, mut requests: async_nats::S
                 let bus = cluster.bus.clone();
                 tokio::spawn(async move {
                     let answer = act_for_node(&world, shard, &message.payload).await;
-                    let body = serde_json::to_vec(&ActAnswer::of(answer)).unwrap_or_default();
-                    bus.reply(reply, body).await;
+                    bus.answer(reply, &ActAnswer::of(answer)).await;
                 });
             }
             (Some("subscribe"), Some(reply)) => {
                 let bus = cluster.bus.clone();
                 tokio::spawn(async move {
                     let answer = subscribe_for_node(&world, shard, &message.payload).await;
-                    bus.reply(reply, remote::subscribe_answer(answer)).await;
+                    bus.answer(reply, &remote::SubscribeAnswer::of(answer))
+                        .await;
                 });
             }
             (Some("unsubscribe"), _) => {
-                let request =
-                    serde_json::from_slice::<remote::UnsubscribeRequest>(&message.payload);
+                let request = crate::cluster::protocol::decode::<remote::UnsubscribeRequest>(
+                    &message.payload,
+                );
                 if let (Ok(request), Some(inbox)) = (request, world.inbox(shard as usize)) {
                     let _ = inbox.try_send(Command::Unsubscribe {
                         session_id: request.session_id,
@@ -704,7 +688,7 @@ async fn act_for_node(
     shard: u32,
     payload: &[u8],
 ) -> Result<serde_json::Value, RpcError> {
-    let request = serde_json::from_slice::<remote::ActRequest>(payload)
+    let request = crate::cluster::protocol::decode::<remote::ActRequest>(payload)
         .map_err(|e| RpcError::new(RpcCode::InvalidArgument, format!("Bad action: {e}.")))?;
     world.act_here(shard, request.user, request.action).await
 }
@@ -715,7 +699,7 @@ async fn subscribe_for_node(
     shard: u32,
     payload: &[u8],
 ) -> Result<WorldState, String> {
-    let request = serde_json::from_slice::<remote::SubscribeRequest>(payload)
+    let request = crate::cluster::protocol::decode::<remote::SubscribeRequest>(payload)
         .map_err(|e| format!("bad subscription: {e}"))?;
     let inbox = world
         .inbox(shard as usize)

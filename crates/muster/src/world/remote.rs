@@ -25,6 +25,7 @@ use uuid::Uuid;
 use super::actions::Action;
 use crate::base::rpc::{RpcCode, RpcError};
 use crate::cluster::bus::Bus;
+use crate::cluster::protocol::{decode_borrowed, encode, Message};
 use crate::session::codec::Frame;
 use crate::session::Format;
 use muster_world::geo::{Point, Rect};
@@ -56,12 +57,20 @@ pub struct ActRequest {
     pub action: Action,
 }
 
+impl crate::cluster::protocol::Message for ActRequest {
+    const KIND: &'static str = "world.act";
+}
+
 /// The owner's answer to an action.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActAnswer {
     Ok(Value),
     Err { code: i32, message: String },
+}
+
+impl crate::cluster::protocol::Message for ActAnswer {
+    const KIND: &'static str = "world.act_answer";
 }
 
 impl SubscribeRequest {
@@ -117,9 +126,17 @@ pub struct SubscribeRequest {
     pub rect: [f32; 4],
 }
 
+impl crate::cluster::protocol::Message for SubscribeRequest {
+    const KIND: &'static str = "world.subscribe";
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct UnsubscribeRequest {
     pub session_id: Uuid,
+}
+
+impl crate::cluster::protocol::Message for UnsubscribeRequest {
+    const KIND: &'static str = "world.unsubscribe";
 }
 
 /// A node took a shard.
@@ -128,28 +145,28 @@ pub struct Moved {
     pub shard: u32,
 }
 
-/// The answer to a subscription: `0` and the snapshot, or `1` and why it was refused.
-pub fn subscribe_answer(result: Result<WorldState, String>) -> Vec<u8> {
-    match result {
-        Ok(state) => {
-            let mut bytes = vec![0];
-            state.encode(&mut bytes).unwrap_or_default();
-            bytes
-        }
-        Err(why) => {
-            let mut bytes = vec![1];
-            bytes.extend_from_slice(why.as_bytes());
-            bytes
-        }
-    }
+impl crate::cluster::protocol::Message for Moved {
+    const KIND: &'static str = "world.moved";
 }
 
-pub fn read_subscribe_answer(bytes: &[u8]) -> Result<WorldState, String> {
-    match bytes.split_first() {
-        Some((0, state)) => WorldState::decode(state)
-            .map_err(|e| format!("the shard's node answered a bad snapshot: {e}")),
-        Some((1, why)) => Err(String::from_utf8_lossy(why).into_owned()),
-        _ => Err("the shard's node answered nothing readable".into()),
+/// The answer to a subscription: the snapshot (a `WorldState`, encoded), or why it was
+/// refused.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SubscribeAnswer(Result<serde_bytes::ByteBuf, String>);
+
+impl Message for SubscribeAnswer {
+    const KIND: &'static str = "world.subscribe_answer";
+}
+
+impl SubscribeAnswer {
+    pub fn of(result: Result<WorldState, String>) -> SubscribeAnswer {
+        SubscribeAnswer(result.map(|state| serde_bytes::ByteBuf::from(state.encode_to_vec())))
+    }
+
+    pub fn into_result(self) -> Result<WorldState, String> {
+        let state = self.0?;
+        WorldState::decode(state.as_slice())
+            .map_err(|e| format!("the shard's node answered a bad snapshot: {e}"))
     }
 }
 
@@ -157,26 +174,71 @@ pub fn read_subscribe_answer(bytes: &[u8]) -> Result<WorldState, String> {
 pub const MAX_VIEW_BATCH: usize = 256 * 1024;
 
 /// One view: an update for the socket `session_id` (watching `shard`) of the node it is sent
-/// to, as the socket's frame.
-pub fn view_entry(session_id: Uuid, shard: u32, frame: &Frame) -> Vec<u8> {
-    let (kind, body): (u8, &[u8]) = match frame {
-        Frame::Text(text) => (0, text.as_bytes()),
-        Frame::Binary(bytes) => (1, bytes),
-        _ => (1, &[]),
-    };
-    let mut bytes = Vec::with_capacity(21 + body.len());
-    bytes.extend_from_slice(session_id.as_bytes());
-    bytes.extend_from_slice(&shard.to_le_bytes());
-    bytes.push(kind);
-    bytes.extend_from_slice(body);
-    bytes
+/// to, as the socket's frame (text or binary), encoded for it already.
+#[derive(Debug, Serialize)]
+pub struct ViewEntry {
+    pub session_id: Uuid,
+    pub shard: u32,
+    pub text: bool,
+    #[serde(serialize_with = "as_bytes")]
+    pub body: bytes::Bytes,
+}
+
+fn as_bytes<S: serde::Serializer>(body: &bytes::Bytes, to: S) -> Result<S::Ok, S::Error> {
+    to.serialize_bytes(body)
+}
+
+impl ViewEntry {
+    pub fn of(session_id: Uuid, shard: u32, frame: Frame) -> ViewEntry {
+        let (text, body) = match frame {
+            Frame::Text(text) => (true, bytes::Bytes::from(text)),
+            Frame::Binary(bytes) => (false, bytes),
+            _ => (false, bytes::Bytes::new()),
+        };
+        ViewEntry {
+            session_id,
+            shard,
+            text,
+            body,
+        }
+    }
+}
+
+/// A batch of views for one node, as sent.
+#[derive(Debug, Serialize)]
+struct Views<'a> {
+    views: &'a [ViewEntry],
+}
+
+impl Message for Views<'_> {
+    const KIND: &'static str = "world.views";
+}
+
+/// A batch of views as read: each body borrowed from the message's buffer.
+#[derive(Debug, Deserialize)]
+struct ViewsIn<'a> {
+    #[serde(borrow)]
+    views: Vec<ViewIn<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ViewIn<'a> {
+    session_id: Uuid,
+    shard: u32,
+    text: bool,
+    #[serde(borrow, with = "serde_bytes")]
+    body: &'a [u8],
+}
+
+impl Message for ViewsIn<'_> {
+    const KIND: &'static str = "world.views";
 }
 
 /// Views for one node, gathered into as few messages as their size allows.
 #[derive(Default)]
 pub struct ViewBatch {
-    /// Each message, and how many views it holds.
-    frames: Vec<(Vec<u8>, usize)>,
+    /// Each message's views, and their bytes.
+    batches: Vec<(Vec<ViewEntry>, usize)>,
 }
 
 /// Messages of views waiting to be published at most: past it (NATS away or too slow) views
@@ -190,26 +252,24 @@ pub struct ViewMessage {
 }
 
 impl ViewBatch {
-    pub fn push(&mut self, entry: &[u8]) {
-        let need = 4 + entry.len();
-        match self.frames.last_mut() {
-            Some((frame, views)) if frame.len() + need <= MAX_VIEW_BATCH => {
-                frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
-                frame.extend_from_slice(entry);
-                *views += 1;
+    pub fn push(&mut self, entry: ViewEntry) {
+        // The entry's body and its fields' overhead.
+        let need = entry.body.len() + 32;
+        match self.batches.last_mut() {
+            Some((views, bytes)) if *bytes + need <= MAX_VIEW_BATCH => {
+                views.push(entry);
+                *bytes += need;
             }
-            _ => {
-                let mut frame = Vec::with_capacity(need.max(16 * 1024));
-                frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
-                frame.extend_from_slice(entry);
-                self.frames.push((frame, 1));
-            }
+            _ => self.batches.push((vec![entry], need)),
         }
     }
 
-    /// The messages, and how many views each holds.
+    /// The messages (in the cluster's protocol), and how many views each holds.
     pub fn into_frames(self) -> Vec<(Vec<u8>, usize)> {
-        self.frames
+        self.batches
+            .into_iter()
+            .map(|(views, _)| (encode(&Views { views: &views }), views.len()))
+            .collect()
     }
 }
 
@@ -220,61 +280,47 @@ pub struct View {
     pub frame: Frame,
 }
 
-/// The views of a batch; stops at the first one that does not read.
+/// The views of a batch (none when it does not read); each binary frame shares the message's
+/// buffer, no copy.
 pub fn read_view_batch(bytes: &bytes::Bytes) -> Vec<View> {
-    let mut views = Vec::new();
-    let mut at = 0;
-    while bytes.len() >= at + 4 {
-        let len =
-            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as usize;
-        let start = at + 4;
-        if len < 21 || bytes.len() < start + len {
-            break;
-        }
-        let entry = &bytes[start..start + len];
-        let Ok(session_id) = Uuid::from_slice(&entry[..16]) else {
-            break;
-        };
-        let shard = u32::from_le_bytes([entry[16], entry[17], entry[18], entry[19]]);
-        // The frame shares the message's buffer: no copy.
-        let body = bytes.slice(start + 21..start + len);
-        let frame = match entry[20] {
-            0 => match String::from_utf8(body.to_vec()) {
-                Ok(text) => Frame::Text(text.into()),
-                Err(_) => break,
-            },
-            _ => Frame::Binary(body),
-        };
-        views.push(View {
-            session_id,
-            shard,
-            frame,
-        });
-        at = start + len;
-    }
-    views
+    let Ok(batch) = decode_borrowed::<ViewsIn>(bytes) else {
+        return Vec::new();
+    };
+    batch
+        .views
+        .into_iter()
+        .filter_map(|view| {
+            let frame = if view.text {
+                Frame::Text(String::from_utf8(view.body.to_vec()).ok()?.into())
+            } else {
+                Frame::Binary(bytes.slice_ref(view.body))
+            };
+            Some(View {
+                session_id: view.session_id,
+                shard: view.shard,
+                frame,
+            })
+        })
+        .collect()
 }
 
 /// What a request to a shard's owner came to.
-pub enum Asked {
-    Answer(Vec<u8>),
+pub enum Asked<A> {
+    Answer(A),
     /// No node runs the shard right now (it is moving).
     NoOwner,
     Failed(String),
 }
 
-/// Sends `payload` to shard `shard`'s owner as a `kind` request.
-pub async fn ask_owner(
+/// Sends `question` to shard `shard`'s owner as a `kind` request.
+pub async fn ask_owner<Q: Message + Serialize, A: Message + serde::de::DeserializeOwned>(
     bus: &Bus,
     shard: u32,
     kind: &str,
-    payload: Vec<u8>,
+    question: &Q,
     timeout: Duration,
-) -> Asked {
-    match bus
-        .request(&shard_topic(shard, kind), payload, timeout)
-        .await
-    {
+) -> Asked<A> {
+    match bus.ask(&shard_topic(shard, kind), question, timeout).await {
         Ok(answer) => Asked::Answer(answer),
         Err(error) => {
             let no_owner = error
@@ -292,6 +338,7 @@ pub async fn ask_owner(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::protocol::decode;
     use muster_proto::realtime::WorldTower;
 
     #[test]
@@ -315,7 +362,7 @@ mod tests {
         let mut batch = ViewBatch::default();
         for (i, id) in ids.iter().enumerate() {
             let frame = if i == 1 { &binary } else { &text };
-            batch.push(&view_entry(*id, 7, frame));
+            batch.push(ViewEntry::of(*id, 7, frame.clone()));
         }
         let frames: Vec<Vec<u8>> = batch.into_frames().into_iter().map(|(f, _)| f).collect();
         assert_eq!(frames.len(), 1, "small views share one message");
@@ -327,15 +374,16 @@ mod tests {
             assert_eq!(&view.frame, want);
         }
         assert!(read_view_batch(&vec![1u8, 2, 3].into()).is_empty());
+        let whole = &frames[0];
         assert!(
-            read_view_batch(&vec![200u8, 0, 0, 0, 1].into()).is_empty(),
-            "a length past the end"
+            read_view_batch(&whole[..whole.len() - 2].to_vec().into()).is_empty(),
+            "a batch cut short"
         );
         // Past the size bound, a batch splits; every view is still there once.
         let big = Frame::Binary(vec![0u8; 100_000].into());
         let mut batch = ViewBatch::default();
         for id in &ids {
-            batch.push(&view_entry(*id, 0, &big));
+            batch.push(ViewEntry::of(*id, 0, big.clone()));
         }
         let frames = batch.into_frames();
         assert_eq!(frames.iter().map(|(_, n)| n).sum::<usize>(), 3);
@@ -346,18 +394,18 @@ mod tests {
             .map(|f| read_view_batch(&f.clone().into()).len())
             .sum();
         assert_eq!(count, 3);
+        let answered = |answer: SubscribeAnswer| {
+            decode::<SubscribeAnswer>(&encode(&answer))
+                .expect("read")
+                .into_result()
+        };
+        assert_eq!(answered(SubscribeAnswer::of(Ok(state.clone()))), Ok(state));
         assert_eq!(
-            read_subscribe_answer(&subscribe_answer(Ok(state.clone()))),
-            Ok(state)
-        );
-        assert_eq!(
-            read_subscribe_answer(&subscribe_answer(Err("no".into()))),
+            answered(SubscribeAnswer::of(Err("no".into()))),
             Err("no".into())
         );
-        assert!(read_subscribe_answer(&[]).is_err());
         let refused = ActAnswer::of(Err(RpcError::new(RpcCode::NotFound, "gone")));
-        let json = serde_json::to_vec(&refused).expect("json");
-        let back: ActAnswer = serde_json::from_slice(&json).expect("read");
+        let back: ActAnswer = decode(&encode(&refused)).expect("read");
         assert_eq!(
             back.into_result(),
             Err(RpcError::new(RpcCode::NotFound, "gone"))

@@ -54,7 +54,7 @@ struct Served {
     /// Local sockets found closed.
     closed: Vec<Uuid>,
     /// Remote sockets' views, by node.
-    remote: Vec<(Arc<str>, Vec<u8>)>,
+    remote: Vec<(Arc<str>, super::remote::ViewEntry)>,
 }
 
 /// One subscribed socket, on its shard's thread.
@@ -695,7 +695,7 @@ impl ShardRun {
                         metrics.states_sent.inc();
                         let envelope = Envelope::new("", Message::WorldState(state));
                         let frame = crate::session::codec::encode(*format, &envelope);
-                        let entry = super::remote::view_entry(*session_id, shard.id, &frame);
+                        let entry = super::remote::ViewEntry::of(*session_id, shard.id, frame);
                         served.remote.push((node.clone(), entry));
                     }
                 }
@@ -723,7 +723,7 @@ impl ShardRun {
         for part in served {
             closed.extend(part.closed);
             for (node, entry) in part.remote {
-                batches.entry(node).or_default().push(&entry);
+                batches.entry(node).or_default().push(entry);
             }
         }
         if let Some(out) = &self.views_out {
