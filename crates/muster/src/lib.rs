@@ -7,10 +7,10 @@
 //! |---|---|---|
 //! | cli | [`cli`] | the command line: settings, logging, runtime, commands ([`cli::main_with`]) |
 //! | app | [`app`] | wiring: build the services, bind listeners, run until shutdown |
-//! | net | [`net`] | transports and edges: HTTP routes, WebSocket, native TCP, connection lifecycle, dispatch |
+//! | net | `net` | transports and edges: HTTP routes, WebSocket, native TCP, connection lifecycle, dispatch |
 //! | domains | [`accounts`], [`chat`], [`matches`](mod@matches), [`economy`], [`functions`], [`links`], [`rooms`], [`world`] | the rules; no HTTP, no wire errors |
-//! | cluster | [`cluster`] | the router: deliver to sessions, users, channel members wherever they live |
-//! | session | [`session`] | registry, bounded outboxes, encode-once fanout |
+//! | cluster | `cluster` | the router: deliver to sessions, users, channel members wherever they live |
+//! | session | `session` | registry, bounded outboxes, encode-once fanout |
 //! | store | [`store`] | persistence behind traits, SQLite and PostgreSQL |
 //! | base | [`base`] | configuration, metrics, clock, rate limits |
 //!
@@ -22,23 +22,23 @@ pub mod app;
 pub mod base;
 pub mod chat;
 pub mod cli;
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod config;
 pub mod console;
 pub mod economy;
 pub mod friends;
 pub mod functions;
 pub mod groups;
-pub mod js;
+pub(crate) mod js;
 pub mod leaderboards;
 pub mod links;
 pub mod matches;
-pub mod net;
+pub(crate) mod net;
 pub mod notifications;
 pub mod parties;
 pub mod rooms;
 pub mod services;
-pub mod session;
+pub(crate) mod session;
 pub mod status;
 pub mod storage;
 pub mod store;

@@ -7,9 +7,9 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod bans;
-pub mod cluster;
-pub mod lifecycle;
+pub(crate) mod bans;
+pub(crate) mod cluster;
+pub(crate) mod lifecycle;
 pub mod password;
 pub mod tokens;
 
@@ -109,7 +109,7 @@ impl Accounts {
         }
     }
 
-    /// Gives every account created from now on `grant` (see [`crate::economy::grant`]).
+    /// Gives every account created from now on `grant` (see `crate::economy::grant`).
     pub fn with_starting_grant(mut self, grant: Option<StartingGrant>) -> Self {
         self.starting_grant = grant.map(Arc::new);
         self

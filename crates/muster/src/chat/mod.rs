@@ -2,14 +2,14 @@
 //! `channel_message_update` and `channel_message_remove` on the realtime socket, with
 //! `channel_presence_event`s to members and history kept in the store when a join asks for it.
 //!
-//! - [`rules`]: what a client may send (room names, content, join targets);
-//! - [`ids`]: channel id fields and self-verifying message ids;
-//! - [`handlers`]: the five requests, answered in the socket's task;
-//! - [`presence`]: the `channel_presence_event`s members are told of;
-//! - [`history`] + [`cursor`]: stored history, a page at a time.
+//! - `rules`: what a client may send (room names, content, join targets);
+//! - `ids`: channel id fields and self-verifying message ids;
+//! - `handlers`: the five requests, answered in the socket's task;
+//! - `presence`: the `channel_presence_event`s members are told of;
+//! - `history` + `cursor`: stored history, a page at a time.
 //!
 //! Who is in which channel is not chat's to keep: it reaches members only through the
-//! [`Router`] (on one node, the session layer's channel registry, `crate::session::channels`).
+//! `Router` (on one node, the session layer's channel registry, `crate::session::channels`).
 //!
 //! The flow of a message: the sender's socket task admits it (rate limit, membership), checks
 //! its content, stores it when the sender joined with persistence (and waits until that write is
@@ -21,13 +21,13 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod cursor;
-pub mod handlers;
-pub mod history;
-pub mod ids;
-pub mod presence;
-pub mod rules;
-pub mod server;
+pub(crate) mod cursor;
+pub(crate) mod handlers;
+pub(crate) mod history;
+pub(crate) mod ids;
+pub(crate) mod presence;
+pub(crate) mod rules;
+pub(crate) mod server;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! then by command-line flags. Every field is documented in `config.example.toml` (printed by
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
-pub mod enet;
+pub(crate) mod enet;
 
 pub use self::enet::EnetConfig;
 use crate::accounts::config::SessionConfig;

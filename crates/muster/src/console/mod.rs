@@ -1,5 +1,5 @@
 //! The operator's console, without its pages (those are `crate::net::console`): who may use it
-//! ([`users`]: users with roles, passwords hashed slowly), their logins ([`Console::login`]:
+//! (`users`: users with roles, passwords hashed slowly), their logins ([`Console::login`]:
 //! sessions with expiry and a CSRF token, kept in the database so that every node honours them),
 //! the audit log of every change made through it ([`Console::audit`]), and the status history
 //! ([`history`]: the node's metrics sampled each second, kept for an hour at 1 s and a week at
@@ -11,8 +11,8 @@ pub(crate) mod sqlite;
 pub mod store;
 
 pub mod history;
-pub mod nodes;
-pub mod users;
+pub(crate) mod nodes;
+pub(crate) mod users;
 
 use std::net::IpAddr;
 use std::sync::Arc;

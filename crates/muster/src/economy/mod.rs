@@ -10,7 +10,7 @@
 //! - Server functions (the RPCs that spend and grant) live in [`crate::functions`]; they call
 //!   [`Economy::apply`].
 //! - New accounts get their starting wallet and inventory in the transaction that creates them
-//!   ([`grant`]).
+//!   (`grant`).
 //!
 //! Durability: a change is answered only once the database has committed it (group commit on
 //! both engines, see [`crate::store`]).
@@ -20,8 +20,8 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod change;
-pub mod grant;
+pub(crate) mod change;
+pub(crate) mod grant;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -9,7 +9,7 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod cursor;
+pub(crate) mod cursor;
 
 use std::sync::Arc;
 

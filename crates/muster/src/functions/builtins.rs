@@ -31,9 +31,6 @@ use serde::Deserialize;
 use super::{Call, Functions, RpcCode, RpcError, ServerFunction};
 use crate::economy::{Change, Receipt};
 
-/// Every built-in function id.
-pub use crate::config::BUILTIN_FUNCTIONS as NAMES;
-
 /// Registers the built-ins named in `names` that `functions` does not already have (a game's
 /// own function of the same id wins). Those named in `for_players` players may call too.
 pub fn register(functions: &mut Functions, names: &[String], for_players: &[String]) {

@@ -36,8 +36,8 @@
 //! functions.register("buy_sword", BuySword).expect("a valid id");
 //! ```
 
-pub mod builtins;
-pub mod world;
+pub(crate) mod builtins;
+pub(crate) mod world;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! a request the admins accept), at most `max_count` members. Each user has a state in a group
 //! — 0 superadmin, 1 admin, 2 member, 3 join request, 4 banned — and what they may do follows
 //! from it ([`crate::groups::store::plan`]). Members join the group's chat (channel type 3);
-//! whoever stops being a member leaves it at once, on any node ([`evictions`]). Join requests
+//! whoever stops being a member leaves it at once, on any node (`evictions`). Join requests
 //! and additions are persistent notifications with Nakama's codes.
 
 pub mod config;
@@ -10,8 +10,8 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod cursor;
-pub mod evictions;
+pub(crate) mod cursor;
+pub(crate) mod evictions;
 
 use std::sync::Arc;
 

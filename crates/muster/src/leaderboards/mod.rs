@@ -13,7 +13,7 @@
 //!   decrement subtracts down to zero. A submission that changes nothing is not counted in
 //!   `num_score`.
 //! - Every record answered carries its rank (1 is the best), kept in memory per period
-//!   ([`rank`]) in O(log n).
+//!   (`rank`) in O(log n).
 //! - In a cluster every node keeps the ranks of the periods it has read: each node publishes the
 //!   records it writes or deletes, and the leaderboards it creates or deletes, on the cluster's
 //!   bus (`leaderboards`), and the others apply them, so every node ranks alike.
@@ -23,11 +23,11 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod cursor;
-pub mod rank;
+pub(crate) mod cursor;
+pub(crate) mod rank;
 pub mod schedule;
 pub mod tournament;
-pub mod view;
+pub(crate) mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

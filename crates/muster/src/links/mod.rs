@@ -1,13 +1,13 @@
 //! Invite links: a URL shortener for a game's invite and referral links, with iOS and Android
 //! deep links (the published "URL shortener in 2 hours", grown up).
 //!
-//! - A link maps a code (random base62, [`code`], or a creator's custom slug) to a long URL
-//!   ([`target`]: http(s) only, no credentials, not blocked, not the shortener itself), with an
-//!   optional expiry, visit limit and per-platform fallbacks ([`platform`]).
+//! - A link maps a code (random base62, `code`, or a creator's custom slug) to a long URL
+//!   (`target`: http(s) only, no credentials, not blocked, not the shortener itself), with an
+//!   optional expiry, visit limit and per-platform fallbacks (`platform`).
 //! - A plain link (none of those) is found again: the same creator asking for the same URL gets
 //!   the same code, decided by the store's unique index, so concurrent creates agree.
-//! - Visits are served from a bounded cache of hot codes ([`cache`]) and counted in memory,
-//!   written in one batch a second ([`clicks`]); a link with a visit limit instead takes each
+//! - Visits are served from a bounded cache of hot codes (`cache`) and counted in memory,
+//!   written in one batch a second (`clicks`); a link with a visit limit instead takes each
 //!   visit in a conditional write, so its limit is exact.
 //! - Who may create is the creator's kind ([`Creator`]): an account (session token), the API key,
 //!   or anyone when `links.public_create` is on — each with its own rate limit.
@@ -19,14 +19,14 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod apps;
-pub mod cache;
-pub mod clicks;
-pub mod code;
-pub mod metrics;
-pub mod platform;
-pub mod qr;
-pub mod target;
+pub(crate) mod apps;
+pub(crate) mod cache;
+pub(crate) mod clicks;
+pub(crate) mod code;
+pub(crate) mod metrics;
+pub(crate) mod platform;
+pub(crate) mod qr;
+pub(crate) mod target;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The authoritative match handler: the game logic Muster runs for a match, in Rust.
 //!
-//! A handler is plain synchronous code owned by its match's task ([`super::authoritative`]): it
+//! A handler is plain synchronous code owned by its match's task (`super::authoritative`): it
 //! never needs a lock, because nothing else touches it. The task calls it in this order:
 //!
 //! 1. [`MatchHandler::init`] once, with the match's parameters; it may choose the tick rate;

@@ -1,12 +1,12 @@
 //! Matches, the matchmaker and rooms.
 //!
-//! - [`relayed`]: matches whose members' data the server only forwards;
-//! - [`authoritative`] + [`handler`]: matches whose logic the server runs, one task per match,
-//!   with the built-in example game in [`games`];
-//! - [`registry`]: match ids → matches, and each session's memberships;
-//! - [`matchmaker`] + [`query`]: tickets grouped into matches on an interval;
+//! - `relayed`: matches whose members' data the server only forwards;
+//! - `authoritative` + [`handler`]: matches whose logic the server runs, one task per match,
+//!   with the built-in example game in `games`;
+//! - `registry`: match ids → matches, and each session's memberships;
+//! - `matchmaker` + `query`: tickets grouped into matches on an interval;
 //! - [`join_tokens`]: signed, expiring, single-use join tokens (matchmaker tokens, room tickets);
-//! - [`remote`]: in a cluster, joins, data and leaves of sessions on other nodes.
+//! - `remote`: in a cluster, joins, data and leaves of sessions on other nodes.
 //!
 //! [`Matches`] is the service the realtime dispatcher, the rooms API and the TCP transport call.
 
@@ -14,23 +14,23 @@ pub mod config;
 pub(crate) mod postgres;
 pub mod store;
 
-pub mod authoritative;
-pub mod error;
-pub mod games;
+pub(crate) mod authoritative;
+pub(crate) mod error;
+pub(crate) mod games;
 pub mod handler;
 pub mod id;
 pub mod join_tokens;
-pub mod listing;
-pub mod matchmaker;
-pub mod member;
+pub(crate) mod listing;
+pub(crate) mod matchmaker;
+pub(crate) mod member;
 pub mod metrics;
-pub mod operate;
-pub mod query;
-pub mod registry;
-pub mod relayed;
-pub mod remote;
-pub mod room_book;
-pub mod shared_matchmaker;
+pub(crate) mod operate;
+pub(crate) mod query;
+pub(crate) mod registry;
+pub(crate) mod relayed;
+pub(crate) mod remote;
+pub(crate) mod room_book;
+pub(crate) mod shared_matchmaker;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

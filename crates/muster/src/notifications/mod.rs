@@ -10,7 +10,7 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 pub mod store;
 
-pub mod cursor;
+pub(crate) mod cursor;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

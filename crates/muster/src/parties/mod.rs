@@ -4,7 +4,7 @@
 //!
 //! A party lives on the node of the session that created it; its id says which
 //! (`{uuid}.{node}`). A request from a session on another node goes to the owner over the bus
-//! (`node.<owner>.party`, request and reply); the owner applies it ([`party::Party::apply`]) and
+//! (`node.<owner>.party`, request and reply); the owner applies it (`party::Party::apply`) and
 //! sends each member what it is to be told through the router, wherever the member is. Each
 //! node keeps, for its own sessions, the parties they are in or asking to join (the owner tells
 //! it of every change on `node.<node>.party.members`), so that a session that ends leaves its
@@ -12,7 +12,7 @@
 //! and its parties away from their members (each is sent `party_close`).
 
 pub mod config;
-pub mod party;
+pub(crate) mod party;
 
 use std::sync::Arc;
 use std::time::Duration;

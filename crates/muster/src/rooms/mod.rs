@@ -1,7 +1,7 @@
 //! Rooms: authoritative matches created over HTTP, in the spirit of Hathora's flow:
 //! a game creates a room of a registered handler with a capacity, each player asks where it
 //! lives (host, port, transport, and a join ticket of their own), connects — over the native TCP
-//! transport ([`crate::net::tcp`]) or the WebSocket — and plays. An empty room ends after
+//! transport (`crate::net::tcp`) or the WebSocket — and plays. An empty room ends after
 //! `matches.empty_timeout_ms`; its creator (or a server holding `rooms.admin_key`) may destroy it
 //! sooner.
 //!

@@ -5,14 +5,14 @@
 //!
 //! Built on the router's channels, so it works across nodes with no machinery of its own:
 //! each user has a status channel (`status.<user id>`). A session that appears online is a
-//! visible member of its user's channel that is told nothing ([`JoinFlags::publisher`]); its
+//! visible member of its user's channel that is told nothing (`JoinFlags::publisher`); its
 //! presence carries its status message. A follower is a hidden member kept on its own node only
-//! ([`JoinFlags::follower`]). Joins and leaves of visible members reach every node's followers
+//! (`JoinFlags::follower`). Joins and leaves of visible members reach every node's followers
 //! as channel presence changes do (and a dead node's sessions leave for everyone), and
-//! [`presence::StatusPresence`] words them as `status_presence_event`s.
+//! `presence::StatusPresence` words them as `status_presence_event`s.
 
 pub mod config;
-pub mod presence;
+pub(crate) mod presence;
 
 use std::sync::Arc;
 
@@ -90,7 +90,7 @@ impl StatusService {
     }
 
     /// The service writing its sessions' status messages into `statuses` (the map the
-    /// channels' [`presence::StatusPresence`] reads).
+    /// channels' `presence::StatusPresence` reads).
     pub fn new(
         router: Arc<dyn Router>,
         accounts: Arc<Accounts>,

@@ -1,5 +1,5 @@
-//! The engines' plumbing, which every slice's persistence stands on: [`sqlite`] (embedded, the
-//! default) and [`postgres`] (production; also CockroachDB) — their connections, their
+//! The engines' plumbing, which every slice's persistence stands on: `sqlite` (embedded, the
+//! default) and `postgres` (production; also CockroachDB) — their connections, their
 //! group-commit writers, the [`migrations`] runner — the one error type, and the server's
 //! secrets.
 //!
@@ -10,8 +10,8 @@
 
 pub mod config;
 pub mod migrations;
-pub mod postgres;
-pub mod sqlite;
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
 
 use std::sync::Arc;
 

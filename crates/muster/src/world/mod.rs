@@ -22,13 +22,13 @@ pub mod config;
 pub(crate) mod postgres;
 pub mod store;
 
-pub mod actions;
+pub(crate) mod actions;
 mod cluster;
 mod fence;
-pub mod log;
-pub mod metrics;
+pub(crate) mod log;
+pub(crate) mod metrics;
 mod offline;
-pub mod payouts;
+pub(crate) mod payouts;
 mod remote;
 mod runner;
 mod writer;

@@ -26,8 +26,6 @@ pub enum ConsoleApiError {
     Domain(crate::net::http::error::ApiError),
     #[error("The console is off on this node.")]
     Off,
-    #[error("database unavailable; try again")]
-    Unavailable,
     #[error("internal error")]
     Internal,
 }
@@ -75,7 +73,6 @@ impl ConsoleApiError {
             ConsoleApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "invalid"),
             ConsoleApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ConsoleApiError::Off => (StatusCode::NOT_FOUND, "console_off"),
-            ConsoleApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ConsoleApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

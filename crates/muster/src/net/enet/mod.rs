@@ -562,7 +562,6 @@ impl Node {
                     key,
                     address,
                     admission,
-                    deadline,
                     self.config.packets_per_peer_per_sec,
                     self.config.bytes_per_peer_per_sec,
                 ));

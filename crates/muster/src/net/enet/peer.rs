@@ -12,7 +12,6 @@ use std::sync::Arc;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use muster_proto::realtime::{Envelope, Message};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use crate::matches::id::MatchId;
 use crate::matches::registry::MatchRef;
@@ -56,11 +55,9 @@ pub const DISCONNECT_FULL: u32 = 7;
 
 /// Where a connected peer is.
 pub enum Phase {
-    /// Connected; its first packet must be `match_join` with a token before `deadline`.
-    AwaitingJoin {
-        admission: Option<Admission>,
-        deadline: Instant,
-    },
+    /// Connected; its first packet must be `match_join` with a token before its deadline
+    /// (the loop's queue of peers awaiting their join).
+    AwaitingJoin { admission: Option<Admission> },
     /// A session: envelopes go to its task.
     Joined {
         session: Arc<Session>,
@@ -86,7 +83,6 @@ impl PeerEntry {
         key: PeerKey,
         address: std::net::SocketAddr,
         admission: Admission,
-        deadline: Instant,
         packets_per_sec: u32,
         bytes_per_sec: u32,
     ) -> PeerEntry {
@@ -95,7 +91,6 @@ impl PeerEntry {
             address,
             phase: Phase::AwaitingJoin {
                 admission: Some(admission),
-                deadline,
             },
             ending: None,
             packets: per_second(packets_per_sec),

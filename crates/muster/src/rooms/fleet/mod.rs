@@ -4,9 +4,9 @@
 //! API (served by the edge, `crate::net::fleet_sdk`, through [`SdkServer`]) and stops them when
 //! their room ends.
 //!
-//! - [`process`]: one process — started, its output kept, stopped;
-//! - [`ports`]: the game ports of `fleet.port_range`;
-//! - [`reaper`] and [`exec`]: no orphan processes, even after a kill -9 of Muster;
+//! - `process`: one process — started, its output kept, stopped;
+//! - `ports`: the game ports of `fleet.port_range`;
+//! - `reaper` and `exec`: no orphan processes, even after a kill -9 of Muster;
 //! - [`agones`]: rooms past one machine, allocated from Agones fleets (`[fleet.agones.*]`).
 //!
 //! A room create takes a ready process from the pool (a warm allocation); else it starts one
@@ -17,10 +17,10 @@
 
 pub mod agones;
 pub mod config;
-pub mod exec;
-pub mod ports;
-pub mod process;
-pub mod reaper;
+pub(crate) mod exec;
+pub(crate) mod ports;
+pub(crate) mod process;
+pub(crate) mod reaper;
 
 use std::collections::HashMap;
 use std::path::Path;
