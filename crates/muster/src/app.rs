@@ -62,24 +62,24 @@ async fn build(config: Config, game: GameLogic, clock: Clock) -> anyhow::Result<
     );
     // The game's JavaScript module, when `runtime.path` names one: its RPCs are functions and
     // its match handlers are handlers too.
-    let js_host = crate::js::host::ServerHost::new(
+    let js_host = crate::runtime::js::host::ServerHost::new(
         services.clone(),
-        crate::js::HttpRules::new(&config.runtime),
+        crate::runtime::js::HttpRules::new(&config.runtime),
     );
-    let module = crate::js::Module::start(
+    let module = crate::runtime::js::Module::start(
         &config.runtime,
         services.matches.node(),
         js_host,
-        crate::js::JsMetrics::new(services.metrics.registry()),
+        crate::runtime::js::JsMetrics::new(services.metrics.registry()),
     )?;
     if let Some(module) = &module {
         module.register(&mut functions, &services.matches);
         if module.registered().matchmaker_matched {
-            let hook = Arc::new(crate::js::hooks::JsMatched(module.clone()));
+            let hook = Arc::new(crate::runtime::js::hooks::JsMatched(module.clone()));
             services.matches.set_matched_hook(hook);
         }
-        if crate::js::schedule::JsSchedule::registered(module) {
-            let schedule = Arc::new(crate::js::schedule::JsSchedule(module.clone()));
+        if crate::runtime::js::schedule::JsSchedule::registered(module) {
+            let schedule = Arc::new(crate::runtime::js::schedule::JsSchedule(module.clone()));
             services.leaderboards.start_schedule(schedule);
         }
     }
@@ -477,7 +477,7 @@ pub async fn termination() {
 
 /// Reloads the JavaScript module at each SIGHUP; a bundle that does not load is logged and
 /// the old one stays.
-async fn reload_on_hangup(module: Arc<crate::js::Module>) {
+async fn reload_on_hangup(module: Arc<crate::runtime::js::Module>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

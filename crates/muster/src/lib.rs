@@ -1,18 +1,24 @@
 //! Muster: a realtime multiplayer game backend that speaks Nakama's client API.
 //!
 //! The crate is built in layers; each module only imports the ones below it (rules in
-//! `docs/ARCHITECTURE.md`):
+//! `docs/ARCHITECTURE.md`, checked by a test):
 //!
 //! | layer | modules | job |
 //! |---|---|---|
 //! | cli | [`cli`] | the command line: settings, logging, runtime, commands ([`cli::main_with`]) |
-//! | app | [`app`] | wiring: build the services, bind listeners, run until shutdown |
-//! | net | `net` | transports and edges: HTTP routes, WebSocket, native TCP, connection lifecycle, dispatch |
-//! | domains | [`accounts`], [`chat`], [`matches`](mod@matches), [`economy`], [`functions`], [`links`], [`rooms`], [`world`] | the rules; no HTTP, no wire errors |
-//! | cluster | `cluster` | the router: deliver to sessions, users, channel members wherever they live |
+//! | app | [`app`] | wiring: builds the services and the adapters over them, binds listeners, runs until shutdown |
+//! | adapters | `net`, [`functions`], `runtime` | how the outside reaches the services: the HTTP API and the realtime socket, the console's and the links' pages; server functions; a game's JavaScript module |
+//! | services | [`services`] | [`services::Services`], every domain's service built once; [`services::Stores`], one database seen through each slice's store |
+//! | config | [`config`] | the root [`config::Config`] and the edge's sections |
+//! | domains | [`accounts`], [`economy`], [`storage`], [`leaderboards`], [`friends`], [`groups`], [`notifications`], [`status`], [`parties`], [`chat`], [`matches`](mod@matches), [`rooms`], [`links`], [`world`], [`console`] | the slices: each one's rules, store on both engines, migrations, settings and messages to other nodes; no HTTP, no wire errors |
+//! | cluster | `cluster` | the router: deliver to sessions, users, channel members wherever they live; the one node-to-node protocol |
 //! | session | `session` | registry, bounded outboxes, encode-once fanout |
-//! | store | [`store`] | persistence behind traits, SQLite and PostgreSQL |
-//! | base | [`base`] | configuration, metrics, clock, rate limits |
+//! | store | [`store`] | the engines' plumbing: SQLite and PostgreSQL connections and group-commit writers, the migration runner, the error type |
+//! | base | [`base`] | metrics, clock, rate limits, names, the coded error |
+//!
+//! What a studio uses is public: server functions ([`functions`]), match handlers
+//! ([`matches::handler`]), the configuration ([`config`]), the services and their stores
+//! ([`services`]), the app builder ([`app`], [`cli::main_with`]).
 //!
 //! [`app::run`] wires them on an already-bound listener with a shutdown future, so tests and the
 //! binary start the same server.
@@ -29,7 +35,6 @@ pub mod economy;
 pub mod friends;
 pub mod functions;
 pub mod groups;
-pub(crate) mod js;
 pub mod leaderboards;
 pub mod links;
 pub mod matches;
@@ -37,6 +42,7 @@ pub(crate) mod net;
 pub mod notifications;
 pub mod parties;
 pub mod rooms;
+pub(crate) mod runtime;
 pub mod services;
 pub(crate) mod session;
 pub mod status;

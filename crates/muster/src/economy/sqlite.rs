@@ -400,19 +400,19 @@ impl EconomyStore for SqliteStore {
 mod tests {
     use super::*;
 
-    /// An in-memory database with the accounts' and the economy's migrations up to `version`
-    /// (what the economy's tables stand on).
+    /// An in-memory database with the economy's migrations up to `version`, over the one
+    /// table of the accounts' they stand on (`users`, which their rows reference).
     fn migrated_to(version: i64) -> Connection {
         let conn = Connection::open_in_memory().expect("open");
         conn.pragma_update(None, "foreign_keys", "ON")
             .expect("pragma");
-        let mut migrations: Vec<_> = crate::accounts::store::MIGRATIONS
-            .iter()
-            .chain(crate::economy::store::MIGRATIONS)
-            .filter(|m| m.version <= version)
-            .collect();
-        migrations.sort_by_key(|m| m.version);
-        for migration in migrations {
+        conn.execute_batch(
+            "CREATE TABLE users (id TEXT PRIMARY KEY NOT NULL, username TEXT NOT NULL,
+                                 create_time_ms BIGINT NOT NULL, update_time_ms BIGINT NOT NULL)",
+        )
+        .expect("users");
+        let migrations = crate::economy::store::MIGRATIONS.iter();
+        for migration in migrations.filter(|m| m.version <= version) {
             conn.execute_batch(migration.sqlite).expect(migration.name);
         }
         conn

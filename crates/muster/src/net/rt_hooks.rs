@@ -14,8 +14,8 @@ use muster_proto::realtime::{error_code, Envelope};
 use serde_json::{json, Value};
 
 use super::dispatch::{dispatch, Handling};
-use crate::js::Module;
 use crate::net::state::AppState;
+use crate::runtime::js::Module;
 use crate::session::Session;
 
 /// Answers one envelope from `session`: through the module's realtime hooks when it has some

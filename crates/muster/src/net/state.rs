@@ -40,7 +40,7 @@ pub struct Shared {
     /// Server functions (the game's, the built-in ones, a module's RPCs).
     pub rpc: Arc<Rpc>,
     /// The game's JavaScript module (its hooks run around API calls and realtime messages).
-    pub module: Option<Arc<crate::js::Module>>,
+    pub module: Option<Arc<crate::runtime::js::Module>>,
     /// Console requests per client IP.
     pub console_limit: Arc<IpLimit>,
     /// The GraphQL read gateway (`/graphql`).

@@ -48,7 +48,15 @@ impl Rules {
                 (from.trim().to_owned(), to.trim().to_owned())
             })
             .collect();
-        Rules { rank, sideways }
+        let rules = Rules { rank, sideways };
+        for (from, to) in &rules.sideways {
+            assert!(
+                !rules.sideways.iter().any(|(a, b)| a == to && b == from),
+                "{from} and {to} may not import each other: a sideways line goes one way (put what \
+                 both need below both)"
+            );
+        }
+        rules
     }
 
     /// Why `from` may not import `to`, if it may not.
@@ -168,6 +176,7 @@ fn every_import_respects_the_layers_in_the_architecture_doc() {
     source_files(&src, &mut files);
     files.sort();
     let mut broken = Vec::new();
+    let mut used = std::collections::HashSet::new();
     for file in &files {
         let relative = file.strip_prefix(&src).expect("under src");
         let module = module_path(relative);
@@ -181,6 +190,7 @@ fn every_import_respects_the_layers_in_the_architecture_doc() {
                     // A crate-root item such as a macro, not a module.
                     continue;
                 }
+                used.insert((from.to_owned(), to.clone()));
                 if let Some(why) = rules.refusal(from, &to) {
                     broken.push(format!(
                         "{}:{}: {why}\n    {}",
@@ -197,6 +207,17 @@ fn every_import_respects_the_layers_in_the_architecture_doc() {
         "imports that break the layering rules of docs/ARCHITECTURE.md:\n{}",
         broken.join("\n")
     );
+    let stale: Vec<String> = rules
+        .sideways
+        .iter()
+        .filter(|pair| !used.contains(*pair))
+        .map(|(from, to)| format!("{from} -> {to}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "sideways lines of docs/ARCHITECTURE.md that no import uses any more: {}",
+        stale.join(", ")
+    );
 }
 
 #[test]
@@ -208,6 +229,10 @@ fn the_checker_sees_upward_sideways_and_climbing_imports() {
     assert_eq!(rules.refusal("a", "base"), None);
     assert_eq!(rules.refusal("a", "b"), None, "allowed sideways");
     assert!(rules.refusal("b", "a").is_some(), "sideways one way only");
+    let both_ways = std::panic::catch_unwind(|| {
+        Rules::parse("```layers\nmid: a b\n```\n```sideways\na -> b: x\nb -> a: y\n```\n")
+    });
+    assert!(both_ways.is_err(), "a two-way pair is refused");
     assert!(rules.refusal("base", "a").is_some(), "upward");
     let module = |p: &str| module_path(Path::new(p));
     assert_eq!(

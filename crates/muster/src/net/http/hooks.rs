@@ -210,7 +210,7 @@ pub async fn run(State(state): State<AppState>, request: Request, next: Next) ->
                     .into_response()
             }
             Err(error) => {
-                let refusal = RpcError::new(crate::js::code_of(error.code), error.message);
+                let refusal = RpcError::new(crate::runtime::js::code_of(error.code), error.message);
                 return ApiError::from(CallError::Failed(refusal)).into_response();
             }
         }
