@@ -33,13 +33,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use croner::Cron;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::base::clock::Clock;
 use crate::cluster::bus::Bus;
-use crate::leaderboards::config::{LeaderboardSpec, LeaderboardsConfig};
+use crate::leaderboards::config::LeaderboardsConfig;
 use crate::leaderboards::store::{
-    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordWrite, ScoreOp,
+    LeaderboardDef, LeaderboardRecordRow, LeaderboardStore, RecordWrite, ScoreOp, TournamentFields,
 };
 use crate::store::StoreError;
 use cursor::Cursor;
@@ -90,30 +91,33 @@ pub const SET: i16 = 1;
 pub const INCREMENT: i16 = 2;
 pub const DECREMENT: i16 = 3;
 
-/// A leaderboard to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A leaderboard to create (also the `[[leaderboards.boards]]` of the configuration: created at
+/// start if it does not exist, an existing one left as it is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct NewLeaderboard {
     pub id: String,
+    /// Only server code may write records.
     pub authoritative: bool,
     /// `"desc"` (the default: higher is better) or `"asc"`.
     pub sort_order: String,
     /// `"best"` (the default), `"set"`, `"incr"` or `"decr"`.
     pub operator: String,
-    /// A cron expression (5 fields); empty: never resets.
+    /// A cron expression (minute hour day-of-month month day-of-week, UTC); empty: never resets.
     pub reset_schedule: String,
-    /// A JSON object; empty: `{}`.
+    /// A JSON object.
     pub metadata: String,
 }
 
-impl From<&LeaderboardSpec> for NewLeaderboard {
-    fn from(spec: &LeaderboardSpec) -> Self {
+impl Default for NewLeaderboard {
+    fn default() -> Self {
         NewLeaderboard {
-            id: spec.id.clone(),
-            authoritative: spec.authoritative,
-            sort_order: spec.sort_order.clone(),
-            operator: spec.operator.clone(),
-            reset_schedule: spec.reset_schedule.clone(),
-            metadata: spec.metadata.clone(),
+            id: String::new(),
+            authoritative: false,
+            sort_order: "desc".into(),
+            operator: "best".into(),
+            reset_schedule: String::new(),
+            metadata: "{}".into(),
         }
     }
 }
@@ -330,12 +334,10 @@ impl Leaderboards {
             changed: Arc::default(),
         });
         for spec in &config.boards {
-            leaderboards.create(NewLeaderboard::from(spec)).await?;
+            leaderboards.create(spec.clone()).await?;
         }
         for spec in &config.tournaments {
-            leaderboards
-                .create_tournament(tournament::NewTournament::from(spec))
-                .await?;
+            leaderboards.create_tournament(spec.clone()).await?;
         }
         leaderboards.reload_boards().await?;
         if let Some(bus) = &leaderboards.bus {
@@ -466,22 +468,29 @@ impl Leaderboards {
     /// Creates a leaderboard unless one of its id exists (then nothing changes, as in Nakama);
     /// whether it was created.
     pub async fn create(&self, new: NewLeaderboard) -> Result<bool, LeaderboardError> {
+        let (def, schedule) = self.checked_def(new, TournamentFields::default())?;
+        self.insert_board(def, schedule).await
+    }
+
+    /// What a leaderboard and a tournament share, checked: its id, sort order, operator,
+    /// schedule and metadata; `tournament` makes it a tournament.
+    fn checked_def(
+        &self,
+        new: NewLeaderboard,
+        tournament: TournamentFields,
+    ) -> Result<(LeaderboardDef, Option<Cron>), LeaderboardError> {
         check_id(&new.id)?;
-        let sort_order = parse_sort_order(&new.sort_order)?;
-        let operator = parse_operator(&new.operator)?;
-        let schedule = parse_schedule(&new.reset_schedule)?;
-        let metadata = parse_metadata(new.metadata)?;
         let def = LeaderboardDef {
+            sort_order: parse_sort_order(&new.sort_order)?,
+            operator: parse_operator(&new.operator)?,
+            metadata: parse_metadata(new.metadata)?,
+            reset_schedule: new.reset_schedule.trim().to_string(),
             id: new.id,
             authoritative: new.authoritative,
-            sort_order,
-            operator,
-            reset_schedule: new.reset_schedule.trim().to_string(),
-            metadata,
             create_time_ms: self.clock.now_ms(),
-            tournament: Default::default(),
+            tournament,
         };
-        self.insert_board(def, schedule).await
+        Ok((def, parse_schedule(&new.reset_schedule)?))
     }
 
     /// Stores a new leaderboard or tournament and tells the other nodes; whether it was new.

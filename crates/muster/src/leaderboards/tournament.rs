@@ -10,12 +10,10 @@
 use std::sync::Arc;
 
 use chrono::DateTime;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{
-    check_id, check_submission, parse_metadata, parse_operator, parse_schedule, parse_sort_order,
-    Board, Caller, LeaderboardError, Leaderboards, Record,
-};
+use super::{check_submission, Board, Caller, LeaderboardError, Leaderboards, Record};
 use crate::leaderboards::store::{
     LeaderboardDef, RecordWrite, TournamentFields, TournamentRefusal, TournamentRules,
 };
@@ -23,53 +21,57 @@ use crate::leaderboards::store::{
 /// Most tournaments one listing page may hold (Nakama's bound and default).
 pub const MAX_LIST_LIMIT: usize = 100;
 
-/// A tournament to create.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A tournament to create (also the `[[leaderboards.tournaments]]` of the configuration).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct NewTournament {
     pub id: String,
     pub authoritative: bool,
-    /// `"desc"` (the default) or `"asc"`.
+    /// `"desc"` (the default: higher is better) or `"asc"`.
     pub sort_order: String,
     /// `"best"` (the default), `"set"`, `"incr"` or `"decr"`.
     pub operator: String,
-    /// A cron expression; empty: one period from `start_time`.
+    /// A cron expression (UTC); empty: one period from `start_time`.
     pub reset_schedule: String,
+    /// A JSON object.
     pub metadata: String,
     pub title: String,
     pub description: String,
     /// 0 to 127.
     pub category: i32,
-    /// Unix seconds; 0: now.
+    /// Unix seconds; 0: when first created.
     pub start_time: i64,
     /// Unix seconds; 0: never ends.
     pub end_time: i64,
-    /// Seconds each period is open for scores; at least 1.
+    /// Seconds each period is open for scores (at least 1).
     pub duration: i64,
     /// Most records a period may hold; 0: no bound.
     pub max_size: i32,
     /// Most submissions one record may take; 0: no bound.
     pub max_num_score: i32,
+    /// Players must join a period before scoring in it.
     pub join_required: bool,
 }
 
-impl From<&crate::leaderboards::config::TournamentSpec> for NewTournament {
-    fn from(spec: &crate::leaderboards::config::TournamentSpec) -> Self {
+impl Default for NewTournament {
+    fn default() -> Self {
+        let board = super::NewLeaderboard::default();
         NewTournament {
-            id: spec.id.clone(),
-            authoritative: spec.authoritative,
-            sort_order: spec.sort_order.clone(),
-            operator: spec.operator.clone(),
-            reset_schedule: spec.reset_schedule.clone(),
-            metadata: spec.metadata.clone(),
-            title: spec.title.clone(),
-            description: spec.description.clone(),
-            category: spec.category,
-            start_time: spec.start_time,
-            end_time: spec.end_time,
-            duration: spec.duration,
-            max_size: spec.max_size,
-            max_num_score: spec.max_num_score,
-            join_required: spec.join_required,
+            id: board.id,
+            authoritative: board.authoritative,
+            sort_order: board.sort_order,
+            operator: board.operator,
+            reset_schedule: board.reset_schedule,
+            metadata: board.metadata,
+            title: String::new(),
+            description: String::new(),
+            category: 0,
+            start_time: 0,
+            end_time: 0,
+            duration: 0,
+            max_size: 0,
+            max_num_score: 0,
+            join_required: false,
         }
     }
 }
@@ -238,7 +240,6 @@ impl Leaderboards {
 
     /// Creates a tournament unless one of its id exists; whether it was created.
     pub async fn create_tournament(&self, new: NewTournament) -> Result<bool, LeaderboardError> {
-        check_id(&new.id)?;
         if new.duration <= 0 {
             return Err(LeaderboardError::Invalid(
                 "Tournament duration must be greater than zero.".into(),
@@ -264,30 +265,26 @@ impl Leaderboards {
                 "Tournament max size and max number of scores must be 0 or more.".into(),
             ));
         }
-        let sort_order = parse_sort_order(&new.sort_order)?;
-        let operator = parse_operator(&new.operator)?;
-        let schedule = parse_schedule(&new.reset_schedule)?;
-        let metadata = parse_metadata(new.metadata)?;
-        let def = LeaderboardDef {
+        let fields = TournamentFields {
+            title: new.title,
+            description: new.description,
+            category: new.category,
+            duration: new.duration,
+            start_time,
+            end_time: new.end_time,
+            max_size: new.max_size,
+            max_num_score: new.max_num_score,
+            join_required: new.join_required,
+        };
+        let board = super::NewLeaderboard {
             id: new.id,
             authoritative: new.authoritative,
-            sort_order,
-            operator,
-            reset_schedule: new.reset_schedule.trim().to_string(),
-            metadata,
-            create_time_ms: self.clock.now_ms(),
-            tournament: TournamentFields {
-                title: new.title,
-                description: new.description,
-                category: new.category,
-                duration: new.duration,
-                start_time,
-                end_time: new.end_time,
-                max_size: new.max_size,
-                max_num_score: new.max_num_score,
-                join_required: new.join_required,
-            },
+            sort_order: new.sort_order,
+            operator: new.operator,
+            reset_schedule: new.reset_schedule,
+            metadata: new.metadata,
         };
+        let (def, schedule) = self.checked_def(board, fields)?;
         self.insert_board(def, schedule).await
     }
 
@@ -549,7 +546,7 @@ fn decode_list_cursor(text: &str) -> Option<(i64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::leaderboards::{BEST, DESCENDING};
+    use crate::leaderboards::{parse_schedule, BEST, DESCENDING};
 
     fn board(schedule: &str, start: i64, end: i64, duration: i64) -> Board {
         Board {

@@ -696,7 +696,7 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
 
 async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     let (_db, server) = console_server_with(backend, |config| {
-        config.leaderboards.boards = vec![muster::leaderboards::config::LeaderboardSpec {
+        config.leaderboards.boards = vec![muster::leaderboards::NewLeaderboard {
             id: "weekly".into(),
             ..Default::default()
         }];

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
-use muster::leaderboards::config::{LeaderboardSpec, TournamentSpec};
 use muster::leaderboards::schedule::{EventKind, ScheduleHooks};
+use muster::leaderboards::tournament::NewTournament;
 use muster::leaderboards::tournament::TournamentInfo;
 use muster::leaderboards::LeaderboardInfo;
+use muster::leaderboards::NewLeaderboard;
 use serde_json::{json, Value};
 use support::{Backend, Database, TestServer};
 use tokio::sync::{mpsc, Mutex};
@@ -101,20 +102,20 @@ async fn tell(server: &TestServer, after: i64, now: i64) -> Value {
 async fn resets_and_ends_are_told_once_with_nakamas_arguments(backend: Backend) {
     let db = Database::new(backend).await;
     let mut config = db.config();
-    config.leaderboards.boards = vec![LeaderboardSpec {
+    config.leaderboards.boards = vec![NewLeaderboard {
         id: "daily".into(),
         reset_schedule: "0 0 * * *".into(),
         ..Default::default()
     }];
     config.leaderboards.tournaments = vec![
-        TournamentSpec {
+        NewTournament {
             id: "hourly".into(),
             reset_schedule: "0 * * * *".into(),
             duration: 1800,
             start_time: T,
             ..Default::default()
         },
-        TournamentSpec {
+        NewTournament {
             id: "once".into(),
             duration: HOUR,
             start_time: T + 10 * HOUR,

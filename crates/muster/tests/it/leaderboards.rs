@@ -9,7 +9,6 @@ use crate::support;
 use std::time::Duration;
 
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
-use muster::leaderboards::config::LeaderboardSpec;
 use muster::leaderboards::{Caller, NewLeaderboard};
 use serde_json::{json, Value};
 use support::{assert_error, Backend, Database, TestServer};
@@ -25,8 +24,8 @@ on_both_backends!(
     bad_input_is_refused_and_changes_nothing,
 );
 
-fn board(id: &str, sort_order: &str, operator: &str) -> LeaderboardSpec {
-    LeaderboardSpec {
+fn board(id: &str, sort_order: &str, operator: &str) -> NewLeaderboard {
+    NewLeaderboard {
         id: id.into(),
         sort_order: sort_order.into(),
         operator: operator.into(),
@@ -81,7 +80,7 @@ impl ServerFunction for Admin {
     }
 }
 
-async fn start(db: &Database, boards: Vec<LeaderboardSpec>) -> TestServer {
+async fn start(db: &Database, boards: Vec<NewLeaderboard>) -> TestServer {
     let mut config = db.config();
     config.leaderboards.boards = boards;
     let mut functions = Functions::new();
@@ -280,7 +279,7 @@ async fn authoritative_boards_take_only_server_writes(backend: Backend) {
     let db = Database::new(backend).await;
     let server = start(
         &db,
-        vec![LeaderboardSpec {
+        vec![NewLeaderboard {
             authoritative: true,
             ..board("ranked", "desc", "best")
         }],
@@ -537,7 +536,7 @@ async fn a_reset_starts_a_new_period_and_keeps_the_last(backend: Backend) {
     let db = Database::new(backend).await;
     let server = start(
         &db,
-        vec![LeaderboardSpec {
+        vec![NewLeaderboard {
             reset_schedule: "0 * * * *".into(),
             ..board("daily", "desc", "incr")
         }],

@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use muster::leaderboards::config::TournamentSpec;
+use muster::leaderboards::tournament::NewTournament;
 use serde_json::{json, Value};
 use support::{assert_error, Backend, Database, TestServer};
 
@@ -18,7 +18,7 @@ on_both_backends!(
     racing_joins_fill_a_tournament_exactly,
 );
 
-async fn start(db: &Database, tournaments: Vec<TournamentSpec>) -> TestServer {
+async fn start(db: &Database, tournaments: Vec<NewTournament>) -> TestServer {
     let mut config = db.config();
     config.leaderboards.tournaments = tournaments;
     // The tests move the clock by hours: sessions must outlive that.
@@ -90,7 +90,7 @@ async fn a_tournament_takes_scores_only_in_its_window_and_within_its_bounds(back
     let start_time = now_secs() + 3600;
     let server = start(
         &db,
-        vec![TournamentSpec {
+        vec![NewTournament {
             id: "cup".into(),
             title: "The Cup".into(),
             category: 3,
@@ -192,7 +192,7 @@ async fn a_resetting_tournament_opens_a_new_period_each_time(backend: Backend) {
     let db = Database::new(backend).await;
     let server = start(
         &db,
-        vec![TournamentSpec {
+        vec![NewTournament {
             id: "hourly".into(),
             reset_schedule: "0 * * * *".into(),
             duration: 1800,
@@ -265,7 +265,7 @@ async fn a_resetting_tournament_opens_a_new_period_each_time(backend: Backend) {
 async fn tournaments_are_listed_by_category_and_time(backend: Backend) {
     let db = Database::new(backend).await;
     let now = now_secs();
-    let spec = |id: &str, category: i32, end_time: i64| TournamentSpec {
+    let spec = |id: &str, category: i32, end_time: i64| NewTournament {
         id: id.into(),
         category,
         start_time: now - 60,
@@ -338,7 +338,7 @@ async fn racing_joins_fill_a_tournament_exactly(backend: Backend) {
     let db = Database::new(backend).await;
     let server = start(
         &db,
-        vec![TournamentSpec {
+        vec![NewTournament {
             id: "small".into(),
             duration: 3600,
             max_size: 3,

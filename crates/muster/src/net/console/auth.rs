@@ -1,6 +1,7 @@
 //! Logging in and out, and [`Session`]: the extractor every other route takes, which finds the
 //! operator from the session cookie and, for a change, checks the CSRF token.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, State};
@@ -13,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::ConsoleApiError;
-use crate::console::{Console, Operator};
+use crate::console::{Console, Operator, Role};
 use crate::net::http::extract::ClientIp;
 use crate::net::state::AppState;
 
@@ -31,6 +32,56 @@ pub fn console(state: &AppState) -> Result<&Arc<Console>, ConsoleApiError> {
 /// carry the session's CSRF token in `X-CSRF-Token`: a page on another site can make the
 /// browser send the cookie, but cannot read the token.
 pub struct Session(pub Operator);
+
+/// What every console route takes: the app's state and the logged-in operator, whose role is
+/// at least `R` ([`Readonly`], [`Developer`] or [`Admin`]); a lower role is refused before the
+/// route runs.
+pub struct As<R> {
+    pub state: AppState,
+    pub operator: Operator,
+    role: PhantomData<R>,
+}
+
+/// A role a route needs, as a type.
+pub trait Needs {
+    const ROLE: Role;
+}
+
+/// Reads: status, players, data (the lowest role).
+pub struct Readonly;
+/// Changes to players and data.
+pub struct Developer;
+/// Console users and the settings.
+pub struct Admin;
+
+impl Needs for Readonly {
+    const ROLE: Role = Role::Readonly;
+}
+
+impl Needs for Developer {
+    const ROLE: Role = Role::Developer;
+}
+
+impl Needs for Admin {
+    const ROLE: Role = Role::Admin;
+}
+
+impl<R: Needs> FromRequestParts<AppState> for As<R> {
+    type Rejection = ConsoleApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, ConsoleApiError> {
+        let Session(operator) = Session::from_request_parts(parts, state).await?;
+        operator.require(R::ROLE)?;
+        Ok(As {
+            state: state.clone(),
+            operator,
+            role: PhantomData,
+        })
+    }
+}
 
 impl FromRequestParts<AppState> for Session {
     type Rejection = ConsoleApiError;

@@ -4,14 +4,11 @@
 
 use std::time::Duration;
 
-use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::auth::Session;
-use super::ConsoleApiError;
-use crate::console::Role;
-use crate::net::state::AppState;
+use super::auth::{As, Readonly};
+use super::Answer;
 
 /// How long the autoscaler is waited for.
 const ASK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -20,11 +17,7 @@ const MAX_ANSWER: usize = 1 << 20;
 
 /// `GET /api/autoscaler`: `{configured: false}` without `console.autoscaler_url`; else the
 /// autoscaler's answer, or `{error}` when it cannot be read.
-pub async fn decisions(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn decisions(As { state, .. }: As<Readonly>) -> Answer {
     let base = state
         .services
         .config

@@ -2,29 +2,27 @@
 //! order page by page, and an operator's edit of a board's metadata or deletion of a record
 //! (audited).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
-use super::ConsoleApiError;
-use crate::console::Role;
+use super::{Answer, ConsoleApiError};
 use crate::leaderboards::view::list_of;
 use crate::leaderboards::Caller;
-use crate::net::state::AppState;
 
 /// Records per page.
 const PAGE: usize = 50;
 
 /// `GET /api/leaderboards`: every leaderboard and tournament with its definition.
 pub async fn list(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+    As {
+        state, operator: _, ..
+    }: As<Readonly>,
+) -> Answer {
     let leaderboards = &state.services.leaderboards;
     let mut boards = Vec::new();
     for id in leaderboards.ids() {
@@ -53,12 +51,10 @@ pub struct RecordsQuery {
 
 /// `GET /api/leaderboards/{id}/records?cursor=`: the current period's records in rank order.
 pub async fn records(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As { state, .. }: As<Readonly>,
     Path(id): Path<String>,
     Query(query): Query<RecordsQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+) -> Answer {
     let page = state
         .services
         .leaderboards
@@ -72,11 +68,11 @@ pub async fn records(
 
 /// `DELETE /api/leaderboards/{id}/records/{owner}`: the owner's record of the current period.
 pub async fn delete_record(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path((id, owner)): Path<(String, String)>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let owner = Uuid::parse_str(&owner)
         .map_err(|_| ConsoleApiError::BadRequest("Not an owner id.".into()))?;
     state
@@ -104,12 +100,12 @@ pub struct MetadataBody {
 
 /// `POST /api/leaderboards/{id}/metadata`: replaces a leaderboard's or tournament's metadata.
 pub async fn set_metadata(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<MetadataBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     state
         .services
         .leaderboards

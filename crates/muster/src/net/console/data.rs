@@ -2,17 +2,15 @@
 //! page of large values costs little), one object whole, and an operator's write, which must
 //! name the version it read: an edit of a stale version is refused and changes nothing.
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
-use super::ConsoleApiError;
-use crate::console::Role;
-use crate::net::state::AppState;
+use super::{Answer, ConsoleApiError};
 use crate::storage::{api_object, Caller, ObjectId, StorageError, WriteObject};
 
 /// Objects per page of a listing.
@@ -38,12 +36,7 @@ pub struct ListQuery {
 }
 
 /// `GET /api/storage?collection=&owner=&cursor=`.
-pub async fn list(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn list(As { state, .. }: As<Readonly>, Query(query): Query<ListQuery>) -> Answer {
     let page = state
         .services
         .storage
@@ -87,12 +80,7 @@ pub struct ObjectQuery {
 }
 
 /// `GET /api/storage/object?collection=&key=&owner=`: one object, whole.
-pub async fn read(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Query(query): Query<ObjectQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn read(As { state, .. }: As<Readonly>, Query(query): Query<ObjectQuery>) -> Answer {
     let found = state
         .services
         .storage
@@ -127,11 +115,11 @@ pub struct WriteBody {
 
 /// `POST /api/storage/object`: writes one object as the server, only over the version read.
 pub async fn write(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Json(body): Json<WriteBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     if body.version.is_empty() {
         return Err(ConsoleApiError::BadRequest(
             "Name the version you edited (or * for a new object).".into(),

@@ -1,17 +1,15 @@
 //! Invite links: a link by its code with its clicks per day, and an operator's disabling of it
 //! (as the links API key may).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
-use super::ConsoleApiError;
-use crate::console::Role;
+use super::Answer;
 use crate::links::Viewer;
-use crate::net::state::AppState;
 
 #[derive(Deserialize)]
 pub struct StatsQuery {
@@ -20,12 +18,10 @@ pub struct StatsQuery {
 
 /// `GET /api/links/{code}?days=`: the link, its visits and clicks per day (90 days by default).
 pub async fn stats(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As { state, .. }: As<Readonly>,
     Path(code): Path<String>,
     Query(query): Query<StatsQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+) -> Answer {
     let stats = state
         .services
         .links
@@ -49,11 +45,11 @@ pub async fn stats(
 
 /// `DELETE /api/links/{code}`: disables the link for good (410 from then on).
 pub async fn disable(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(code): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     state
         .services
         .links

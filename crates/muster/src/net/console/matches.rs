@@ -2,28 +2,22 @@
 //! match's presences and (authoritative) state, a signal to it and a player kicked from it — each
 //! on whichever node the match lives on.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
-use super::ConsoleApiError;
-use crate::console::Role;
+use super::{Answer, ConsoleApiError};
 use crate::matches::listing::ListAsk;
-use crate::net::state::AppState;
 
 /// Matches listed at most.
 const LIMIT: usize = 100;
 
 /// `GET /api/matches`: up to 100 matches of the cluster, and this node's rooms.
-pub async fn list(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn list(As { state, .. }: As<Readonly>) -> Answer {
     let matches = state
         .services
         .matches
@@ -42,12 +36,7 @@ pub async fn list(
 }
 
 /// `GET /api/rooms/{id}/log`: the game server's latest output, for a room of this node's fleet.
-pub async fn room_log(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn room_log(As { state, .. }: As<Readonly>, Path(id): Path<String>) -> Answer {
     let output = state
         .services
         .rooms
@@ -65,12 +54,12 @@ pub struct SignalBody {
 
 /// `POST /api/matches/{id}/signal`: the handler's answer (Nakama's `matchSignal`).
 pub async fn signal(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<SignalBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let answer = state
         .services
         .matches
@@ -87,12 +76,7 @@ pub async fn signal(
 const STATE_SHOWN: usize = 256 * 1024;
 
 /// `GET /api/matches/{id}`: who is in the match and, for an authoritative one, its state.
-pub async fn inspect(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn inspect(As { state, .. }: As<Readonly>, Path(id): Path<String>) -> Answer {
     let mut inspection = state
         .services
         .matches
@@ -123,12 +107,12 @@ pub struct KickBody {
 /// `POST /api/matches/{id}/kick`: removes the player of `session_id` from the match (the others
 /// are told it left); 404 when it is not in the match.
 pub async fn kick(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<KickBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let session = Uuid::parse_str(&body.session_id)
         .map_err(|_| ConsoleApiError::BadRequest("Not a session id.".into()))?;
     if !state

@@ -66,6 +66,9 @@ use super::http::extract::ClientIp;
 use crate::net::state::AppState;
 pub use error::ConsoleApiError;
 
+/// What a console route answers: JSON, or the console's refusal.
+pub type Answer = Result<axum::Json<serde_json::Value>, ConsoleApiError>;
+
 /// Largest request body the console takes (a storage object's value is the largest thing sent).
 const BODY_LIMIT: usize = 1 << 20;
 

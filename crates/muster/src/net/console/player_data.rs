@@ -2,16 +2,15 @@
 //! collections (values shortened in a page, whole in an export) and their chat messages across
 //! channels, newest first — page by page, never a whole table.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::auth::Session;
+use super::auth::{As, Readonly};
 use super::error::{domain, user_id};
-use super::ConsoleApiError;
-use crate::console::Role;
+use super::{Answer, ConsoleApiError};
 use crate::net::state::AppState;
 
 /// Objects and messages per page.
@@ -65,12 +64,10 @@ pub struct StorageQuery {
 
 /// `GET /api/accounts/{id}/storage?cursor=`: the next page of the player's objects.
 pub async fn storage(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As { state, .. }: As<Readonly>,
     Path(id): Path<String>,
     Query(query): Query<StorageQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+) -> Answer {
     let (objects, cursor) =
         storage_page(&state, user_id(&id)?, query.cursor.as_deref(), true).await?;
     Ok(Json(json!({"objects": objects, "cursor": cursor})))
@@ -83,12 +80,10 @@ pub struct MessagesQuery {
 
 /// `GET /api/accounts/{id}/messages?before=`: the next page of the player's messages.
 pub async fn messages(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As { state, .. }: As<Readonly>,
     Path(id): Path<String>,
     Query(query): Query<MessagesQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+) -> Answer {
     let (messages, next) = messages_page(&state, user_id(&id)?, query.before).await?;
     Ok(Json(json!({"messages": messages, "before": next})))
 }

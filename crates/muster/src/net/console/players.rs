@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,11 +12,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::{domain, user_id};
 use super::player_data;
-use super::ConsoleApiError;
-use crate::console::Role;
+use super::{Answer, ConsoleApiError};
 use crate::economy::store::{InventoryItem, LedgerEntry};
 use crate::economy::Change;
 use crate::net::state::AppState;
@@ -33,12 +32,7 @@ pub struct SearchQuery {
 
 /// `GET /api/accounts?q=&after=`: accounts by id, device, email, custom id, or the start of a
 /// username or display name; with no `q`, every account by username (`after` pages).
-pub async fn search(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Query(query): Query<SearchQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn search(As { state, .. }: As<Readonly>, Query(query): Query<SearchQuery>) -> Answer {
     let found = console(&state)?
         .search_accounts(&query.q, query.after)
         .await?;
@@ -158,12 +152,7 @@ async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiErr
 }
 
 /// `GET /api/accounts/{id}`.
-pub async fn account(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn account(As { state, .. }: As<Readonly>, Path(id): Path<String>) -> Answer {
     Ok(Json(account_json(&state, user_id(&id)?).await?))
 }
 
@@ -174,12 +163,10 @@ pub struct LedgerQuery {
 
 /// `GET /api/accounts/{id}/ledger?cursor=`: the next page of the ledger, newest first.
 pub async fn ledger(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As { state, .. }: As<Readonly>,
     Path(id): Path<String>,
     Query(query): Query<LedgerQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+) -> Answer {
     let page = state
         .services
         .economy
@@ -193,11 +180,11 @@ pub async fn ledger(
 
 /// `GET /api/accounts/{id}/export`: the account's data as a JSON file (developer).
 pub async fn export(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleApiError> {
-    operator.require(Role::Developer)?;
     let id = user_id(&id)?;
     let mut data = account_json(&state, id).await?;
     // The whole ledger and inventory, page by page.
@@ -290,12 +277,12 @@ pub struct WalletBody {
 /// `POST /api/accounts/{id}/wallet`: grants and takes currencies through the economy's one
 /// write path (a ledger row, reason `console`); an overdraw is refused and changes nothing.
 pub async fn wallet(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<WalletBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let id = user_id(&id)?;
     if body.changeset.is_empty() || body.changeset.values().any(|a| *a == 0) {
         return Err(ConsoleApiError::BadRequest(
@@ -338,12 +325,12 @@ pub struct MetadataBody {
 
 /// `POST /api/accounts/{id}/metadata`: replaces the account's metadata.
 pub async fn metadata(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<MetadataBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let id = user_id(&id)?;
     let text = match &body.metadata {
         Value::String(text) => text.clone(),
@@ -368,11 +355,11 @@ pub async fn metadata(
 
 /// `POST /api/accounts/{id}/ban` and `/unban`.
 pub async fn ban(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path((id, action)): Path<(String, String)>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let id = user_id(&id)?;
     let found = match action.as_str() {
         "ban" => state.services.accounts.ban(&[id]).await,
@@ -396,11 +383,11 @@ pub async fn ban(
 
 /// `POST /api/accounts/{id}/sessions/end`: closes every socket of the player, on every node.
 pub async fn end_sessions(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let id = user_id(&id)?;
     state.services.accounts.end_sessions(&[id]);
     console(&state)?
@@ -411,11 +398,11 @@ pub async fn end_sessions(
 
 /// `DELETE /api/accounts/{id}`: the account and what it owns, as a player's own deletion.
 pub async fn delete(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let id = user_id(&id)?;
     state.services.accounts.delete(id).await.map_err(domain)?;
     state.services.leaderboards.forget_owner(id).await;

@@ -2,27 +2,21 @@
 //! calls and last error, and the API explorer: call any function as a chosen player (or as the
 //! server) and see the answer.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::Json;
 use prometheus::core::Collector;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
-use super::ConsoleApiError;
-use crate::console::Role;
+use super::{Answer, ConsoleApiError};
 use crate::functions::{CallError, Caller};
-use crate::net::state::AppState;
 
 /// `GET /api/runtime`: every registered function, its calls by outcome on this node and its
 /// last error; the module's hooks and match handlers likewise.
-pub async fn functions(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn functions(As { state, .. }: As<Readonly>) -> Answer {
     // Calls by (function, outcome), read from the metric without creating label sets.
     let mut calls: std::collections::HashMap<String, serde_json::Map<String, Value>> =
         Default::default();
@@ -69,12 +63,12 @@ pub struct CallBody {
 
 /// `POST /api/runtime/{id}/call`: the function's answer, or its error.
 pub async fn call(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<CallBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let caller = match body.user_id.trim() {
         "" => None,
         text => {

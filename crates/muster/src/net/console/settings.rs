@@ -1,23 +1,16 @@
 //! The configuration in force, with every secret redacted (admins only).
 
-use axum::extract::State;
 use axum::Json;
 use serde_json::Value;
 
-use super::auth::Session;
-use super::ConsoleApiError;
-use crate::console::Role;
-use crate::net::state::AppState;
+use super::auth::{Admin, As};
+use super::{Answer, ConsoleApiError};
 
 /// What a redacted value reads.
 const REDACTED: &str = "(redacted)";
 
 /// `GET /api/config`.
-pub async fn config(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Admin)?;
+pub async fn config(As { state, .. }: As<Admin>) -> Answer {
     let mut value =
         serde_json::to_value(&*state.services.config).map_err(|_| ConsoleApiError::Internal)?;
     redact(&mut value);

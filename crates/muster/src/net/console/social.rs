@@ -2,20 +2,18 @@
 //! reads as the server), groups page by page with their members, this node's parties, and a
 //! notification sent to a player.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::Json;
 use muster_proto::realtime::ChannelId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::auth::{console, Session};
+use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
-use super::ConsoleApiError;
+use super::{Answer, ConsoleApiError};
 use crate::chat::history::HistoryRequest;
-use crate::console::Role;
 use crate::groups::GroupQuery;
-use crate::net::state::AppState;
 use crate::notifications::NewNotification;
 
 /// Messages, groups and members per page.
@@ -30,11 +28,9 @@ pub struct MessagesQuery {
 
 /// `GET /api/chat/messages?channel=&cursor=`: a channel's stored messages, newest first.
 pub async fn messages(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As { state, .. }: As<Readonly>,
     Query(query): Query<MessagesQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+) -> Answer {
     let channel_id = if ChannelId::parse(&query.channel).is_ok() {
         query.channel
     } else {
@@ -66,12 +62,7 @@ pub struct GroupsQuery {
 
 /// `GET /api/groups?name=&cursor=`: groups by name (a prefix, `%` a wildcard) or all, largest
 /// first.
-pub async fn groups(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Query(query): Query<GroupsQuery>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn groups(As { state, .. }: As<Readonly>, Query(query): Query<GroupsQuery>) -> Answer {
     let list = state
         .services
         .groups
@@ -95,12 +86,7 @@ pub async fn groups(
 }
 
 /// `GET /api/groups/{id}/users`: a group's members (first page), by state.
-pub async fn group_users(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn group_users(As { state, .. }: As<Readonly>, Path(id): Path<String>) -> Answer {
     let list = state
         .services
         .groups
@@ -132,12 +118,12 @@ fn yes() -> bool {
 
 /// `POST /api/accounts/{id}/notify`: a notification from the system to the player.
 pub async fn notify(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Developer>,
     Path(id): Path<String>,
     Json(body): Json<NotifyBody>,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Developer)?;
+) -> Answer {
     let user_id =
         Uuid::parse_str(&id).map_err(|_| ConsoleApiError::BadRequest("Not a user id.".into()))?;
     state
@@ -169,11 +155,7 @@ const PARTIES_SHOWN: usize = 200;
 
 /// `GET /api/parties`: the parties this node holds (a party lives on the node of the session
 /// that made it), with their members, leader, label and waiting join requests.
-pub async fn parties(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn parties(As { state, .. }: As<Readonly>) -> Answer {
     let parties: Vec<Value> = state
         .services
         .parties

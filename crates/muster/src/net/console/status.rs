@@ -1,14 +1,13 @@
 //! The status history and the audit log.
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{console, Session};
-use super::ConsoleApiError;
+use super::auth::{console, As, Readonly};
+use super::{Answer, ConsoleApiError};
 use crate::console::history::{Resolution, WindowQuery};
-use crate::console::Role;
 use crate::net::state::AppState;
 
 #[derive(Deserialize)]
@@ -25,12 +24,7 @@ pub struct HistoryQuery {
 }
 
 /// `GET /api/status`: this node's series, with the node's name.
-pub async fn history(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Query(query): Query<HistoryQuery>,
-) -> Result<Json<serde_json::Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn history(As { state, .. }: As<Readonly>, Query(query): Query<HistoryQuery>) -> Answer {
     let resolution = match query.resolution.as_deref() {
         None | Some("second") => Resolution::Second,
         Some("minute") => Resolution::Minute,
@@ -67,11 +61,7 @@ pub fn node_name(state: &AppState) -> String {
 }
 
 /// `GET /api/cluster`: this node, the live nodes it knows of and the latest departures.
-pub async fn cluster(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<serde_json::Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn cluster(As { state, .. }: As<Readonly>) -> Answer {
     let console = console(&state)?;
     let known = match &console.cluster {
         Some(cluster) => cluster.nodes.report(),
@@ -95,12 +85,7 @@ pub struct AuditQuery {
 
 /// `GET /api/audit`: a page of the audit log, newest first; `next` is the `before` of the next
 /// page (absent at the end).
-pub async fn audit(
-    State(state): State<AppState>,
-    Session(operator): Session,
-    Query(query): Query<AuditQuery>,
-) -> Result<Json<serde_json::Value>, ConsoleApiError> {
-    operator.require(Role::Readonly)?;
+pub async fn audit(As { state, .. }: As<Readonly>, Query(query): Query<AuditQuery>) -> Answer {
     let limit = query.limit.unwrap_or(50);
     let rows = console(&state)?.audit_log(query.before, limit).await?;
     let next = (rows.len() >= limit.clamp(1, crate::console::MAX_AUDIT_PAGE))

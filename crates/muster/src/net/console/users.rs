@@ -1,21 +1,16 @@
 //! Console users: listed, added and deleted by admins; each change audited.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::{console, Session};
-use super::ConsoleApiError;
+use super::auth::{console, Admin, As};
+use super::Answer;
 use crate::console::{ConsoleError, Role};
-use crate::net::state::AppState;
 
 /// `GET /api/users`: every console user (names, roles, creation times; never hashes).
-pub async fn list(
-    State(state): State<AppState>,
-    Session(operator): Session,
-) -> Result<Json<serde_json::Value>, ConsoleApiError> {
-    operator.require(Role::Admin)?;
+pub async fn list(As { state, .. }: As<Admin>) -> Answer {
     let users: Vec<_> = console(&state)?
         .users()
         .await?
@@ -34,11 +29,11 @@ pub struct NewUser {
 
 /// `POST /api/users`: `{username, password, role}`.
 pub async fn create(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Admin>,
     Json(body): Json<NewUser>,
-) -> Result<Json<serde_json::Value>, ConsoleApiError> {
-    operator.require(Role::Admin)?;
+) -> Answer {
     let role = Role::parse(&body.role)
         .ok_or_else(|| ConsoleError::Invalid("role is admin, developer or readonly".into()))?;
     let console = console(&state)?;
@@ -58,11 +53,11 @@ pub async fn create(
 
 /// `DELETE /api/users/{username}`: the user and their sessions.
 pub async fn remove(
-    State(state): State<AppState>,
-    Session(operator): Session,
+    As {
+        state, operator, ..
+    }: As<Admin>,
     Path(username): Path<String>,
-) -> Result<Json<serde_json::Value>, ConsoleApiError> {
-    operator.require(Role::Admin)?;
+) -> Answer {
     let console = console(&state)?;
     console
         .delete_user(&state.services.config.console, &username)

@@ -15,6 +15,8 @@
 //! refusal is always 401 with Nakama's error body and never says which part was wrong beyond
 //! what the client needs to fix its request.
 
+use std::sync::Arc;
+
 use axum::extract::{FromRequestParts, Query};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -24,6 +26,7 @@ use serde::Deserialize;
 use super::error::ApiError;
 use crate::accounts::tokens::Claims;
 use crate::net::state::AppState;
+use crate::services::Services;
 
 /// Compares secrets in time independent of where they differ.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -98,15 +101,20 @@ impl FromRequestParts<AppState> for ServerKey {
     }
 }
 
-/// A player, by the verified claims of their session token.
-pub struct Player(pub Claims);
+/// A player's request: the verified claims of their session token, the services (most routes
+/// need nothing else) and the app's state.
+pub struct Player(pub Claims, pub Arc<Services>, pub AppState);
 
 impl FromRequestParts<AppState> for Player {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match presented(parts) {
-            Presented::Bearer(token) => verify_session(state, token).map(Player),
+            Presented::Bearer(token) => Ok(Player(
+                verify_session(state, token)?,
+                state.services.clone(),
+                state.clone(),
+            )),
             _ => Err(ApiError::Unauthenticated("Auth token required.".into())),
         }
     }

@@ -7,8 +7,8 @@ use muster_proto::api::{AuthenticateEmailRequest, AuthenticateIdRequest, Session
 use serde::Deserialize;
 
 use super::auth::ServerKey;
-use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, AuthRateLimit};
+use super::response::Answer;
 use crate::accounts::Login;
 use crate::net::state::AppState;
 
@@ -35,7 +35,7 @@ pub async fn device(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuthQuery>,
     ApiJson(body): ApiJson<AuthenticateIdRequest>,
-) -> Result<Json<Session>, ApiError> {
+) -> Answer<Session> {
     let create = query.create();
     let session = state
         .services
@@ -51,7 +51,7 @@ pub async fn custom(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuthQuery>,
     ApiJson(body): ApiJson<AuthenticateIdRequest>,
-) -> Result<Json<Session>, ApiError> {
+) -> Answer<Session> {
     let create = query.create();
     let session = state
         .services
@@ -67,7 +67,7 @@ pub async fn email(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuthQuery>,
     ApiJson(body): ApiJson<AuthenticateEmailRequest>,
-) -> Result<Json<Session>, ApiError> {
+) -> Answer<Session> {
     let create = query.create();
     let login = Login::Email {
         email: body.email,

@@ -6,7 +6,7 @@
 //! `cacheable_cursor` with `forward=true`). Who may read what is [`crate::chat::history`]'s.
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::Json;
 use muster_proto::api::ChannelMessageList;
 use serde::Deserialize;
@@ -14,8 +14,8 @@ use serde::Deserialize;
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::ApiQuery;
+use super::response::Answer;
 use crate::chat::history::HistoryRequest;
-use crate::net::state::AppState;
 
 #[derive(Deserialize)]
 pub struct ListQuery {
@@ -25,11 +25,10 @@ pub struct ListQuery {
 }
 
 pub async fn list_messages(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     path: Result<Path<String>, PathRejection>,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<ChannelMessageList>, ApiError> {
+) -> Answer<ChannelMessageList> {
     let Path(channel_id) =
         path.map_err(|e| ApiError::InvalidArgument(format!("Invalid channel ID: {e}.")))?;
     let request = HistoryRequest {
@@ -39,5 +38,5 @@ pub async fn list_messages(
         forward: query.forward.unwrap_or(true),
         cursor: query.cursor.unwrap_or_default(),
     };
-    Ok(Json(state.services.chat.history(request).await?))
+    Ok(Json(services.chat.history(request).await?))
 }

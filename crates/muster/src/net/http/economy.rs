@@ -10,36 +10,29 @@
 //!
 //! Amounts and counts are JSON integers (up to 2^63-1); ids are strings.
 
-use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::auth::Player;
-use super::error::ApiError;
 use super::extract::ApiQuery;
-use crate::net::state::AppState;
+use super::response::Done;
 
 /// A stored JSON object column, as a JSON value (an empty object if it does not parse).
 fn object(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| json!({}))
 }
 
-pub async fn wallet(
-    Player(caller): Player,
-    State(state): State<AppState>,
-) -> Result<Json<Value>, ApiError> {
-    let wallet = state.services.economy.wallet(caller.uid).await?;
+pub async fn wallet(Player(caller, services, _): Player) -> Done {
+    let wallet = services.economy.wallet(caller.uid).await?;
     Ok(Json(json!({ "wallet": wallet })))
 }
 
 pub async fn inventory(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiQuery(query): ApiQuery<PageQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let page = state
-        .services
+) -> Done {
+    let page = services
         .economy
         .inventory(caller.uid, query.limit, query.cursor.as_deref())
         .await?;
@@ -71,12 +64,10 @@ pub struct PageQuery {
 }
 
 pub async fn ledger(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiQuery(query): ApiQuery<PageQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let page = state
-        .services
+) -> Done {
+    let page = services
         .economy
         .ledger(caller.uid, query.limit, query.cursor.as_deref())
         .await?;

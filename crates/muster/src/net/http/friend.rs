@@ -3,16 +3,15 @@
 //! `GET /v2/friend?limit=&state=&cursor=` (list), `GET /v2/friend/friends?limit=&cursor=`
 //! (friends of friends).
 
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::Json;
 use muster_proto::api::{FriendList, FriendsOfFriendsList};
 
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{parsed, UserRefs};
-use super::response::LargeJson;
+use super::response::{done, Answer, Done, LargeJson};
 use crate::friends::{FriendError, Targets};
-use crate::net::state::AppState;
 
 impl From<FriendError> for ApiError {
     fn from(error: FriendError) -> Self {
@@ -35,55 +34,32 @@ fn targets(raw: Option<String>) -> Targets {
     }
 }
 
-fn done() -> Json<serde_json::Value> {
-    Json(serde_json::json!({}))
-}
-
-pub async fn add(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
+pub async fn add(Player(caller, services, _): Player, RawQuery(raw): RawQuery) -> Done {
+    services
         .friends
         .add(caller.uid, &caller.usn, targets(raw))
         .await?;
-    Ok(done())
+    done()
 }
 
-pub async fn delete(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
+pub async fn delete(Player(caller, services, _): Player, RawQuery(raw): RawQuery) -> Done {
+    services
         .friends
         .delete(caller.uid, &caller.usn, targets(raw))
         .await?;
-    Ok(done())
+    done()
 }
 
-pub async fn block(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
-        .friends
-        .block(caller.uid, targets(raw))
-        .await?;
-    Ok(done())
+pub async fn block(Player(caller, services, _): Player, RawQuery(raw): RawQuery) -> Done {
+    services.friends.block(caller.uid, targets(raw)).await?;
+    done()
 }
 
 /// About the JSON of one friend (an account's public fields and the edge's).
 const FRIEND_JSON_BYTES: usize = 320;
 
 pub async fn list(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, _, state): Player,
     RawQuery(raw): RawQuery,
 ) -> Result<LargeJson<FriendList>, ApiError> {
     let (mut limit, mut friend_state, mut cursor) = (0usize, None, String::new());
@@ -112,10 +88,9 @@ pub async fn list(
 }
 
 pub async fn friends_of_friends(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     RawQuery(raw): RawQuery,
-) -> Result<Json<FriendsOfFriendsList>, ApiError> {
+) -> Answer<FriendsOfFriendsList> {
     let (mut limit, mut cursor) = (0usize, String::new());
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
@@ -126,8 +101,7 @@ pub async fn friends_of_friends(
             _ => {}
         }
     }
-    let list = state
-        .services
+    let list = services
         .friends
         .friends_of_friends(caller.uid, limit, &cursor)
         .await?;

@@ -3,7 +3,7 @@
 //! `POST /v2/group/{group_id}/{add,kick,ban,promote,demote}?user_ids=`,
 //! `GET /v2/group/{group_id}/user` and `GET /v2/user/{user_id}/group`.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery};
 use axum::Json;
 use muster_proto::api::{
     CreateGroupRequest, Group, GroupList, GroupUserList, UpdateGroupRequest, UserGroupList,
@@ -12,6 +12,7 @@ use muster_proto::api::{
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{parsed, repeated, ApiJson};
+use super::response::{done, Answer, Done};
 use crate::groups::store::{Actor, GroupRefusal, MemberChange};
 use crate::groups::{GroupError, GroupQuery};
 use crate::net::state::AppState;
@@ -41,67 +42,44 @@ impl From<GroupError> for ApiError {
     }
 }
 
-fn done() -> Json<serde_json::Value> {
-    Json(serde_json::json!({}))
-}
-
 pub async fn create(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiJson(request): ApiJson<CreateGroupRequest>,
-) -> Result<Json<Group>, ApiError> {
-    Ok(Json(
-        state.services.groups.create(caller.uid, request).await?,
-    ))
+) -> Answer<Group> {
+    Ok(Json(services.groups.create(caller.uid, request).await?))
 }
 
 pub async fn update(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     Path(group_id): Path<String>,
     ApiJson(request): ApiJson<UpdateGroupRequest>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
+) -> Done {
+    services
         .groups
         .update(Actor::User(caller.uid), &group_id, request)
         .await?;
-    Ok(done())
+    done()
 }
 
-pub async fn delete(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    Path(group_id): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
+pub async fn delete(Player(caller, services, _): Player, Path(group_id): Path<String>) -> Done {
+    services
         .groups
         .delete(Actor::User(caller.uid), &group_id)
         .await?;
-    Ok(done())
+    done()
 }
 
-pub async fn join(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    Path(group_id): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
+pub async fn join(Player(caller, services, _): Player, Path(group_id): Path<String>) -> Done {
+    services
         .groups
         .join(caller.uid, &caller.usn, &group_id)
         .await?;
-    Ok(done())
+    done()
 }
 
-pub async fn leave(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    Path(group_id): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state.services.groups.leave(caller.uid, &group_id).await?;
-    Ok(done())
+pub async fn leave(Player(caller, services, _): Player, Path(group_id): Path<String>) -> Done {
+    services.groups.leave(caller.uid, &group_id).await?;
+    done()
 }
 
 async fn change_users(
@@ -110,24 +88,23 @@ async fn change_users(
     group_id: String,
     raw: Option<String>,
     change: MemberChange,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Done {
     let user_ids = repeated(raw.as_deref(), "user_ids");
     state
         .services
         .groups
         .change_users(Actor::User(caller), &group_id, change, &user_ids)
         .await?;
-    Ok(done())
+    done()
 }
 
 macro_rules! member_route {
     ($name:ident, $change:expr) => {
         pub async fn $name(
-            Player(caller): Player,
-            State(state): State<AppState>,
+            Player(caller, _, state): Player,
             Path(group_id): Path<String>,
             RawQuery(raw): RawQuery,
-        ) -> Result<Json<serde_json::Value>, ApiError> {
+        ) -> Done {
             change_users(caller.uid, state, group_id, raw, $change).await
         }
     };
@@ -139,11 +116,7 @@ member_route!(ban, MemberChange::Ban);
 member_route!(promote, MemberChange::Promote);
 member_route!(demote, MemberChange::Demote);
 
-pub async fn list(
-    Player(_caller): Player,
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Json<GroupList>, ApiError> {
+pub async fn list(Player(_, services, _): Player, RawQuery(raw): RawQuery) -> Answer<GroupList> {
     let mut query = GroupQuery::default();
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
@@ -161,7 +134,7 @@ pub async fn list(
             _ => {}
         }
     }
-    Ok(Json(state.services.groups.list(query).await?))
+    Ok(Json(services.groups.list(query).await?))
 }
 
 /// `limit`, `state` and `cursor` of a membership listing.
@@ -189,14 +162,12 @@ fn membership_query(raw: Option<String>) -> Result<(Option<usize>, Option<i32>, 
 }
 
 pub async fn users(
-    Player(_caller): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     Path(group_id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<GroupUserList>, ApiError> {
+) -> Answer<GroupUserList> {
     let (limit, member_state, cursor) = membership_query(raw)?;
-    let list = state
-        .services
+    let list = services
         .groups
         .users(&group_id, limit, member_state, &cursor)
         .await?;
@@ -204,14 +175,12 @@ pub async fn users(
 }
 
 pub async fn of_user(
-    Player(_caller): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     Path(user_id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<UserGroupList>, ApiError> {
+) -> Answer<UserGroupList> {
     let (limit, member_state, cursor) = membership_query(raw)?;
-    let list = state
-        .services
+    let list = services
         .groups
         .of_user(&user_id, limit, member_state, &cursor)
         .await?;

@@ -8,27 +8,25 @@
 //! - `GET /v2/leaderboard/{id}/owner/{owner_id}?limit=&cursor=&expiry=` lists around an owner;
 //! - `DELETE /v2/leaderboard/{id}` deletes the caller's record.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery};
 use axum::Json;
 use muster_proto::api::{LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite};
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::ApiJson;
+use super::response::{Answer, Done};
 use crate::leaderboards::view::{list_of, record};
 use crate::leaderboards::Caller;
-use crate::net::state::AppState;
 
 pub async fn write(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<LeaderboardRecordWrite>,
-) -> Result<Json<LeaderboardRecord>, ApiError> {
-    let written = state
-        .services
+) -> Answer<LeaderboardRecord> {
+    let written = services
         .leaderboards
         .write(
             Caller::Player(caller.uid),
@@ -44,13 +42,8 @@ pub async fn write(
     Ok(Json(record(written)))
 }
 
-pub async fn delete(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    state
-        .services
+pub async fn delete(Player(caller, services, _): Player, Path(id): Path<String>) -> Done {
+    services
         .leaderboards
         .delete_record(Caller::Player(caller.uid), &id, caller.uid)
         .await?;
@@ -98,14 +91,12 @@ pub fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
 }
 
 pub async fn list_records(
-    Player(_): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<LeaderboardRecordList>, ApiError> {
+) -> Answer<LeaderboardRecordList> {
     let query = parse_query(raw.as_deref())?;
-    let page = state
-        .services
+    let page = services
         .leaderboards
         .list(
             &id,
@@ -119,16 +110,14 @@ pub async fn list_records(
 }
 
 pub async fn around_owner(
-    Player(_): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     Path((id, owner)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<LeaderboardRecordList>, ApiError> {
+) -> Answer<LeaderboardRecordList> {
     let owner = Uuid::parse_str(&owner)
         .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
     let query = parse_query(raw.as_deref())?;
-    let page = state
-        .services
+    let page = services
         .leaderboards
         .around_owner(
             &id,

@@ -1,15 +1,15 @@
 //! `GET /v2/match?limit=&authoritative=&label=&min_size=&max_size=&query=`: the matches of the
 //! cluster ([`crate::matches::listing`]), with Nakama's checks.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::Json;
 use muster_proto::api::MatchList;
 
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::parsed;
+use super::response::Answer;
 use crate::matches::listing::ListAsk;
-use crate::net::state::AppState;
 
 /// Longest query text.
 const MAX_QUERY_BYTES: usize = 4096;
@@ -22,11 +22,7 @@ fn size(value: &str, message: &str) -> Result<usize, ApiError> {
     usize::try_from(parsed::<i64>(value, message)?).map_err(|_| invalid(message))
 }
 
-pub async fn list(
-    Player(_): Player,
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Json<MatchList>, ApiError> {
+pub async fn list(Player(_, services, _): Player, RawQuery(raw): RawQuery) -> Answer<MatchList> {
     let mut filter = ListAsk {
         limit: 10,
         ..ListAsk::default()
@@ -82,8 +78,7 @@ pub async fn list(
         return Err(invalid("Query is too long."));
     }
     filter.query = query_text;
-    let matches = state
-        .services
+    let matches = services
         .matches
         .list_matches(&filter)
         .await

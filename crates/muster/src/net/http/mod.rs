@@ -31,6 +31,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use muster_proto::api::{AccountCustom, AccountDevice, AccountEmail};
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
@@ -59,12 +60,27 @@ pub fn router(state: AppState) -> Router {
                 .put(account::update)
                 .delete(account::delete),
         )
-        .route("/v2/account/link/device", post(account::link_device))
-        .route("/v2/account/link/custom", post(account::link_custom))
+        .route(
+            "/v2/account/link/device",
+            post(account::link::<AccountDevice>),
+        )
+        .route(
+            "/v2/account/link/custom",
+            post(account::link::<AccountCustom>),
+        )
         .route("/v2/account/link/email", post(account::link_email))
-        .route("/v2/account/unlink/device", post(account::unlink_device))
-        .route("/v2/account/unlink/custom", post(account::unlink_custom))
-        .route("/v2/account/unlink/email", post(account::unlink_email))
+        .route(
+            "/v2/account/unlink/device",
+            post(account::unlink::<AccountDevice>),
+        )
+        .route(
+            "/v2/account/unlink/custom",
+            post(account::unlink::<AccountCustom>),
+        )
+        .route(
+            "/v2/account/unlink/email",
+            post(account::unlink::<AccountEmail>),
+        )
         .route("/v2/user", get(account::users))
         .route(
             "/v2/friend",

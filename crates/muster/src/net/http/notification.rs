@@ -1,14 +1,14 @@
 //! `GET /v2/notification?limit=&cacheable_cursor=` and `DELETE /v2/notification?ids=&ids=`: the
 //! caller's stored notifications ([`crate::notifications`]).
 
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::Json;
 use muster_proto::api::NotificationList;
 
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{parsed, repeated};
-use crate::net::state::AppState;
+use super::response::{Answer, Done};
 use crate::notifications::NotificationError;
 
 impl From<NotificationError> for ApiError {
@@ -22,10 +22,9 @@ impl From<NotificationError> for ApiError {
 }
 
 pub async fn list(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     RawQuery(raw): RawQuery,
-) -> Result<Json<NotificationList>, ApiError> {
+) -> Answer<NotificationList> {
     let (mut limit, mut cursor) = (0usize, String::new());
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
@@ -36,24 +35,15 @@ pub async fn list(
             _ => {}
         }
     }
-    let list = state
-        .services
+    let list = services
         .notifications
         .list(caller.uid, limit, &cursor)
         .await?;
     Ok(Json(list))
 }
 
-pub async fn delete(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn delete(Player(caller, services, _): Player, RawQuery(raw): RawQuery) -> Done {
     let ids = repeated(raw.as_deref(), "ids");
-    state
-        .services
-        .notifications
-        .delete(caller.uid, &ids)
-        .await?;
+    services.notifications.delete(caller.uid, &ids).await?;
     Ok(Json(serde_json::json!({})))
 }

@@ -1,12 +1,24 @@
-//! Answer bodies beyond axum's: [`LargeJson`], a JSON body written into a buffer sized for it
-//! up front (axum's `Json` starts at 128 bytes and doubles, copying a large listing's body
-//! about a dozen times on its way to 300 KB).
+//! Answer bodies: [`Answer`] (a JSON body or the API's error), [`Done`] and [`done`] (the empty
+//! body `{}` of a change), and [`LargeJson`], a JSON body written into a buffer sized for it up
+//! front (axum's `Json` starts at 128 bytes and doubles, copying a large listing's body about a
+//! dozen times on its way to 300 KB).
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::error::ApiError;
+
+/// What a route answers: its JSON body, or the API's error.
+pub type Answer<T> = Result<axum::Json<T>, ApiError>;
+
+/// What a change answers: `{}`, or the API's error.
+pub type Done = Answer<serde_json::Value>;
+
+/// The empty body `{}` Nakama answers a change with.
+pub fn done() -> Done {
+    Ok(axum::Json(serde_json::json!({})))
+}
 
 /// A JSON body expected to take about `.1` bytes.
 pub struct LargeJson<T>(pub T, pub usize);

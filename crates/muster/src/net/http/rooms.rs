@@ -22,6 +22,7 @@ use serde::Deserialize;
 use super::auth::RoomsCaller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
+use super::response::Done;
 use crate::net::state::AppState;
 use crate::rooms::{CreateRoom, RoomCaller};
 
@@ -64,7 +65,7 @@ pub async fn list(
     State(state): State<AppState>,
     caller: RoomsCaller,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Done {
     let max = match caller {
         RoomsCaller::Player(_) => MAX_PAGE_PLAYER,
         RoomsCaller::Admin => MAX_PAGE_ADMIN,
@@ -127,7 +128,7 @@ pub async fn verify_ticket(
     caller: RoomsCaller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<TicketBody>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Done {
     let claims = state
         .services
         .rooms

@@ -4,16 +4,14 @@
 
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::auth::RpcCaller;
 use super::error::ApiError;
+use super::response::Done;
 use crate::net::state::AppState;
 
-pub async fn reload(
-    State(state): State<AppState>,
-    caller: RpcCaller,
-) -> Result<Json<Value>, ApiError> {
+pub async fn reload(State(state): State<AppState>, caller: RpcCaller) -> Done {
     if !matches!(caller, RpcCaller::Server) {
         return Err(ApiError::PermissionDenied(
             "Reloading the runtime needs the HTTP key.".into(),

@@ -5,8 +5,8 @@ use axum::Json;
 use muster_proto::api::{Session, SessionLogoutRequest, SessionRefreshRequest};
 
 use super::auth::{Player, ServerKey};
-use super::error::ApiError;
 use super::extract::{ApiJson, AuthRateLimit};
+use super::response::{Answer, Done};
 use crate::net::state::AppState;
 
 pub async fn refresh(
@@ -14,7 +14,7 @@ pub async fn refresh(
     _: ServerKey,
     State(state): State<AppState>,
     ApiJson(body): ApiJson<SessionRefreshRequest>,
-) -> Result<Json<Session>, ApiError> {
+) -> Answer<Session> {
     Ok(Json(
         state
             .services
@@ -25,12 +25,10 @@ pub async fn refresh(
 }
 
 pub async fn logout(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiJson(body): ApiJson<SessionLogoutRequest>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .services
+) -> Done {
+    services
         .accounts
         .logout(&caller, &body.token, &body.refresh_token)
         .await?;

@@ -7,19 +7,20 @@
 //! - `GET /v2/storage/{collection}?user_id=&limit=&cursor=` and
 //!   `GET /v2/storage/{collection}/{user_id}?limit=&cursor=` list (`StorageObjectList`).
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::Json;
 use muster_proto::api::{
     DeleteStorageObjectsRequest, ReadStorageObjectsRequest, StorageObjectAck, StorageObjectAcks,
     StorageObjectList, StorageObjects, WriteStorageObjectsRequest,
 };
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
+use super::response::{Answer, Done};
 use crate::base::clock::rfc3339;
 use crate::net::state::AppState;
 use crate::storage::{Caller, DeleteObject, ObjectId, WriteObject};
@@ -35,10 +36,9 @@ fn user_id(text: &str) -> Result<Option<Uuid>, ApiError> {
 }
 
 pub async fn write(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiJson(request): ApiJson<WriteStorageObjectsRequest>,
-) -> Result<Json<StorageObjectAcks>, ApiError> {
+) -> Answer<StorageObjectAcks> {
     let objects = request
         .objects
         .into_iter()
@@ -52,8 +52,7 @@ pub async fn write(
             write: o.permission_write,
         })
         .collect();
-    let acks = state
-        .services
+    let acks = services
         .storage
         .write(Caller::Player(caller.uid), objects)
         .await?;
@@ -73,10 +72,9 @@ pub async fn write(
 }
 
 pub async fn read(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ReadStorageObjectsRequest>,
-) -> Result<Json<StorageObjects>, ApiError> {
+) -> Answer<StorageObjects> {
     let ids = request
         .object_ids
         .into_iter()
@@ -88,8 +86,7 @@ pub async fn read(
             })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
-    let found = state
-        .services
+    let found = services
         .storage
         .read(Caller::Player(caller.uid), ids)
         .await?;
@@ -99,10 +96,9 @@ pub async fn read(
 }
 
 pub async fn delete(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     ApiJson(request): ApiJson<DeleteStorageObjectsRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Done {
     let objects = request
         .object_ids
         .into_iter()
@@ -113,8 +109,7 @@ pub async fn delete(
             version: id.version,
         })
         .collect();
-    state
-        .services
+    services
         .storage
         .delete(Caller::Player(caller.uid), objects)
         .await?;
@@ -130,21 +125,19 @@ pub struct ListQuery {
 }
 
 pub async fn list(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, _, state): Player,
     Path(collection): Path<String>,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<StorageObjectList>, ApiError> {
+) -> Answer<StorageObjectList> {
     let owner = user_id(query.user_id.as_deref().unwrap_or_default())?;
     list_page(caller.uid, state, collection, owner, query).await
 }
 
 pub async fn list_owned(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, _, state): Player,
     Path((collection, owner)): Path<(String, String)>,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<StorageObjectList>, ApiError> {
+) -> Answer<StorageObjectList> {
     let owner = user_id(&owner)?;
     list_page(caller.uid, state, collection, owner, query).await
 }
@@ -155,7 +148,7 @@ async fn list_page(
     collection: String,
     owner: Option<Uuid>,
     query: ListQuery,
-) -> Result<Json<StorageObjectList>, ApiError> {
+) -> Answer<StorageObjectList> {
     let page = state
         .services
         .storage

@@ -8,22 +8,22 @@
 //! - `GET /v2/tournament/{id}?owner_ids=&limit=&cursor=&expiry=` and
 //!   `GET /v2/tournament/{id}/owner/{owner_id}` list records (`TournamentRecordList`).
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery};
 use axum::Json;
 use muster_proto::api::{
     LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, TournamentList,
 };
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::Player;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
 use super::leaderboard::parse_query;
+use super::response::{Answer, Done};
 use crate::leaderboards::view::{list_of, record, tournament};
 use crate::leaderboards::Caller;
-use crate::net::state::AppState;
 
 /// `GET /v2/tournament`'s query.
 #[derive(Deserialize)]
@@ -37,12 +37,10 @@ pub struct ListQuery {
 }
 
 pub async fn list(
-    Player(_): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<TournamentList>, ApiError> {
-    let (found, cursor) = state
-        .services
+) -> Answer<TournamentList> {
+    let (found, cursor) = services
         .leaderboards
         .list_tournaments(
             query.category_start.unwrap_or(0),
@@ -61,13 +59,8 @@ pub async fn list(
     }))
 }
 
-pub async fn join(
-    Player(caller): Player,
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    state
-        .services
+pub async fn join(Player(caller, services, _): Player, Path(id): Path<String>) -> Done {
+    services
         .leaderboards
         .join_tournament(&id, caller.uid, &caller.usn)
         .await?;
@@ -75,13 +68,11 @@ pub async fn join(
 }
 
 pub async fn write(
-    Player(caller): Player,
-    State(state): State<AppState>,
+    Player(caller, services, _): Player,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<LeaderboardRecordWrite>,
-) -> Result<Json<LeaderboardRecord>, ApiError> {
-    let written = state
-        .services
+) -> Answer<LeaderboardRecord> {
+    let written = services
         .leaderboards
         .write_tournament(
             Caller::Player(caller.uid),
@@ -98,14 +89,12 @@ pub async fn write(
 }
 
 pub async fn list_records(
-    Player(_): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<LeaderboardRecordList>, ApiError> {
+) -> Answer<LeaderboardRecordList> {
     let query = parse_query(raw.as_deref())?;
-    let page = state
-        .services
+    let page = services
         .leaderboards
         .list_tournament_records(
             &id,
@@ -119,15 +108,14 @@ pub async fn list_records(
 }
 
 pub async fn around_owner(
-    Player(_): Player,
-    State(state): State<AppState>,
+    Player(_, services, _): Player,
     Path((id, owner)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<LeaderboardRecordList>, ApiError> {
+) -> Answer<LeaderboardRecordList> {
     let owner = Uuid::parse_str(&owner)
         .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
     let query = parse_query(raw.as_deref())?;
-    let leaderboards = &state.services.leaderboards;
+    let leaderboards = &services.leaderboards;
     leaderboards.tournament_exists(&id)?;
     let page = leaderboards
         .around_owner(
