@@ -19,7 +19,7 @@ fn muster() -> Muster {
         config
             .leaderboards
             .boards
-            .push(muster::leaderboards::config::LeaderboardSpec {
+            .push(muster::leaderboards::NewLeaderboard {
                 id: "scores".into(),
                 operator: "best".into(),
                 ..Default::default()
@@ -261,7 +261,7 @@ fn bundled_metagame_scenario_runs_clean() {
         config
             .leaderboards
             .boards
-            .push(muster::leaderboards::config::LeaderboardSpec {
+            .push(muster::leaderboards::NewLeaderboard {
                 id: "scores".into(),
                 ..Default::default()
             });
