@@ -9,6 +9,7 @@
 
 pub mod client_ip;
 pub mod clock;
+pub mod cursor;
 pub mod metrics;
 pub mod names;
 pub mod ratelimit;

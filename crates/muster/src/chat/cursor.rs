@@ -3,20 +3,28 @@
 //! (`forward`: oldest first), a `next_cursor` to continue past its last message, a `prev_cursor`
 //! to go back before its first, and a `cacheable_cursor` that lists what arrives later.
 //!
-//! Messages are ordered by the store's `seq` (insertion order). A cursor is opaque to clients:
-//! base64url of a version byte, flags (the page's direction, next or previous), the position,
-//! and a hash of the channel id so a cursor is never used on another channel by mistake.
+//! Messages are ordered by the store's `seq` (insertion order). A cursor
+//! ([`crate::base::cursor`]) names the position, the page's direction, next or previous, and a
+//! hash of the channel id, so a cursor is never used on another channel by mistake.
 
-use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 
 use crate::chat::store::HistoryRow;
 
 /// Nakama's largest page.
 pub const MAX_LIMIT: usize = 100;
 
-const VERSION: u8 = 1;
-const FORWARD: u8 = 0b01;
-const NEXT: u8 = 0b10;
+/// A cursor as clients hold it.
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    /// The position.
+    s: i64,
+    /// The listing's direction (`forward`), and whether it continues after the position.
+    f: bool,
+    n: bool,
+    /// The channel's hash.
+    h: u32,
+}
 
 /// A decoded cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,41 +49,28 @@ pub enum CursorError {
 
 impl Cursor {
     pub fn encode(&self, channel_id: &str) -> String {
-        let mut bytes = Vec::with_capacity(14);
-        bytes.push(VERSION);
-        bytes.push(if self.forward { FORWARD } else { 0 } | if self.is_next { NEXT } else { 0 });
-        bytes.extend_from_slice(&self.seq.to_be_bytes());
-        bytes.extend_from_slice(&channel_hash(channel_id).to_be_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        crate::base::cursor::encode(&Wire {
+            s: self.seq,
+            f: self.forward,
+            n: self.is_next,
+            h: channel_hash(channel_id),
+        })
     }
 
     /// Reads a cursor a listing of `channel_id` in direction `forward` may use.
     pub fn decode(text: &str, channel_id: &str, forward: bool) -> Result<Cursor, CursorError> {
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(text)
-            .map_err(|_| CursorError::Malformed)?;
-        let [VERSION, flags, rest @ ..] = bytes.as_slice() else {
-            return Err(CursorError::Malformed);
-        };
-        let (seq, hash) = match rest {
-            [s @ .., h0, h1, h2, h3] if s.len() == 8 => (
-                i64::from_be_bytes(s.try_into().map_err(|_| CursorError::Malformed)?),
-                u32::from_be_bytes([*h0, *h1, *h2, *h3]),
-            ),
-            _ => return Err(CursorError::Malformed),
-        };
-        if hash != channel_hash(channel_id) {
+        let wire: Wire = crate::base::cursor::decode(text).ok_or(CursorError::Malformed)?;
+        if wire.h != channel_hash(channel_id) {
             return Err(CursorError::OtherChannel);
         }
-        let cursor = Cursor {
-            seq,
-            forward: flags & FORWARD != 0,
-            is_next: flags & NEXT != 0,
-        };
-        if cursor.forward != forward {
+        if wire.f != forward {
             return Err(CursorError::OtherDirection);
         }
-        Ok(cursor)
+        Ok(Cursor {
+            seq: wire.s,
+            forward: wire.f,
+            is_next: wire.n,
+        })
     }
 }
 

@@ -2,12 +2,8 @@
 //! user — in URL-safe base64 of JSON, opaque to clients. A forged one only moves the caller's own
 //! listing (the user comes from the session, never from the cursor).
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-
-const MAX_CURSOR_BYTES: usize = 256;
 
 #[derive(Serialize, Deserialize)]
 struct Position {
@@ -22,16 +18,12 @@ pub fn encode(state: i32, position: i64, user: Uuid) -> String {
         p: position,
         u: user,
     };
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&position).unwrap_or_default())
+    crate::base::cursor::encode(&position)
 }
 
 /// `(state, position, user)`, if the cursor decodes.
 pub fn decode(cursor: &str) -> Option<(i32, i64, Uuid)> {
-    if cursor.len() > MAX_CURSOR_BYTES {
-        return None;
-    }
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-    let position: Position = serde_json::from_slice(&bytes).ok()?;
+    let position: Position = crate::base::cursor::decode(cursor)?;
     Some((position.s, position.p, position.u))
 }
 
@@ -43,22 +35,15 @@ struct Pair {
 
 /// The cursor of a friends-of-friends page ending at `(referrer, user)`.
 pub fn encode_pair(referrer: Uuid, user: Uuid) -> String {
-    URL_SAFE_NO_PAD.encode(
-        serde_json::to_vec(&Pair {
-            r: referrer,
-            u: user,
-        })
-        .unwrap_or_default(),
-    )
+    crate::base::cursor::encode(&Pair {
+        r: referrer,
+        u: user,
+    })
 }
 
 /// `(referrer, user)`, if the cursor decodes.
 pub fn decode_pair(cursor: &str) -> Option<(Uuid, Uuid)> {
-    if cursor.len() > MAX_CURSOR_BYTES {
-        return None;
-    }
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-    let pair: Pair = serde_json::from_slice(&bytes).ok()?;
+    let pair: Pair = crate::base::cursor::decode(cursor)?;
     Some((pair.r, pair.u))
 }
 

@@ -2,15 +2,10 @@
 //! leaderboard period it belongs to, in URL-safe base64 of JSON so that clients treat it as
 //! opaque. A cursor of another leaderboard or period, or one that does not decode, is refused.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::leaderboards::store::RecordPosition;
-
-/// Longest cursor decoded.
-const MAX_CURSOR_BYTES: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
@@ -26,16 +21,12 @@ pub struct Cursor {
 
 impl Cursor {
     pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
+        crate::base::cursor::encode(self)
     }
 
     /// The cursor `text` names, if it decodes and belongs to this period.
     pub fn decode(text: &str, id: &str, expiry: i64) -> Option<Cursor> {
-        if text.len() > MAX_CURSOR_BYTES {
-            return None;
-        }
-        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
-        let cursor: Cursor = serde_json::from_slice(&bytes).ok()?;
+        let cursor: Cursor = crate::base::cursor::decode(text)?;
         (cursor.id == id && cursor.expiry == expiry).then_some(cursor)
     }
 

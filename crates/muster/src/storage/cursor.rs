@@ -4,15 +4,10 @@
 //! listing, or one that does not decode, is refused as malformed; a forged position inside the
 //! right listing only moves the page, since the permissions come from the caller, not from it.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::storage::store::StorageRecord;
-
-/// Longest cursor decoded (a key and a collection of 128 bytes each fit many times over).
-const MAX_CURSOR_BYTES: usize = 2048;
 
 /// The listing a cursor belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,16 +40,12 @@ impl Listing {
             k: last.id.key.clone(),
             u: last.id.owner,
         };
-        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&encoded).unwrap_or_default())
+        crate::base::cursor::encode(&encoded)
     }
 
     /// The position `cursor` names, if it decodes and belongs to this listing.
     pub fn position(&self, cursor: &str) -> Option<(i16, String, Uuid)> {
-        if cursor.len() > MAX_CURSOR_BYTES {
-            return None;
-        }
-        let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-        let encoded: Encoded = serde_json::from_slice(&bytes).ok()?;
+        let encoded: Encoded = crate::base::cursor::decode(cursor)?;
         let belongs = encoded.c == self.collection
             && encoded.o == self.owner
             && encoded.m == self.min_read
@@ -79,16 +70,12 @@ pub fn owned_cursor_after(owner: Uuid, last: &StorageRecord) -> String {
         c: last.id.collection.clone(),
         k: last.id.key.clone(),
     };
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&encoded).unwrap_or_default())
+    crate::base::cursor::encode(&encoded)
 }
 
 /// The (collection, key) `cursor` names, if it decodes and is a cursor of `owner`'s objects.
 pub fn owned_position(owner: Uuid, cursor: &str) -> Option<(String, String)> {
-    if cursor.len() > MAX_CURSOR_BYTES {
-        return None;
-    }
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-    let encoded: OwnedEncoded = serde_json::from_slice(&bytes).ok()?;
+    let encoded: OwnedEncoded = crate::base::cursor::decode(cursor)?;
     (encoded.o == owner).then_some((encoded.c, encoded.k))
 }
 
@@ -105,7 +92,12 @@ mod tests {
             Some(("saves".to_string(), "slot-2".to_string()))
         );
         assert_eq!(owned_position(other, &cursor), None);
-        for garbage in ["", "!!", "e30", &"A".repeat(MAX_CURSOR_BYTES + 1)] {
+        for garbage in [
+            "",
+            "!!",
+            "e30",
+            &"A".repeat(crate::base::cursor::MAX_CURSOR_BYTES + 1),
+        ] {
             assert_eq!(owned_position(owner, garbage), None, "{garbage:?}");
         }
     }
@@ -157,7 +149,12 @@ mod tests {
         ] {
             assert_eq!(other.position(&cursor), None, "{other:?}");
         }
-        for garbage in ["", "!!", "e30", &"A".repeat(MAX_CURSOR_BYTES + 1)] {
+        for garbage in [
+            "",
+            "!!",
+            "e30",
+            &"A".repeat(crate::base::cursor::MAX_CURSOR_BYTES + 1),
+        ] {
             assert_eq!(public.position(garbage), None, "{garbage:?}");
         }
     }
