@@ -91,6 +91,28 @@ pub const SET: i16 = 1;
 pub const INCREMENT: i16 = 2;
 pub const DECREMENT: i16 = 3;
 
+/// A score submitted for `owner`: `operator` 0 uses the board's own, 1 best, 2 set,
+/// 3 increment, 4 decrement override it; `metadata` (a JSON object) replaces the record's when
+/// given.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    pub owner: Uuid,
+    pub username: String,
+    pub score: i64,
+    pub subscore: i64,
+    pub metadata: Option<String>,
+    pub operator: i32,
+}
+
+/// Which page of a period's records: at most `limit` (the default when absent), after the
+/// `cursor` of the previous page, of the period ending at `expiry` (0: the current one).
+#[derive(Debug, Clone, Default)]
+pub struct PageAsk {
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+    pub expiry: i64,
+}
+
 /// A leaderboard to create (also the `[[leaderboards.boards]]` of the configuration: created at
 /// start if it does not exist, an existing one left as it is).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -605,21 +627,21 @@ impl Leaderboards {
         ids
     }
 
-    /// Submits a score for `owner` to the current period. `operator` 0 uses the leaderboard's
-    /// own; 1 best, 2 set, 3 increment, 4 decrement override it. `metadata` (a JSON object)
-    /// replaces the record's when given.
-    #[allow(clippy::too_many_arguments)]
+    /// Submits a score to the current period (see [`Submission`]).
     pub async fn write(
         &self,
         caller: Caller,
         id: &str,
-        owner: Uuid,
-        username: &str,
-        score: i64,
-        subscore: i64,
-        metadata: Option<String>,
-        operator: i32,
+        submission: Submission,
     ) -> Result<Record, LeaderboardError> {
+        let Submission {
+            owner,
+            username,
+            score,
+            subscore,
+            metadata,
+            operator,
+        } = submission;
         let board = self.board(id)?;
         if board.is_tournament() {
             // A tournament's scores go through its own route, which holds its window and bounds.
@@ -638,7 +660,7 @@ impl Leaderboards {
                 leaderboard_id: id.to_string(),
                 expiry_time,
                 owner_id: owner,
-                username: username.to_string(),
+                username,
                 score,
                 subscore,
                 metadata,
@@ -706,10 +728,14 @@ impl Leaderboards {
         &self,
         id: &str,
         owners: Vec<Uuid>,
-        limit: Option<usize>,
-        cursor: Option<&str>,
-        expiry: i64,
+        page: PageAsk,
     ) -> Result<RecordList, LeaderboardError> {
+        let PageAsk {
+            limit,
+            cursor,
+            expiry,
+        } = page;
+        let cursor = cursor.as_deref();
         let board = self.board(id)?;
         let limit = limit.unwrap_or(1);
         if !(1..=MAX_LIST_LIMIT).contains(&limit) {
@@ -791,19 +817,27 @@ impl Leaderboards {
         &self,
         id: &str,
         owner: Uuid,
-        limit: Option<usize>,
-        cursor: Option<&str>,
-        expiry: i64,
+        page: PageAsk,
     ) -> Result<RecordList, LeaderboardError> {
         let board = self.board(id)?;
+        let PageAsk {
+            limit,
+            cursor,
+            expiry,
+        } = page;
         let limit = limit.unwrap_or(1);
         if !(1..=MAX_AROUND_LIMIT).contains(&limit) {
             return Err(LeaderboardError::Invalid(format!(
                 "Invalid limit - limit must be between 1 and {MAX_AROUND_LIMIT}."
             )));
         }
-        if cursor.is_some_and(|c| !c.is_empty()) {
-            return self.list(id, Vec::new(), Some(limit), cursor, expiry).await;
+        if cursor.as_deref().is_some_and(|c| !c.is_empty()) {
+            let page = PageAsk {
+                limit: Some(limit),
+                cursor,
+                expiry,
+            };
+            return self.list(id, Vec::new(), page).await;
         }
         let expiry_time = self.period(&board, expiry);
         let Some(around) = self

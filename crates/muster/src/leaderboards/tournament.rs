@@ -332,19 +332,21 @@ impl Leaderboards {
         Ok(())
     }
 
-    /// Submits a score to the tournament's open period.
-    #[allow(clippy::too_many_arguments)]
+    /// Submits a score to the tournament's open period (see [`super::Submission`]).
     pub async fn write_tournament(
         &self,
         caller: Caller,
         id: &str,
-        owner: Uuid,
-        username: &str,
-        score: i64,
-        subscore: i64,
-        metadata: Option<String>,
-        operator: i32,
+        submission: super::Submission,
     ) -> Result<Record, LeaderboardError> {
+        let super::Submission {
+            owner,
+            username,
+            score,
+            subscore,
+            metadata,
+            operator,
+        } = submission;
         let board = self.tournament(id)?;
         check_submission(metadata.as_deref(), operator)?;
         let now = self.clock.now_secs();
@@ -392,22 +394,23 @@ impl Leaderboards {
         &self,
         id: &str,
         owners: Vec<Uuid>,
-        limit: Option<usize>,
-        cursor: Option<&str>,
-        expiry: i64,
+        page: super::PageAsk,
     ) -> Result<super::RecordList, LeaderboardError> {
         let board = self.tournament(id)?;
-        if limit.is_some_and(|l| !(1..=super::MAX_AROUND_LIMIT).contains(&l)) {
+        if page
+            .limit
+            .is_some_and(|l| !(1..=super::MAX_AROUND_LIMIT).contains(&l))
+        {
             return Err(LeaderboardError::Invalid(
                 "Invalid limit - limit must be between 1 and 100.".into(),
             ));
         }
         let now = self.clock.now_secs();
         let end = board.def.tournament.end_time;
-        if expiry == 0 && end > 0 && end <= now {
+        if page.expiry == 0 && end > 0 && end <= now {
             return Err(LeaderboardError::Missing("Tournament has ended."));
         }
-        self.list(id, owners, limit, cursor, expiry).await
+        self.list(id, owners, page).await
     }
 
     /// Tournaments in `category_start..=category_end` by start time, the ones that started at or

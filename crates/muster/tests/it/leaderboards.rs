@@ -9,7 +9,7 @@ use crate::support;
 use std::time::Duration;
 
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
-use muster::leaderboards::{Caller, NewLeaderboard};
+use muster::leaderboards::{Caller, NewLeaderboard, Submission};
 use serde_json::{json, Value};
 use support::{assert_error, Backend, Database, TestServer};
 use uuid::Uuid;
@@ -61,18 +61,14 @@ impl ServerFunction for Admin {
                 .as_str()
                 .and_then(|o| o.parse().ok())
                 .ok_or_else(|| RpcError::invalid("owner"))?;
+            let submission = Submission {
+                owner,
+                score: request["score"].as_i64().unwrap_or(0),
+                ..Submission::default()
+            };
             let record = call
                 .leaderboards
-                .write(
-                    Caller::Server,
-                    id,
-                    owner,
-                    "",
-                    request["score"].as_i64().unwrap_or(0),
-                    0,
-                    None,
-                    0,
-                )
+                .write(Caller::Server, id, submission)
                 .await?;
             rank = record.rank;
         }

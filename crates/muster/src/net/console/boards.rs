@@ -12,7 +12,7 @@ use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
 use super::{Answer, ConsoleApiError};
 use crate::leaderboards::view::list_of;
-use crate::leaderboards::Caller;
+use crate::leaderboards::{Caller, PageAsk};
 
 /// Records per page.
 const PAGE: usize = 50;
@@ -58,7 +58,15 @@ pub async fn records(
     let page = state
         .services
         .leaderboards
-        .list(&id, Vec::new(), Some(PAGE), query.cursor.as_deref(), 0)
+        .list(
+            &id,
+            Vec::new(),
+            PageAsk {
+                limit: Some(PAGE),
+                cursor: query.cursor,
+                expiry: 0,
+            },
+        )
         .await
         .map_err(domain)?;
     Ok(Json(

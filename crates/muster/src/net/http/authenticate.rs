@@ -29,54 +29,54 @@ impl AuthQuery {
     }
 }
 
-pub async fn device(
-    _: AuthRateLimit,
-    _: ServerKey,
-    State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<AuthQuery>,
-    ApiJson(body): ApiJson<AuthenticateIdRequest>,
-) -> Answer<Session> {
-    let create = query.create();
-    let session = state
-        .services
-        .accounts
-        .authenticate(Login::Device(body.id), create, query.username(), body.vars)
-        .await?;
-    Ok(Json(session))
+/// What an authentication route signs in with: the body Nakama's route takes, as a login and
+/// the session's variables.
+pub trait Authenticates: serde::de::DeserializeOwned + Send {
+    fn login(self) -> (Login, std::collections::HashMap<String, String>);
 }
 
-pub async fn custom(
-    _: AuthRateLimit,
-    _: ServerKey,
-    State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<AuthQuery>,
-    ApiJson(body): ApiJson<AuthenticateIdRequest>,
-) -> Answer<Session> {
-    let create = query.create();
-    let session = state
-        .services
-        .accounts
-        .authenticate(Login::Custom(body.id), create, query.username(), body.vars)
-        .await?;
-    Ok(Json(session))
+/// `/v2/account/authenticate/device`'s body.
+#[derive(Deserialize)]
+#[serde(transparent)]
+pub struct Device(AuthenticateIdRequest);
+
+/// `/v2/account/authenticate/custom`'s body.
+#[derive(Deserialize)]
+#[serde(transparent)]
+pub struct Custom(AuthenticateIdRequest);
+
+impl Authenticates for Device {
+    fn login(self) -> (Login, std::collections::HashMap<String, String>) {
+        (Login::Device(self.0.id), self.0.vars)
+    }
 }
 
-pub async fn email(
+impl Authenticates for Custom {
+    fn login(self) -> (Login, std::collections::HashMap<String, String>) {
+        (Login::Custom(self.0.id), self.0.vars)
+    }
+}
+
+impl Authenticates for AuthenticateEmailRequest {
+    fn login(self) -> (Login, std::collections::HashMap<String, String>) {
+        let login = Login::Email {
+            email: self.email,
+            password: self.password,
+        };
+        (login, self.vars)
+    }
+}
+
+/// `POST /v2/account/authenticate/{device,custom,email}`.
+pub async fn authenticate<A: Authenticates>(
     _: AuthRateLimit,
     _: ServerKey,
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuthQuery>,
-    ApiJson(body): ApiJson<AuthenticateEmailRequest>,
+    ApiJson(body): ApiJson<A>,
 ) -> Answer<Session> {
-    let create = query.create();
-    let login = Login::Email {
-        email: body.email,
-        password: body.password,
-    };
-    let session = state
-        .services
-        .accounts
-        .authenticate(login, create, query.username(), body.vars)
-        .await?;
-    Ok(Json(session))
+    let (login, vars) = body.login();
+    let accounts = &state.services.accounts;
+    let session = accounts.authenticate(login, query.create(), query.username(), vars);
+    Ok(Json(session.await?))
 }

@@ -36,43 +36,39 @@ impl FromRequestParts<AppState> for ClientIp {
     }
 }
 
-/// Refuses the call when the client IP is over its authentication rate.
-pub struct AuthRateLimit;
+/// An extractor that refuses a request whose client IP is over one of the edge's rate limits
+/// (429, counted in `muster_rate_limited_total{kind}`).
+macro_rules! rate_limit {
+    ($(#[$doc:meta])* $name:ident, $limit:ident, $label:literal, $message:literal) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl FromRequestParts<AppState> for AuthRateLimit {
-    type Rejection = ApiError;
+        impl FromRequestParts<AppState> for $name {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        within(
-            parts,
-            state,
-            &state.auth_limit,
-            "auth",
-            "Too many authentication requests; slow down.",
-        )
-        .await?;
-        Ok(AuthRateLimit)
-    }
+            async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+                within(parts, state, &state.$limit, $label, $message).await?;
+                Ok($name)
+            }
+        }
+    };
 }
 
-/// Refuses the query when the client IP is over `gateway.requests_per_ip_per_sec`.
-pub struct GatewayRateLimit;
+rate_limit!(
+    /// Refuses the call when the client IP is over its authentication rate.
+    AuthRateLimit,
+    auth_limit,
+    "auth",
+    "Too many authentication requests; slow down."
+);
 
-impl FromRequestParts<AppState> for GatewayRateLimit {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        within(
-            parts,
-            state,
-            &state.gateway_limit,
-            "graphql",
-            "Too many requests; slow down.",
-        )
-        .await?;
-        Ok(GatewayRateLimit)
-    }
-}
+rate_limit!(
+    /// Refuses the query when the client IP is over `gateway.requests_per_ip_per_sec`.
+    GatewayRateLimit,
+    gateway_limit,
+    "graphql",
+    "Too many requests; slow down."
+);
 
 /// Ok when the client IP is within `limit`; else 429 with `message`, counted under `label`.
 async fn within(

@@ -19,27 +19,18 @@ use super::error::ApiError;
 use super::extract::ApiJson;
 use super::response::{Answer, Done};
 use crate::leaderboards::view::{list_of, record};
-use crate::leaderboards::Caller;
+use crate::leaderboards::{Caller, PageAsk, Submission};
 
 pub async fn write(
     Player(caller, services, _): Player,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<LeaderboardRecordWrite>,
 ) -> Answer<LeaderboardRecord> {
+    let submission = submission(caller.uid, &caller.usn, body);
     let written = services
         .leaderboards
-        .write(
-            Caller::Player(caller.uid),
-            &id,
-            caller.uid,
-            &caller.usn,
-            body.score,
-            body.subscore,
-            (!body.metadata.is_empty()).then_some(body.metadata),
-            body.operator,
-        )
-        .await?;
-    Ok(Json(record(written)))
+        .write(Caller::Player(caller.uid), &id, submission);
+    Ok(Json(record(written.await?)))
 }
 
 pub async fn delete(Player(caller, services, _): Player, Path(id): Path<String>) -> Done {
@@ -50,20 +41,28 @@ pub async fn delete(Player(caller, services, _): Player, Path(id): Path<String>)
     Ok(Json(json!({})))
 }
 
+/// A caller's `LeaderboardRecordWrite` as the submission of their own record.
+pub fn submission(owner: Uuid, username: &str, body: LeaderboardRecordWrite) -> Submission {
+    Submission {
+        owner,
+        username: username.to_owned(),
+        score: body.score,
+        subscore: body.subscore,
+        metadata: (!body.metadata.is_empty()).then_some(body.metadata),
+        operator: body.operator,
+    }
+}
+
 /// A listing's query: `owner_ids` may repeat (as Nakama's gateway reads a repeated field).
 pub struct ListQuery {
     pub owner_ids: Vec<Uuid>,
-    pub limit: Option<usize>,
-    pub cursor: Option<String>,
-    pub expiry: i64,
+    pub page: PageAsk,
 }
 
 pub fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
     let mut query = ListQuery {
         owner_ids: Vec::new(),
-        limit: None,
-        cursor: None,
-        expiry: 0,
+        page: PageAsk::default(),
     };
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
@@ -73,14 +72,14 @@ pub fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
                 })?)
             }
             "limit" => {
-                query.limit =
+                query.page.limit =
                     Some(value.parse().map_err(|_| {
                         ApiError::InvalidArgument(format!("Invalid limit {value:?}."))
                     })?)
             }
-            "cursor" => query.cursor = Some(value.into_owned()),
+            "cursor" => query.page.cursor = Some(value.into_owned()),
             "expiry" => {
-                query.expiry = value
+                query.page.expiry = value
                     .parse()
                     .map_err(|_| ApiError::InvalidArgument(format!("Invalid expiry {value:?}.")))?
             }
@@ -96,17 +95,8 @@ pub async fn list_records(
     RawQuery(raw): RawQuery,
 ) -> Answer<LeaderboardRecordList> {
     let query = parse_query(raw.as_deref())?;
-    let page = services
-        .leaderboards
-        .list(
-            &id,
-            query.owner_ids,
-            query.limit,
-            query.cursor.as_deref(),
-            query.expiry,
-        )
-        .await?;
-    Ok(Json(list_of(page)))
+    let page = services.leaderboards.list(&id, query.owner_ids, query.page);
+    Ok(Json(list_of(page.await?)))
 }
 
 pub async fn around_owner(
@@ -114,18 +104,14 @@ pub async fn around_owner(
     Path((id, owner)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Answer<LeaderboardRecordList> {
-    let owner = Uuid::parse_str(&owner)
-        .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
+    let owner = owner_id(&owner)?;
     let query = parse_query(raw.as_deref())?;
-    let page = services
-        .leaderboards
-        .around_owner(
-            &id,
-            owner,
-            query.limit,
-            query.cursor.as_deref(),
-            query.expiry,
-        )
-        .await?;
-    Ok(Json(list_of(page)))
+    let page = services.leaderboards.around_owner(&id, owner, query.page);
+    Ok(Json(list_of(page.await?)))
+}
+
+/// An owner id of a route's path.
+pub fn owner_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text)
+        .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))
 }

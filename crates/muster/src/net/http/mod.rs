@@ -31,7 +31,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use muster_proto::api::{AccountCustom, AccountDevice, AccountEmail};
+use muster_proto::api::{AccountCustom, AccountDevice, AccountEmail, AuthenticateEmailRequest};
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
@@ -45,12 +45,15 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .route(
             "/v2/account/authenticate/device",
-            post(authenticate::device),
+            post(authenticate::authenticate::<authenticate::Device>),
         )
-        .route("/v2/account/authenticate/email", post(authenticate::email))
+        .route(
+            "/v2/account/authenticate/email",
+            post(authenticate::authenticate::<AuthenticateEmailRequest>),
+        )
         .route(
             "/v2/account/authenticate/custom",
-            post(authenticate::custom),
+            post(authenticate::authenticate::<authenticate::Custom>),
         )
         .route("/v2/account/session/refresh", post(session::refresh))
         .route("/v2/session/logout", post(session::logout))

@@ -15,12 +15,10 @@ use muster_proto::api::{
 };
 use serde::Deserialize;
 use serde_json::json;
-use uuid::Uuid;
 
 use super::auth::Player;
-use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
-use super::leaderboard::parse_query;
+use super::leaderboard::{owner_id, parse_query, submission};
 use super::response::{Answer, Done};
 use crate::leaderboards::view::{list_of, record, tournament};
 use crate::leaderboards::Caller;
@@ -72,20 +70,10 @@ pub async fn write(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<LeaderboardRecordWrite>,
 ) -> Answer<LeaderboardRecord> {
-    let written = services
-        .leaderboards
-        .write_tournament(
-            Caller::Player(caller.uid),
-            &id,
-            caller.uid,
-            &caller.usn,
-            body.score,
-            body.subscore,
-            (!body.metadata.is_empty()).then_some(body.metadata),
-            body.operator,
-        )
-        .await?;
-    Ok(Json(record(written)))
+    let submission = submission(caller.uid, &caller.usn, body);
+    let boards = &services.leaderboards;
+    let written = boards.write_tournament(Caller::Player(caller.uid), &id, submission);
+    Ok(Json(record(written.await?)))
 }
 
 pub async fn list_records(
@@ -94,17 +82,9 @@ pub async fn list_records(
     RawQuery(raw): RawQuery,
 ) -> Answer<LeaderboardRecordList> {
     let query = parse_query(raw.as_deref())?;
-    let page = services
-        .leaderboards
-        .list_tournament_records(
-            &id,
-            query.owner_ids,
-            query.limit,
-            query.cursor.as_deref(),
-            query.expiry,
-        )
-        .await?;
-    Ok(Json(list_of(page)))
+    let boards = &services.leaderboards;
+    let page = boards.list_tournament_records(&id, query.owner_ids, query.page);
+    Ok(Json(list_of(page.await?)))
 }
 
 pub async fn around_owner(
@@ -112,19 +92,10 @@ pub async fn around_owner(
     Path((id, owner)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Answer<LeaderboardRecordList> {
-    let owner = Uuid::parse_str(&owner)
-        .map_err(|_| ApiError::InvalidArgument("Invalid owner ID provided.".into()))?;
+    let owner = owner_id(&owner)?;
     let query = parse_query(raw.as_deref())?;
     let leaderboards = &services.leaderboards;
     leaderboards.tournament_exists(&id)?;
-    let page = leaderboards
-        .around_owner(
-            &id,
-            owner,
-            query.limit,
-            query.cursor.as_deref(),
-            query.expiry,
-        )
-        .await?;
-    Ok(Json(list_of(page)))
+    let page = leaderboards.around_owner(&id, owner, query.page);
+    Ok(Json(list_of(page.await?)))
 }

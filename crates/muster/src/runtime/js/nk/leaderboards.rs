@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::context::{invalid, refused, shaped, Args, ServerHost};
 use crate::leaderboards::tournament::NewTournament;
 use crate::leaderboards::view::{list_of, record, tournament};
-use crate::leaderboards::{Caller, LeaderboardInfo, NewLeaderboard};
+use crate::leaderboards::{Caller, LeaderboardInfo, NewLeaderboard, PageAsk, Submission};
 
 pub(super) const NAMES: &[&str] = &[
     "leaderboardCreate",
@@ -64,28 +64,18 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                 false => Some(args.json_text(5, "metadata")?),
             };
             let operator = override_operator(args, 6)?;
+            let submission = Submission {
+                owner,
+                username,
+                score,
+                subscore,
+                metadata,
+                operator,
+            };
             let written = if name == "leaderboardRecordWrite" {
-                host.wait(boards.write(
-                    Caller::Server,
-                    &id,
-                    owner,
-                    &username,
-                    score,
-                    subscore,
-                    metadata,
-                    operator,
-                ))?
+                host.wait(boards.write(Caller::Server, &id, submission))?
             } else {
-                host.wait(boards.write_tournament(
-                    Caller::Server,
-                    &id,
-                    owner,
-                    &username,
-                    score,
-                    subscore,
-                    metadata,
-                    operator,
-                ))?
+                host.wait(boards.write_tournament(Caller::Server, &id, submission))?
             };
             Ok(shaped(record(written.map_err(refused)?)))
         }
@@ -100,19 +90,11 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         "leaderboardRecordsList" | "tournamentRecordsList" => {
             let id = args.string(0, "id")?;
             let owners = super::accounts::user_ids(args, 1, "ownerIds")?;
-            let limit = args.int(2, "limit")?.map(|l| l.max(0) as usize);
-            let cursor = args.opt_string(3);
-            let expiry = args.int(4, "overrideExpiry")?.unwrap_or(0);
+            let page = page_ask(args, 2)?;
             let page = if name == "leaderboardRecordsList" {
-                host.wait(boards.list(&id, owners, limit, cursor.as_deref(), expiry))?
+                host.wait(boards.list(&id, owners, page))?
             } else {
-                host.wait(boards.list_tournament_records(
-                    &id,
-                    owners,
-                    limit,
-                    cursor.as_deref(),
-                    expiry,
-                ))?
+                host.wait(boards.list_tournament_records(&id, owners, page))?
             };
             Ok(shaped(list_of(page.map_err(refused)?)))
         }
@@ -120,11 +102,9 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         "leaderboardRecordsHaystack" => {
             let id = args.string(0, "leaderboardId")?;
             let owner = args.user(1, "ownerId")?;
-            let limit = args.int(2, "limit")?.map(|l| l.max(0) as usize);
-            let cursor = args.opt_string(3);
-            let expiry = args.int(4, "overrideExpiry")?.unwrap_or(0);
+            let page = page_ask(args, 2)?;
             let page = host
-                .wait(boards.around_owner(&id, owner, limit, cursor.as_deref(), expiry))?
+                .wait(boards.around_owner(&id, owner, page))?
                 .map_err(refused)?;
             Ok(shaped(list_of(page)))
         }
@@ -280,6 +260,15 @@ pub(crate) fn leaderboard(info: &LeaderboardInfo) -> Value {
         "nextReset": info.next_reset,
         "metadata": metadata,
         "createTime": def.create_time_ms / 1000,
+    })
+}
+
+/// `limit`, `cursor` and `overrideExpiry` at `args[from..]`, as a listing takes them.
+fn page_ask(args: &Args, from: usize) -> Result<PageAsk, JsError> {
+    Ok(PageAsk {
+        limit: args.int(from, "limit")?.map(|l| l.max(0) as usize),
+        cursor: args.opt_string(from + 1),
+        expiry: args.int(from + 2, "overrideExpiry")?.unwrap_or(0),
     })
 }
 
