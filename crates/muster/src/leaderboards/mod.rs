@@ -634,14 +634,6 @@ impl Leaderboards {
         id: &str,
         submission: Submission,
     ) -> Result<Record, LeaderboardError> {
-        let Submission {
-            owner,
-            username,
-            score,
-            subscore,
-            metadata,
-            operator,
-        } = submission;
         let board = self.board(id)?;
         if board.is_tournament() {
             // A tournament's scores go through its own route, which holds its window and bounds.
@@ -652,19 +644,19 @@ impl Leaderboards {
                 "Leaderboard only allows authoritative score submissions.",
             ));
         }
-        check_submission(metadata.as_deref(), operator)?;
+        check_submission(submission.metadata.as_deref(), submission.operator)?;
         let expiry_time = board.period_end(self.clock.now_secs());
         let row = self
             .store
             .write_record(RecordWrite {
                 leaderboard_id: id.to_string(),
                 expiry_time,
-                owner_id: owner,
-                username,
-                score,
-                subscore,
-                metadata,
-                op: board.op(operator),
+                owner_id: submission.owner,
+                username: submission.username,
+                score: submission.score,
+                subscore: submission.subscore,
+                metadata: submission.metadata,
+                op: board.op(submission.operator),
                 now_ms: self.clock.now_ms(),
             })
             .await?;

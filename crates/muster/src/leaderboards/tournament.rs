@@ -339,16 +339,8 @@ impl Leaderboards {
         id: &str,
         submission: super::Submission,
     ) -> Result<Record, LeaderboardError> {
-        let super::Submission {
-            owner,
-            username,
-            score,
-            subscore,
-            metadata,
-            operator,
-        } = submission;
         let board = self.tournament(id)?;
-        check_submission(metadata.as_deref(), operator)?;
+        check_submission(submission.metadata.as_deref(), submission.operator)?;
         let now = self.clock.now_secs();
         let end = board.def.tournament.end_time;
         if end > 0 && end <= now {
