@@ -22,6 +22,9 @@ pub(crate) mod sqlite;
 pub mod store;
 
 pub(crate) mod cursor;
+pub mod wire;
+
+pub use wire::api_object;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -119,25 +122,6 @@ pub struct DeleteObject {
 pub struct Page {
     pub objects: Vec<StorageRecord>,
     pub cursor: Option<String>,
-}
-
-/// A stored object as Nakama renders it (no `user_id` for a system object).
-pub fn api_object(record: StorageRecord) -> muster_proto::api::StorageObject {
-    muster_proto::api::StorageObject {
-        user_id: if record.id.owner.is_nil() {
-            String::new()
-        } else {
-            record.id.owner.to_string()
-        },
-        collection: record.id.collection,
-        key: record.id.key,
-        value: record.value,
-        version: record.version,
-        permission_read: i32::from(record.read),
-        permission_write: i32::from(record.write),
-        create_time: crate::base::clock::rfc3339(record.create_time_ms),
-        update_time: crate::base::clock::rfc3339(record.update_time_ms),
-    }
 }
 
 /// The version Nakama gives `value`: the MD5 of its bytes, in hex.

@@ -11,12 +11,13 @@ use uuid::Uuid;
 use super::auth::{console, As, Developer, Readonly};
 use super::error::domain;
 use super::{Answer, ConsoleApiError};
-use crate::storage::{api_object, Caller, ObjectId, StorageError, WriteObject};
+use crate::storage::wire::{api_object, listed};
+use crate::storage::{Caller, ObjectId, StorageError, WriteObject};
 
 /// Objects per page of a listing.
 const PAGE: usize = 50;
 /// Characters of a value a listing shows.
-const PREVIEW: usize = 200;
+pub(super) const PREVIEW: usize = 200;
 
 /// An owner as the page sends it: a user id, or empty for system objects.
 fn owner(text: Option<&str>) -> Result<Option<Uuid>, ConsoleApiError> {
@@ -52,24 +53,9 @@ pub async fn list(As { state, .. }: As<Readonly>, Query(query): Query<ListQuery>
     let objects: Vec<Value> = page
         .objects
         .into_iter()
-        .map(|record| listed_object(record, true))
+        .map(|record| listed(record, Some(PREVIEW)))
         .collect();
     Ok(Json(json!({"objects": objects, "cursor": page.cursor})))
-}
-
-/// An object as a listing shows it, with its value's size; `preview` shortens the value to
-/// [`PREVIEW`] characters (a page of large values stays small).
-pub(super) fn listed_object(record: crate::storage::store::StorageRecord, preview: bool) -> Value {
-    let size = record.value.len();
-    let mut object = serde_json::to_value(api_object(record)).unwrap_or_default();
-    if preview {
-        if let Some(value) = object.get_mut("value") {
-            let short: String = value.as_str().unwrap_or("").chars().take(PREVIEW).collect();
-            *value = Value::String(short);
-        }
-    }
-    object["size"] = size.into();
-    object
 }
 
 #[derive(Deserialize)]

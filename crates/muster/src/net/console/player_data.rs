@@ -12,6 +12,7 @@ use super::auth::{As, Readonly};
 use super::error::{domain, user_id};
 use super::{Answer, ConsoleApiError};
 use crate::net::state::AppState;
+use crate::storage::wire::listed;
 
 /// Objects and messages per page.
 pub const PAGE: usize = 50;
@@ -33,7 +34,7 @@ pub async fn storage_page(
     let objects = page
         .objects
         .into_iter()
-        .map(|record| super::data::listed_object(record, preview))
+        .map(|record| listed(record, preview.then_some(super::data::PREVIEW)))
         .collect();
     Ok((objects, page.cursor))
 }

@@ -123,10 +123,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v2/storage/delete", axum::routing::put(storage::delete))
         .route("/v2/storage/{collection}", get(storage::list))
-        .route(
-            "/v2/storage/{collection}/{user_id}",
-            get(storage::list_owned),
-        )
+        .route("/v2/storage/{collection}/{user_id}", get(storage::list))
         .route(
             "/v2/leaderboard/{id}",
             get(leaderboard::list_records)
