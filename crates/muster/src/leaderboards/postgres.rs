@@ -23,18 +23,23 @@ const RECORD_COLUMNS: &str = "leaderboard_id, expiry_time, owner_id, username, s
      num_score, max_num_score, metadata, create_time_ms, update_time_ms";
 
 fn record(row: &Row) -> LeaderboardRecordRow {
+    record_at(row, 0)
+}
+
+/// A record read from `row`'s columns from `first` on, in [`RECORD_COLUMNS`]'s order.
+fn record_at(row: &Row, first: usize) -> LeaderboardRecordRow {
     LeaderboardRecordRow {
-        leaderboard_id: row.get(0),
-        expiry_time: row.get(1),
-        owner_id: row.get(2),
-        username: row.get(3),
-        score: row.get(4),
-        subscore: row.get(5),
-        num_score: row.get(6),
-        max_num_score: row.get(7),
-        metadata: row.get(8),
-        create_time_ms: row.get(9),
-        update_time_ms: row.get(10),
+        leaderboard_id: row.get(first),
+        expiry_time: row.get(first + 1),
+        owner_id: row.get(first + 2),
+        username: row.get(first + 3),
+        score: row.get(first + 4),
+        subscore: row.get(first + 5),
+        num_score: row.get(first + 6),
+        max_num_score: row.get(first + 7),
+        metadata: row.get(first + 8),
+        create_time_ms: row.get(first + 9),
+        update_time_ms: row.get(first + 10),
     }
 }
 
@@ -218,19 +223,7 @@ SELECT verdict.v::int2, up.* FROM verdict LEFT JOIN up ON TRUE";
         if let Some(refused) = refusal(row.get(0)) {
             return Ok(Err(refused));
         }
-        Ok(Ok(LeaderboardRecordRow {
-            leaderboard_id: row.get(1),
-            expiry_time: row.get(2),
-            owner_id: row.get(3),
-            username: row.get(4),
-            score: row.get(5),
-            subscore: row.get(6),
-            num_score: row.get(7),
-            max_num_score: row.get(8),
-            metadata: row.get(9),
-            create_time_ms: row.get(10),
-            update_time_ms: row.get(11),
-        }))
+        Ok(Ok(record_at(row, 1)))
     }
 }
 
