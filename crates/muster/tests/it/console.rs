@@ -103,6 +103,10 @@ impl Login {
     }
 
     /// A change as this user without the CSRF token (which the console refuses).
+    async fn post(&self, server: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(server, Method::POST, path, Some(body)).await
+    }
+
     async fn send_without_csrf(
         &self,
         server: &TestServer,
@@ -211,9 +215,7 @@ async fn sessions_roles_csrf_and_the_audit_log(backend: Backend) {
         csrf: "not-the-token".into(),
         ..admin_copy(&admin)
     };
-    let (status, _) = wrong
-        .send(&server, Method::POST, "/api/users", Some(new_user.clone()))
-        .await;
+    let (status, _) = wrong.post(&server, "/api/users", new_user.clone()).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(
         login(&server, "viewer", "viewer-password").await.err(),
@@ -222,30 +224,23 @@ async fn sessions_roles_csrf_and_the_audit_log(backend: Backend) {
     );
 
     // With it, the admin adds users; bad names, short passwords and unknown roles are refused.
-    let (status, body) = admin
-        .send(&server, Method::POST, "/api/users", Some(new_user.clone()))
-        .await;
+    let (status, body) = admin.post(&server, "/api/users", new_user.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, _) = admin
-        .send(&server, Method::POST, "/api/users", Some(new_user))
-        .await;
+    let (status, _) = admin.post(&server, "/api/users", new_user).await;
     assert_eq!(status, StatusCode::CONFLICT, "a name is taken once");
     for bad in [
         json!({"username": "<script>", "password": "long-enough", "role": "readonly"}),
         json!({"username": "ok", "password": "short", "role": "readonly"}),
         json!({"username": "ok", "password": "long-enough", "role": "root"}),
     ] {
-        let (status, body) = admin
-            .send(&server, Method::POST, "/api/users", Some(bad.clone()))
-            .await;
+        let (status, body) = admin.post(&server, "/api/users", bad.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
     }
     let (status, body) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/users",
-            Some(json!({"username": "dev", "password": "developer-password", "role": "developer"})),
+            json!({"username": "dev", "password": "developer-password", "role": "developer"}),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -273,11 +268,10 @@ async fn sessions_roles_csrf_and_the_audit_log(backend: Backend) {
     let (status, _) = viewer.get(&server, "/api/audit").await;
     assert_eq!(status, StatusCode::OK);
     let (status, body) = viewer
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/users",
-            Some(json!({"username": "sneaky", "password": "sneaky-password", "role": "admin"})),
+            json!({"username": "sneaky", "password": "sneaky-password", "role": "admin"}),
         )
         .await;
     assert_eq!(
@@ -350,9 +344,7 @@ async fn sessions_roles_csrf_and_the_audit_log(backend: Backend) {
     assert!(second["next"].is_null());
 
     // A logout ends the session for good.
-    let (status, _) = viewer
-        .send(&server, Method::POST, "/api/logout", Some(json!({})))
-        .await;
+    let (status, _) = viewer.post(&server, "/api/logout", json!({})).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = viewer.get(&server, "/api/status").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -518,21 +510,19 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
             .as_i64()
             .unwrap_or(0);
     let (status, body) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             &format!("/api/accounts/{bob}/wallet"),
-            Some(json!({"changeset": {"coins": 40, "gems": 3}, "reason": "support ticket 12"})),
+            json!({"changeset": {"coins": 40, "gems": 3}, "reason": "support ticket 12"}),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["wallet"]["coins"], coins + 40);
     let (status, body) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             &format!("/api/accounts/{bob}/wallet"),
-            Some(json!({"changeset": {"gems": -4}})),
+            json!({"changeset": {"gems": -4}}),
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "an overdraw: {body}");
@@ -547,53 +537,40 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
     );
     for bad in [json!({"changeset": {}}), json!({"changeset": {"coins": 0}})] {
         let (status, _) = admin
-            .send(
-                &server,
-                Method::POST,
-                &format!("/api/accounts/{bob}/wallet"),
-                Some(bad),
-            )
+            .post(&server, &format!("/api/accounts/{bob}/wallet"), bad)
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
     }
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/accounts/not-an-id/wallet",
-            Some(json!({"changeset": {"coins": 1}})),
+            json!({"changeset": {"coins": 1}}),
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
     // Metadata must be an object; a ban keeps the player out until the unban.
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             &format!("/api/accounts/{ana}/metadata"),
-            Some(json!({"metadata": "[1]"})),
+            json!({"metadata": "[1]"}),
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             &format!("/api/accounts/{ana}/metadata"),
-            Some(json!({"metadata": {"vip": true}})),
+            json!({"metadata": {"vip": true}}),
         )
         .await;
     assert_eq!(status, StatusCode::OK);
     let (_, account) = server.get_with_token("/v2/account", &ana_token).await;
     assert_eq!(account["user"]["metadata"], r#"{"vip":true}"#);
     let (status, _) = admin
-        .send(
-            &server,
-            Method::POST,
-            &format!("/api/accounts/{ana}/ban"),
-            Some(json!({})),
-        )
+        .post(&server, &format!("/api/accounts/{ana}/ban"), json!({}))
         .await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = server
@@ -601,12 +578,7 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
         .await;
     assert_eq!(status, 403, "banned");
     let (status, _) = admin
-        .send(
-            &server,
-            Method::POST,
-            &format!("/api/accounts/{ana}/unban"),
-            Some(json!({})),
-        )
+        .post(&server, &format!("/api/accounts/{ana}/unban"), json!({}))
         .await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = server
@@ -639,30 +611,23 @@ async fn players_found_and_changed_storage_edited_over_its_version(backend: Back
         .to_owned();
     let edit = |value: &str, version: &str| json!({"collection": "saves", "key": "slot", "owner": ana, "value": value, "version": version});
     let (status, saved) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/storage/object",
-            Some(edit(r#"{"level":2}"#, &version)),
+            edit(r#"{"level":2}"#, &version),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{saved}");
     let (status, body) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/storage/object",
-            Some(edit(r#"{"level":3}"#, &version)),
+            edit(r#"{"level":3}"#, &version),
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "stale: {body}");
     let (status, body) = admin
-        .send(
-            &server,
-            Method::POST,
-            "/api/storage/object",
-            Some(edit(r#"{"level":3}"#, "")),
-        )
+        .post(&server, "/api/storage/object", edit(r#"{"level":3}"#, ""))
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "no version: {body}");
     let (_, object) = admin
@@ -725,31 +690,28 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     // A board's metadata edited from the console (not only through SQL); what is not a JSON
     // object is refused and changes nothing.
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/leaderboards/weekly/metadata",
-            Some(json!({"metadata": "{\"season\":3}"})),
+            json!({"metadata": "{\"season\":3}"}),
         )
         .await;
     assert_eq!(status, StatusCode::OK);
     for bad in ["[1]", "not json"] {
         let (status, body) = admin
-            .send(
+            .post(
                 &server,
-                Method::POST,
                 "/api/leaderboards/weekly/metadata",
-                Some(json!({ "metadata": bad })),
+                json!({ "metadata": bad }),
             )
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
     }
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/leaderboards/nothing/metadata",
-            Some(json!({"metadata": "{}"})),
+            json!({"metadata": "{}"}),
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -826,7 +788,13 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
         )
         .await;
     assert_eq!(members["group_users"][0]["user"]["id"], carla.as_str());
-    let (status, _) = admin.send(&server, Method::POST, &format!("/api/accounts/{carla}/notify"), Some(json!({"subject": "Server maintenance", "content": "{\"at\":\"noon\"}", "code": 101}))).await;
+    let (status, _) = admin
+        .post(
+            &server,
+            &format!("/api/accounts/{carla}/notify"),
+            json!({"subject": "Server maintenance", "content": "{\"at\":\"noon\"}", "code": 101}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     let (_, listed) = server
         .get_with_token("/v2/notification?limit=10", &token)
@@ -879,11 +847,10 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     assert_eq!(status, StatusCode::OK, "{matches}");
     assert!(matches["matches"].is_array() && matches["rooms"].is_array());
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/matches/not-a-match/signal",
-            Some(json!({"data": "x"})),
+            json!({"data": "x"}),
         )
         .await;
     assert!(status.is_client_error());
@@ -899,11 +866,10 @@ async fn boards_matches_cluster_and_the_configuration(backend: Backend) {
     assert_eq!(config["console"]["admin_password"], "(redacted)");
     assert!(!config.to_string().contains(ADMIN_PASSWORD));
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             "/api/users",
-            Some(json!({"username": "dev", "password": "developer-password", "role": "developer"})),
+            json!({"username": "dev", "password": "developer-password", "role": "developer"}),
         )
         .await;
     assert_eq!(status, StatusCode::OK);
@@ -1011,11 +977,10 @@ async fn a_match_inspected_and_kicked_parties_a_players_data_and_the_autoscaler(
         "no kick without the CSRF token"
     );
     let (status, _) = admin
-        .send(
+        .post(
             &server,
-            Method::POST,
             &format!("/api/matches/{room}/kick"),
-            Some(json!({"session_id": ben_presence["session_id"]})),
+            json!({"session_id": ben_presence["session_id"]}),
         )
         .await;
     assert_eq!(status, StatusCode::OK);
@@ -1047,12 +1012,7 @@ async fn a_match_inspected_and_kicked_parties_a_players_data_and_the_autoscaler(
         ),
     ] {
         let (status, body) = admin
-            .send(
-                &server,
-                Method::POST,
-                &path,
-                Some(json!({ "session_id": session })),
-            )
+            .post(&server, &path, json!({ "session_id": session }))
             .await;
         assert!(status.is_client_error(), "{path}: {status} {body}");
     }
