@@ -45,7 +45,7 @@ for n in $(seq 1 "$NODES"); do
   consoles+=("http://127.0.0.1:$console_port")
   MUSTER_CLUSTER__NATS_URL="nats://127.0.0.1:$nats_port" MUSTER_CLUSTER__NODE_NAME="node$n" \
   MUSTER_CONSOLE__LISTEN="127.0.0.1:$console_port" MUSTER_CONSOLE__ADMIN_PASSWORD="$PASSWORD" \
-  MUSTER_LINKS__LISTEN="" \
+  MUSTER_LINKS__LISTEN="" MUSTER_GRPC__LISTEN="" \
     start_muster_on postgres "$(free_port)" "$work/node$n" "" bench_console
   PIDS+=("$MUSTER_PID")
 done

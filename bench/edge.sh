@@ -22,7 +22,7 @@ mkdir -p "$work/muster"
 # Only the honest client's authentication rate limit is lifted (it signs in AUTHS times in a
 # row); every connection limit stays at its default: they are what is measured.
 MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 \
-  "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$work/muster" --log warn \
+  MUSTER_GRPC__LISTEN= "$muster_bin" serve --listen "127.0.0.1:$port" --data-dir "$work/muster" --log warn \
   >"$work/muster/muster.log" 2>&1 &
 MUSTER_PID=$!
 for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/healthcheck" && break; sleep 0.1; done

@@ -46,7 +46,7 @@ for workers in $workers_list; do
   port=$(free_port)
   links_port=$(free_port)
   MUSTER_WORKER_THREADS=$workers \
-  MUSTER_LINKS__LISTEN="127.0.0.1:$links_port" MUSTER_LINKS__API_KEY=$api_key \
+  MUSTER_LINKS__LISTEN="127.0.0.1:$links_port" MUSTER_GRPC__LISTEN= MUSTER_LINKS__API_KEY=$api_key \
   MUSTER_LINKS__REQUESTS_PER_IP_PER_SEC=0 \
   MUSTER_LINKS__ANDROID_PACKAGE=com.example.bench \
   MUSTER_LINKS__ANDROID_SHA256_FINGERPRINTS="[\"$(python3 -c 'print(":".join(["AB"] * 32))')\"]" \

@@ -37,6 +37,11 @@ limits_off() {
   if "$muster_bin" config 2>/dev/null | grep -q '^max_sockets_per_ip'; then
     LIMITS_OFF+=(MUSTER_LIMITS__MAX_SOCKETS_PER_IP=0)
   fi
+  # The gRPC edge is off unless the bench asks for it (MUSTER_GRPC__LISTEN): several nodes on
+  # one machine cannot all have Nakama's port.
+  if "$muster_bin" config 2>/dev/null | grep -q '^\[grpc\]'; then
+    LIMITS_OFF+=(MUSTER_GRPC__LISTEN="${MUSTER_GRPC__LISTEN:-}")
+  fi
 }
 
 start_muster() {

@@ -76,7 +76,7 @@ grace=$(python3 -c "import json; print(json.load(open('$work/pod.json'))['grace'
 # This machine's addresses instead of the pod's ports, and the test's NATS server.
 env -i PATH="$PATH" "${envs[@]}" \
   MUSTER_LISTEN="127.0.0.1:$port" MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 \
-  MUSTER_ENET__LISTEN=127.0.0.1:0 MUSTER_LINKS__LISTEN=127.0.0.1:0 \
+  MUSTER_ENET__LISTEN=127.0.0.1:0 MUSTER_LINKS__LISTEN=127.0.0.1:0 MUSTER_GRPC__LISTEN=127.0.0.1:0 \
   MUSTER_CLUSTER__NATS_URL="${TEST_NATS_URL:?deploy/check.sh needs TEST_NATS_URL}" \
   "$muster_bin" "${args[@]}" >"$work/muster.log" 2>&1 &
 pid=$!
@@ -138,7 +138,7 @@ open(f"{work}/nginx.conf", "w").write(
     f"http {{\naccess_log {work}/nginx/access.log;\n{temp}{block}}}\n")
 PY
 env -i PATH="$PATH" MUSTER_LISTEN="127.0.0.1:$port" MUSTER_DATA_DIR="$work/tls-data" \
-  MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 MUSTER_LINKS__LISTEN=127.0.0.1:0 \
+  MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 MUSTER_ENET__LISTEN=127.0.0.1:0 MUSTER_LINKS__LISTEN=127.0.0.1:0 MUSTER_GRPC__LISTEN=127.0.0.1:0 \
   MUSTER_LIMITS__TRUSTED_PROXIES='["127.0.0.1"]' MUSTER_CLUSTER__NATS_URL="$TEST_NATS_URL" \
   "$muster_bin" >"$work/muster-tls.log" 2>&1 &
 pid=$!
@@ -283,7 +283,7 @@ port=$(free_port)
 printf 'server_key = "image-check-server-key"\n' >"$work/image.toml"
 container=$(pod run -d --network host "${limits[@]}" -v "$work/image.toml:/etc/muster/muster.toml:ro,Z" \
   -e MUSTER_LISTEN="127.0.0.1:$port" -e MUSTER_ROOMS__TCP_LISTEN=127.0.0.1:0 \
-  -e MUSTER_ENET__LISTEN=127.0.0.1:0 -e MUSTER_LINKS__LISTEN=127.0.0.1:0 "$image")
+  -e MUSTER_ENET__LISTEN=127.0.0.1:0 -e MUSTER_LINKS__LISTEN=127.0.0.1:0 -e MUSTER_GRPC__LISTEN=127.0.0.1:0 "$image")
 ready=""
 for _ in $(seq 200); do
   if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthcheck")" = 200 ]; then ready=1; break; fi

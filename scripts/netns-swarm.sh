@@ -72,7 +72,7 @@ spawn_in_ns() {
 # Muster on the server's interface, with its own SQLite database.
 spawn_in_ns srv "$work/muster.log" "$work/muster.err" \
   env MUSTER_LIMITS__AUTH_PER_IP_PER_SEC=0 MUSTER_LIMITS__CONNECT_PER_IP_PER_SEC=0 \
-  MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP=0 MUSTER_LIMITS__MAX_SOCKETS_PER_IP=0 MUSTER_ENET__LISTEN= MUSTER_LINKS__LISTEN= \
+  MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP=0 MUSTER_LIMITS__MAX_SOCKETS_PER_IP=0 MUSTER_ENET__LISTEN= MUSTER_LINKS__LISTEN= MUSTER_GRPC__LISTEN= \
   "$muster_bin" --listen 0.0.0.0:7350 --data-dir "$work/data"
 for _ in $(seq 100); do
   in_ns crd bash -c "exec 3<>/dev/tcp/${addr[srv]}/7350" 2>/dev/null && break

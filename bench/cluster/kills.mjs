@@ -64,6 +64,7 @@ async function startNode(node) {
       MUSTER_ROOMS__TCP_LISTEN: "127.0.0.1:0",
       MUSTER_ENET__LISTEN: "127.0.0.1:0",
       MUSTER_LINKS__LISTEN: "",
+      MUSTER_GRPC__LISTEN: "",
     },
     stdio: ["ignore", openSync(path.join(node.dir, "muster.log"), "a"), openSync(path.join(node.dir, "muster.log"), "a")],
   });

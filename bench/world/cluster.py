@@ -91,6 +91,7 @@ class Node:
             "MUSTER_LIMITS__MAX_SOCKETS_PER_IP": "0", "MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP": "0",
             "MUSTER_ROOMS__TCP_LISTEN": "127.0.0.1:0", "MUSTER_ENET__LISTEN": "127.0.0.1:0",
             "MUSTER_LINKS__LISTEN": "",
+            "MUSTER_GRPC__LISTEN": "",
         })
         log = open(f"{data}/muster.log", "a")
         self.proc = subprocess.Popen(

@@ -101,6 +101,7 @@ class Server:
             "MUSTER_LIMITS__HANDSHAKE_TIMEOUT_MS": "1000",
             "MUSTER_ROOMS__TCP_LISTEN": "127.0.0.1:0",
             "MUSTER_LINKS__LISTEN": "127.0.0.1:0",
+            "MUSTER_GRPC__LISTEN": "127.0.0.1:0",
             "MUSTER_ENET__LISTEN": f"127.0.0.1:{self.enet_port}",
         }
         self.process = subprocess.Popen(

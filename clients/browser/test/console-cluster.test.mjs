@@ -40,6 +40,7 @@ async function startNode(name) {
       MUSTER_ROOMS__TCP_LISTEN: "",
       MUSTER_ENET__LISTEN: "",
       MUSTER_LINKS__LISTEN: "",
+      MUSTER_GRPC__LISTEN: "",
       MUSTER_CLUSTER__NATS_URL: TEST_NATS_URL,
       MUSTER_CLUSTER__SUBJECT_PREFIX: prefix,
       MUSTER_CLUSTER__NODE_NAME: name,

@@ -45,6 +45,7 @@ function InitModule(ctx, logger, nk, initializer) {
       MUSTER_ROOMS__TCP_LISTEN: "",
       MUSTER_ENET__LISTEN: "",
       MUSTER_LINKS__LISTEN: "",
+      MUSTER_GRPC__LISTEN: "",
       MUSTER_CONSOLE__LISTEN: `127.0.0.1:${consolePort}`,
       MUSTER_CONSOLE__ADMIN_PASSWORD: ADMIN_PASSWORD,
       MUSTER_RUNTIME__PATH: runtimeDir,

@@ -62,6 +62,7 @@ select = "/items"
         MUSTER_ROOMS__TCP_LISTEN: "",
         MUSTER_ENET__LISTEN: "",
         MUSTER_LINKS__LISTEN: "",
+        MUSTER_GRPC__LISTEN: "",
       },
       stdio: ["ignore", "pipe", "pipe"],
     },

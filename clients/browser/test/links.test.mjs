@@ -28,6 +28,7 @@ async function startMuster() {
       MUSTER_ROOMS__TCP_LISTEN: "127.0.0.1:0",
       MUSTER_ENET__LISTEN: "127.0.0.1:0",
       MUSTER_LINKS__LISTEN: `127.0.0.1:${linksPort}`,
+      MUSTER_GRPC__LISTEN: "",
       MUSTER_LINKS__PUBLIC_CREATE: "true",
     },
     stdio: ["ignore", "pipe", "pipe"],

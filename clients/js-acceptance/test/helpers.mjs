@@ -95,6 +95,7 @@ export async function startServer(env = {}) {
         MUSTER_ROOMS__TCP_LISTEN: "127.0.0.1:0",
         MUSTER_ENET__LISTEN: "127.0.0.1:0",
         MUSTER_LINKS__LISTEN: "127.0.0.1:0",
+        MUSTER_GRPC__LISTEN: "127.0.0.1:0",
         ...env,
       },
       stdio: ["ignore", "pipe", "pipe"],

@@ -6,9 +6,12 @@
 //! - [`wire`]: protobuf's JSON conventions (int64 as strings, base64 bytes, RFC 3339 times).
 //! - [`frame`]: the native TCP transport's framing (length-delimited protobuf envelopes).
 //! - [`arena`]: payloads of the built-in authoritative example game.
+//! - [`grpc`]: the gRPC surface: the part of Nakama's `nakama.api.Nakama` service Muster serves,
+//!   its messages (protobuf, and their protobuf-JSON mapping), server and client.
 
 pub mod api;
 pub mod arena;
 pub mod frame;
+pub mod grpc;
 pub mod realtime;
 pub mod wire;

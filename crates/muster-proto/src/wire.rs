@@ -49,11 +49,31 @@ impl Timestamp {
 }
 
 impl Serialize for Timestamp {
+    /// As Go's protojson writes it (Nakama's gateway and realtime JSON): UTC, `Z`, and 0, 3, 6
+    /// or 9 fractional digits, the fewest that hold the nanoseconds exactly.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.to_datetime().and_then(|t| t.format(&Rfc3339).ok()) {
-            Some(text) => serializer.serialize_str(&text),
-            None => Err(serde::ser::Error::custom("timestamp out of range")),
-        }
+        let whole = self
+            .to_datetime()
+            .and_then(|t| t.replace_nanosecond(0).ok())
+            .and_then(|t| t.format(&Rfc3339).ok());
+        let Some(whole) = whole else {
+            return Err(serde::ser::Error::custom("timestamp out of range"));
+        };
+        let nanos = self.nanos;
+        let fraction = if nanos == 0 {
+            String::new()
+        } else if nanos % 1_000_000 == 0 {
+            format!(".{:03}", nanos / 1_000_000)
+        } else if nanos % 1_000 == 0 {
+            format!(".{:06}", nanos / 1_000)
+        } else {
+            format!(".{nanos:09}")
+        };
+        let text = match whole.strip_suffix('Z') {
+            Some(seconds) => format!("{seconds}{fraction}Z"),
+            None => whole,
+        };
+        serializer.serialize_str(&text)
     }
 }
 
@@ -173,7 +193,18 @@ mod tests {
     fn timestamps_are_rfc3339_utc() {
         let t = Timestamp::from_unix_ms(1_795_000_000_250);
         let json = serde_json::to_string(&t).expect("serializes");
-        assert_eq!(json, "\"2026-11-18T11:06:40.25Z\"");
+        assert_eq!(
+            json, "\"2026-11-18T11:06:40.250Z\"",
+            "3, 6 or 9 digits, as protojson"
+        );
+        let whole = serde_json::to_string(&Timestamp::from_unix_ms(1_795_000_000_000));
+        assert_eq!(whole.expect("serializes"), "\"2026-11-18T11:06:40Z\"");
+        let micros = Timestamp {
+            seconds: 1_795_000_000,
+            nanos: 1_500,
+        };
+        let micros = serde_json::to_string(&micros).expect("serializes");
+        assert_eq!(micros, "\"2026-11-18T11:06:40.000001500Z\"");
         let back: Timestamp = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, t);
         assert_eq!(back.unix_ms(), 1_795_000_000_250);

@@ -186,10 +186,12 @@ pub async fn run_with_clock(
     } else {
         None
     };
+    let grpc = bind_setting(&config.grpc.listen, "grpc.listen").await?;
     let listeners = Listeners {
         http: listener,
         links,
         console,
+        grpc,
     };
     run_on(listeners, config, game, clock, shutdown).await
 }
@@ -201,6 +203,8 @@ pub struct Listeners {
     pub links: Option<TcpListener>,
     /// Served only when `console.admin_password` is set.
     pub console: Option<TcpListener>,
+    /// Nakama's API over gRPC (`grpc.listen`).
+    pub grpc: Option<TcpListener>,
 }
 
 /// Binds `address` (the value of `setting`), or nothing when it is empty; a failure names the
@@ -240,6 +244,7 @@ pub async fn run_on(
         http: listener,
         links: links_listener,
         console: console_listener,
+        grpc: grpc_listener,
     } = listeners;
     let state = build(config, game, clock).await?;
     // Every listener is bound before any is announced: a port that is taken stops the start
@@ -362,6 +367,17 @@ pub async fn run_on(
         }
         _ => None,
     };
+    let grpc = grpc_listener.map(|grpc_listener| {
+        if let Ok(address) = grpc_listener.local_addr() {
+            tracing::info!(grpc = %address, "gRPC listening (nakama.api.Nakama, health, reflection)");
+        }
+        tokio::spawn(crate::net::grpc::serve(
+            grpc_listener,
+            state.clone(),
+            app.clone(),
+            state.shutdown.clone(),
+        ))
+    });
     let requests = listener::serve(listener, app, http_edge(&state), state.shutdown.clone()).await;
 
     // In-flight HTTP requests (API and links) and socket closes share one grace period.
@@ -384,6 +400,10 @@ pub async fn run_on(
         }
         if let Some(console_requests) = &console_requests {
             console_requests.wait().await;
+        }
+        // The gRPC edge answers its calls in progress, then stops.
+        if let Some(grpc) = grpc {
+            let _ = grpc.await;
         }
     };
     if tokio::time::timeout_at(deadline, all_requests)

@@ -18,6 +18,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario against a server and write report.json and report.html.
@@ -32,6 +34,10 @@ enum Command {
         /// (worker n plays against the (n mod count)-th).
         #[arg(long, default_value = "http://127.0.0.1:7350")]
         target: String,
+        /// The servers' gRPC addresses (`host:port`, comma-separated as --target) for steps with
+        /// `api = "grpc"`; default: each target's port less one (Nakama's convention).
+        #[arg(long)]
+        grpc_target: Option<String>,
         /// Local worker processes (default: enough to keep each under its open-file limit).
         #[arg(long)]
         workers: Option<u64>,
@@ -210,6 +216,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             scenario,
             scale,
             target,
+            grpc_target,
             workers,
             workers_at,
             expect_workers,
@@ -230,6 +237,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 scenario,
                 scale,
                 target,
+                grpc_target,
                 workers,
                 workers_at,
                 expect_workers,

@@ -16,6 +16,7 @@ pub struct Metrics {
     pub accounts_created: IntCounter,
     pub authentications: IntCounterVec,
     pub http_requests: HistogramVec,
+    pub api_calls: HistogramVec,
     pub db_operations: HistogramVec,
     pub db_batch_size: Histogram,
     pub db_writes_queued: IntGauge,
@@ -141,6 +142,13 @@ impl Metrics {
                     "HTTP request latency, by route and status."
                 ),
                 &["route", "status"]
+            )),
+            api_calls: register!(HistogramVec::new(
+                latency(
+                    "api_call_duration_seconds",
+                    "Calls of Nakama's client API, by call (its gRPC method name), transport (rest or grpc) and gRPC code (OK, NOT_FOUND, ...)."
+                ),
+                &["call", "transport", "code"]
             )),
             db_operations: register!(HistogramVec::new(
                 latency(

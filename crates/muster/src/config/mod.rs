@@ -3,8 +3,10 @@
 //! `muster config`), and a test checks that file against [`Config::default`] so they cannot drift.
 
 pub(crate) mod enet;
+pub(crate) mod grpc;
 
 pub use self::enet::EnetConfig;
+pub use self::grpc::GrpcConfig;
 use crate::accounts::config::SessionConfig;
 use crate::chat::config::ChatConfig;
 use crate::cluster::config::ClusterConfig;
@@ -78,6 +80,8 @@ pub struct Config {
     pub matchmaker: MatchmakerConfig,
     pub rooms: RoomsConfig,
     pub enet: EnetConfig,
+    /// Nakama's client API over gRPC (docs/grpc.md).
+    pub grpc: GrpcConfig,
     pub chat: ChatConfig,
     pub runtime: RuntimeConfig,
     pub economy: EconomyConfig,
@@ -267,6 +271,7 @@ impl Default for Config {
             matchmaker: Default::default(),
             rooms: Default::default(),
             enet: EnetConfig::default(),
+            grpc: GrpcConfig::default(),
             chat: ChatConfig::default(),
             runtime: RuntimeConfig::default(),
             economy: EconomyConfig::default(),
@@ -420,6 +425,7 @@ impl Config {
         self.matchmaker.validate()?;
         self.rooms.validate()?;
         self.enet.validate()?;
+        self.grpc.validate()?;
         self.links.validate()?;
         self.storage.validate()?;
         self.notifications.validate()?;

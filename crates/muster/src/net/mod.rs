@@ -2,6 +2,10 @@
 //!
 //! - [`listener`]: the HTTP accept loop, with the edge's timeouts and connection caps
 //!   ([`connections::ConnectionCounter`]);
+//! - [`calls`]: Nakama's API calls, their names and REST bindings, for every edge that serves
+//!   them;
+//! - [`grpc`]: the gRPC edge: Nakama's `nakama.api.Nakama` service, each call transcoded onto
+//!   its REST binding and served by the same routes;
 //! - [`http`]: Nakama's `/v2` routes, one file per resource, one auth extractor, one error type;
 //! - [`ws_upgrade`] + [`ws`]: the realtime socket over WebSocket (checked before the upgrade,
 //!   then one task per socket);
@@ -12,6 +16,7 @@
 //! - [`dispatch`]: one decoded envelope in, at most one reply out, for every transport; a
 //!   domain's error becomes an error envelope there.
 
+pub mod calls;
 pub mod connection;
 pub mod connections;
 pub mod console;
@@ -19,6 +24,7 @@ pub mod dispatch;
 pub mod enet;
 pub mod fleet_sdk;
 pub mod graphql;
+pub mod grpc;
 pub mod http;
 pub mod link;
 pub mod links;

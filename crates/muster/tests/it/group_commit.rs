@@ -353,6 +353,7 @@ async fn revocations_profiles_and_link_creates_survive_kill_9(backend: Backend) 
         let mut command = muster_command(&db);
         command
             .env("MUSTER_LINKS__LISTEN", format!("127.0.0.1:{links_port}"))
+            .env("MUSTER_GRPC__LISTEN", "")
             .env("MUSTER_LINKS__API_KEY", LINKS_KEY);
         command
     };

@@ -554,6 +554,7 @@ async fn clicks_survive_kill_9(backend: Backend) {
         let mut command = support::muster_command(&db);
         command
             .env("MUSTER_LINKS__LISTEN", format!("127.0.0.1:{links_port}"))
+            .env("MUSTER_GRPC__LISTEN", "")
             .env("MUSTER_LINKS__API_KEY", API_KEY)
             .env("MUSTER_LINKS__CLICKS_FLUSH_MS", "200");
         command

@@ -23,6 +23,7 @@ mod friends;
 mod gateway;
 mod group_commit;
 mod groups;
+mod grpc;
 mod layering;
 mod leaderboard_schedule;
 mod leaderboards;

@@ -458,6 +458,7 @@ impl Node {
         let mut command = muster_command(db);
         command
             .env("MUSTER_LINKS__LISTEN", format!("127.0.0.1:{links_port}"))
+            .env("MUSTER_GRPC__LISTEN", "")
             .env("MUSTER_LINKS__API_KEY", LINKS_KEY)
             .env("MUSTER_LINKS__REQUESTS_PER_IP_PER_SEC", "0")
             .env("MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP", "0")

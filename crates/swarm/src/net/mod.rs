@@ -6,6 +6,7 @@
 //! - [`lines`]: a line-based game server's TCP connection (a studio's own server run as a
 //!   process room, e.g. `clients/fleet-server/relay.py`);
 //! - [`enet`]: Muster's ENet transport (reliable UDP), the worker's players sharing a few hosts;
+//! - [`grpc`]: Nakama's API over gRPC, for the steps run with `api = "grpc"`;
 //! - [`failure`]: why a player failed, the kinds the report counts, and how transport errors
 //!   map onto them.
 //!
@@ -13,6 +14,7 @@
 
 pub mod enet;
 pub mod failure;
+pub mod grpc;
 pub mod lines;
 pub mod native;
 pub mod transport;

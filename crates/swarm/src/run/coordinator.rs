@@ -89,6 +89,9 @@ pub struct RunOptions {
     /// cluster's nodes without a load balancer in front): worker `n` plays against the
     /// `n % count`-th.
     pub target: String,
+    /// The servers' gRPC addresses (`host:port`, comma-separated as `target`), for steps run
+    /// with `api = "grpc"`; each target's port less one when `None` (Nakama's convention).
+    pub grpc_target: Option<String>,
     /// Local worker processes; chosen from the player count and the file limit when `None`.
     pub workers: Option<u64>,
     /// Remote workers (`host:port`, a name may resolve to many); local ones when empty.
@@ -260,6 +263,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
         // Global worker index across shards, so shards never run the same player.
         let global = shard + shards * w;
         let target = targets[(global % targets.len() as u64) as usize];
+        let grpc_target = opts.grpc_target.as_deref().and_then(|list| {
+            let grpc: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect();
+            (!grpc.is_empty()).then(|| grpc[(global % grpc.len() as u64) as usize].to_owned())
+        });
         let loopback = is_ipv4_loopback_target(target);
         let source_ip = match &opts.source_ips {
             SourceIps::None => None,
@@ -275,6 +286,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<(Report, PathBuf)> {
             origin: opts.scenario.display().to_string(),
             scale: opts.scale,
             target: target.to_string(),
+            grpc_target,
             server_key: opts.server_key.clone(),
             index: global,
             count,

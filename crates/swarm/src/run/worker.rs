@@ -63,6 +63,9 @@ pub struct WorkerConfig {
     pub scale: f64,
     /// Base URL of the server, e.g. `http://127.0.0.1:7350`.
     pub target: String,
+    /// The server's gRPC address (`host:port`); the target's port less one when absent.
+    #[serde(default)]
+    pub grpc_target: Option<String>,
     pub server_key: String,
     /// Players with global index `i` where `i % count == index` are this worker's.
     pub index: u64,
@@ -245,6 +248,15 @@ pub async fn run(
         .tcp_nodelay(true)
         .build()
         .context("building the HTTP client")?;
+    // Nakama's convention when not given: the gRPC port is the HTTP port less one.
+    let grpc_addr = match &config.grpc_target {
+        Some(grpc) => tokio::net::lookup_host(grpc.as_str())
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .with_context(|| format!("bad --grpc-target {grpc}"))?,
+        None => SocketAddr::new(addr.ip(), addr.port().saturating_sub(1)),
+    };
     let steps = scenario.steps.clone();
     let token_needed_after = (0..steps.len())
         .map(|i| steps[i + 1..].iter().any(Step::needs_token))
@@ -278,6 +290,7 @@ pub async fn run(
         },
         rec: RefCell::new(Recorder::default()),
         enet: Default::default(),
+        grpc: crate::net::grpc::GrpcClients::lazy(grpc_addr),
         stop: Notify::new(),
         lifecycle: Lifecycle::default(),
     });

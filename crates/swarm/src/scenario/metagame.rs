@@ -112,6 +112,8 @@ pub struct StorageStep {
     /// How long to keep calling; until the run ends when absent.
     pub duration_s: Option<Seconds>,
     pub timeout_s: Option<Seconds>,
+    /// REST or gRPC.
+    pub api: super::Api,
 }
 
 impl StorageStep {
@@ -136,6 +138,8 @@ pub struct LeaderboardStep {
     pub interval_s: Interval,
     pub duration_s: Option<Seconds>,
     pub timeout_s: Option<Seconds>,
+    /// REST or gRPC.
+    pub api: super::Api,
 }
 
 /// A count checked against its range, for `parse.rs` to report at the key's line.

@@ -158,6 +158,17 @@ impl SocketFormat {
     }
 }
 
+/// Which of Nakama's APIs an HTTP step calls (`api = "…"` on `authenticate`, `storage` and
+/// `leaderboard`): the REST API (the default) or the same calls over gRPC, on the server's gRPC
+/// port (Nakama's convention: the HTTP port less one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    #[default]
+    Rest,
+    Grpc,
+}
+
 /// The vocabulary is small on purpose and grows by adding variants (chat, rpc, match…): each
 /// variant carries its own keys (declared in `RawStep` and checked in `RawStep::into_step`, in
 /// `parse.rs`), and
@@ -171,6 +182,8 @@ pub enum Step {
         /// Use device IDs that are the same on every run (`swarm-player-<index>`), so a second
         /// run logs existing accounts in instead of creating new ones (default false).
         reuse_accounts: bool,
+        /// REST or gRPC.
+        api: Api,
         timeout_s: Option<Seconds>,
     },
     /// Open the realtime socket (`GET /ws?token=…&format=json`, WebSocket upgrade).
@@ -480,6 +493,7 @@ do = "disconnect"
             Step::Authenticate {
                 create: true,
                 reuse_accounts: false,
+                api: Api::Rest,
                 timeout_s: None
             }
         );

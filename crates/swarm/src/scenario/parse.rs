@@ -157,6 +157,8 @@ struct RawStep {
     queries: Option<Spanned<Vec<RawQuery>>>,
     /// `connect`: `json` or `protobuf`.
     format: Option<Spanned<super::SocketFormat>>,
+    /// `authenticate`, `storage`, `leaderboard`: `rest` or `grpc`.
+    api: Option<Spanned<super::Api>>,
     // The `world` step (see `world`).
     shard: Option<Spanned<u32>>,
     center: Option<Spanned<Vec<f64>>>,
@@ -232,7 +234,7 @@ impl RawStep {
         let kind = *self.kind.get_ref();
         let name = snake_case(&format!("{kind:?}"));
         let allowed: &[&str] = match kind {
-            StepKind::Authenticate => &["create", "reuse_accounts", "timeout_s"],
+            StepKind::Authenticate => &["create", "reuse_accounts", "api", "timeout_s"],
             StepKind::Connect => &["format", "timeout_s"],
             StepKind::Disconnect => &["timeout_s"],
             StepKind::Heartbeat => &["interval_s", "duration_s", "timeout_s"],
@@ -285,6 +287,7 @@ impl RawStep {
                 "timeout_s",
             ],
             StepKind::Storage => &[
+                "api",
                 "collection",
                 "key",
                 "keys",
@@ -295,6 +298,7 @@ impl RawStep {
                 "timeout_s",
             ],
             StepKind::Leaderboard => &[
+                "api",
                 "leaderboard",
                 "score",
                 "limit",
@@ -317,6 +321,7 @@ impl RawStep {
             ("count", self.count.as_ref().map(|v| v.span())),
             ("transport", self.transport.as_ref().map(|v| v.span())),
             ("format", self.format.as_ref().map(|v| v.span())),
+            ("api", self.api.as_ref().map(|v| v.span())),
             ("tcp_port", self.tcp_port.as_ref().map(|v| v.span())),
             ("enet_port", self.enet_port.as_ref().map(|v| v.span())),
             ("rate_hz", self.rate_hz.as_ref().map(|v| v.span())),
@@ -400,6 +405,7 @@ impl RawStep {
             }),
         };
         let read_ratio = self.read_ratio.map_or(Ratio(0.5), Spanned::into_inner);
+        let api = self.api.map(Spanned::into_inner).unwrap_or_default();
         Ok(match kind {
             StepKind::Storage => {
                 let keys = count(self.keys.clone(), "keys", 1, 1, MAX_KEYS)?;
@@ -434,6 +440,7 @@ impl RawStep {
                     interval_s: *interval(self.interval_s)?.get_ref(),
                     duration_s: inner(self.duration_s),
                     timeout_s: inner(self.timeout_s),
+                    api,
                 })
             }
             StepKind::Leaderboard => Step::Leaderboard(LeaderboardStep {
@@ -451,6 +458,7 @@ impl RawStep {
                 interval_s: *interval(self.interval_s)?.get_ref(),
                 duration_s: inner(self.duration_s),
                 timeout_s: inner(self.timeout_s),
+                api,
             }),
             StepKind::Authenticate => Step::Authenticate {
                 create: self.create.map(Spanned::into_inner).unwrap_or(true),
@@ -458,6 +466,7 @@ impl RawStep {
                     .reuse_accounts
                     .map(Spanned::into_inner)
                     .unwrap_or(false),
+                api,
                 timeout_s: inner(self.timeout_s),
             },
             StepKind::Connect => Step::Connect {

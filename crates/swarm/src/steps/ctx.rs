@@ -42,6 +42,8 @@ pub struct Ctx {
     pub rec: RefCell<Recorder>,
     /// The worker's ENet client hosts, shared by its players (`transport = "enet"`).
     pub enet: crate::net::enet::EnetClients,
+    /// The worker's gRPC connections (`api = "grpc"`), opened on first use.
+    pub grpc: crate::net::grpc::GrpcClients,
     /// Wakes every idle player when the run is over.
     pub stop: Notify,
     /// Whether the run is over and how many players are still busy; the worker builds it with

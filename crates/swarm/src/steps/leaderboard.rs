@@ -17,10 +17,11 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::net::failure::Failure;
+use crate::net::grpc::GrpcCall;
 use crate::net::transport::Ws;
 use crate::scenario::metagame::LeaderboardStep;
 use crate::steps::ctx::Ctx;
-use crate::steps::paced::{exchange, user_id_of, Pace, Written};
+use crate::steps::paced::{call_api, user_id_of, Pace, Written};
 
 /// A record, as far as the step looks at it.
 #[derive(Deserialize)]
@@ -59,12 +60,19 @@ pub(crate) async fn run(
     let mut pace = Pace::new(index ^ 0x1ead_b0a4, start, step.interval_s, until);
     while let Some(intended) = pace.next(ctx, ws.as_deref_mut()).await? {
         if pace.rng.random_bool(step.read_ratio.0) {
-            let answer = Box::pin(exchange(
+            let request = || {
+                let request = serde_json::json!({
+                    "leaderboard_id": board, "owner_id": user_id, "limit": step.limit,
+                });
+                (GrpcCall::ListLeaderboardRecordsAroundOwner, request)
+            };
+            let answer = Box::pin(call_api(
                 ctx,
-                reqwest::Method::GET,
-                around_url.clone(),
+                step.api,
+                index,
                 token,
-                None,
+                (reqwest::Method::GET, around_url.clone(), None),
+                request,
                 "leaderboard_around",
                 limit,
             ))
@@ -85,13 +93,22 @@ pub(crate) async fn run(
                 .latency_named("leaderboard_around", Instant::now() - intended);
         } else {
             let score = pace.rng.random_range(step.score.0..=step.score.1);
-            let body = serde_json::json!({ "score": score, "subscore": 0 }).to_string();
-            let answer = Box::pin(exchange(
+            let record = serde_json::json!({ "score": score, "subscore": 0 });
+            let request = || {
+                let request = serde_json::json!({ "leaderboard_id": board, "record": record });
+                (GrpcCall::WriteLeaderboardRecord, request)
+            };
+            let answer = Box::pin(call_api(
                 ctx,
-                reqwest::Method::POST,
-                write_url.clone(),
+                step.api,
+                index,
                 token,
-                Some(body),
+                (
+                    reqwest::Method::POST,
+                    write_url.clone(),
+                    Some(record.to_string()),
+                ),
+                request,
                 "leaderboard_write",
                 limit,
             ))

@@ -15,8 +15,10 @@ use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::measure::stats::Metric;
 use crate::net::failure::{http_failure, Failure};
+use crate::net::grpc::GrpcCall;
 use crate::net::transport::Ws;
 use crate::scenario::rpc::Interval;
+use crate::scenario::Api;
 use crate::steps::ctx::Ctx;
 use crate::steps::player::{idle_until, Wake};
 
@@ -144,6 +146,45 @@ pub(crate) async fn exchange(
             call,
             problem: "timeout".into(),
         }),
+    }
+}
+
+/// One authenticated call of Nakama's API over `api`: the REST call `rest` (method, URL, JSON
+/// body) through [`exchange`], or the same call over gRPC (`grpc`: the call and its request in
+/// protobuf's JSON mapping) on one of the worker's connections, chosen by `player`. Either way
+/// the answer is the same JSON; a gRPC status but OK fails as `<call>_grpc_<code>`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn call_api(
+    ctx: &Ctx,
+    api: Api,
+    player: u64,
+    token: &str,
+    rest: (reqwest::Method, String, Option<String>),
+    grpc: impl FnOnce() -> (GrpcCall, serde_json::Value),
+    call: &'static str,
+    limit: Duration,
+) -> Result<bytes::Bytes, Failure> {
+    match api {
+        Api::Rest => {
+            let (method, url, body) = rest;
+            exchange(ctx, method, url, token, body, call, limit).await
+        }
+        Api::Grpc => {
+            let (grpc_call, request) = grpc();
+            let authorization = format!("Bearer {token}");
+            let answer = ctx.grpc.call(player, grpc_call, &authorization, request);
+            match timeout(limit, answer).await {
+                Ok(Ok(answer)) => {
+                    ctx.rec.borrow_mut().count(|c| c.receives += 1);
+                    Ok(answer.into())
+                }
+                Ok(Err(failure)) => Err(failure.of(call)),
+                Err(_) => Err(Failure::Call {
+                    call,
+                    problem: "timeout".into(),
+                }),
+            }
+        }
     }
 }
 

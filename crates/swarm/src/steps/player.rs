@@ -17,6 +17,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde::Deserialize;
 use tokio::io::AsyncReadExt as _;
@@ -27,8 +28,9 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::measure::stats::Metric;
 use crate::net::failure::{http_failure, ws_failure, Failure};
+use crate::net::grpc::GrpcCall;
 use crate::net::transport::{self, ws_config_with, Ws};
-use crate::scenario::{SocketFormat, Step};
+use crate::scenario::{Api, SocketFormat, Step};
 use crate::steps::ctx::Ctx;
 
 /// The parts of a realtime envelope a player looks at; everything else is ignored.
@@ -152,6 +154,7 @@ impl Player {
                 Step::Authenticate {
                     create,
                     reuse_accounts,
+                    api,
                     timeout_s,
                 } => {
                     let device = if *reuse_accounts {
@@ -159,8 +162,15 @@ impl Player {
                     } else {
                         format!("swarm-{}-{:010}", ctx.run_tag, self.index)
                     };
-                    let token =
-                        Box::pin(authenticate(ctx, device, *create, limit(timeout_s))).await?;
+                    let token = Box::pin(authenticate(
+                        ctx,
+                        self.index,
+                        device,
+                        *create,
+                        *api,
+                        limit(timeout_s),
+                    ))
+                    .await?;
                     let done = Instant::now();
                     ctx.rec.borrow_mut().latency(Metric::Auth, done - self.next);
                     self.token = Some(token.into_boxed_str());
@@ -358,35 +368,56 @@ impl Player {
     }
 }
 
-/// `POST /v2/account/authenticate/device` → the session token.
+/// `POST /v2/account/authenticate/device` (or the gRPC call `AuthenticateDevice`) → the session
+/// token.
 async fn authenticate(
     ctx: &Ctx,
+    player: u64,
     device: String,
     create: bool,
+    api: Api,
     limit: Duration,
 ) -> Result<String, Failure> {
-    let url = format!(
-        "{}/v2/account/authenticate/device?create={create}",
-        ctx.base_url
-    );
-    let body = format!("{{\"id\":\"{device}\"}}");
     ctx.rec.borrow_mut().count(|c| c.sends += 1);
     let exchange = async {
-        let resp = ctx
-            .http
-            .post(url)
-            .basic_auth(&ctx.server_key, Some(""))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| http_failure(&e))?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| http_failure(&e))?;
+        let bytes = match api {
+            Api::Rest => {
+                let url = format!(
+                    "{}/v2/account/authenticate/device?create={create}",
+                    ctx.base_url
+                );
+                let resp = ctx
+                    .http
+                    .post(url)
+                    .basic_auth(&ctx.server_key, Some(""))
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(format!("{{\"id\":\"{device}\"}}"))
+                    .send()
+                    .await
+                    .map_err(|e| http_failure(&e))?;
+                let status = resp.status();
+                let bytes = resp.bytes().await.map_err(|e| http_failure(&e))?;
+                if !status.is_success() {
+                    return Err(Failure::Http(status.as_u16()));
+                }
+                bytes.to_vec()
+            }
+            Api::Grpc => {
+                let key = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{}:", ctx.server_key));
+                let request = serde_json::json!({"account": {"id": device}, "create": create});
+                ctx.grpc
+                    .call(
+                        player,
+                        GrpcCall::AuthenticateDevice,
+                        &format!("Basic {key}"),
+                        request,
+                    )
+                    .await
+                    .map_err(|failure| failure.of("authenticate"))?
+            }
+        };
         ctx.rec.borrow_mut().count(|c| c.receives += 1);
-        if !status.is_success() {
-            return Err(Failure::Http(status.as_u16()));
-        }
         let session: Session = serde_json::from_slice(&bytes).map_err(|_| Failure::BadResponse)?;
         Ok(session.token)
     };

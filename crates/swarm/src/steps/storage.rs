@@ -1,5 +1,6 @@
 //! The `storage` step: a player writes its own storage objects and reads them back at random
-//! intervals, over Nakama's REST API (`PUT /v2/storage`, `POST /v2/storage`).
+//! intervals, over Nakama's REST API (`PUT /v2/storage`, `POST /v2/storage`) or, with
+//! `api = "grpc"`, the same calls over gRPC (`WriteStorageObjects`, `ReadStorageObjects`).
 //!
 //! Each call draws a key (one of `keys`), then reads it with probability `read_ratio` or else
 //! writes a fresh value of `value_bytes` bytes (`{"p":"<random letters>"}`, owner read and
@@ -18,10 +19,11 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::net::failure::Failure;
+use crate::net::grpc::GrpcCall;
 use crate::net::transport::Ws;
 use crate::scenario::metagame::StorageStep;
 use crate::steps::ctx::Ctx;
-use crate::steps::paced::{exchange, user_id_of, Pace, Written};
+use crate::steps::paced::{call_api, user_id_of, Pace, Written};
 
 /// `PUT /v2/storage`'s answer: one ack per object written.
 #[derive(Deserialize)]
@@ -68,12 +70,13 @@ pub(crate) async fn run(
             let body = serde_json::json!({
                 "object_ids": [{ "collection": step.collection.0, "key": key, "user_id": user_id }],
             });
-            let answer = Box::pin(exchange(
+            let answer = Box::pin(call_api(
                 ctx,
-                reqwest::Method::POST,
-                url.clone(),
+                step.api,
+                index,
                 token,
-                Some(body.to_string()),
+                (reqwest::Method::POST, url.clone(), Some(body.to_string())),
+                || (GrpcCall::ReadStorageObjects, body.clone()),
                 "storage_read",
                 limit,
             ))
@@ -104,12 +107,13 @@ pub(crate) async fn run(
                     "permission_write": 1,
                 }],
             });
-            let answer = Box::pin(exchange(
+            let answer = Box::pin(call_api(
                 ctx,
-                reqwest::Method::PUT,
-                url.clone(),
+                step.api,
+                index,
                 token,
-                Some(body.to_string()),
+                (reqwest::Method::PUT, url.clone(), Some(body.to_string())),
+                || (GrpcCall::WriteStorageObjects, body.clone()),
                 "storage_write",
                 limit,
             ))

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::common;
-use common::{count, run_swarm, Muster};
+use common::{count, run_swarm, run_swarm_with, Muster};
 
 const PLAYERS: u64 = 10;
 /// Calls per player per step: every 0.2 s for 1.1 s.
@@ -210,6 +210,104 @@ fn storage_and_leaderboard_calls_are_counted_exactly_and_read_what_was_written()
             .expect("int");
         assert!((1..=1000).contains(&score), "{record}");
     }
+}
+
+/// The same scenario with every call over gRPC (`api = "grpc"`, `--grpc-target`): the same
+/// calls counted exactly, the same checks of what was written, and the server counts them as
+/// gRPC calls; a refused call fails its players as `<call>_grpc_<code>`.
+#[test]
+fn the_same_calls_over_grpc_are_counted_exactly() {
+    let grpc_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let muster = Muster::start_with(|config| {
+        config
+            .leaderboards
+            .boards
+            .push(muster::leaderboards::NewLeaderboard {
+                id: "scores".into(),
+                operator: "best".into(),
+                ..Default::default()
+            });
+        config.storage.max_value_bytes = 512;
+        config.grpc.listen = format!("127.0.0.1:{grpc_port}");
+    });
+    let grpc_target = format!("127.0.0.1:{grpc_port}");
+    let over_grpc = SCENARIO
+        .replace(
+            "reuse_accounts = true",
+            "reuse_accounts = true\napi = \"grpc\"",
+        )
+        .replace("do = \"storage\"", "do = \"storage\"\napi = \"grpc\"")
+        .replace(
+            "do = \"leaderboard\"",
+            "do = \"leaderboard\"\napi = \"grpc\"",
+        );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, report) = run_swarm_with(
+        &muster.url(),
+        dir.path(),
+        "metagame-grpc",
+        &over_grpc,
+        2,
+        &["--grpc-target", &grpc_target],
+    );
+    assert_eq!(code, 0, "{}", report["errors"]);
+    assert_eq!(report["successful"], PLAYERS);
+    let (writes, reads) = (
+        count(&report, "storage_write"),
+        count(&report, "storage_read"),
+    );
+    assert_eq!(writes + reads, 3 * PLAYERS * CALLS, "{writes} + {reads}");
+    assert_eq!(count(&report, "leaderboard_write"), PLAYERS * CALLS);
+    assert_eq!(count(&report, "leaderboard_around"), PLAYERS * CALLS);
+    let calls = PLAYERS * (1 + 5 * CALLS);
+    assert_eq!(report["counters"]["sends"], calls);
+    assert_eq!(report["counters"]["receives"], calls);
+    // The server saw them as gRPC calls, and none over REST.
+    let client = Client::new(&muster);
+    let metrics = client.runtime.block_on(async {
+        let answer = client
+            .http
+            .get(format!("{}/metrics", client.url))
+            .send()
+            .await;
+        answer.expect("metrics").text().await.expect("text")
+    });
+    let counted = |call: &str, transport: &str| -> u64 {
+        let series = format!(
+            "muster_api_call_duration_seconds_count{{call=\"{call}\",code=\"OK\",transport=\"{transport}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(counted("WriteStorageObjects", "grpc"), writes);
+    assert_eq!(counted("ReadStorageObjects", "grpc"), reads);
+    assert_eq!(counted("AuthenticateDevice", "grpc"), PLAYERS);
+    assert_eq!(counted("WriteStorageObjects", "rest"), 0);
+    // A refused call: no such leaderboard is NOT_FOUND (5).
+    let refused = over_grpc.replace(
+        "leaderboard = \"scores\"\nscore",
+        "leaderboard = \"nope\"\nscore",
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, report) = run_swarm_with(
+        &muster.url(),
+        dir.path(),
+        "refused-grpc",
+        &refused,
+        2,
+        &["--grpc-target", &grpc_target],
+    );
+    assert_eq!(code, 3);
+    assert_eq!(
+        report["errors"],
+        serde_json::json!({ "leaderboard_write_grpc_5": PLAYERS })
+    );
 }
 
 #[test]

@@ -20,96 +20,16 @@ use super::auth::verify_session;
 use super::error::ApiError;
 use super::extract::ClientIp;
 use crate::functions::{CallError, RpcError};
+use crate::net::calls::{self, Body as CallBody, Call};
 use crate::net::state::AppState;
 
 /// Largest answer an after hook is shown.
 const MAX_ANSWER_BYTES: usize = 16 << 20;
 
-/// Where a request's body sits in the request Nakama's hooks see.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum BodyShape {
-    /// No body: the hooks see the path and query parameters.
-    None,
-    /// The body is the request.
-    Whole,
-    /// The body is the request's `account`, beside the query's `create` and `username`
-    /// (Nakama's `Authenticate…Request`).
-    Account,
-    /// The body is the request's `record`, beside the path's `id` (Nakama's
-    /// `Write…RecordRequest`, `leaderboardId` or `tournamentId`).
-    Record(&'static str),
-}
-
-/// Nakama's name of the call a route and method serve, and where its body sits.
-fn hook_of(method: &Method, route: &str) -> Option<(&'static str, BodyShape)> {
-    let get = method == Method::GET;
-    let post = method == Method::POST;
-    let put = method == Method::PUT;
-    let delete = method == Method::DELETE;
-    Some(match route {
-        "/v2/account/authenticate/device" if post => ("AuthenticateDevice", BodyShape::Account),
-        "/v2/account/authenticate/email" if post => ("AuthenticateEmail", BodyShape::Account),
-        "/v2/account/authenticate/custom" if post => ("AuthenticateCustom", BodyShape::Account),
-        "/v2/account/session/refresh" if post => ("SessionRefresh", BodyShape::Whole),
-        "/v2/session/logout" if post => ("SessionLogout", BodyShape::Whole),
-        "/v2/account" if get => ("GetAccount", BodyShape::None),
-        "/v2/account" if put => ("UpdateAccount", BodyShape::Whole),
-        "/v2/account" if delete => ("DeleteAccount", BodyShape::None),
-        "/v2/account/link/device" if post => ("LinkDevice", BodyShape::Whole),
-        "/v2/account/link/custom" if post => ("LinkCustom", BodyShape::Whole),
-        "/v2/account/link/email" if post => ("LinkEmail", BodyShape::Whole),
-        "/v2/account/unlink/device" if post => ("UnlinkDevice", BodyShape::Whole),
-        "/v2/account/unlink/custom" if post => ("UnlinkCustom", BodyShape::Whole),
-        "/v2/account/unlink/email" if post => ("UnlinkEmail", BodyShape::Whole),
-        "/v2/user" if get => ("GetUsers", BodyShape::None),
-        "/v2/friend" if get => ("ListFriends", BodyShape::None),
-        "/v2/friend" if post => ("AddFriends", BodyShape::None),
-        "/v2/friend" if delete => ("DeleteFriends", BodyShape::None),
-        "/v2/friend/block" if post => ("BlockFriends", BodyShape::None),
-        "/v2/friend/friends" if get => ("ListFriendsOfFriends", BodyShape::None),
-        "/v2/group" if get => ("ListGroups", BodyShape::None),
-        "/v2/group" if post => ("CreateGroup", BodyShape::Whole),
-        "/v2/group/{group_id}" if put => ("UpdateGroup", BodyShape::Whole),
-        "/v2/group/{group_id}" if delete => ("DeleteGroup", BodyShape::None),
-        "/v2/group/{group_id}/join" if post => ("JoinGroup", BodyShape::None),
-        "/v2/group/{group_id}/leave" if post => ("LeaveGroup", BodyShape::None),
-        "/v2/group/{group_id}/add" if post => ("AddGroupUsers", BodyShape::None),
-        "/v2/group/{group_id}/kick" if post => ("KickGroupUsers", BodyShape::None),
-        "/v2/group/{group_id}/ban" if post => ("BanGroupUsers", BodyShape::None),
-        "/v2/group/{group_id}/promote" if post => ("PromoteGroupUsers", BodyShape::None),
-        "/v2/group/{group_id}/demote" if post => ("DemoteGroupUsers", BodyShape::None),
-        "/v2/group/{group_id}/user" if get => ("ListGroupUsers", BodyShape::None),
-        "/v2/user/{user_id}/group" if get => ("ListUserGroups", BodyShape::None),
-        "/v2/match" if get => ("ListMatches", BodyShape::None),
-        "/v2/notification" if get => ("ListNotifications", BodyShape::None),
-        "/v2/notification" if delete => ("DeleteNotifications", BodyShape::None),
-        "/v2/channel/{channel_id}" if get => ("ListChannelMessages", BodyShape::None),
-        "/v2/storage" if put => ("WriteStorageObjects", BodyShape::Whole),
-        "/v2/storage" if post => ("ReadStorageObjects", BodyShape::Whole),
-        "/v2/storage/delete" if put => ("DeleteStorageObjects", BodyShape::Whole),
-        "/v2/storage/{collection}" | "/v2/storage/{collection}/{user_id}" if get => {
-            ("ListStorageObjects", BodyShape::None)
-        }
-        "/v2/leaderboard/{id}" if get => ("ListLeaderboardRecords", BodyShape::None),
-        "/v2/leaderboard/{id}" if post => (
-            "WriteLeaderboardRecord",
-            BodyShape::Record("leaderboard_id"),
-        ),
-        "/v2/leaderboard/{id}" if delete => ("DeleteLeaderboardRecord", BodyShape::None),
-        "/v2/leaderboard/{id}/owner/{owner_id}" if get => {
-            ("ListLeaderboardRecordsAroundOwner", BodyShape::None)
-        }
-        "/v2/tournament" if get => ("ListTournaments", BodyShape::None),
-        "/v2/tournament/{id}" if get => ("ListTournamentRecords", BodyShape::None),
-        "/v2/tournament/{id}" if put || post => {
-            ("WriteTournamentRecord", BodyShape::Record("tournament_id"))
-        }
-        "/v2/tournament/{id}/join" if post => ("JoinTournament", BodyShape::None),
-        "/v2/tournament/{id}/owner/{owner_id}" if get => {
-            ("ListTournamentRecordsAroundOwner", BodyShape::None)
-        }
-        _ => return None,
-    })
+/// The call a route serves, when a module may hook it (Nakama has no hooks for RPCs and the
+/// health check).
+fn hooked_call(method: &Method, route: &str) -> Option<&'static Call> {
+    calls::by_route(method, route).filter(|call| !matches!(call.name, "RpcFunc" | "Healthcheck"))
 }
 
 /// Runs the hooks of the call `request` is, when the module has any.
@@ -121,12 +41,13 @@ pub async fn run(State(state): State<AppState>, request: Request, next: Next) ->
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned());
-    let Some((name, shape)) = route
+    let Some(call) = route
         .as_deref()
-        .and_then(|route| hook_of(request.method(), route))
+        .and_then(|route| hooked_call(request.method(), route))
     else {
         return next.run(request).await;
     };
+    let (name, shape) = (call.name, call.body);
     let (before, after) = (
         module.has_hook(Hook::Before, name),
         module.has_hook(Hook::After, name),
@@ -142,7 +63,7 @@ pub async fn run(State(state): State<AppState>, request: Request, next: Next) ->
     };
     // What the hooks see of the request: its body, or its path and query parameters.
     let params = parameters(route.as_deref().unwrap_or_default(), &parts.uri);
-    let data = if shape == BodyShape::None {
+    let data = if shape == CallBody::None {
         params
     } else {
         let body = match serde_json::from_slice::<Value>(&bytes) {
@@ -155,13 +76,16 @@ pub async fn run(State(state): State<AppState>, request: Request, next: Next) ->
             }
         };
         match shape {
-            BodyShape::Account => json!({
+            // Nakama's `Authenticate…Request`: `create` is a boolean, true unless "false".
+            CallBody::Field("account") => json!({
                 "account": body,
                 "create": params.get("create").map(|c| c != "false").unwrap_or(true),
                 "username": params.get("username").cloned().unwrap_or(json!("")),
             }),
-            BodyShape::Record(id) => {
-                json!({ id: params.get("id").cloned().unwrap_or_default(), "record": body })
+            CallBody::Field(field) => {
+                let mut request = params;
+                request[field] = body;
+                request
             }
             _ => body,
         }
@@ -192,16 +116,15 @@ pub async fn run(State(state): State<AppState>, request: Request, next: Next) ->
         {
             Ok(Some(changed)) => {
                 let body = match shape {
-                    BodyShape::None => None,
-                    BodyShape::Whole => Some(&changed),
-                    BodyShape::Account => changed.get("account"),
-                    BodyShape::Record(_) => changed.get("record"),
+                    CallBody::None => None,
+                    CallBody::Whole => Some(&changed),
+                    CallBody::Field(field) => changed.get(field),
                 };
                 if let Some(body) = body {
                     bytes = serde_json::to_vec(body).unwrap_or_default().into();
                     parts.headers.remove(header::CONTENT_LENGTH);
                 }
-                if shape != BodyShape::None {
+                if shape != CallBody::None {
                     data = changed;
                 }
             }

@@ -1,12 +1,12 @@
 //! Leaderboard records over Nakama's REST routes, for the caller's session (rules in
 //! [`crate::leaderboards`]):
 //!
-//! - `POST /v2/leaderboard/{id}` writes the caller's record (`LeaderboardRecordWrite` →
+//! - `POST /v2/leaderboard/{leaderboard_id}` writes the caller's record (`LeaderboardRecordWrite` →
 //!   `LeaderboardRecord`);
-//! - `GET /v2/leaderboard/{id}?owner_ids=&owner_ids=&limit=&cursor=&expiry=` lists
+//! - `GET /v2/leaderboard/{leaderboard_id}?owner_ids=&owner_ids=&limit=&cursor=&expiry=` lists
 //!   (`LeaderboardRecordList`);
-//! - `GET /v2/leaderboard/{id}/owner/{owner_id}?limit=&cursor=&expiry=` lists around an owner;
-//! - `DELETE /v2/leaderboard/{id}` deletes the caller's record.
+//! - `GET /v2/leaderboard/{leaderboard_id}/owner/{owner_id}?limit=&cursor=&expiry=` lists around an owner;
+//! - `DELETE /v2/leaderboard/{leaderboard_id}` deletes the caller's record.
 
 use axum::extract::{Path, RawQuery};
 use axum::Json;

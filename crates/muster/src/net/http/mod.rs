@@ -38,6 +38,7 @@ use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use self::auth::MetricsScraper;
 use self::error::ApiError;
 use crate::config::LimitsConfig;
+use crate::net::calls::{self, Transport};
 use crate::net::state::AppState;
 
 pub fn router(state: AppState) -> Router {
@@ -125,25 +126,28 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/storage/{collection}", get(storage::list))
         .route("/v2/storage/{collection}/{user_id}", get(storage::list))
         .route(
-            "/v2/leaderboard/{id}",
+            "/v2/leaderboard/{leaderboard_id}",
             get(leaderboard::list_records)
                 .post(leaderboard::write)
                 .delete(leaderboard::delete),
         )
         .route(
-            "/v2/leaderboard/{id}/owner/{owner_id}",
+            "/v2/leaderboard/{leaderboard_id}/owner/{owner_id}",
             get(leaderboard::around_owner),
         )
         .route("/v2/tournament", get(tournament::list))
         .route(
-            "/v2/tournament/{id}",
+            "/v2/tournament/{tournament_id}",
             get(tournament::list_records)
                 .put(tournament::write)
                 .post(tournament::write),
         )
-        .route("/v2/tournament/{id}/join", post(tournament::join))
         .route(
-            "/v2/tournament/{id}/owner/{owner_id}",
+            "/v2/tournament/{tournament_id}/join",
+            post(tournament::join),
+        )
+        .route(
+            "/v2/tournament/{tournament_id}/owner/{owner_id}",
             get(tournament::around_owner),
         )
         .route("/v2/economy/wallet", get(economy::wallet))
@@ -204,19 +208,33 @@ async fn record_latency(State(state): State<AppState>, request: Request, next: N
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let request_id = request_id(&request);
     let method = request.method().clone();
+    let transport = request
+        .extensions()
+        .get::<Transport>()
+        .copied()
+        .unwrap_or(Transport::Rest);
     let mut response = next.run(request).await;
     let status = response.status();
     let elapsed = started.elapsed();
-    state
-        .services
-        .metrics
+    let metrics = &state.services.metrics;
+    metrics
         .http_requests
         .with_label_values(&[route.as_str(), status.as_str()])
         .observe(elapsed.as_secs_f64());
+    let call = calls::by_route(&method, &route).map(|call| call.name);
+    if let Some(call) = call {
+        let code = calls::code_of_status(status);
+        metrics
+            .api_calls
+            .with_label_values(&[call, transport.label(), calls::code_name(code)])
+            .observe(elapsed.as_secs_f64());
+    }
     tracing::debug!(
         request_id = %request_id.to_str().unwrap_or_default(),
         %method,
         route,
+        call = call.unwrap_or_default(),
+        transport = transport.label(),
         status = status.as_u16(),
         micros = elapsed.as_micros() as u64,
         "request"

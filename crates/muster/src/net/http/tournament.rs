@@ -3,10 +3,10 @@
 //!
 //! - `GET /v2/tournament?category_start=&category_end=&start_time=&end_time=&limit=&cursor=`
 //!   lists tournaments (`TournamentList`);
-//! - `POST /v2/tournament/{id}/join` joins the caller;
-//! - `PUT|POST /v2/tournament/{id}` writes the caller's record (`LeaderboardRecord`);
-//! - `GET /v2/tournament/{id}?owner_ids=&limit=&cursor=&expiry=` and
-//!   `GET /v2/tournament/{id}/owner/{owner_id}` list records (`TournamentRecordList`).
+//! - `POST /v2/tournament/{tournament_id}/join` joins the caller;
+//! - `PUT|POST /v2/tournament/{tournament_id}` writes the caller's record (`LeaderboardRecord`);
+//! - `GET /v2/tournament/{tournament_id}?owner_ids=&limit=&cursor=&expiry=` and
+//!   `GET /v2/tournament/{tournament_id}/owner/{owner_id}` list records (`TournamentRecordList`).
 
 use axum::extract::{Path, RawQuery};
 use axum::Json;

@@ -43,6 +43,7 @@ pub fn muster_command(db: &Database) -> Command {
         .env("MUSTER_ROOMS__TCP_LISTEN", "127.0.0.1:0")
         .env("MUSTER_ENET__LISTEN", "127.0.0.1:0")
         .env("MUSTER_LINKS__LISTEN", "127.0.0.1:0")
+        .env("MUSTER_GRPC__LISTEN", "127.0.0.1:0")
         .arg("--data-dir")
         .arg(db.data_dir())
         .arg("--log")

@@ -121,6 +121,8 @@ impl Database {
         config.links.listen = "127.0.0.1:0".into();
         // The console's port, when a test turns it on (console.admin_password).
         config.console.listen = "127.0.0.1:0".into();
+        // The gRPC edge too (`TestServer::grpc_addr`).
+        config.grpc.listen = "127.0.0.1:0".into();
         config.shutdown_grace_ms = 3000;
         config
     }
@@ -134,6 +136,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// The links service's address, when `links.listen` is set.
     pub links_addr: Option<SocketAddr>,
+    /// The gRPC edge's address, when `grpc.listen` is set.
+    pub grpc_addr: Option<SocketAddr>,
     /// The console's address, when it is on (`console.admin_password` set; tests give
     /// `console.listen` port 0).
     pub console_addr: Option<SocketAddr>,
@@ -179,6 +183,15 @@ impl TestServer {
         let console_addr = console
             .as_ref()
             .map(|l| l.local_addr().expect("console address"));
+        let grpc = match config.grpc.listen.as_str() {
+            "" => None,
+            address => Some(
+                tokio::net::TcpListener::bind(address)
+                    .await
+                    .expect("bind gRPC"),
+            ),
+        };
+        let grpc_addr = grpc.as_ref().map(|l| l.local_addr().expect("gRPC address"));
         let (stop, stopped) = oneshot::channel::<()>();
         let game = muster::app::GameLogic {
             functions,
@@ -190,6 +203,7 @@ impl TestServer {
                 http: listener,
                 links,
                 console,
+                grpc,
             },
             config,
             game,
@@ -201,6 +215,7 @@ impl TestServer {
         let server = TestServer {
             addr,
             links_addr,
+            grpc_addr,
             console_addr,
             clock,
             http: reqwest::Client::new(),

@@ -39,6 +39,7 @@ impl Muster {
         config.rooms.tcp_listen = "127.0.0.1:0".into();
         config.enet.listen = "127.0.0.1:0".into();
         config.links.listen = "127.0.0.1:0".into();
+        config.grpc.listen = "127.0.0.1:0".into();
         adjust(&mut config);
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -177,6 +178,18 @@ pub fn run_swarm(
     scenario: &str,
     workers: u32,
 ) -> (i32, serde_json::Value) {
+    run_swarm_with(target, dir, name, scenario, workers, &[])
+}
+
+/// [`run_swarm`] with more arguments to `swarm run`.
+pub fn run_swarm_with(
+    target: &str,
+    dir: &std::path::Path,
+    name: &str,
+    scenario: &str,
+    workers: u32,
+    more: &[&str],
+) -> (i32, serde_json::Value) {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, scenario).expect("write scenario");
     let out = dir.join(name);
@@ -185,6 +198,7 @@ pub fn run_swarm(
         .arg("run")
         .arg(&file)
         .args(["--target", target, "--workers", &workers.to_string()])
+        .args(more)
         .args(["--progress", "never", "--out"])
         .arg(&out)
         .status()
