@@ -383,8 +383,10 @@ mod tests {
     /// Each call's bindings as Nakama's `apigrpc.proto` declares them (its `google.api.http`
     /// options, read from the text: the method, the path, any `additional_bindings`, `body`).
     fn nakamas_bindings(text: &str, name: &str) -> (Vec<(String, String)>, String) {
+        // Nakama writes both `rpc Name (` and `rpc Name(`.
         let start = text
             .find(&format!("rpc {name} ("))
+            .or_else(|| text.find(&format!("rpc {name}(")))
             .unwrap_or_else(|| panic!("Nakama has no call {name}"));
         let rest = &text[start..];
         let end = rest[1..].find("\n  rpc ").map_or(rest.len(), |e| e + 1);
