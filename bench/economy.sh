@@ -63,6 +63,9 @@ TOML
 if "$muster_bin" config 2>/dev/null | grep -q '^player_builtin_functions'; then
   export MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS="[wallet_spend, inventory_grant]"
 fi
+# Nakama's test gives every account 1,000,000 coins and items (Muster's default is none).
+export MUSTER_ECONOMY__STARTING_WALLET="{coins=1000000}"
+export MUSTER_ECONOMY__STARTING_ITEMS='[{id="item", kind="default", count=1000000}]'
 
 from_s=$((RAMP_S + 2))
 to_s=$((RAMP_S + HOLD_S - 1))

@@ -46,6 +46,8 @@ trap cleanup EXIT
 cp "$root/bench/runtime/index.js" "$work/index.js"
 export MUSTER_RUNTIME__PATH="$work"
 export MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS="[wallet_spend]"
+# The players spend coins: they start with Nakama's economy test's 1,000,000 (default: none).
+export MUSTER_ECONOMY__STARTING_WALLET="{coins=1000000}"
 [ -n "${JS_VMS:-}" ] && export MUSTER_RUNTIME__JS_VMS="$JS_VMS"
 from_s=$((RAMP_S + 2))
 to_s=$((RAMP_S + HOLD_S - 1))

@@ -2,14 +2,14 @@
 // and the wallet as getAccount shows it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, clientFor, uniq, expectHttpError, GRPC, PLAYERS_MAY_CALL_BUILTINS } from "./helpers.mjs";
+import { startServer, clientFor, uniq, expectHttpError, GRPC, PLAYERS_MAY_CALL_BUILTINS, LOAD_TEST_GRANT } from "./helpers.mjs";
 
 // These tests call the built-in functions as players, which the studio must opt in to.
 let server;
 let client;
 const sockets = [];
 before(async () => {
-  server = await startServer(PLAYERS_MAY_CALL_BUILTINS);
+  server = await startServer({ ...PLAYERS_MAY_CALL_BUILTINS, ...LOAD_TEST_GRANT });
   client = clientFor(server);
 });
 after(async () => {
@@ -18,7 +18,7 @@ after(async () => {
 });
 
 test("by default a player cannot call the built-in value functions: 403 (code 7), nothing changes; rpcHttpKey still can", async () => {
-  const closed = await startServer();
+  const closed = await startServer(LOAD_TEST_GRANT);
   try {
     const c = clientFor(closed);
     const session = await c.authenticateDevice(uniq("device"), true);

@@ -191,6 +191,15 @@ export const PLAYERS_MAY_CALL_BUILTINS = {
   MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS: "[wallet_spend, inventory_grant, inventory_consume]",
 };
 
+/**
+ * The starting grant of Nakama's economy load test (1,000,000 coins and items); by default, as on
+ * Nakama, a new account's wallet is empty.
+ */
+export const LOAD_TEST_GRANT = {
+  MUSTER_ECONOMY__STARTING_WALLET: "{coins=1000000}",
+  MUSTER_ECONOMY__STARTING_ITEMS: '[{id="item", kind="default", count=1000000}]',
+};
+
 /** Events a socket received, and a way to wait for the next matching one. */
 export class Inbox {
   constructor() {

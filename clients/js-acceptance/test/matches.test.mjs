@@ -66,12 +66,18 @@ test("addMatchmaker → onmatchmakermatched → joinMatch by token → sendMatch
   assert.equal(mB.self.numeric_properties.skill, 30);
 
   const joinedA = await a.socket.joinMatch(undefined, mA.token);
-  const presenceAtA = next(a.socket, "onmatchpresence");
+  assert.equal(joinedA.size ?? 0, 0, "the first to join sees nobody else, as on Nakama (0 is left out of JSON)");
+  const joining = (who) => (e) => e.joins?.[0]?.user_id === who.session.user_id;
+  const presenceAtA = next(a.socket, "onmatchpresence", joining(b));
+  const ownAtB = next(b.socket, "onmatchpresence", joining(b));
   const joinedB = await b.socket.joinMatch(undefined, mB.token);
   assert.equal(joinedA.match_id, joinedB.match_id);
-  assert.equal(joinedB.size, 2);
+  // As Nakama: the answer lists the others and its size counts them; the joiner is told of
+  // its own join too.
+  assert.equal(joinedB.size, 1);
   assert.equal(joinedB.presences[0].user_id, a.session.user_id);
   assert.equal(joinedB.self.user_id, b.session.user_id);
+  assert.equal((await ownAtB).match_id, joinedB.match_id);
   const event = await presenceAtA;
   assert.equal(event.match_id, joinedA.match_id);
   assert.equal(event.joins[0].user_id, b.session.user_id);
@@ -96,12 +102,14 @@ test("addMatchmaker → onmatchmakermatched → joinMatch by token → sendMatch
 test("createMatch and joinMatch by id; leaveMatch tells the others", async () => {
   const host = await player("host");
   const guest = await player("guest");
+  const own = next(host.socket, "onmatchpresence", (e) => e.joins?.[0]?.user_id === host.session.user_id);
   const created = await host.socket.createMatch();
   assert.match(created.match_id, /^[0-9a-f-]{36}\.$/);
   assert.equal(created.size, 1);
   assert.equal(created.self.user_id, host.session.user_id);
+  assert.equal((await own).match_id, created.match_id, "the creator is told of its own join");
 
-  const joinEvent = next(host.socket, "onmatchpresence");
+  const joinEvent = next(host.socket, "onmatchpresence", (e) => e.joins?.[0]?.user_id === guest.session.user_id);
   const joined = await guest.socket.joinMatch(created.match_id);
   assert.equal(joined.match_id, created.match_id);
   assert.equal(joined.presences.length, 1);
@@ -112,7 +120,11 @@ test("createMatch and joinMatch by id; leaveMatch tells the others", async () =>
   const named = await host.socket.createMatch(name);
   const same = await guest.socket.createMatch(name);
   assert.equal(same.match_id, named.match_id);
-  assert.equal(same.size, 2);
+  assert.equal(same.size, 2, "a named create's size counts the creator, as on Nakama");
+  // Joining again lists everyone, the joiner included.
+  const again = await guest.socket.joinMatch(created.match_id);
+  assert.deepEqual(again.presences.map((p) => p.user_id).sort(), [host.session.user_id, guest.session.user_id].sort());
+  assert.equal(again.size, 2);
   const fresh = await guest.socket.createMatch();
   assert.notEqual(fresh.match_id, named.match_id, "a nameless create is a new match");
 

@@ -57,6 +57,9 @@ for (const engine of ENGINES) {
       const party = await alice.socket.createParty(true, 3);
       assert.ok(party.party_id.includes("."), party.party_id);
       assert.equal(party.open, true);
+      // As Nakama: the creator is told of its own join (how a client learns its party is live).
+      const own = await alice.inbox.next((e) => e.kind === "partypresence" && e.joins?.[0]?.user_id === alice.id, "alice's own join");
+      assert.equal(own.party_id, party.party_id);
       // nakama-js-protobuf 1.4.0 reads max_size at field 3, which Nakama's current protos give to
       // `hidden` (max_size is 4): only the JSON client sees it.
       if (!protobuf) assert.equal(party.max_size, 3);
@@ -76,6 +79,7 @@ for (const engine of ENGINES) {
         assert.equal(bobs.leader.user_id, alice.id);
       }
       await alice.inbox.next((e) => e.kind === "partypresence" && e.joins?.[0]?.user_id === bob.id, "bob joins, at alice");
+      await bob.inbox.next((e) => e.kind === "partypresence" && e.joins?.[0]?.user_id === bob.id, "bob's own join, at bob");
       await carol.socket.joinParty(party.party_id);
       const carols = await carol.inbox.next((e) => e.kind === "party", "carol's party");
       learnSessions(carols, alice, bob, carol);

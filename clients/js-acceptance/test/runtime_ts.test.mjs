@@ -12,7 +12,7 @@ import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { WebSocketAdapterPb } from "@heroiclabs/nakama-js-protobuf";
-import { ENGINES, startServerOn, clientFor, uniq, uniqName, Inbox } from "./helpers.mjs";
+import { ENGINES, startServerOn, clientFor, uniq, uniqName, Inbox, LOAD_TEST_GRANT } from "./helpers.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const suite = path.resolve(here, "..");
@@ -65,6 +65,7 @@ after(async () => {
 
 async function start(engine) {
   const server = await startServerOn(engine, {
+    ...LOAD_TEST_GRANT,
     MUSTER_RUNTIME__PATH: path.join(built, "build"),
     MUSTER_RUNTIME__ENV__REGION: "eu",
     MUSTER_RUNTIME__JS_HTTP_ALLOW: `[127.0.0.1:${echo.address().port}]`,
@@ -309,9 +310,41 @@ test("registerMatchmakerMatched: the matchmaker's group plays the match the modu
   const inbox = inboxOf(sockets[0]);
   for (const s of sockets) await s.addMatchmaker("*", 2, 2, {}, { skill: 7 });
   const [first, second] = await Promise.all(matched);
-  const joined = await sockets[0].joinMatch(undefined, first.token);
-  await sockets[1].joinMatch(undefined, second.token);
+  // As Nakama: the hook's match is announced by its id, not a token.
+  assert.equal(first.token, undefined);
+  assert.equal(first.match_id, second.match_id);
+  const joined = await sockets[0].joinMatch(first.match_id);
+  await sockets[1].joinMatch(second.match_id);
   assert.deepEqual(JSON.parse(joined.label), { mode: "mm", names: [ana.username, bea.username].sort().join(","), skill: 7 });
   await inbox.next((m) => m.kind === "data" && m.op_code === 100 && JSON.parse(m.text).joined[0] === bea.username, "bea joins the module's match");
   for (const s of sockets) s.disconnect(false);
+});
+
+test("as on Nakama: InitModule runs once per node, an RPC's exception reaches the client, a failing match disconnects its players", async () => {
+  const server = await start("sqlite");
+  const client = clientFor(server, { autoRefreshSession: false });
+  const me = await player(client);
+
+  // Matches and busy VMs load the module again; none runs InitModule again.
+  const matchIds = [];
+  for (let i = 0; i < 3; i++) matchIds.push((await client.rpc(me, "fragile_match", {})).payload.matchId);
+  const counts = await Promise.all([0, 1, 2, 3, 4, 5].map(() => client.rpc(me, "init_runs", {})));
+  for (const c of counts) assert.deepEqual(c.payload, { runs: 1 });
+
+  // Error("no input allowed"): 500, code 13, the message kept.
+  const failed = await client.rpc(me, "fail", {}).then(() => null, (res) => res);
+  assert.equal(failed.status, 500);
+  const body = await failed.json();
+  assert.equal(body.code, 13);
+  assert.match(body.message, /^Error: no input allowed/);
+
+  // The match's loop throws: its players' sockets are closed, so they learn it.
+  const other = await player(client);
+  const sockets = [client.createSocket(false, false), client.createSocket(false, false)];
+  const closed = sockets.map((s) => new Promise((resolve) => (s.ondisconnect = resolve)));
+  await sockets[0].connect(me, false);
+  await sockets[1].connect(other, false);
+  for (const s of sockets) await s.joinMatch(matchIds[0]);
+  await sockets[1].sendMatchState(matchIds[0], 13, "break");
+  await Promise.all(closed);
 });

@@ -89,6 +89,11 @@ pub struct Registrations {
     pub schedule: Vec<String>,
     /// `register…` calls Muster keeps but never calls (no such event here).
     pub unused: Vec<String>,
+    /// Every registration by the global name of its function (JSON), so that another VM of the
+    /// module takes them without running `InitModule` again — as Nakama runs it once per node.
+    /// `None` when a registered function is not a global (an inline or `let`/`const` one):
+    /// each VM then runs `InitModule` itself.
+    pub by_name: Option<String>,
 }
 
 /// Which table of hooks a call looks in.
@@ -140,6 +145,31 @@ impl Vm {
         host: Arc<dyn Host>,
         limits: Limits,
     ) -> Result<(Vm, Registrations), JsError> {
+        Vm::boot(name, bundle, host, limits, None)
+    }
+
+    /// Another VM of a module one VM already loaded (`registered` is what that one's
+    /// `InitModule` registered): the bundle runs, but `InitModule` does not when every
+    /// registered function can be found again by its global name.
+    pub fn load_again(
+        name: &str,
+        bundle: &str,
+        host: Arc<dyn Host>,
+        limits: Limits,
+        registered: &Registrations,
+    ) -> Result<Vm, JsError> {
+        Vm::boot(name, bundle, host, limits, registered.by_name.as_deref()).map(|(vm, _)| vm)
+    }
+
+    /// A VM that ran the prelude and `bundle`, then `InitModule` — or, given `by_name`, took
+    /// the registrations it names instead.
+    fn boot(
+        name: &str,
+        bundle: &str,
+        host: Arc<dyn Host>,
+        limits: Limits,
+        by_name: Option<&str>,
+    ) -> Result<(Vm, Registrations), JsError> {
         let runtime = Runtime::new().map_err(engine)?;
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(1 << 20);
@@ -171,6 +201,14 @@ impl Vm {
                     .catch(&ctx)
                     .map_err(|e| thrown(e, name))?;
                 let globals = ctx.globals();
+                if let Some(names) = by_name {
+                    let restore: Function = globals.get("__muster_restore").map_err(engine)?;
+                    restore
+                        .call::<_, ()>((names,))
+                        .catch(&ctx)
+                        .map_err(|e| thrown(e, &format!("{name}: the registrations")))?;
+                    return registrations(&ctx).map_err(engine);
+                }
                 let init: Function = globals.get("InitModule").map_err(|_| {
                     JsError::new(format!("{name}: no global function InitModule"), INTERNAL)
                 })?;
@@ -209,7 +247,7 @@ impl Vm {
                 let answer: Value = function
                     .call((context_object, logger, nk, payload))
                     .catch(&ctx)
-                    .map_err(|e| thrown(e, id))?;
+                    .map_err(thrown_to_caller)?;
                 Ok(if answer.is_undefined() || answer.is_null() {
                     String::new()
                 } else if let Some(text) = answer.as_string() {
@@ -252,7 +290,7 @@ impl Vm {
                 let answer: Value = function
                     .call((context_object, logger, nk, rquickjs::function::Rest(rest)))
                     .catch(&ctx)
-                    .map_err(|e| thrown(e, id))?;
+                    .map_err(thrown_to_caller)?;
                 if answer.is_null() || answer.is_undefined() {
                     return Ok(None);
                 }
@@ -331,6 +369,8 @@ fn registrations(ctx: &Ctx<'_>) -> rquickjs::Result<Registrations> {
     };
     let matched: Value = registry.get("matchmakerMatched")?;
     let unused: Vec<String> = registry.get("unused")?;
+    let by_name: Function = ctx.globals().get("__muster_registry_names")?;
+    let by_name: Option<String> = by_name.call(())?;
     Ok(Registrations {
         rpcs: keys("rpc")?,
         matches: keys("match")?,
@@ -341,11 +381,46 @@ fn registrations(ctx: &Ctx<'_>) -> rquickjs::Result<Registrations> {
         matchmaker_matched: matched.is_function(),
         schedule: keys("schedule")?,
         unused,
+        by_name,
     })
 }
 
 fn engine(error: rquickjs::Error) -> JsError {
     JsError::new(format!("javascript engine: {error}"), INTERNAL)
+}
+
+/// What an RPC or hook threw, as its caller is told it — Nakama's words: `{message, code}`
+/// objects as they are; an `Error` (code 13) as `Error: its message at where (file:line:col)`,
+/// as Nakama's JavaScript engine prints an uncaught exception.
+fn thrown_to_caller(error: CaughtError<'_>) -> JsError {
+    match error {
+        CaughtError::Exception(exception) => {
+            let message = exception.message().unwrap_or_default();
+            let object: &Object = exception.as_object();
+            let name = object
+                .get::<_, Option<String>>("name")
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "Error".to_owned());
+            let code = object.get::<_, Option<i32>>("code").ok().flatten();
+            let at = exception
+                .stack()
+                .and_then(|s| s.lines().next().map(|l| l.trim().to_owned()))
+                .unwrap_or_default();
+            let shown = if message.is_empty() {
+                name
+            } else {
+                format!("{name}: {message}")
+            };
+            let text = if at.is_empty() {
+                shown
+            } else {
+                format!("{shown} {at}")
+            };
+            JsError::new(text, code.unwrap_or(INTERNAL))
+        }
+        other => thrown(other, "the function"),
+    }
 }
 
 /// What a script threw, as a [`JsError`]: `{message, code}` objects keep their code; an

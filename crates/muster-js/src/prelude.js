@@ -78,6 +78,60 @@
   }
   Object.defineProperty(global, "__muster_initializer", { value: initializer });
 
+  // The registrations by the global names of their functions (JSON), for another VM of this
+  // module to take without running InitModule again; null when a registered function is not
+  // a property of the global object (an inline function, or a top-level let/const).
+  const tables = ["rpc", "before", "after", "rtBefore", "rtAfter", "matched", "schedule"];
+  Object.defineProperty(global, "__muster_registry_names", {
+    value() {
+      const names = new Map();
+      for (const key of Object.getOwnPropertyNames(global)) {
+        const desc = Object.getOwnPropertyDescriptor(global, key);
+        if (desc && typeof desc.value === "function" && !names.has(desc.value)) names.set(desc.value, key);
+      }
+      const out = { tables: {}, match: {}, matchmakerMatched: null, unused: registry.unused.slice() };
+      for (const table of tables) {
+        out.tables[table] = {};
+        for (const id of Object.keys(registry[table])) {
+          const name = names.get(registry[table][id]);
+          if (name === undefined) return null;
+          out.tables[table][id] = name;
+        }
+      }
+      for (const id of Object.keys(registry.match)) {
+        const handlers = registry.match[id];
+        const byName = {};
+        for (const key of Object.keys(handlers)) {
+          if (typeof handlers[key] !== "function") return null;
+          const name = names.get(handlers[key]);
+          if (name === undefined) return null;
+          byName[key] = name;
+        }
+        out.match[id] = byName;
+      }
+      if (registry.matchmakerMatched !== null) {
+        out.matchmakerMatched = names.get(registry.matchmakerMatched);
+        if (out.matchmakerMatched === undefined) return null;
+      }
+      return JSON.stringify(out);
+    },
+  });
+  Object.defineProperty(global, "__muster_restore", {
+    value(text) {
+      const saved = JSON.parse(text);
+      for (const table of tables) {
+        for (const id of Object.keys(saved.tables[table])) registry[table][id] = global[saved.tables[table][id]];
+      }
+      for (const id of Object.keys(saved.match)) {
+        const handlers = {};
+        for (const key of Object.keys(saved.match[id])) handlers[key] = global[saved.match[id][key]];
+        registry.match[id] = handlers;
+      }
+      if (saved.matchmakerMatched !== null) registry.matchmakerMatched = global[saved.matchmakerMatched];
+      for (const name of saved.unused) registry.unused.push(name);
+    },
+  });
+
   // Go's fmt verbs, as Nakama's logger takes them: %v %s %d %q %t %%.
   function format(template, args) {
     if (typeof template !== "string") return String(template);
@@ -124,7 +178,7 @@
         return target[name];
       }
       return function () {
-        throw { message: "nk." + name + " is not available in Muster", code: 12 };
+        throw { message: "nk." + name + " is not supported by Muster", code: 12 };
       };
     },
   });

@@ -168,6 +168,17 @@ impl Recipient {
         }
     }
 
+    /// Closes the session's socket (Nakama disconnects the players of a match whose handler
+    /// failed).
+    pub fn disconnect(&self) {
+        match &self.at {
+            At::Here(session) => session.outbox.kick(),
+            At::Elsewhere(remote) => {
+                shared::end_session_on(&remote.bus, &remote.node, remote.session_id);
+            }
+        }
+    }
+
     /// Queues `message` for this session; false when it cannot take it (it is being closed).
     /// For a session on another node: true once the message is on its way there.
     pub fn deliver(&self, message: &Encoded) -> bool {

@@ -133,6 +133,8 @@ struct ToNode<B> {
 enum Addressee {
     Session(Uuid),
     User(Uuid),
+    /// The session's socket is to be closed (the envelope is empty).
+    EndSession(Uuid),
 }
 
 impl<B> Message for ToNode<B> {
@@ -686,6 +688,12 @@ impl ClusterRouter {
             tracing::warn!("cluster: unreadable delivery");
             return;
         };
+        if let Addressee::EndSession(id) = delivery.to {
+            if let Some(session) = self.local.sessions().session(id) {
+                session.outbox.kick();
+            }
+            return;
+        }
         let Ok(envelope) = decode_protobuf(delivery.envelope) else {
             tracing::warn!("cluster: undecodable delivery");
             return;
@@ -698,6 +706,7 @@ impl ClusterRouter {
             Addressee::User(id) => {
                 self.local.send_to_user(id, &message);
             }
+            Addressee::EndSession(_) => {}
         }
     }
 
@@ -945,6 +954,15 @@ pub(crate) fn send_to_session_on(bus: &Bus, node: &str, session_id: Uuid, messag
     let delivery = ToNode {
         to: Addressee::Session(session_id),
         envelope: serde_bytes::Bytes::new(&envelope),
+    };
+    bus.send_soon(&inbox_topic(node), &delivery);
+}
+
+/// Closes the socket of session `session_id` of node `node`.
+pub(crate) fn end_session_on(bus: &Bus, node: &str, session_id: Uuid) {
+    let delivery = ToNode {
+        to: Addressee::EndSession(session_id),
+        envelope: serde_bytes::Bytes::new(&[]),
     };
     bus.send_soon(&inbox_topic(node), &delivery);
 }

@@ -16,7 +16,9 @@ pub struct StartingItem {
     pub count: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// As Nakama, a new account's wallet is `{}` and its inventory empty unless the game says
+/// otherwise (the seed's economy load test gives 1,000,000 coins and items: its scenario sets them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EconomyConfig {
     /// The wallet every new account starts with (currency to amount), granted in the same
@@ -24,17 +26,4 @@ pub struct EconomyConfig {
     pub starting_wallet: BTreeMap<String, i64>,
     /// The inventory every new account starts with, granted with the starting wallet.
     pub starting_items: Vec<StartingItem>,
-}
-
-impl Default for EconomyConfig {
-    fn default() -> Self {
-        EconomyConfig {
-            starting_wallet: BTreeMap::from([("coins".to_string(), 1_000_000)]),
-            starting_items: vec![StartingItem {
-                id: "item".into(),
-                kind: "default".into(),
-                count: 1_000_000,
-            }],
-        }
-    }
 }

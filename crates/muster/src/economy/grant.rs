@@ -1,6 +1,6 @@
 //! The after-authenticate hook: the starting wallet and inventory every new account gets
-//! (`economy.starting_wallet`, `economy.starting_items`; Nakama's 2M-CCU economy test gives
-//! 1,000,000 coins and 1,000,000 items).
+//! (`economy.starting_wallet`, `economy.starting_items`; none by default, as Nakama; its 2M-CCU
+//! economy test gives 1,000,000 coins and 1,000,000 items).
 //!
 //! It runs inside the store's account creation, in the same transaction as the account insert,
 //! not after it: a crash between "account created" and "grant given" cannot happen, so no
@@ -70,9 +70,29 @@ mod tests {
     use super::*;
     use crate::economy::config::StartingItem;
 
+    /// The seed's economy load test: 1,000,000 coins and 1,000,000 items.
+    fn seed_scenario() -> EconomyConfig {
+        EconomyConfig {
+            starting_wallet: [("coins".to_string(), 1_000_000)].into(),
+            starting_items: vec![StartingItem {
+                id: "item".into(),
+                kind: "default".into(),
+                count: 1_000_000,
+            }],
+        }
+    }
+
     #[test]
-    fn the_default_grant_is_the_seed_scenario() {
-        let grant = StartingGrant::from_config(&EconomyConfig::default())
+    fn the_default_grants_nothing() {
+        assert_eq!(
+            StartingGrant::from_config(&EconomyConfig::default()),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn the_seed_scenarios_grant_is_one_row_per_stack() {
+        let grant = StartingGrant::from_config(&seed_scenario())
             .expect("valid")
             .expect("grants something");
         assert_eq!(grant.wallet, vec![("coins".to_string(), 1_000_000)]);
@@ -86,12 +106,12 @@ mod tests {
 
     #[test]
     fn bad_grants_are_named_and_empty_ones_grant_nothing() {
-        let mut config = EconomyConfig::default();
+        let mut config = seed_scenario();
         config.starting_wallet.insert("gems".into(), -1);
         assert!(StartingGrant::from_config(&config)
             .unwrap_err()
             .contains("gems"));
-        let mut config = EconomyConfig::default();
+        let mut config = seed_scenario();
         config.starting_items.push(StartingItem {
             id: "item".into(),
             kind: "default".into(),

@@ -132,6 +132,7 @@ pub struct ActorEnv {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     HandlerEnded,
+    HandlerFailed,
     Terminated,
     Empty,
     Shutdown,
@@ -411,8 +412,10 @@ impl Actor {
                     }
                     metrics.ticks.inc();
                     metrics.tick_duration.observe(began.elapsed().as_secs_f64());
-                    if flow == Flow::End {
-                        break Ending::HandlerEnded;
+                    match flow {
+                        Flow::Continue => {}
+                        Flow::End => break Ending::HandlerEnded,
+                        Flow::Failed => break Ending::HandlerFailed,
                     }
                 }
                 () = sleep_until(empty_deadline.unwrap_or(start)), if empty_deadline.is_some() => {
@@ -420,7 +423,7 @@ impl Actor {
                 }
             }
         };
-        self.finish();
+        self.finish(ending);
         ending
     }
 
@@ -510,12 +513,14 @@ impl Actor {
             // The joiner gave up waiting: it never learns it joined, so it did not.
             return false;
         }
+        // Every member, the joiner too, is told of the join (Nakama's tracker does so; the
+        // joiner's copy follows its `match` answer).
         let event = self.presence_event(vec![member.presence.clone()], Vec::new());
-        for other in &self.members {
-            other.recipient.deliver(&event);
-        }
         let presence = member.presence.clone();
         self.members.push(member);
+        for each in &self.members {
+            each.recipient.deliver(&event);
+        }
         self.handle
             .size
             .store(self.members.len(), Ordering::Relaxed);
@@ -552,27 +557,27 @@ impl Actor {
         true
     }
 
-    /// The `match` answer for a member already in the match.
+    /// The `match` answer for a member already in the match: as Nakama, everyone in it,
+    /// `me` included; `size` counts the presences listed.
     fn reply_for(&self, me: &UserPresence) -> Match {
+        let presences: Vec<UserPresence> =
+            self.members.iter().map(|m| m.presence.clone()).collect();
         Match {
             match_id: self.handle.id_text.clone(),
             authoritative: true,
             label: self.handle.label(),
-            size: self.members.len() as i32,
-            presences: self
-                .members
-                .iter()
-                .filter(|m| m.presence.session_id != me.session_id)
-                .map(|m| m.presence.clone())
-                .collect(),
+            size: presences.len() as i32,
+            presences,
             self_presence: Some(me.clone()),
         }
     }
 
-    /// The `match` answer for a member about to be added.
+    /// The `match` answer for a member about to be added: the others (Nakama leaves the joiner
+    /// out of a new join's list, and its `size` counts those listed).
     fn reply_for_new(&self, me: &UserPresence) -> Match {
         let mut reply = self.reply_for(me);
-        reply.size += 1;
+        reply.presences.retain(|p| p.session_id != me.session_id);
+        reply.size = reply.presences.len() as i32;
         reply
     }
 
@@ -587,12 +592,19 @@ impl Actor {
         ))
     }
 
-    /// Ends the match: the handler's `terminate`, then nobody is in it any more.
-    fn finish(mut self) {
-        let mut ctx = context!(self);
-        self.handler.terminate(&mut ctx);
+    /// Ends the match: the handler's `terminate` (not after it failed: its players' sockets
+    /// are closed instead, as Nakama does), then nobody is in it any more.
+    fn finish(mut self, ending: Ending) {
+        let failed = ending == Ending::HandlerFailed;
+        if !failed {
+            let mut ctx = context!(self);
+            self.handler.terminate(&mut ctx);
+        }
         let id = self.handle.id;
         for member in self.members.drain(..) {
+            if failed {
+                member.recipient.disconnect();
+            }
             self.env
                 .registry
                 .remove_membership(member.recipient.session_id(), id);

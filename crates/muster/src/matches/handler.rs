@@ -89,6 +89,9 @@ pub struct MatchSettings {
 pub enum Flow {
     Continue,
     End,
+    /// The handler failed: the match ends without its `terminate`, and its players' sockets
+    /// are closed so they learn it (as Nakama does).
+    Failed,
 }
 
 /// The game logic of one authoritative match. See the module documentation for the call order.

@@ -153,7 +153,8 @@ pub fn list(registry: &MatchRegistry, filter: &ListFilter) -> Vec<Match> {
         {
             continue;
         }
-        if let Some(label) = &filter.label {
+        // As Nakama: with a query, the exact label is not looked at.
+        if let (Some(label), None) = (&filter.label, &filter.query) {
             if summary.label.as_deref() != Some(label.as_str()) {
                 continue;
             }

@@ -549,29 +549,31 @@ pub trait MatchedHook: Send + Sync + 'static {
 pub(super) fn announce(matches: &Arc<Matches>, group: Vec<Ticket>) {
     let Some(hook) = matches.matched_hook().cloned() else {
         if let Some(id) = default_match(matches, &group) {
-            deliver(matches, id, &group);
+            deliver(matches, id, None, &group);
         }
         return;
     };
     let matches = matches.clone();
     tokio::spawn(async move {
         let users = users_of(&group);
-        let id = match hook.matched(users).await {
+        // A match the hook names is announced by its id, as Nakama does; the matchmaker's own
+        // by a join token.
+        let chosen = match hook.matched(users).await {
             Ok(Some(text)) => match MatchId::parse(&text, matches.node()) {
-                Ok(id) => Some(id),
+                Ok(id) => Some((id, Some(text))),
                 Err(error) => {
                     tracing::warn!(%error, "the matchmaker matched hook named no match of this node; the group is dropped");
                     None
                 }
             },
-            Ok(None) => default_match(&matches, &group),
+            Ok(None) => default_match(&matches, &group).map(|id| (id, None)),
             Err(error) => {
                 tracing::warn!(%error, "the matchmaker matched hook failed; the group is dropped");
                 None
             }
         };
-        if let Some(id) = id {
-            deliver(&matches, id, &group);
+        if let Some((id, named)) = chosen {
+            deliver(&matches, id, named, &group);
         }
     });
 }
@@ -638,8 +640,9 @@ fn default_match(matches: &Matches, group: &[Ticket]) -> Option<MatchId> {
     Some(id)
 }
 
-/// Tells each player of the group how to join match `id`.
-fn deliver(matches: &Matches, id: MatchId, group: &[Ticket]) {
+/// Tells each player of the group how to join match `id`: by `named`, the id a matched hook
+/// gave, or else by a join token of their own.
+fn deliver(matches: &Matches, id: MatchId, named: Option<String>, group: &[Ticket]) {
     let players = players_of(group);
     let users: Vec<MatchmakerUser> = players.iter().map(|(_, _, u)| u.clone()).collect();
     matches
@@ -657,11 +660,17 @@ fn deliver(matches: &Matches, id: MatchId, group: &[Ticket]) {
         let Some(recipient) = recipient else {
             continue;
         };
-        let username = me.presence.as_ref().map_or("", |p| p.username.as_str());
-        let (token, _) = matches.tokens.issue(id, recipient.user_id(), username);
+        let how = match &named {
+            Some(text) => matchmaker_matched::Id::MatchId(text.clone()),
+            None => {
+                let username = me.presence.as_ref().map_or("", |p| p.username.as_str());
+                let (token, _) = matches.tokens.issue(id, recipient.user_id(), username);
+                matchmaker_matched::Id::Token(token)
+            }
+        };
         let message = MatchmakerMatched {
             ticket: ticket.id.to_string(),
-            id: Some(matchmaker_matched::Id::Token(token)),
+            id: Some(how),
             users: users.clone(),
             self_user: Some(me.clone()),
         };

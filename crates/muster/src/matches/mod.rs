@@ -409,7 +409,10 @@ impl Matches {
                 self.new_relayed(MatchId::new_relayed(self.node()), Some(name))
             })?
         };
-        self.join_relayed(session, &relayed)
+        let mut reply = self.join_relayed(session, &relayed)?;
+        // Nakama's `match_create` counts the creator in `size` (a join's answer does not).
+        reply.size = relayed.size() as i32;
+        Ok(reply)
     }
 
     fn join_relayed(

@@ -55,7 +55,9 @@ impl RelayedMatch {
         })
     }
 
-    /// Adds `member`, tells the others, and returns the `match` answer for the joiner.
+    /// Adds `member`, tells every member (the joiner too, as Nakama's tracker does), and returns
+    /// the `match` answer for the joiner: the others for a new join, everyone for a member
+    /// joining again; `size` counts those listed.
     pub fn join(&self, member: Member, max_size: usize) -> Result<Joined, MatchError> {
         let mut state = self.state.write();
         if state.ended {
@@ -70,23 +72,24 @@ impl RelayedMatch {
             if state.members.len() >= max_size {
                 return Err(MatchError::Rejected("Match is full.".into()));
             }
-            let event = self.presence_event(vec![member.presence.clone()], Vec::new());
-            for other in &state.members {
-                other.recipient.deliver(&event);
-            }
             state.members.push(member.clone());
+            let event = self.presence_event(vec![member.presence.clone()], Vec::new());
+            for each in &state.members {
+                each.recipient.deliver(&event);
+            }
         }
+        let presences: Vec<UserPresence> = state
+            .members
+            .iter()
+            .filter(|m| !new || m.recipient.session_id() != session)
+            .map(|m| m.presence.clone())
+            .collect();
         let reply = Match {
             match_id: self.id_text.clone(),
             authoritative: false,
             label: None,
-            size: state.members.len() as i32,
-            presences: state
-                .members
-                .iter()
-                .filter(|m| m.recipient.session_id() != session)
-                .map(|m| m.presence.clone())
-                .collect(),
+            size: presences.len() as i32,
+            presences,
             self_presence: Some(member.presence),
         };
         Ok(Joined { reply, new })

@@ -434,8 +434,14 @@ impl Parties {
             caller.clone(),
         );
         let view = state.view(&caller.presence);
+        // Queued behind the answer: the creator's own join, as Nakama's tracker sends it.
+        let joined = state.joined(&caller.presence);
         self.owned.insert(party.id, Arc::new(Mutex::new(state)));
         self.mine.entry(session.session_id).or_default().push(party);
+        self.router.send_to_session(
+            session.session_id,
+            &Encoded::new(Envelope::new(String::new(), joined)),
+        );
         Ok(Answer::Reply(Message::Party(view)))
     }
 

@@ -437,17 +437,24 @@ impl Party {
         Ok(Reply::Requested)
     }
 
-    /// `joiner` becomes a member: they are sent the party, the others their join.
+    /// `joiner` becomes a member: they are sent the party, then every member — the joiner
+    /// too, as Nakama's tracker does — the join.
     fn admit(&mut self, joiner: Caller, outcome: &mut Outcome) {
-        let event = self.presence_event(vec![joiner.presence.clone()], Vec::new());
-        self.to_members(outcome, &event, None);
         self.members.push(joiner.clone());
         if let Some(session) = session_of(&joiner) {
             outcome
                 .sends
                 .push((session, Message::Party(self.view(&joiner.presence))));
         }
+        let event = self.joined(&joiner.presence);
+        self.to_members(outcome, &event, None);
         outcome.memberships.push((joiner, true));
+    }
+
+    /// The `party_presence_event` naming `presence` as joined (a creator is sent one naming
+    /// itself after its `party`, as on Nakama).
+    pub fn joined(&self, presence: &UserPresence) -> Message {
+        self.presence_event(vec![presence.clone()], Vec::new())
     }
 
     /// The member at `at` leaves: the others are told; a leader hands over to the oldest
@@ -512,6 +519,34 @@ mod tests {
             },
             node: "a".into(),
         }
+    }
+
+    /// As Nakama's tracker: every member is told of a join, the joiner too (after its `party`).
+    #[test]
+    fn a_joiner_is_told_of_its_own_join_after_its_party() {
+        let (leader, bob) = (caller("leader"), caller("bob"));
+        let mut party = Party::new("p.a".into(), true, false, 4, String::new(), leader.clone());
+        let (reply, outcome) = party.apply(bob.clone(), Op::Join).unwrap();
+        assert_eq!(reply, Reply::Joined);
+        let to = |who: &Caller| -> Vec<&Message> {
+            let session = session_of(who).unwrap();
+            outcome
+                .sends
+                .iter()
+                .filter(|(s, _)| *s == session)
+                .map(|(_, m)| m)
+                .collect()
+        };
+        let bobs = to(&bob);
+        assert!(matches!(bobs[0], Message::Party(_)), "{bobs:?}");
+        let Message::PartyPresenceEvent(event) = bobs[1] else {
+            panic!("{bobs:?}")
+        };
+        assert_eq!(event.joins, vec![bob.presence.clone()]);
+        let Message::PartyPresenceEvent(event) = to(&leader)[0] else {
+            panic!("the leader is told")
+        };
+        assert_eq!(event.joins, vec![bob.presence.clone()]);
     }
 
     #[test]

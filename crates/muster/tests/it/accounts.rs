@@ -392,8 +392,9 @@ async fn account_read_and_update(backend: Backend) {
     assert_eq!(status, 200);
     assert_eq!(account["devices"][0]["id"], "device-profile-1");
     assert_eq!(account["user"]["id"], claims(&token)["uid"]);
-    // The starting wallet (economy.starting_wallet), as Nakama shows a wallet: JSON in a string.
-    assert_eq!(account["wallet"], r#"{"coins":1000000}"#);
+    // The starting wallet (economy.starting_wallet, empty by default as Nakama's), as Nakama shows
+    // a wallet: JSON in a string.
+    assert_eq!(account["wallet"], "{}");
     assert!(account["user"]["create_time"]
         .as_str()
         .expect("time")

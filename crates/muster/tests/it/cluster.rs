@@ -12,8 +12,11 @@ use std::process::Command;
 use support::{eventually, free_port, nats_url, presence_ids, Backend, Binary, Database};
 
 /// A node of the cluster `prefix` (see [`support::cluster_node_command`]).
+/// A node of a test cluster; its players start with 1,000 coins (the tests spend some).
 fn node(db: &Database, nats: &str, prefix: &str, name: &str) -> Command {
-    support::cluster_node_command(db, nats, prefix, name)
+    let mut command = support::cluster_node_command(db, nats, prefix, name);
+    command.env("MUSTER_ECONOMY__STARTING_WALLET", "{coins=1000}");
+    command
 }
 
 async fn metric(node: &Binary, name: &str) -> f64 {

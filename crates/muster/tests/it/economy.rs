@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
+use muster::economy::config::StartingItem;
 use muster::economy::Change;
 use muster::functions::{Call, Functions, RpcError, ServerFunction};
 use serde_json::{json, Value};
@@ -34,6 +35,11 @@ on_both_backends!(
 fn config(db: &Database) -> muster::config::Config {
     let mut config = db.config();
     config.economy.starting_wallet = BTreeMap::from([("coins".into(), 1000), ("gems".into(), 50)]);
+    config.economy.starting_items = vec![StartingItem {
+        id: "item".into(),
+        kind: "default".into(),
+        count: 1_000_000,
+    }];
     config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
     config
 }
@@ -133,8 +139,15 @@ async fn socket_rpc(client: &mut Client, id: &str, payload: &str) -> Value {
 
 async fn new_accounts_get_the_starting_grant(backend: Backend) {
     let db = Database::new(backend).await;
-    // The defaults: Nakama's 2M-CCU test's 1,000,000 coins and 1,000,000 items.
-    let server = TestServer::start(db.config()).await;
+    // Nakama's 2M-CCU test's 1,000,000 coins and 1,000,000 items.
+    let mut seeded = db.config();
+    seeded.economy.starting_wallet = BTreeMap::from([("coins".into(), 1_000_000)]);
+    seeded.economy.starting_items = vec![StartingItem {
+        id: "item".into(),
+        kind: "default".into(),
+        count: 1_000_000,
+    }];
+    let server = TestServer::start(seeded).await;
     let (token, _) = server.device_session("device-grant-0001").await;
     let (_, account) = server.get_with_token("/v2/account", &token).await;
     assert_eq!(account["wallet"], r#"{"coins":1000000}"#, "{account}");
@@ -160,12 +173,9 @@ async fn new_accounts_get_the_starting_grant(backend: Backend) {
     let (again, _) = server.device_session("device-grant-0001").await;
     assert_eq!(wallet(&server, &again).await["coins"], 1_000_000);
     assert_eq!(ledger(&server, &again, 10).await.len(), 1);
-    // A server with no starting grant creates accounts with an empty wallet.
+    // By default, as Nakama, an account starts with an empty wallet and nothing in the ledger.
     server.stop().await.expect("stop");
-    let mut bare = db.config();
-    bare.economy.starting_wallet.clear();
-    bare.economy.starting_items.clear();
-    let server = TestServer::start(bare).await;
+    let server = TestServer::start(db.config()).await;
     let (token, _) = server.device_session("device-grant-0002").await;
     let (_, account) = server.get_with_token("/v2/account", &token).await;
     assert_eq!(account["wallet"], "{}");

@@ -36,6 +36,7 @@ mod power_cut;
 mod quotas;
 mod realtime;
 mod rooms;
+mod runtime;
 mod slow_consumer;
 mod storage;
 mod tournaments;

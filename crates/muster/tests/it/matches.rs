@@ -27,25 +27,51 @@ async fn relayed_match_data_reaches_every_other_member() {
     let m = &created["match"];
     let id = m["match_id"].as_str().expect("match id").to_owned();
     assert!(id.ends_with('.'), "relayed ids end with a dot: {id}");
+    // As Nakama: the creator is counted in a create's size, and told of its own join.
     assert_eq!(m["size"], 1);
     assert_eq!(m["self"]["user_id"], json!(a.user_id));
     assert!(m.get("authoritative").is_none(), "relayed: {m}");
+    let own = a.next("match_presence_event").await;
+    assert_eq!(
+        presence_ids(&own["match_presence_event"]["joins"]),
+        vec![a.user_id.clone()]
+    );
 
+    // A join's answer lists the others, and its size counts them (Nakama: 1 here, not 2);
+    // every member, the joiner too, is told of the join.
     let joined = b.request(json!({"match_join": {"match_id": id}})).await;
-    assert_eq!(joined["match"]["size"], 2);
+    assert_eq!(joined["match"]["size"], 1, "{joined}");
     assert_eq!(
         presence_ids(&joined["match"]["presences"]),
         vec![a.user_id.clone()]
     );
-    let event = a.next("match_presence_event").await;
-    assert_eq!(event["match_presence_event"]["match_id"], json!(id));
-    assert_eq!(
-        presence_ids(&event["match_presence_event"]["joins"]),
-        vec![b.user_id.clone()]
-    );
-    c.request(json!({"match_join": {"match_id": id}})).await;
-    a.next("match_presence_event").await;
-    b.next("match_presence_event").await;
+    let b_id = b.user_id.clone();
+    for member in [&mut a, &mut b] {
+        let event = member.next("match_presence_event").await;
+        assert_eq!(event["match_presence_event"]["match_id"], json!(id));
+        assert_eq!(
+            presence_ids(&event["match_presence_event"]["joins"]),
+            vec![b_id.clone()]
+        );
+    }
+    let third = c.request(json!({"match_join": {"match_id": id}})).await;
+    assert_eq!(third["match"]["size"], 2, "{third}");
+    let c_id = c.user_id.clone();
+    for member in [&mut a, &mut b, &mut c] {
+        let event = member.next("match_presence_event").await;
+        assert_eq!(
+            presence_ids(&event["match_presence_event"]["joins"]),
+            vec![c_id.clone()]
+        );
+    }
+    // Joining again changes nothing, and lists everyone, the joiner included.
+    let again = c.request(json!({"match_join": {"match_id": id}})).await;
+    assert_eq!(again["match"]["size"], 3, "{again}");
+    let mut everyone = presence_ids(&again["match"]["presences"]);
+    everyone.sort();
+    let mut expected = vec![a.user_id.clone(), b.user_id.clone(), c.user_id.clone()];
+    expected.sort();
+    assert_eq!(everyone, expected);
 
     // To everyone else.
     a.send(json!({"match_data_send": {"match_id": id, "op_code": "7", "data": b64(b"hello")}}))

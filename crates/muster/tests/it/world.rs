@@ -38,12 +38,12 @@ fn world_toml_with(db: &Database, more: &str) -> PathBuf {
 }
 
 /// A configuration of Helsinki's world with exactly `settings` under `[world]` (each line
-/// `key = value`).
+/// `key = value`); its players start with 1,000,000 coins (world actions cost coins).
 fn world_settings(db: &Database, settings: &str) -> PathBuf {
     let path = db.data_dir().join("world.toml");
     std::fs::create_dir_all(db.data_dir()).expect("dir");
     let map = helsinki_pbf().display().to_string();
-    std::fs::write(&path, format!("[world]\nmap = {map:?}\n{settings}")).expect("config");
+    std::fs::write(&path, format!("[economy]\nstarting_wallet = {{ coins = 1000000 }}\n[world]\nmap = {map:?}\n{settings}")).expect("config");
     path
 }
 

@@ -356,6 +356,7 @@ fn refused_calls_fail_players_by_kind() {
 fn bundled_metagame_scenario_runs_clean() {
     let muster = Muster::start_with(|config| {
         config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
+        config.economy.starting_wallet = [("coins".to_owned(), 1_000_000)].into();
         config
             .leaderboards
             .boards

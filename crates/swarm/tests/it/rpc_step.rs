@@ -75,6 +75,7 @@ functions = [
 fn rpc_step_over_socket_and_http_is_counted_exactly() {
     let muster = Muster::start_with(|config| {
         config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
+        config.economy.starting_wallet = [("coins".to_owned(), 1_000_000)].into();
     });
     for transport in ["socket", "http"] {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -115,6 +116,7 @@ fn rpc_step_over_socket_and_http_is_counted_exactly() {
 fn refused_calls_fail_players_by_kind() {
     let muster = Muster::start_with(|config| {
         config.runtime.player_builtin_functions = config.runtime.builtin_functions.clone();
+        config.economy.starting_wallet = [("coins".to_owned(), 1_000_000)].into();
     });
     let dir = tempfile::tempdir().expect("temp dir");
     let scenario = SCENARIO

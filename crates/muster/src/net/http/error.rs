@@ -39,6 +39,10 @@ pub enum ApiError {
     RequestTimeout(String),
     #[error("internal server error")]
     Internal,
+    /// A server function's own failure (an exception in a module): 500, code 13, its message
+    /// kept, as Nakama answers.
+    #[error("{0}")]
+    FunctionFailed(String),
 }
 
 impl ApiError {
@@ -59,7 +63,9 @@ impl ApiError {
             }
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, code::UNAVAILABLE),
             ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, code::DEADLINE_EXCEEDED),
-            ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL),
+            ApiError::Internal | ApiError::FunctionFailed(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL)
+            }
         }
     }
 }
@@ -136,7 +142,7 @@ impl From<crate::functions::RpcError> for ApiError {
             RpcCode::FailedPrecondition => ApiError::FailedPrecondition(message),
             RpcCode::ResourceExhausted => ApiError::TooManyRequests(message),
             RpcCode::Unavailable => ApiError::Unavailable(message),
-            RpcCode::Internal => ApiError::Internal,
+            RpcCode::Internal => ApiError::FunctionFailed(message),
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct JsMatch {
     tick: u64,
     /// A handler answered null or failed: the match ends at its next tick.
     ended: bool,
+    /// A handler failed (threw): its players are disconnected when it ends.
+    failed: bool,
     /// `muster_js_match_loop_seconds` of this handler.
     loop_time: prometheus::Histogram,
 }
@@ -40,6 +42,7 @@ impl JsMatch {
             vm: None,
             tick: 0,
             ended: false,
+            failed: false,
         }
     }
 
@@ -48,6 +51,7 @@ impl JsMatch {
         tracing::warn!(handler = %self.name, call = what, code = error.code, message = %error.message, "a JavaScript match failed; it ends");
         self.module.metrics.failed(&format!("match:{}", self.name));
         self.ended = true;
+        self.failed = true;
     }
 
     /// Runs one handler call, then carries out what it asked of the dispatcher.
@@ -149,6 +153,9 @@ impl MatchHandler for JsMatch {
 
     fn tick(&mut self, ctx: &mut MatchContext<'_>, tick: u64, inputs: &[Input]) -> Flow {
         self.tick = tick;
+        if self.failed {
+            return Flow::Failed;
+        }
         if self.ended || self.vm.is_none() {
             return Flow::End;
         }
@@ -166,7 +173,9 @@ impl MatchHandler for JsMatch {
         let started = std::time::Instant::now();
         self.step(ctx, "matchLoop", |vm, tick| vm.match_loop(tick, &messages));
         self.loop_time.observe(started.elapsed().as_secs_f64());
-        if self.ended {
+        if self.failed {
+            Flow::Failed
+        } else if self.ended {
             Flow::End
         } else {
             Flow::Continue

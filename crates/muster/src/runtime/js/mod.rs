@@ -187,11 +187,17 @@ impl Module {
         Ok(())
     }
 
-    /// A VM with the bundle in force, for a match.
+    /// A VM with the bundle in force, for a match (its `InitModule` ran at start, not again).
     fn load_vm(&self) -> Result<Vm, JsError> {
         let bundle = self.bundle.read().clone();
         let host: Arc<dyn muster_js::Host> = self.host.clone();
-        Vm::load(&bundle.name, &bundle.text, host, self.limits).map(|(vm, _)| vm)
+        Vm::load_again(
+            &bundle.name,
+            &bundle.text,
+            host,
+            self.limits,
+            &bundle.registered,
+        )
     }
 
     /// Runs `call` (of a function whose cost is `cost`) on a free pool VM: its answer.

@@ -49,6 +49,9 @@ pub(super) struct Pool {
     text: String,
     host: Arc<dyn Host>,
     limits: Limits,
+    /// What the first VM's `InitModule` registered: the VMs after it take the same without
+    /// running `InitModule` (once per node, as Nakama).
+    registered: Mutex<Option<Registrations>>,
 }
 
 impl Pool {
@@ -71,12 +74,15 @@ impl Pool {
             text: text.to_owned(),
             host,
             limits,
+            registered: Mutex::new(None),
         };
-        let mut registered = Registrations::default();
         for _ in 0..min.max(1) {
-            let (vm, loaded) = pool.load().map_err(ModuleError::Load)?;
-            registered = loaded;
+            let vm = pool.load().map_err(ModuleError::Load)?;
             pool.idle.lock().push(vm);
+        }
+        let registered = pool.registered.lock().clone().unwrap_or_default();
+        if registered.by_name.is_none() {
+            tracing::warn!("a function the module registers is not a global function (an inline function, or a top-level let or const): every VM runs InitModule");
         }
         Ok((pool, registered))
     }
@@ -111,7 +117,7 @@ impl Pool {
             let _permit = permit;
             let vm = match free {
                 Some(vm) => vm,
-                None => pool.load()?.0,
+                None => pool.load()?,
             };
             Ok::<_, JsError>(pool.run_on(vm, call))
         })
@@ -151,11 +157,26 @@ impl Pool {
         self.total.load(Ordering::Relaxed)
     }
 
-    /// One more VM with the bundle loaded.
-    fn load(&self) -> Result<(Vm, Registrations), JsError> {
-        let loaded = Vm::load(&self.name, &self.text, self.host.clone(), self.limits)?;
+    /// One more VM with the bundle loaded; the first runs `InitModule`.
+    fn load(&self) -> Result<Vm, JsError> {
+        let registered = self.registered.lock().clone();
+        let vm = match registered {
+            Some(registered) => Vm::load_again(
+                &self.name,
+                &self.text,
+                self.host.clone(),
+                self.limits,
+                &registered,
+            )?,
+            None => {
+                let (vm, registered) =
+                    Vm::load(&self.name, &self.text, self.host.clone(), self.limits)?;
+                *self.registered.lock() = Some(registered);
+                vm
+            }
+        };
         self.total.fetch_add(1, Ordering::Relaxed);
-        Ok(loaded)
+        Ok(vm)
     }
 }
 

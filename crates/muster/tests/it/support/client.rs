@@ -192,6 +192,25 @@ impl Client {
         assert!(pong.get("pong").is_some(), "{pong}");
     }
 
+    /// Waits (at most [`WAIT`]) for the server to close the socket; the messages before the
+    /// close are kept as pending.
+    pub async fn until_closed(&mut self) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.socket.next()).await {
+                Err(_) => panic!("the server did not close the socket"),
+                Ok(None) | Ok(Some(Err(_))) => return,
+                Ok(Some(Ok(Message::Close(_)))) => return,
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    if let Ok(value) = serde_json::from_str(&text) {
+                        self.pending.push_back(value);
+                    }
+                }
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
     /// Closes and waits for the server to finish the close handshake (its socket task has left
     /// its read loop: the session's channels, matches and tickets are being dropped).
     pub async fn close(mut self) {
