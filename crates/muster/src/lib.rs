@@ -48,6 +48,7 @@ pub(crate) mod session;
 pub mod status;
 pub mod storage;
 pub mod store;
+pub mod streams;
 pub mod world;
 
 /// jemalloc rather than glibc's malloc: a durable write is allocated on a socket's task and freed

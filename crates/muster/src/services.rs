@@ -171,6 +171,8 @@ pub struct Services {
     pub chat: Arc<Chat>,
     /// Matches and the matchmaker.
     pub matches: Arc<Matches>,
+    /// A module's own streams (`nk.stream*`), this node's.
+    pub streams: Arc<crate::streams::Streams>,
     /// Rooms, and the studio's game servers run as rooms.
     pub rooms: Arc<Rooms>,
     /// Invite links (served on their own listener).
@@ -377,6 +379,7 @@ impl Services {
         parties.follow().await?;
         registry.on_session_closed(parties.clone());
         registry.on_session_closed(matches.clone());
+        let streams = crate::streams::Streams::new(registry.clone());
         if let Some(world) = &world {
             registry.on_session_closed(world.clone());
         }
@@ -421,6 +424,7 @@ impl Services {
             parties,
             chat,
             matches,
+            streams,
             rooms,
             links,
             world,

@@ -16,6 +16,7 @@ pub mod party;
 pub mod presence;
 pub mod rpc;
 pub mod status;
+pub mod stream;
 pub mod world;
 
 use std::collections::HashMap;
@@ -44,6 +45,7 @@ pub use party::{
 pub use presence::UserPresence;
 pub use rpc::Rpc;
 pub use status::{Status, StatusFollow, StatusPresenceEvent, StatusUnfollow, StatusUpdate};
+pub use stream::{Stream, StreamData, StreamPresenceEvent};
 pub use world::{WorldCreep, WorldState, WorldSubscribe, WorldTower, WorldUnsubscribe};
 
 /// One realtime message and its correlation id (empty when the sender expects no answer).
@@ -53,13 +55,12 @@ pub struct Envelope {
     pub cid: String,
     #[prost(
         oneof = "Message",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 100, 101, 102"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 100, 101, 102"
     )]
     pub message: Option<Message>,
 }
 
-/// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers. Kinds
-/// Nakama has and Muster does not (streams) are refused as unrecognized.
+/// The message kinds this server speaks; tags are Nakama's `Envelope` oneof numbers.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Message {
     #[prost(message, tag = "2")]
@@ -118,6 +119,10 @@ pub enum Message {
     StatusUnfollow(StatusUnfollow),
     #[prost(message, tag = "29")]
     StatusUpdate(StatusUpdate),
+    #[prost(message, tag = "30")]
+    StreamData(StreamData),
+    #[prost(message, tag = "31")]
+    StreamPresenceEvent(StreamPresenceEvent),
     #[prost(message, tag = "32")]
     Ping(Ping),
     #[prost(message, tag = "33")]
@@ -240,6 +245,8 @@ message_kinds! {
     StatusPresenceEvent = "status_presence_event",
     StatusUnfollow = "status_unfollow",
     StatusUpdate = "status_update",
+    StreamData = "stream_data",
+    StreamPresenceEvent = "stream_presence_event",
     Ping = "ping",
     Pong = "pong",
     Party = "party",

@@ -508,7 +508,7 @@ fn first_field_number(bytes: &[u8]) -> i32 {
 
 #[test]
 #[ignore = "needs nakama-common's protos (NAKAMA_COMMON_DIR)"]
-fn status_and_party_message_fields_are_nakamas() {
+fn status_party_and_stream_message_fields_are_nakamas() {
     use muster_proto::realtime::{
         Party, PartyCreate, PartyData, PartyDataSend, PartyJoinRequest, PartyLeader,
         PartyMatchmakerAdd, PartyMatchmakerRemove, PartyMatchmakerTicket, PartyPresenceEvent,
@@ -886,6 +886,109 @@ fn status_and_party_message_fields_are_nakamas() {
             PartyMatchmakerTicket {
                 ticket: "t".into(),
                 ..Default::default()
+            }
+            .encode_to_vec(),
+        ),
+    ]);
+    use muster_proto::realtime::{Stream, StreamData, StreamPresenceEvent};
+    let stream = || Some(Stream::default());
+    cases.extend([
+        (
+            "Stream",
+            "mode",
+            Stream {
+                mode: 9,
+                ..Stream::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Stream",
+            "subject",
+            Stream {
+                subject: "s".into(),
+                ..Stream::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Stream",
+            "subcontext",
+            Stream {
+                subcontext: "c".into(),
+                ..Stream::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "Stream",
+            "label",
+            Stream {
+                label: "l".into(),
+                ..Stream::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamData",
+            "stream",
+            StreamData {
+                stream: stream(),
+                ..StreamData::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamData",
+            "sender",
+            StreamData {
+                sender: p(),
+                ..StreamData::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamData",
+            "data",
+            StreamData {
+                data: "d".into(),
+                ..StreamData::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamData",
+            "reliable",
+            StreamData {
+                reliable: true,
+                ..StreamData::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamPresenceEvent",
+            "stream",
+            StreamPresenceEvent {
+                stream: stream(),
+                ..StreamPresenceEvent::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamPresenceEvent",
+            "joins",
+            StreamPresenceEvent {
+                joins: vec![presence_of("u")],
+                ..StreamPresenceEvent::default()
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "StreamPresenceEvent",
+            "leaves",
+            StreamPresenceEvent {
+                leaves: vec![presence_of("u")],
+                ..StreamPresenceEvent::default()
             }
             .encode_to_vec(),
         ),

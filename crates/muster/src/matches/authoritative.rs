@@ -763,7 +763,9 @@ mod tests {
             .join(me.clone(), HashMap::new(), Duration::from_secs(1))
             .await
             .expect("joined");
-        assert_eq!((reply.size, reply.authoritative), (1, true));
+        // As Nakama: the first to join sees nobody else.
+        assert_eq!((reply.size, reply.authoritative), (0, true));
+        assert!(reply.presences.is_empty());
         // 100 inputs spread over time, interleaved with ticks.
         for op in 0..100 {
             handle
@@ -794,9 +796,9 @@ mod tests {
         );
         assert!(log.terminated);
         assert_eq!(log.joins, 1);
-        // The member got one broadcast per tick.
+        // The member got its own join's presence event, then one broadcast per tick.
         let drained = guards[0].entry.outbox.drain();
-        assert_eq!(drained.messages.len(), 50);
+        assert_eq!(drained.messages.len(), 1 + 50);
         assert!(handle.ended.is_cancelled());
     }
 

@@ -166,6 +166,8 @@ pub(crate) fn dispatch<'a>(
         | Message::PartyMatchmakerTicket(_)
         | Message::PartyData(_)
         | Message::PartyPresenceEvent(_)
+        | Message::StreamData(_)
+        | Message::StreamPresenceEvent(_)
         | Message::Notifications(_) => Handling::Now(Some(Envelope::error(
             cid,
             error_code::UNRECOGNIZED_PAYLOAD,

@@ -499,12 +499,13 @@ async fn match_data(client: &mut support::Client, op_code: i64) -> serde_json::V
     }
 }
 
-/// Waits for a `match_presence_event` with someone in `key` (`joins` or `leaves`).
+/// Waits for a `match_presence_event` with someone other than `client` in `key` (`joins` or
+/// `leaves`): a joiner is told of its own join too, as on Nakama.
 async fn match_presence(client: &mut support::Client, key: &str) -> Vec<String> {
     loop {
         let event = client.event("match_presence_event").await;
         let ids = presence_ids(&event[key]);
-        if !ids.is_empty() {
+        if !ids.is_empty() && ids != [client.user_id.clone()] {
             return ids;
         }
     }

@@ -984,7 +984,9 @@ async fn a_match_inspected_and_kicked_parties_a_players_data_and_the_autoscaler(
         )
         .await;
     assert_eq!(status, StatusCode::OK);
-    // Ana was told of Ben's join, then of his leave.
+    // Ana was told of her own join (as on Nakama), of Ben's, then of his leave.
+    let own = ana.event("match_presence_event").await;
+    assert_eq!(own["joins"][0]["user_id"], ana.user_id.as_str(), "{own}");
     let joined = ana.event("match_presence_event").await;
     assert_eq!(
         joined["joins"][0]["user_id"],

@@ -799,8 +799,16 @@ async fn a_failing_write_does_not_fail_the_others(backend: Backend) {
 
 async fn players_cannot_call_value_functions_unless_opted_in(backend: Backend) {
     let db = Database::new(backend).await;
-    // The defaults: every built-in registered, none of them open to players.
-    let server = TestServer::start(db.config()).await;
+    // The defaults: every built-in registered, none of them open to players (and a starting
+    // grant, to spend from).
+    let mut config = db.config();
+    config.economy.starting_wallet = BTreeMap::from([("coins".into(), 1_000_000)]);
+    config.economy.starting_items = vec![StartingItem {
+        id: "item".into(),
+        kind: "default".into(),
+        count: 1_000_000,
+    }];
+    let server = TestServer::start(config).await;
     let (token, _) = server.device_session("device-mint-0001").await;
     let user_id = support::claims(&token)["uid"]
         .as_str()
@@ -871,7 +879,7 @@ async fn players_cannot_call_value_functions_unless_opted_in(backend: Backend) {
 
 async fn the_inventory_is_paged(backend: Backend) {
     let db = Database::new(backend).await;
-    let server = TestServer::start(db.config()).await;
+    let server = TestServer::start(config(&db)).await;
     let (token, _) = server.device_session("device-pages-0001").await;
     let (other, _) = server.device_session("device-pages-0002").await;
     let user_id = support::claims(&token)["uid"]

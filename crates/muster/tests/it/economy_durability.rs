@@ -77,6 +77,12 @@ async fn start(db: &Database) -> Binary {
         "MUSTER_RUNTIME__PLAYER_BUILTIN_FUNCTIONS",
         "[wallet_spend, inventory_grant, inventory_consume]",
     );
+    // The players spend: they start with the seed economy test's grant.
+    command.env("MUSTER_ECONOMY__STARTING_WALLET", "{coins=1000000}");
+    command.env(
+        "MUSTER_ECONOMY__STARTING_ITEMS",
+        r#"[{id="item", kind="default", count=1000000}]"#,
+    );
     Binary::run(command, free_port()).await
 }
 

@@ -463,6 +463,8 @@ impl Node {
             .env("MUSTER_LINKS__REQUESTS_PER_IP_PER_SEC", "0")
             .env("MUSTER_LIMITS__MAX_CONNECTIONS_PER_IP", "0")
             .env("MUSTER_CHAT__MESSAGES_PER_SEC", "0")
+            // The players spend coins: they start with the seed economy test's 1,000,000.
+            .env("MUSTER_ECONOMY__STARTING_WALLET", "{coins=1000000}")
             .env(
                 "MUSTER_LEADERBOARDS__BOARDS",
                 format!("[{{id=\"{BOARD}\",sort_order=\"desc\",operator=\"incr\"}}]"),

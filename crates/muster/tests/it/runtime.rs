@@ -2,7 +2,8 @@
 //! Nakama where a player or the module can tell: `InitModule` runs once per node (not in every
 //! VM and every match), an RPC's exception reaches the caller with its message, a match whose
 //! handler throws disconnects its players, the matchmaker hook's match is announced by its id,
-//! and a listing with a query ignores the exact label.
+//! a listing with a query ignores the exact label, and a module's streams deliver to the
+//! sessions it put on them.
 
 use crate::support;
 
@@ -32,6 +33,22 @@ function InitModule(ctx, logger, nk, initializer) {
     matchSignal: boomSignal,
   });
   initializer.registerMatchmakerMatched(matched);
+  initializer.registerRpc("stream_join", rpcStreamJoin);
+  initializer.registerRpc("stream_send", rpcStreamSend);
+}
+
+var STREAM = { mode: 123, label: "lobby" };
+
+function rpcStreamJoin(ctx, logger, nk, payload) {
+  var joined = nk.streamUserJoin(ctx.userId, ctx.sessionId, STREAM, false, false, "here");
+  var me = nk.streamUserGet(ctx.userId, ctx.sessionId, STREAM);
+  return JSON.stringify({ joined: joined, count: nk.streamCount(STREAM), status: me.status });
+}
+
+function rpcStreamSend(ctx, logger, nk, payload) {
+  nk.streamSend(STREAM, payload, null, true);
+  var members = nk.streamUserList(STREAM).map(function (p) { return p.userId; }).sort();
+  return JSON.stringify({ members: members });
 }
 
 function rpcRuns(ctx, logger, nk, payload) {
@@ -225,4 +242,50 @@ async fn a_listing_with_a_query_ignores_the_label() {
     };
     assert!(list("label=other").await.is_empty());
     assert_eq!(list("label=other&query=%2Blabel.mode:duel").await, vec![id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modules_stream_delivers_data_and_presence_to_its_sessions() {
+    let (server, _db, _dir) = server(1).await;
+    let mut a = Client::connect(&server, "stream-a").await;
+    let mut b = Client::connect(&server, "stream-b").await;
+    let joined = payload(&rpc(&mut a, "stream_join").await);
+    assert_eq!(
+        joined,
+        json!({"joined": true, "count": 1, "status": "here"})
+    );
+    let own = a.event("stream_presence_event").await;
+    assert_eq!(own["stream"], json!({"mode": 123, "label": "lobby"}));
+    assert_eq!(own["joins"][0]["user_id"], json!(a.user_id));
+    assert_eq!(own["joins"][0]["status"], "here");
+    assert_eq!(payload(&rpc(&mut b, "stream_join").await)["count"], 2);
+    let b_id = b.user_id.clone();
+    for member in [&mut a, &mut b] {
+        let event = member.event("stream_presence_event").await;
+        assert_eq!(event["joins"][0]["user_id"], json!(b_id));
+    }
+    // Joining again changes nothing.
+    assert_eq!(payload(&rpc(&mut b, "stream_join").await)["joined"], false);
+
+    let sent = b
+        .request(json!({"rpc": {"id": "stream_send", "payload": "hello"}}))
+        .await;
+    let mut members: Vec<String> = vec![a.user_id.clone(), b.user_id.clone()];
+    members.sort();
+    assert_eq!(payload(&sent)["members"], json!(members));
+    for member in [&mut a, &mut b] {
+        let data = member.event("stream_data").await;
+        assert_eq!(
+            data,
+            json!({"stream": {"mode": 123, "label": "lobby"}, "data": "hello", "reliable": true})
+        );
+    }
+    // A session that ends leaves its streams; the others are told.
+    b.close().await;
+    let left = a.event("stream_presence_event").await;
+    assert_eq!(left["leaves"][0]["user_id"], json!(b_id));
+    assert_eq!(payload(&rpc(&mut a, "stream_join").await)["count"], 1);
+    // A client may not send stream envelopes.
+    let refused = a.request(json!({"stream_data": {"data": "forged"}})).await;
+    assert_eq!(error_code(&refused), 1, "{refused}");
 }

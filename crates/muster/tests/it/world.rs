@@ -1015,7 +1015,8 @@ async fn a_world_spreads_over_nodes_and_its_shards_move_without_losing_a_claim()
     std::fs::write(
         &config,
         format!(
-            "[world]\nmap = {map:?}\nshards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\n\
+            "[economy]\nstarting_wallet = {{ coins = 1000000 }}\n\
+             [world]\nmap = {map:?}\nshards = 2\ntiles_per_shard = 10\ncheckpoint_interval_s = 1\n\
              seed_towers_per_shard = 1000\nactions_per_sec = 0\nlease_ms = 1500\naoi_max_side_m = 4000\n\
              checkpoint_dir = {volume:?}\n"
         ),

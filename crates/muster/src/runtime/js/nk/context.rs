@@ -22,14 +22,21 @@ use crate::services::Services;
 pub struct ServerHost {
     pub(crate) services: Arc<Services>,
     pub(crate) http: super::http_rules::HttpRules,
+    /// `nk.localcache*`: this node's, shared by its VMs.
+    pub(crate) local_cache: super::local_cache::LocalCache,
+    /// `nk.metrics*`: the module's own figures.
+    pub(crate) custom_metrics: super::custom_metrics::CustomMetrics,
     handle: tokio::runtime::Handle,
 }
 
 impl ServerHost {
     pub fn new(services: Arc<Services>, http: super::http_rules::HttpRules) -> ServerHost {
+        let registry = services.metrics.registry().clone();
         ServerHost {
             services,
             http,
+            local_cache: Default::default(),
+            custom_metrics: super::custom_metrics::CustomMetrics::new(registry),
             handle: tokio::runtime::Handle::current(),
         }
     }

@@ -4,14 +4,18 @@
 mod accounts;
 mod chat;
 pub(crate) mod context;
+mod crypto;
+pub(crate) mod custom_metrics;
 mod economy;
 pub mod http;
 pub mod http_rules;
 mod leaderboards;
 pub(crate) use leaderboards::leaderboard;
+pub(crate) mod local_cache;
 mod matches;
 mod social;
 mod storage;
+mod streams;
 
 use muster_js::JsError;
 use serde_json::{json, Value};
@@ -33,6 +37,10 @@ pub(super) fn names() -> Vec<&'static str> {
         chat::NAMES,
         matches::NAMES,
         http::NAMES,
+        crypto::NAMES,
+        streams::NAMES,
+        local_cache::NAMES,
+        custom_metrics::NAMES,
     ]
     .concat()
 }
@@ -58,6 +66,14 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         matches::call(host, name, args)
     } else if family(http::NAMES) {
         http::call(host, name, args)
+    } else if family(streams::NAMES) {
+        streams::call(host, name, args)
+    } else if family(crypto::NAMES) {
+        crypto::call(name, args)
+    } else if family(local_cache::NAMES) {
+        host.local_cache.call(name, args)
+    } else if family(custom_metrics::NAMES) {
+        host.custom_metrics.call(name, args)
     } else {
         Err(JsError::new(format!("nk.{name} is not available"), 12))
     }
