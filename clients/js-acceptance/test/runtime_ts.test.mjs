@@ -348,3 +348,47 @@ test("as on Nakama: InitModule runs once per node, an RPC's exception reaches th
   await sockets[1].sendMatchState(matchIds[0], 13, "break");
   await Promise.all(closed);
 });
+
+test("nk's streams, utilities, caches, metrics and sign-in answer a module as Nakama's do", async () => {
+  const server = await start("sqlite");
+  const client = clientFor(server, { autoRefreshSession: false });
+  const [ana, bea] = [await player(client), await player(client)];
+  // One JSON socket, one protobuf socket.
+  const sockets = [client.createSocket(false, false), client.createSocket(false, false, new WebSocketAdapterPb())];
+  const data = sockets.map(() => new Inbox());
+  sockets.forEach((s, i) => {
+    s.onstreamdata = (d) => data[i].push({ kind: "data", ...d });
+    s.onstreampresence = (p) => data[i].push({ kind: "presence", ...p });
+  });
+  await sockets[0].connect(ana, false);
+  await sockets[1].connect(bea, false);
+  assert.deepEqual(JSON.parse((await sockets[0].rpc("stream_join", "")).payload), { count: 1 });
+  assert.deepEqual(JSON.parse((await sockets[1].rpc("stream_join", "")).payload), { count: 2 });
+  const joinedAtAna = await data[0].next((e) => e.kind === "presence" && e.joins?.[0]?.user_id === bea.user_id, "bea's join at ana");
+  assert.equal(joinedAtAna.stream.label, "lobby");
+  assert.equal(joinedAtAna.joins[0].status, "ready");
+  const sent = JSON.parse((await sockets[1].rpc("stream_send", "hello all")).payload);
+  assert.deepEqual(sent.members, [ana.user_id, bea.user_id].sort());
+  for (const inbox of data) {
+    const got = await inbox.next((e) => e.kind === "data", "the stream's data");
+    assert.equal(got.data, "hello all");
+    assert.equal(got.stream.mode, 120);
+  }
+  for (const s of sockets) s.disconnect(false);
+
+  const out = (await client.rpc(ana, "utilities", {})).payload;
+  assert.equal(out.aes128, "hello   ");
+  assert.equal(out.aes256, "hello!!!");
+  assert.deepEqual(out.bcrypt, [true, false]);
+  assert.equal(out.jwt, 3);
+  assert.equal(out.cached, "hello");
+  assert.equal(out.deleted, true);
+  assert.deepEqual(out.signedIn, { created: true, same: true });
+  assert.deepEqual(out.token, { parts: 3, exp: true });
+  assert.match(out.steam, /not supported by Muster/);
+  assert.equal(out.satori, "nk.getSatori is not supported by Muster");
+  assert.equal(out.file, true);
+  const metrics = await (await fetch(`${server.base}/metrics`)).text();
+  assert.match(metrics, /muster_custom_ts_calls\{route="utilities"\} 1/);
+  assert.match(metrics, /muster_custom_ts_gauge 2.5/);
+});

@@ -2,11 +2,13 @@
 //! as Nakama's runtime takes them, and answers in the shape Nakama's runtime gives.
 
 mod accounts;
+mod auth;
 mod chat;
 pub(crate) mod context;
 mod crypto;
 pub(crate) mod custom_metrics;
 mod economy;
+mod files;
 pub mod http;
 pub mod http_rules;
 mod leaderboards;
@@ -30,6 +32,7 @@ pub(super) fn names() -> Vec<&'static str> {
     [
         BASICS,
         accounts::NAMES,
+        auth::NAMES,
         economy::NAMES,
         storage::NAMES,
         leaderboards::NAMES,
@@ -38,6 +41,7 @@ pub(super) fn names() -> Vec<&'static str> {
         matches::NAMES,
         http::NAMES,
         crypto::NAMES,
+        files::NAMES,
         streams::NAMES,
         local_cache::NAMES,
         custom_metrics::NAMES,
@@ -52,6 +56,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         Ok(json!(Uuid::new_v4().to_string()))
     } else if family(accounts::NAMES) {
         accounts::call(host, name, args)
+    } else if family(auth::NAMES) {
+        auth::call(host, name, args)
     } else if family(economy::NAMES) {
         economy::call(host, name, args)
     } else if family(storage::NAMES) {
@@ -66,6 +72,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         matches::call(host, name, args)
     } else if family(http::NAMES) {
         http::call(host, name, args)
+    } else if family(files::NAMES) {
+        files::call(host, name, args)
     } else if family(streams::NAMES) {
         streams::call(host, name, args)
     } else if family(crypto::NAMES) {
