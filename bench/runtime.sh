@@ -12,13 +12,20 @@
 #              module's `empty_js`; Muster's CPU per call and the latency, and their differences.
 # PART=reload  the module reloaded RELOADS times (`muster runtime reload`) while players call
 #              `wallet_spend_js` at RELOAD_RATE/s: calls that failed.
-# PART=all     the three (the matches are bench/matches.sh with HANDLER=arena_js, below).
+# PART=streams  LISTENERS sockets on the module's stream (each joined by the module's
+#              `stream_join`), then CALLS sequential calls as in PART=overhead of the module's
+#              `stream_send_js` (nk.streamSend to them all) against the same in Rust
+#              (`stream_send_rust` of examples/stream_send.rs, which this part runs as the server),
+#              and of `empty_js` against the near-empty Rust function; CPU per call, latency.
+# PART=all     spend, overhead and reload (the matches are bench/matches.sh with
+#              HANDLER=arena_js, below).
 #
 # JavaScript matches against the Rust arena: RUNS=3 TRANSPORTS=tcp PLAYERS=2000 bench/matches.sh
 # and the same with HANDLER=arena_js MUSTER_RUNTIME__PATH=bench/runtime.
 #
 # Prints JSON. Env: PART=all RATES="2000 5000 10000 15000 20000" PLAYERS=4000 RAMP_S=8 HOLD_S=20
 #   ENGINES="sqlite postgres" RUNS=3 WORKERS=2 CALLS=20000 RELOADS=5 RELOAD_RATE=2000
+#   LISTENERS=10
 #   JS_VMS (runtime.js_vms; default the server's) KEEP=0
 set -euo pipefail
 source "$(dirname "$0")/swarm-common.sh"
@@ -33,6 +40,7 @@ WORKERS=${WORKERS:-2}
 CALLS=${CALLS:-20000}
 RELOADS=${RELOADS:-5}
 RELOAD_RATE=${RELOAD_RATE:-2000}
+LISTENERS=${LISTENERS:-10}
 P95_BAR_MS=26.7
 
 build_release
@@ -131,6 +139,85 @@ run_overhead() {
   done
 }
 
+# hold_listeners PORT: LISTENERS sockets that join the module's stream and read what it sends
+# until killed; their pid in LISTENERS_PID once every one has joined.
+hold_listeners() {
+  python3 - "$1" "$LISTENERS" >"$work/listeners.out" 2>&1 <<'PY' &
+import base64, http.client, json, os, socket, struct, sys, threading, uuid
+port, count = int(sys.argv[1]), int(sys.argv[2])
+
+def session():
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    body = json.dumps({"id": "bench-listener-" + uuid.uuid4().hex})
+    auth = base64.b64encode(b"defaultkey:").decode()
+    c.request("POST", "/v2/account/authenticate/device?create=true", body,
+              {"content-type": "application/json", "authorization": "Basic " + auth})
+    return json.loads(c.getresponse().read())["token"]
+
+def frame(text):
+    # A client's text frame: masked (with a zero key, which leaves the bytes as they are).
+    data = text.encode()
+    head = bytes([0x81]) + (bytes([0x80 | len(data)]) if len(data) < 126 else bytes([0x80 | 126]) + struct.pack(">H", len(data)))
+    return head + b"\0\0\0\0" + data
+
+sockets = []
+for _ in range(count):
+    s = socket.create_connection(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /ws?token={session()}&format=json HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += s.recv(4096)
+    s.sendall(frame(json.dumps({"cid": "1", "rpc": {"id": "stream_join", "payload": ""}})))
+    got = answer.split(b"\r\n\r\n", 1)[1]
+    while b'"rpc"' not in got:
+        got += s.recv(65536)
+    sockets.append(s)
+
+def drain(s):
+    while s.recv(1 << 16):
+        pass
+
+for s in sockets:
+    threading.Thread(target=drain, args=(s,), daemon=True).start()
+print("joined", flush=True)
+threading.Event().wait()
+PY
+  LISTENERS_PID=$!
+  for _ in $(seq 1 100); do
+    grep -q joined "$work/listeners.out" 2>/dev/null && return 0
+    kill -0 "$LISTENERS_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "the listeners did not join: $(cat "$work/listeners.out")" >&2
+  return 1
+}
+
+run_streams() {
+  local example="$root/target/release/examples/stream_send"
+  (cd "$root" && cargo build --release -q -p muster --example stream_send)
+  for run in $(seq 1 "$RUNS"); do
+    port=$(free_port)
+    muster_bin="$example" start_muster_on sqlite "$port" "$work/streams-$run"
+    hold_listeners "$port"
+    CALLS=1000 sequential_calls "$port" stream_send_rust '"warm"' >/dev/null
+    CALLS=1000 sequential_calls "$port" stream_send_js '"warm"' >/dev/null
+    CALLS=1000 sequential_calls "$port" notifications_send '{"notifications": []}' >/dev/null
+    CALLS=1000 sequential_calls "$port" empty_js '' >/dev/null
+    {
+      echo "rust $(sequential_calls "$port" notifications_send '{"notifications": []}')"
+      echo "js $(sequential_calls "$port" empty_js '')"
+      echo "streamRust $(sequential_calls "$port" stream_send_rust '"a message to everyone"')"
+      echo "streamJs $(sequential_calls "$port" stream_send_js '"a message to everyone"')"
+    } >"$work/streams-$run.txt"
+    kill "$LISTENERS_PID" 2>/dev/null || true
+    wait "$LISTENERS_PID" 2>/dev/null || true
+    stop_muster
+  done
+}
+
 run_reload() {
   for run in $(seq 1 "$RUNS"); do
     tag="reload-$run"
@@ -165,8 +252,9 @@ case "$PART" in
   spend) run_spend ;;
   overhead) run_overhead ;;
   reload) run_reload ;;
+  streams) run_streams ;;
   all) run_spend; run_overhead; run_reload ;;
-  *) echo "PART must be spend, overhead, reload or all" >&2; exit 2 ;;
+  *) echo "PART must be spend, overhead, reload, streams or all" >&2; exit 2 ;;
 esac
 
 PYTHONPATH="$root/bench" python3 - "$work" "$PART" "$ENGINES" "$RATES" "$RUNS" "$P95_BAR_MS" \
@@ -228,6 +316,20 @@ if part in ("overhead", "all"):
                                "p50Us": round(rows["js"]["p50Us"] - rows["rust"]["p50Us"], 1)}
         runs_out.append(rows)
     out["overhead"] = {"calls": calls, "runs": runs_out, "median": {
+        k: {x: med([r[k][x] for r in runs_out]) for x in runs_out[0][k]} for k in runs_out[0]}}
+
+if part == "streams":
+    runs_out = []
+    for run in range(1, runs + 1):
+        rows = {}
+        for line in open(f"{work}/streams-{run}.txt"):
+            kind, seconds, ticks, p50, p99 = line.split()
+            rows[kind] = {"callsPerS": round(calls / float(seconds)), "cpuUsPerCall": round(1e6 * int(ticks) / hz / calls, 1),
+                          "p50Us": round(float(p50), 1), "p99Us": round(float(p99), 1)}
+        rows["jsToRust"] = {"emptyCpu": round(rows["js"]["cpuUsPerCall"] / rows["rust"]["cpuUsPerCall"], 2),
+                            "streamSendCpu": round(rows["streamJs"]["cpuUsPerCall"] / rows["streamRust"]["cpuUsPerCall"], 2)}
+        runs_out.append(rows)
+    out["streams"] = {"calls": calls, "listeners": int(os.environ.get("LISTENERS", "10")), "runs": runs_out, "median": {
         k: {x: med([r[k][x] for r in runs_out]) for x in runs_out[0][k]} for k in runs_out[0]}}
 
 if part in ("reload", "all"):

@@ -96,9 +96,25 @@ function arenaSignal(ctx, logger, nk, dispatcher, tick, state, data) {
   return { state: state, data: data };
 }
 
+// The stream of bench/runtime.sh's PART=streams: the caller's socket joins it; a call sends the
+// payload to every session on it (examples/stream_send.rs does the same in Rust).
+var BENCH_STREAM = { mode: 200, label: "bench" };
+
+function rpcStreamJoin(ctx, logger, nk, payload) {
+  nk.streamUserJoin(ctx.userId, ctx.sessionId, BENCH_STREAM, false, false, "");
+  return JSON.stringify({ count: nk.streamCount(BENCH_STREAM) });
+}
+
+function rpcStreamSend(ctx, logger, nk, payload) {
+  nk.streamSend(BENCH_STREAM, payload, null, true);
+  return "";
+}
+
 function InitModule(ctx, logger, nk, initializer) {
   initializer.registerRpc("wallet_spend_js", rpcWalletSpend);
   initializer.registerRpc("empty_js", rpcEmpty);
+  initializer.registerRpc("stream_join", rpcStreamJoin);
+  initializer.registerRpc("stream_send_js", rpcStreamSend);
   initializer.registerMatch("arena_js", {
     matchInit: arenaInit,
     matchJoinAttempt: arenaJoinAttempt,

@@ -76,7 +76,22 @@
       registry.unused.push(name);
     };
   }
-  Object.defineProperty(global, "__muster_initializer", { value: initializer });
+  // Any other register… of Nakama's (a newer hook, one of a call Muster does not serve) is kept
+  // and never called, so that the module still loads; anything else is refused by name.
+  const initializerWithRest = new Proxy(initializer, {
+    get(target, name) {
+      if (name in target || typeof name !== "string") return target[name];
+      if (name.startsWith("register")) {
+        return function () {
+          registry.unused.push(name);
+        };
+      }
+      return function () {
+        throw { message: "initializer." + name + " is not supported by Muster", code: 12 };
+      };
+    },
+  });
+  Object.defineProperty(global, "__muster_initializer", { value: initializerWithRest });
 
   // The registrations by the global names of their functions (JSON), for another VM of this
   // module to take without running InitModule again; null when a registered function is not

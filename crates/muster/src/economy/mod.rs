@@ -39,6 +39,8 @@ use crate::store::StoreError;
 
 /// Most ledger rows one page may hold.
 pub const MAX_LEDGER_PAGE: usize = 100;
+/// Largest metadata one ledger row may be given afterwards, in bytes.
+pub const MAX_LEDGER_METADATA_BYTES: usize = 16 * 1024;
 
 /// Most item stacks on one page of `GET /v2/economy/inventory`.
 pub const MAX_INVENTORY_PAGE: usize = 100;
@@ -68,6 +70,8 @@ pub enum EconomyError {
     KeyReused,
     #[error("Account not found.")]
     AccountNotFound,
+    #[error("Ledger item not found.")]
+    LedgerItemNotFound,
     /// The store is closed (shutting down) or the database cannot be reached: nothing changed.
     #[error("{0}")]
     Unavailable(&'static str),
@@ -267,6 +271,32 @@ impl Economy {
             None
         };
         Ok(LedgerPage { entries, cursor })
+    }
+}
+
+impl Economy {
+    /// Replaces the metadata of ledger row `id` (a JSON object of at most
+    /// [`MAX_LEDGER_METADATA_BYTES`]; nothing else of a row ever changes): its owner and the row.
+    pub async fn set_ledger_metadata(
+        &self,
+        id: i64,
+        metadata: &str,
+    ) -> Result<(Uuid, LedgerEntry), EconomyError> {
+        if id <= 0 {
+            return Err(EconomyError::Invalid("expects a valid id".into()));
+        }
+        if metadata.len() > MAX_LEDGER_METADATA_BYTES {
+            return Err(EconomyError::Invalid(format!(
+                "Ledger metadata must be at most {MAX_LEDGER_METADATA_BYTES} bytes."
+            )));
+        }
+        if !serde_json::from_str::<serde_json::Value>(metadata).is_ok_and(|v| v.is_object()) {
+            return Err(EconomyError::Invalid("expects metadata object".into()));
+        }
+        self.store
+            .set_ledger_metadata(id, metadata.to_owned())
+            .await?
+            .ok_or(EconomyError::LedgerItemNotFound)
     }
 }
 

@@ -589,4 +589,38 @@ impl EconomyStore for PostgresStore {
         self.metrics.observe_db("ledger", started.elapsed());
         result
     }
+
+    async fn set_ledger_metadata(
+        &self,
+        id: i64,
+        metadata: String,
+    ) -> Result<Option<(Uuid, LedgerEntry)>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "UPDATE ledger SET metadata = $2 WHERE id = $1
+             RETURNING id, changes, balances, reason, metadata, idempotency_key, create_time_ms,
+                       user_id",
+        )
+        .await?;
+        let row = client
+            .query_opt(&statement, &[&id, &metadata])
+            .await
+            .map_err(db_error)?;
+        let Some(r) = row else {
+            return Ok(None);
+        };
+        Ok(Some((
+            r.get(7),
+            LedgerEntry {
+                id: r.get(0),
+                changes: Changes::from_json(r.get(1))?,
+                balances: Changes::from_json(r.get(2))?,
+                reason: r.get(3),
+                metadata: r.get(4),
+                idempotency_key: r.get(5),
+                create_time_ms: r.get(6),
+            },
+        )))
+    }
 }

@@ -394,6 +394,63 @@ impl EconomyStore for SqliteStore {
         self.read("ledger", move |conn| ledger(conn, user_id, before, limit))
             .await
     }
+
+    async fn set_ledger_metadata(
+        &self,
+        id: i64,
+        metadata: String,
+    ) -> Result<Option<(Uuid, LedgerEntry)>, StoreError> {
+        self.write("ledger_metadata", move |conn| {
+            let changed = conn
+                .prepare_cached("UPDATE ledger SET metadata = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![id, metadata]))
+                .map_err(db_error)?;
+            if changed == 0 {
+                return Ok(None);
+            }
+            let row = conn
+                .prepare_cached(
+                    "SELECT l.id, l.changes, l.balances, l.reason, l.metadata, l.idempotency_key,
+                            l.create_time_ms, a.user_id
+                     FROM ledger l JOIN economy_accounts a ON a.key = l.account WHERE l.id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row([id], |r| {
+                        Ok((
+                            RawEntry {
+                                id: r.get(0)?,
+                                changes: r.get(1)?,
+                                balances: r.get(2)?,
+                                reason: r.get(3)?,
+                                metadata: r.get(4)?,
+                                idempotency_key: r.get(5)?,
+                                create_time_ms: r.get(6)?,
+                            },
+                            r.get::<_, String>(7)?,
+                        ))
+                    })
+                    .optional()
+                })
+                .map_err(db_error)?;
+            let Some((raw, user)) = row else {
+                return Ok(None);
+            };
+            let user = crate::store::sqlite::parse_uuid(&user)?;
+            Ok(Some((
+                user,
+                LedgerEntry {
+                    id: raw.id,
+                    changes: Changes::from_json(&raw.changes)?,
+                    balances: Changes::from_json(&raw.balances)?,
+                    reason: raw.reason,
+                    metadata: raw.metadata,
+                    idempotency_key: raw.idempotency_key,
+                    create_time_ms: raw.create_time_ms,
+                },
+            )))
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

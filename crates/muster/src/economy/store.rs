@@ -172,6 +172,14 @@ pub trait EconomyStore: Send + Sync {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<LedgerEntry>, StoreError>;
+
+    /// Replaces the metadata (a JSON object, as text) of ledger row `id`: its owner and the
+    /// row as it is now, if it exists. Nothing else of a ledger row ever changes.
+    async fn set_ledger_metadata(
+        &self,
+        id: i64,
+        metadata: String,
+    ) -> Result<Option<(Uuid, LedgerEntry)>, StoreError>;
 }
 
 /// This slice's part of the schema (see [`crate::store::migrations`]).

@@ -28,6 +28,8 @@ use crate::store::StoreError;
 pub const MAX_TARGETS: usize = 1000;
 /// Most edges one listing returns (Nakama's bound, and its default).
 pub const MAX_LIST_LIMIT: usize = 1000;
+/// Largest metadata of one edge, in bytes.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
 /// Most friends of friends one listing returns (Nakama's bound); 10 when not given.
 pub const MAX_FRIENDS_OF_FRIENDS_LIMIT: usize = 100;
 
@@ -283,6 +285,69 @@ impl Friends {
             friends_of_friends,
             cursor,
         })
+    }
+
+    /// `user`'s edges to those of `others` (ids) it has one to, in the order asked: Nakama's
+    /// `GetFriends` (`nk.usersGetFriendStatus`). At most [`MAX_TARGETS`] ids.
+    pub async fn status_among(
+        &self,
+        user: Uuid,
+        others: &[String],
+    ) -> Result<Vec<Friend>, FriendError> {
+        if others.len() > MAX_TARGETS {
+            return Err(FriendError::Invalid(format!(
+                "At most {MAX_TARGETS} user IDs at once."
+            )));
+        }
+        let mut ids: Vec<Uuid> = Vec::with_capacity(others.len());
+        for id in others {
+            let id = Uuid::parse_str(id)
+                .map_err(|_| FriendError::Invalid(format!("Invalid user ID '{id}'.")))?;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut records = self.store.friends_among(user, ids.clone()).await?;
+        records.sort_by_key(|record| ids.iter().position(|id| *id == record.user.id));
+        Ok(records
+            .into_iter()
+            .map(|record| {
+                let online = self.router.is_online(record.user.id);
+                Friend {
+                    state: record.state,
+                    update_time: crate::base::clock::rfc3339(record.update_time_ms),
+                    metadata: record.metadata,
+                    user: public_user(record.user, online),
+                }
+            })
+            .collect())
+    }
+
+    /// Replaces the metadata (a JSON object, at most [`MAX_METADATA_BYTES`]) of `user`'s edge
+    /// to `other`; no edge is no error, as in Nakama. Whether there was one.
+    pub async fn set_metadata(
+        &self,
+        user: Uuid,
+        other: Uuid,
+        metadata: &str,
+    ) -> Result<bool, FriendError> {
+        if metadata.len() > MAX_METADATA_BYTES {
+            return Err(FriendError::Invalid(format!(
+                "Friend metadata must be at most {MAX_METADATA_BYTES} bytes."
+            )));
+        }
+        if !serde_json::from_str::<serde_json::Value>(metadata).is_ok_and(|v| v.is_object()) {
+            return Err(FriendError::Invalid(
+                "Friend metadata must be a JSON object.".into(),
+            ));
+        }
+        Ok(self
+            .store
+            .set_friend_metadata(user, other, metadata.to_owned())
+            .await?)
     }
 
     /// Whether `by` has blocked `user` (a direct chat between them is refused).

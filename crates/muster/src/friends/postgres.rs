@@ -246,6 +246,47 @@ impl FriendStore for PostgresStore {
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
+    async fn friends_among(
+        &self,
+        user: Uuid,
+        others: Vec<Uuid>,
+    ) -> Result<Vec<FriendRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "SELECT u.id, u.username, u.display_name, u.avatar_url, u.lang_tag, u.location,
+                    u.timezone, u.metadata, u.disable_time_ms, u.create_time_ms, u.update_time_ms,
+                    e.state, e.position, e.update_time_ms, e.metadata
+             FROM user_edges e JOIN users u ON u.id = e.destination_id
+             WHERE e.source_id = $1 AND e.destination_id = ANY($2)",
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&user, &others])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(record_from).collect())
+    }
+
+    async fn set_friend_metadata(
+        &self,
+        user: Uuid,
+        other: Uuid,
+        metadata: String,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "UPDATE user_edges SET metadata = $3 WHERE source_id = $1 AND destination_id = $2",
+        )
+        .await?;
+        let changed = client
+            .execute(&statement, &[&user, &other, &metadata])
+            .await
+            .map_err(db_error)?;
+        Ok(changed > 0)
+    }
+
     async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError> {
         let client = self.client().await?;
         let statement = prepared(

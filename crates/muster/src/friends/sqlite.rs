@@ -7,6 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use uuid::Uuid;
 
 use crate::accounts::sqlite::{user_from, USER_COLUMNS};
+use crate::accounts::store::AccountRecord;
 use crate::friends::store::friend_state::{
     add_action, AddAction, BLOCKED, FRIEND, INVITE_RECEIVED, INVITE_SENT,
 };
@@ -164,32 +165,54 @@ fn list(
                 after_id,
                 limit as i64
             ],
-            |r| {
-                Ok((
-                    user_from(r)?,
-                    r.get::<_, i32>(11)?,
-                    r.get::<_, i64>(12)?,
-                    r.get::<_, i64>(13)?,
-                    r.get::<_, String>(14)?,
-                ))
-            },
+            edge_row,
         )
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
         .map_err(db_error)?;
-    rows.into_iter()
-        .map(
-            |((id, mut user), state, position, update_time_ms, metadata)| {
-                user.id = parse_uuid(&id)?;
-                Ok(FriendRecord {
-                    user,
-                    state,
-                    position,
-                    update_time_ms,
-                    metadata,
-                })
-            },
-        )
-        .collect()
+    rows.into_iter().map(edge_record).collect()
+}
+
+/// A row of [`LIST_SQL`]'s columns, as read.
+type EdgeRow = ((String, AccountRecord), i32, i64, i64, String);
+
+fn edge_row(r: &rusqlite::Row) -> rusqlite::Result<EdgeRow> {
+    Ok((
+        user_from(r)?,
+        r.get::<_, i32>(11)?,
+        r.get::<_, i64>(12)?,
+        r.get::<_, i64>(13)?,
+        r.get::<_, String>(14)?,
+    ))
+}
+
+fn edge_record(
+    ((id, mut user), state, position, update_time_ms, metadata): EdgeRow,
+) -> Result<FriendRecord, StoreError> {
+    user.id = parse_uuid(&id)?;
+    Ok(FriendRecord {
+        user,
+        state,
+        position,
+        update_time_ms,
+        metadata,
+    })
+}
+
+/// `user`'s edges to those of `others` it has one to.
+fn among(conn: &Connection, user: Uuid, others: &[Uuid]) -> Result<Vec<FriendRecord>, StoreError> {
+    let mut statement = conn.prepare_cached(&AMONG_SQL).map_err(db_error)?;
+    let user = user.to_string();
+    let mut found = Vec::new();
+    for other in others {
+        let row = statement
+            .query_row(params![user, other.to_string()], edge_row)
+            .optional()
+            .map_err(db_error)?;
+        if let Some(row) = row {
+            found.push(edge_record(row)?);
+        }
+    }
+    Ok(found)
 }
 
 /// A page of a user's edges: the other user's [`USER_COLUMNS`] (of the joined `users u`), then
@@ -205,6 +228,20 @@ static LIST_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          WHERE e.source_id = ?1 AND (?2 IS NULL OR e.state = ?2)
            AND (e.state, e.position, e.destination_id) > (?3, ?4, ?5)
          ORDER BY e.state, e.position, e.destination_id LIMIT ?6",
+        columns.join(", ")
+    )
+});
+
+/// One of a user's edges, in [`LIST_SQL`]'s columns: `?1` the user, `?2` the other.
+static AMONG_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let columns: Vec<String> = USER_COLUMNS
+        .split(',')
+        .map(|column| format!("u.{}", column.trim()))
+        .collect();
+    format!(
+        "SELECT {}, e.state, e.position, e.update_time_ms, e.metadata
+         FROM user_edges e JOIN users u ON u.id = e.destination_id
+         WHERE e.source_id = ?1 AND e.destination_id = ?2",
         columns.join(", ")
     )
 });
@@ -291,6 +328,32 @@ impl FriendStore for SqliteStore {
             rows.iter()
                 .map(|(r, f)| Ok((parse_uuid(r)?, parse_uuid(f)?)))
                 .collect()
+        })
+        .await
+    }
+
+    async fn friends_among(
+        &self,
+        user: Uuid,
+        others: Vec<Uuid>,
+    ) -> Result<Vec<FriendRecord>, StoreError> {
+        self.read("friend_among", move |conn| among(conn, user, &others))
+            .await
+    }
+
+    async fn set_friend_metadata(
+        &self,
+        user: Uuid,
+        other: Uuid,
+        metadata: String,
+    ) -> Result<bool, StoreError> {
+        self.write("friend_metadata", move |conn| {
+            conn.prepare_cached(
+                "UPDATE user_edges SET metadata = ?3 WHERE source_id = ?1 AND destination_id = ?2",
+            )
+            .and_then(|mut s| s.execute(params![user.to_string(), other.to_string(), metadata]))
+            .map(|changed| changed > 0)
+            .map_err(db_error)
         })
         .await
     }

@@ -107,6 +107,23 @@ pub trait FriendStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<(Uuid, Uuid)>, StoreError>;
 
+    /// `user`'s edges to those of `others` it has one to (any state), with the other user's
+    /// account; in no particular order.
+    async fn friends_among(
+        &self,
+        user: Uuid,
+        others: Vec<Uuid>,
+    ) -> Result<Vec<FriendRecord>, StoreError>;
+
+    /// Replaces the metadata (a JSON object, as text) of `user`'s edge to `other`; whether
+    /// there was one.
+    async fn set_friend_metadata(
+        &self,
+        user: Uuid,
+        other: Uuid,
+        metadata: String,
+    ) -> Result<bool, StoreError>;
+
     /// The state of `user`'s edge to `other`, if any.
     async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError>;
 }

@@ -105,6 +105,9 @@ pub struct Call<'a> {
     /// Groups: create them for a user, and change any group as the server (`Actor::Server`:
     /// a superadmin's rights), metadata and `max_count` included (docs/social.md).
     pub groups: &'a Groups,
+    /// Streams of the game's own (docs/runtime.md, "Streams"): place this node's sessions on
+    /// them and send them data.
+    pub streams: &'a crate::streams::Streams,
 }
 
 impl Call<'_> {
@@ -217,7 +220,7 @@ impl From<EconomyError> for RpcError {
             | EconomyError::InsufficientItems { .. }
             | EconomyError::CountOverflow { .. } => RpcCode::FailedPrecondition,
             EconomyError::KeyReused => RpcCode::AlreadyExists,
-            EconomyError::AccountNotFound => RpcCode::NotFound,
+            EconomyError::AccountNotFound | EconomyError::LedgerItemNotFound => RpcCode::NotFound,
             EconomyError::Unavailable(_) => RpcCode::Unavailable,
             EconomyError::Internal => RpcCode::Internal,
         };
@@ -375,6 +378,7 @@ impl Rpc {
             notifications: &self.services.notifications,
             friends: &self.services.friends,
             groups: &self.services.groups,
+            streams: &self.services.streams,
         };
         let result = function.call(call).await;
         self.services

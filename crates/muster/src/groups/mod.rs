@@ -35,6 +35,8 @@ use evictions::Evictions;
 
 /// Most users one add, kick, ban, promote or demote names.
 pub const MAX_TARGETS: usize = 100;
+/// Most ids one [`Groups::get_many`] names.
+pub const MAX_GET_IDS: usize = 100;
 /// Most entries one listing returns (Nakama's bound).
 pub const MAX_LIST_LIMIT: usize = 100;
 /// Longest name, in characters (Nakama's column).
@@ -344,6 +346,28 @@ impl Groups {
             .collect();
         self.evictions.evict(id, gone);
         Ok(changed)
+    }
+
+    /// The groups of `ids` that exist, in the order asked (each once; unknown ids left out,
+    /// as Nakama's `GetGroups`); at most [`MAX_GET_IDS`] ids.
+    pub async fn get_many(&self, ids: &[String]) -> Result<Vec<Group>, GroupError> {
+        if ids.len() > MAX_GET_IDS {
+            return Err(invalid(format!("At most {MAX_GET_IDS} group IDs at once.")));
+        }
+        let mut wanted: Vec<Uuid> = Vec::with_capacity(ids.len());
+        for id in ids {
+            let id = group_id_from(id)?;
+            if !wanted.contains(&id) {
+                wanted.push(id);
+            }
+        }
+        let mut found = Vec::with_capacity(wanted.len());
+        for id in wanted {
+            if let Some(group) = self.store.group(id).await? {
+                found.push(group_view(group));
+            }
+        }
+        Ok(found)
     }
 
     /// Groups by name (`%` a wildcard; not with other filters), or by language, open or

@@ -867,6 +867,89 @@ impl Leaderboards {
         .await
     }
 
+    /// The leaderboards (not tournaments) by id, at most `limit` (1–100) after the `cursor`
+    /// of the previous page; the cursor of the next page when there is one.
+    pub fn list_boards(
+        &self,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<LeaderboardInfo>, Option<String>), LeaderboardError> {
+        if !(1..=MAX_AROUND_LIMIT).contains(&limit) {
+            return Err(LeaderboardError::Invalid(format!(
+                "Invalid limit - limit must be between 1 and {MAX_AROUND_LIMIT}."
+            )));
+        }
+        let after: Option<String> = match cursor.filter(|c| !c.is_empty()) {
+            None => None,
+            Some(text) => Some(crate::base::cursor::decode(text).ok_or_else(|| {
+                LeaderboardError::Invalid("expects cursor to be valid when provided".into())
+            })?),
+        };
+        let mut ids: Vec<String> = self
+            .read_boards()
+            .iter()
+            .filter(|(id, board)| {
+                !board.is_tournament() && after.as_ref().is_none_or(|after| *id > after)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        let more = ids.len() > limit;
+        ids.truncate(limit);
+        let found: Vec<LeaderboardInfo> = ids
+            .iter()
+            .filter_map(|id| self.leaderboard_info(id))
+            .collect();
+        let next = match ids.last() {
+            Some(last) if more => Some(crate::base::cursor::encode(last)),
+            _ => None,
+        };
+        Ok((found, next))
+    }
+
+    /// The cursor that lists the period (the current one, or the one ending at `expiry`) from
+    /// `rank` on (1 is the best): empty for rank 1, else one after the record ranked just
+    /// above it (Nakama's `leaderboardRecordsListCursorFromRank`).
+    pub async fn cursor_from_rank(
+        &self,
+        id: &str,
+        rank: i64,
+        expiry: i64,
+    ) -> Result<String, LeaderboardError> {
+        let board = self.board(id)?;
+        if rank < 1 {
+            return Err(LeaderboardError::Invalid(
+                "invalid rank - must be > 1".into(),
+            ));
+        }
+        if expiry < 0 {
+            return Err(LeaderboardError::Invalid("invalid expiry".into()));
+        }
+        let expiry_time = self.period(&board, expiry);
+        if rank == 1 {
+            return Ok(String::new());
+        }
+        let descending = board.descending();
+        let above = self
+            .ranks
+            .with(self.store.as_ref(), id, expiry_time, |ranks| {
+                ranks.at_rank(rank - 1, descending)
+            })
+            .await?;
+        let (owner, score, subscore) = above.ok_or_else(|| {
+            LeaderboardError::Invalid(format!("No record ranked {} in this period.", rank - 1))
+        })?;
+        Ok(Cursor {
+            id: id.to_string(),
+            expiry: expiry_time,
+            next: true,
+            score,
+            subscore,
+            owner,
+        }
+        .encode())
+    }
+
     fn cursor(
         &self,
         id: &str,

@@ -508,6 +508,32 @@ impl LeaderboardStore for PostgresStore {
         Ok(deleted > 0)
     }
 
+    async fn add_attempts(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+        count: i32,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "UPDATE leaderboard_records
+             SET max_num_score = LEAST(2147483647, GREATEST(1, max_num_score::int8 + $4::int8))::int4
+             WHERE leaderboard_id = $1 AND expiry_time = $2 AND owner_id = $3
+               AND max_num_score > 0",
+        )
+        .await?;
+        let changed = client
+            .execute(
+                &statement,
+                &[&leaderboard_id, &expiry_time, &owner_id, &i64::from(count)],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(changed > 0)
+    }
+
     async fn list_records(
         &self,
         leaderboard_id: String,

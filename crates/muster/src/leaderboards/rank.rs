@@ -182,6 +182,18 @@ impl PeriodRanks<'_> {
         self.period.rank(owner, descending).unwrap_or(0)
     }
 
+    /// The owner, score and subscore of the record at `rank` (1 is the best), if the period
+    /// holds that many.
+    pub fn at_rank(&self, rank: i64, descending: bool) -> Option<(Uuid, i64, i64)> {
+        let len = self.period.ordered.len() as i64;
+        if rank < 1 || rank > len {
+            return None;
+        }
+        let index = if descending { len - rank } else { rank - 1 };
+        let entry = self.period.ordered.get_by_rank(index as usize)?;
+        Some((entry.owner, entry.score, entry.subscore))
+    }
+
     /// How many records the period holds.
     pub fn count(&self) -> i64 {
         self.period.ordered.len() as i64
@@ -212,5 +224,16 @@ mod tests {
         period.put(ids[0], 0, 0, 1);
         assert_eq!(period.rank(&ids[0], true), Some(2));
         assert_eq!(period.ordered.len(), 5);
+        // And back from a rank to its record, both ways.
+        let ranks = PeriodRanks {
+            period: &mut period,
+        };
+        assert_eq!(ranks.at_rank(1, true), Some((ids[4], 40, 0)));
+        assert_eq!(ranks.at_rank(2, true), Some((ids[0], 40, 0)));
+        assert_eq!(ranks.at_rank(5, true), Some((ids[1], 10, 0)));
+        assert_eq!(ranks.at_rank(1, false), Some((ids[1], 10, 0)));
+        assert_eq!(ranks.at_rank(5, false), Some((ids[4], 40, 0)));
+        assert_eq!(ranks.at_rank(0, true), None);
+        assert_eq!(ranks.at_rank(6, false), None);
     }
 }

@@ -487,6 +487,33 @@ impl LeaderboardStore for SqliteStore {
         .await
     }
 
+    async fn add_attempts(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+        count: i32,
+    ) -> Result<bool, StoreError> {
+        self.write("tournament_add_attempts", move |conn| {
+            conn.prepare_cached(
+                "UPDATE leaderboard_records SET max_num_score = min(2147483647, max(1, max_num_score + ?4))
+                 WHERE leaderboard_id = ?1 AND expiry_time = ?2 AND owner_id = ?3
+                   AND max_num_score > 0",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    leaderboard_id,
+                    expiry_time,
+                    owner_id.to_string(),
+                    count
+                ])
+            })
+            .map(|n| n > 0)
+            .map_err(db_error)
+        })
+        .await
+    }
+
     async fn list_records(
         &self,
         leaderboard_id: String,

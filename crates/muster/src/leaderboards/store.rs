@@ -217,6 +217,17 @@ pub trait LeaderboardStore: Send + Sync {
         rules: TournamentRules,
     ) -> Result<Result<bool, TournamentRefusal>, StoreError>;
 
+    /// Adds `count` (negative: takes) to the `max_num_score` of the owner's record of the
+    /// period, when it has one with a bound (`max_num_score` > 0: 0 is no bound, and stays
+    /// one); the bound stays within 1..=i32::MAX. Whether a record changed.
+    async fn add_attempts(
+        &self,
+        leaderboard_id: String,
+        expiry_time: i64,
+        owner_id: Uuid,
+        count: i32,
+    ) -> Result<bool, StoreError>;
+
     /// Every (owner, score, subscore, num_score) of the period: what ranks are built from.
     async fn period_scores(
         &self,

@@ -20,6 +20,8 @@ use crate::leaderboards::store::{
 
 /// Most tournaments one listing page may hold (Nakama's bound and default).
 pub const MAX_LIST_LIMIT: usize = 100;
+/// Most attempts one `add_attempts` gives or takes.
+pub const MAX_ATTEMPTS_ADDED: u64 = 1_000_000;
 
 /// A tournament to create (also the `[[leaderboards.tournaments]]` of the configuration).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -403,6 +405,58 @@ impl Leaderboards {
             return Err(LeaderboardError::Missing("Tournament has ended."));
         }
         self.list(id, owners, page).await
+    }
+
+    /// A page of up to `limit` (1–100) of the tournament's records around `owner`'s (as
+    /// [`Leaderboards::around_owner`]), of the current period or the one ending at `expiry`.
+    pub async fn tournament_around_owner(
+        &self,
+        id: &str,
+        owner: Uuid,
+        page: super::PageAsk,
+    ) -> Result<super::RecordList, LeaderboardError> {
+        let board = self.tournament(id)?;
+        if page.expiry < 0 {
+            return Err(LeaderboardError::Invalid(
+                "expiry should be time since epoch in seconds and has to be a positive integer"
+                    .into(),
+            ));
+        }
+        let now = self.clock.now_secs();
+        let end = board.def.tournament.end_time;
+        if page.expiry == 0 && end > 0 && end <= now {
+            return Err(LeaderboardError::Missing("Tournament has ended."));
+        }
+        self.around_owner(id, owner, page).await
+    }
+
+    /// Gives `owner` `count` more attempts (fewer when negative) in the tournament's current
+    /// period: their record's `max_num_score` moves by `count` (kept within 1..=i32::MAX) when
+    /// it has a bound; no record, or no bound, changes nothing (as in Nakama). Refused outside
+    /// the tournament's active window.
+    pub async fn add_attempts(
+        &self,
+        id: &str,
+        owner: Uuid,
+        count: i64,
+    ) -> Result<(), LeaderboardError> {
+        let board = self.tournament(id)?;
+        if count == 0 || count.unsigned_abs() > MAX_ATTEMPTS_ADDED {
+            return Err(LeaderboardError::Invalid(format!(
+                "expects an attempt count number != 0, at most {MAX_ATTEMPTS_ADDED} either way"
+            )));
+        }
+        let now = self.clock.now_secs();
+        let deadlines = board.deadlines(now);
+        if deadlines.end_active <= now {
+            return Err(LeaderboardError::Precondition(
+                "Tournament is not active: attempts cannot be added.",
+            ));
+        }
+        self.store
+            .add_attempts(id.to_string(), deadlines.expiry, owner, count as i32)
+            .await?;
+        Ok(())
     }
 
     /// Tournaments in `category_start..=category_end` by start time, the ones that started at or

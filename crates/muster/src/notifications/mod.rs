@@ -21,7 +21,7 @@ use muster_proto::wire::Timestamp;
 use uuid::Uuid;
 
 use crate::cluster::Router;
-use crate::notifications::store::{NotificationRecord, NotificationStore};
+use crate::notifications::store::{NotificationRecord, NotificationStore, NotificationUpdate};
 use crate::session::fanout::Encoded;
 use crate::store::StoreError;
 
@@ -211,24 +211,117 @@ impl Notifications {
         }
         Ok(())
     }
+
+    /// The stored notifications of `ids` (only `user_id`'s, when given), in the order asked;
+    /// unknown ids are left out. At most [`MAX_DELETE_IDS`] ids.
+    pub async fn get_by_id(
+        &self,
+        ids: &[String],
+        user_id: Option<Uuid>,
+    ) -> Result<Vec<NotificationRecord>, NotificationError> {
+        let ids = parse_ids(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = self.store.notifications_by_id(ids.clone(), user_id).await?;
+        found.sort_by_key(|record| ids.iter().position(|id| *id == record.id));
+        Ok(found)
+    }
+
+    /// Deletes the stored notifications of `ids` (only `user_id`'s, when given); unknown ids
+    /// are ignored. At most [`MAX_DELETE_IDS`] ids.
+    pub async fn delete_by_id(
+        &self,
+        ids: &[String],
+        user_id: Option<Uuid>,
+    ) -> Result<(), NotificationError> {
+        let ids = parse_ids(ids)?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        match user_id {
+            Some(user) => self.store.delete_notifications(user, ids).await?,
+            None => self.store.delete_notifications_by_id(ids).await?,
+        };
+        Ok(())
+    }
+
+    /// Changes the subject, content or sender of stored notifications (all or none; each id
+    /// once, at most [`MAX_DELETE_IDS`]); unknown ids are ignored, as in Nakama. Nothing is
+    /// delivered again.
+    pub async fn update(&self, updates: Vec<NotificationUpdate>) -> Result<(), NotificationError> {
+        if updates.len() > MAX_DELETE_IDS {
+            return Err(NotificationError::Invalid(format!(
+                "At most {MAX_DELETE_IDS} notification updates at once."
+            )));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(updates.len());
+        for update in &updates {
+            if !seen.insert(update.id) {
+                return Err(NotificationError::Invalid(format!(
+                    "Notification ID '{}' is updated twice.",
+                    update.id
+                )));
+            }
+            if let Some(subject) = &update.subject {
+                check_subject(subject)?;
+            }
+            if let Some(content) = &update.content {
+                check_content(content)?;
+            }
+        }
+        if !updates.is_empty() {
+            self.store.update_notifications(updates).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Notification ids as given, at most [`MAX_DELETE_IDS`]; the first that is not a UUID
+/// refuses them all.
+fn parse_ids(ids: &[String]) -> Result<Vec<Uuid>, NotificationError> {
+    if ids.len() > MAX_DELETE_IDS {
+        return Err(NotificationError::Invalid(format!(
+            "At most {MAX_DELETE_IDS} notification IDs at once."
+        )));
+    }
+    let mut parsed = Vec::with_capacity(ids.len());
+    for id in ids {
+        let id = Uuid::parse_str(id)
+            .map_err(|_| NotificationError::Invalid(format!("Invalid notification ID '{id}'.")))?;
+        if !parsed.contains(&id) {
+            parsed.push(id);
+        }
+    }
+    Ok(parsed)
+}
+
+fn check_subject(subject: &str) -> Result<(), NotificationError> {
+    if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES {
+        return Err(NotificationError::Invalid(format!(
+            "Notification subject must be 1-{MAX_SUBJECT_BYTES} bytes."
+        )));
+    }
+    Ok(())
+}
+
+fn check_content(content: &str) -> Result<(), NotificationError> {
+    if content.len() > MAX_CONTENT_BYTES {
+        return Err(NotificationError::Invalid(format!(
+            "Notification content must be at most {MAX_CONTENT_BYTES} bytes."
+        )));
+    }
+    match serde_json::from_str::<serde_json::Value>(content) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        _ => Err(NotificationError::Invalid(
+            "Notification content must be a JSON object.".into(),
+        )),
+    }
 }
 
 fn validate(notification: &NewNotification) -> Result<(), NotificationError> {
-    let invalid = |m: String| Err(NotificationError::Invalid(m));
-    if notification.subject.is_empty() || notification.subject.len() > MAX_SUBJECT_BYTES {
-        return invalid(format!(
-            "Notification subject must be 1-{MAX_SUBJECT_BYTES} bytes."
-        ));
-    }
-    if notification.content.len() > MAX_CONTENT_BYTES {
-        return invalid(format!(
-            "Notification content must be at most {MAX_CONTENT_BYTES} bytes."
-        ));
-    }
-    match serde_json::from_str::<serde_json::Value>(&notification.content) {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
-        _ => invalid("Notification content must be a JSON object.".into()),
-    }
+    check_subject(&notification.subject)?;
+    check_content(&notification.content)
 }
 
 fn to_wire(record: NotificationRecord, persistent: bool) -> Notification {

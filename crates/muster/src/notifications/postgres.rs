@@ -12,7 +12,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::notifications::store::{NotificationRecord, NotificationStore};
+use crate::notifications::store::{NotificationRecord, NotificationStore, NotificationUpdate};
 use crate::store::postgres::writer::{key_of, Job, Write};
 use crate::store::postgres::{db_error, db_error_ref, prepared, PostgresStore};
 use crate::store::StoreError;
@@ -312,6 +312,66 @@ impl NotificationStore for PostgresStore {
             .await
             .map_err(db_error)?;
         Ok(rows.iter().map(|row| record_from(user_id, row)).collect())
+    }
+
+    async fn notifications_by_id(
+        &self,
+        ids: Vec<Uuid>,
+        user_id: Option<Uuid>,
+    ) -> Result<Vec<NotificationRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(
+            &client,
+            "SELECT id, subject, content, code, sender_id, create_time_ms, seq, user_id
+             FROM notifications WHERE id = ANY($1) AND ($2::uuid IS NULL OR user_id = $2)",
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&ids, &user_id])
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .iter()
+            .map(|row| record_from(row.get(7), row))
+            .collect())
+    }
+
+    async fn delete_notifications_by_id(&self, ids: Vec<Uuid>) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let statement = prepared(&client, "DELETE FROM notifications WHERE id = ANY($1)").await?;
+        let deleted = client
+            .execute(&statement, &[&ids])
+            .await
+            .map_err(db_error)?;
+        Ok(deleted as usize)
+    }
+
+    async fn update_notifications(
+        &self,
+        updates: Vec<NotificationUpdate>,
+    ) -> Result<usize, StoreError> {
+        let ids: Vec<Uuid> = updates.iter().map(|u| u.id).collect();
+        let subjects: Vec<Option<String>> = updates.iter().map(|u| u.subject.clone()).collect();
+        let contents: Vec<Option<String>> = updates.iter().map(|u| u.content.clone()).collect();
+        let senders: Vec<Option<Uuid>> = updates.iter().map(|u| u.sender_id).collect();
+        let client = self.client().await?;
+        // One statement: all or none. An id given twice takes its first change.
+        let statement = prepared(
+            &client,
+            "UPDATE notifications n SET subject = coalesce(u.subject, n.subject),
+                 content = coalesce(u.content, n.content),
+                 sender_id = coalesce(u.sender_id, n.sender_id)
+             FROM (SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::text[], $3::text[],
+                       $4::uuid[]) WITH ORDINALITY AS x (id, subject, content, sender_id, ord)
+                   ORDER BY id, ord) u
+             WHERE n.id = u.id",
+        )
+        .await?;
+        let found = client
+            .execute(&statement, &[&ids, &subjects, &contents, &senders])
+            .await
+            .map_err(db_error)?;
+        Ok(found as usize)
     }
 
     async fn delete_notifications(

@@ -3,10 +3,10 @@
 //! index.
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use uuid::Uuid;
 
-use crate::notifications::store::{NotificationRecord, NotificationStore};
+use crate::notifications::store::{NotificationRecord, NotificationStore, NotificationUpdate};
 use crate::store::sqlite::{db_error, parse_uuid, SqliteStore};
 use crate::store::StoreError;
 
@@ -96,6 +96,51 @@ fn list(
         .collect()
 }
 
+fn by_id(
+    conn: &Connection,
+    ids: &[Uuid],
+    user_id: Option<Uuid>,
+) -> Result<Vec<NotificationRecord>, StoreError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT seq, id, user_id, subject, content, code, sender_id, create_time_ms
+             FROM notifications WHERE id = ?1 AND (?2 IS NULL OR user_id = ?2)",
+        )
+        .map_err(db_error)?;
+    let user = user_id.map(|u| u.to_string());
+    let mut found = Vec::new();
+    for id in ids {
+        let row = statement
+            .query_row(params![id.to_string(), user], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i32>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })
+            .optional()
+            .map_err(db_error)?;
+        if let Some((seq, id, user, subject, content, code, sender, create_time_ms)) = row {
+            found.push(NotificationRecord {
+                seq,
+                id: parse_uuid(&id)?,
+                user_id: parse_uuid(&user)?,
+                subject,
+                content,
+                code,
+                sender_id: sender.as_deref().map(parse_uuid).transpose()?,
+                create_time_ms,
+            });
+        }
+    }
+    Ok(found)
+}
+
 #[async_trait]
 impl NotificationStore for SqliteStore {
     async fn insert_notifications(
@@ -117,6 +162,58 @@ impl NotificationStore for SqliteStore {
     ) -> Result<Vec<NotificationRecord>, StoreError> {
         self.read("notification_list", move |conn| {
             list(conn, user_id, after_seq, limit)
+        })
+        .await
+    }
+
+    async fn notifications_by_id(
+        &self,
+        ids: Vec<Uuid>,
+        user_id: Option<Uuid>,
+    ) -> Result<Vec<NotificationRecord>, StoreError> {
+        self.read("notification_by_id", move |conn| by_id(conn, &ids, user_id))
+            .await
+    }
+
+    async fn delete_notifications_by_id(&self, ids: Vec<Uuid>) -> Result<usize, StoreError> {
+        self.write("notification_delete_by_id", move |conn| {
+            let mut delete = conn
+                .prepare_cached("DELETE FROM notifications WHERE id = ?1")
+                .map_err(db_error)?;
+            let mut deleted = 0;
+            for id in ids {
+                deleted += delete.execute([id.to_string()]).map_err(db_error)?;
+            }
+            Ok(deleted)
+        })
+        .await
+    }
+
+    async fn update_notifications(
+        &self,
+        updates: Vec<NotificationUpdate>,
+    ) -> Result<usize, StoreError> {
+        // The writer runs each job in one transaction: all or none.
+        self.write("notification_update", move |conn| {
+            let mut update = conn
+                .prepare_cached(
+                    "UPDATE notifications SET subject = coalesce(?2, subject),
+                         content = coalesce(?3, content), sender_id = coalesce(?4, sender_id)
+                     WHERE id = ?1",
+                )
+                .map_err(db_error)?;
+            let mut found = 0;
+            for u in updates {
+                found += update
+                    .execute(params![
+                        u.id.to_string(),
+                        u.subject,
+                        u.content,
+                        u.sender_id.map(|id| id.to_string())
+                    ])
+                    .map_err(db_error)?;
+            }
+            Ok(found)
         })
         .await
     }

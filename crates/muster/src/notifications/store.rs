@@ -21,6 +21,16 @@ pub struct NotificationRecord {
     pub create_time_ms: i64,
 }
 
+/// A change to a stored notification (`nk.notificationsUpdate`); `None` keeps a field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationUpdate {
+    pub id: Uuid,
+    pub subject: Option<String>,
+    /// A JSON object, as text.
+    pub content: Option<String>,
+    pub sender_id: Option<Uuid>,
+}
+
 /// Stored notifications. Each write is durable when its future resolves.
 #[async_trait]
 pub trait NotificationStore: Send + Sync {
@@ -40,6 +50,23 @@ pub trait NotificationStore: Send + Sync {
         after_seq: i64,
         limit: usize,
     ) -> Result<Vec<NotificationRecord>, StoreError>;
+
+    /// The stored notifications of `ids` (those of `user_id` only, when given), in no
+    /// particular order.
+    async fn notifications_by_id(
+        &self,
+        ids: Vec<Uuid>,
+        user_id: Option<Uuid>,
+    ) -> Result<Vec<NotificationRecord>, StoreError>;
+
+    /// Deletes the stored notifications of `ids`, whoever's they are; how many.
+    async fn delete_notifications_by_id(&self, ids: Vec<Uuid>) -> Result<usize, StoreError>;
+
+    /// Applies `updates` (all or none); how many notifications they found.
+    async fn update_notifications(
+        &self,
+        updates: Vec<NotificationUpdate>,
+    ) -> Result<usize, StoreError>;
 
     /// Deletes those of `ids` that are `user_id`'s; how many.
     async fn delete_notifications(

@@ -139,6 +139,30 @@ impl StatusService {
         }
     }
 
+    /// `nk.statusFollow`: `session` (one of this node's) follows the users of `user_ids`, as
+    /// a `status_follow` of theirs would (those that exist, not its own user, within
+    /// `status.max_follows_per_session`); no presences are answered.
+    pub async fn follow_users(
+        &self,
+        session: &Arc<Session>,
+        user_ids: Vec<String>,
+    ) -> Result<(), StatusError> {
+        let request = StatusFollow {
+            user_ids,
+            usernames: Vec::new(),
+        };
+        self.follow(session, request).await.map(|_| ())
+    }
+
+    /// `nk.statusUnfollow`: `session` stops following the users of `user_ids`.
+    pub fn unfollow_users(
+        &self,
+        session: &Arc<Session>,
+        user_ids: Vec<String>,
+    ) -> Result<(), StatusError> {
+        self.unfollow(session, StatusUnfollow { user_ids })
+    }
+
     async fn follow(
         &self,
         session: &Arc<Session>,

@@ -110,9 +110,12 @@ struct Member {
     hidden: bool,
     persistence: bool,
     status: String,
+    /// Nakama's presence reason: 1 joined, 2 updated.
+    reason: u8,
 }
 
 impl Member {
+    /// The presence as listed: with its persistence and status.
     fn presence(&self) -> UserPresence {
         UserPresence {
             persistence: self.persistence,
@@ -127,6 +130,8 @@ impl Member {
 pub struct StreamMember {
     pub presence: UserPresence,
     pub hidden: bool,
+    /// Nakama's presence reason: 1 joined, 2 updated.
+    pub reason: u8,
 }
 
 #[derive(Default)]
@@ -170,11 +175,12 @@ impl Streams {
             .filter(|s| s.user_id == user_id)
             .ok_or(StreamError::NoSession)?;
         let mut state = self.state.lock();
-        let member = Member {
+        let mut member = Member {
             session,
             hidden,
             persistence,
             status: status.to_owned(),
+            reason: 1,
         };
         let State {
             streams,
@@ -185,6 +191,7 @@ impl Streams {
             .iter()
             .position(|m| m.session.session_id == session_id)
         {
+            member.reason = 2;
             let old = std::mem::replace(&mut members[at], member.clone());
             announce(key, members, &[&member], &[&old]);
             return Ok(false);
@@ -264,6 +271,7 @@ impl Streams {
             (m.session.session_id == session_id).then(|| StreamMember {
                 presence: m.presence(),
                 hidden: m.hidden,
+                reason: m.reason,
             })
         })
     }
@@ -281,6 +289,7 @@ impl Streams {
                     .map(|m| StreamMember {
                         presence: m.presence(),
                         hidden: m.hidden,
+                        reason: m.reason,
                     })
                     .collect()
             })
@@ -351,12 +360,13 @@ impl Streams {
     }
 }
 
-/// Tells every member of `key` who joined and left (hidden ones are not named).
+/// Tells every member of `key` who joined and left (hidden ones are not named). As Nakama's
+/// tracker, an event names the sessions only (no status, no persistence).
 fn announce(key: &StreamKey, members: &[Member], joins: &[&Member], leaves: &[&Member]) {
     let named = |list: &[&Member]| -> Vec<UserPresence> {
         list.iter()
             .filter(|m| !m.hidden)
-            .map(|m| m.presence())
+            .map(|m| m.session.presence())
             .collect()
     };
     let (joins, leaves) = (named(joins), named(leaves));

@@ -35,6 +35,93 @@ function InitModule(ctx, logger, nk, initializer) {
   initializer.registerMatchmakerMatched(matched);
   initializer.registerRpc("stream_join", rpcStreamJoin);
   initializer.registerRpc("stream_send", rpcStreamSend);
+  initializer.registerRpc("status_follow", rpcStatusFollow);
+  initializer.registerRpc("newer_nk", rpcNewerNk);
+}
+
+// The code an nk call throws, or "ok".
+function codeOf(f) {
+  try { f(); return "ok"; } catch (e) { return e.code; }
+}
+
+function rpcStatusFollow(ctx, logger, nk, payload) {
+  var p = JSON.parse(payload);
+  if (p.unfollow) nk.statusUnfollow(ctx.sessionId, [p.other]);
+  else nk.statusFollow(ctx.sessionId, [p.other]);
+  return JSON.stringify({
+    elsewhere: codeOf(function () { nk.statusFollow(SYSTEM.replace(/0$/, "1"), [p.other]); }),
+    badUser: codeOf(function () { nk.statusFollow(ctx.sessionId, ["nobody"]); }),
+  });
+}
+
+function rpcNewerNk(ctx, logger, nk, payload) {
+  var me = ctx.userId, other = JSON.parse(payload).other, out = {};
+  var unknown = "4b2f1f1e-7d1c-4c57-9a53-3a1f7f4c0d11";
+
+  // Friends: an invite, its metadata.
+  nk.friendsAdd(me, "", [other], []);
+  out.friendStatus = nk.usersGetFriendStatus(me, [other, unknown]);
+  nk.friendMetadataUpdate(me, other, { note: "met in lobby" });
+  out.friendAfter = nk.usersGetFriendStatus(me, [other]);
+  out.friendNone = nk.usersGetFriendStatus(other, [unknown]);
+  out.friendBadMetadata = codeOf(function () { nk.friendMetadataUpdate(me, other, "x"); });
+
+  // Groups by id.
+  var group = nk.groupCreate(me, "newer nk group");
+  out.groups = nk.groupsGetId([group.id, unknown, group.id]);
+  out.groupsMissing = codeOf(function () { nk.groupsGetId(null); });
+
+  // Notifications by id.
+  nk.notificationsSend([{ userId: other, subject: "hello", content: { a: 1 }, code: 5, persistent: true }]);
+  var id = nk.notificationsList(other, 10).notifications
+    .filter(function (n) { return n.subject === "hello"; })[0].id;
+  out.notification = nk.notificationsGetId([id]);
+  out.notificationOfMe = nk.notificationsGetId([id], me);
+  nk.notificationsUpdate([{ id: id, subject: "hello again", content: { b: 2 } }]);
+  out.notificationUpdated = nk.notificationsGetId([id], other);
+  nk.notificationsDeleteId([id], me);
+  out.notificationKept = nk.notificationsGetId([id]).length;
+  nk.notificationsDeleteId([id]);
+  out.notificationGone = nk.notificationsGetId([id]).length;
+  out.notificationBadUpdate = codeOf(function () { nk.notificationsUpdate([{ subject: "x" }]); });
+  out.notificationBadId = codeOf(function () { nk.notificationsGetId(["nope"]); });
+
+  // Leaderboards: a listing by pages, a cursor from a rank.
+  nk.leaderboardCreate("newer-a", false);
+  nk.leaderboardCreate("newer-b", false);
+  var first = nk.leaderboardList(1);
+  var second = nk.leaderboardList(1, first.cursor);
+  out.boards = [first.leaderboards[0].id, second.leaderboards[0].id, second.cursor];
+  out.boardsBadLimit = codeOf(function () { nk.leaderboardList(500); });
+  nk.leaderboardRecordWrite("newer-a", me, "", 30);
+  nk.leaderboardRecordWrite("newer-a", other, "", 20);
+  out.fromRank1 = nk.leaderboardRecordsListCursorFromRank("newer-a", 1);
+  var cursor = nk.leaderboardRecordsListCursorFromRank("newer-a", 2);
+  var page = nk.leaderboardRecordsList("newer-a", [], 10, cursor);
+  out.fromRank2 = page.records.map(function (r) { return [r.ownerId, r.rank]; });
+  out.fromRankPastEnd = codeOf(function () { nk.leaderboardRecordsListCursorFromRank("newer-a", 4); });
+  out.fromRankZero = codeOf(function () { nk.leaderboardRecordsListCursorFromRank("newer-a", 0); });
+
+  // A tournament: one attempt, one more added; records around an owner.
+  nk.tournamentCreate("newer-t", false, "descending", "best", 3600, null, {}, "T", "", 1, 0, 0, 0, 1, false);
+  nk.tournamentRecordWrite("newer-t", me, "", 10);
+  out.secondAttempt = codeOf(function () { nk.tournamentRecordWrite("newer-t", me, "", 11); });
+  nk.tournamentAddAttempt("newer-t", me, 1);
+  out.addedAttempt = codeOf(function () { nk.tournamentRecordWrite("newer-t", me, "", 12); });
+  out.thirdAttempt = codeOf(function () { nk.tournamentRecordWrite("newer-t", me, "", 13); });
+  out.zeroAttempts = codeOf(function () { nk.tournamentAddAttempt("newer-t", me, 0); });
+  nk.tournamentRecordWrite("newer-t", other, "", 5);
+  var around = nk.tournamentRecordsHaystack("newer-t", other, 10);
+  out.haystack = around.records.map(function (r) { return [r.ownerId, r.score, r.rank]; });
+  out.haystackOfBoard = codeOf(function () { nk.tournamentRecordsHaystack("newer-a", me); });
+
+  // The wallet ledger.
+  nk.walletUpdate(me, { gold: 5 }, { why: "quest" });
+  var item = nk.walletLedgerList(me).items[0];
+  out.ledger = nk.walletLedgerUpdate(item.id, { why: "quest", checked: true });
+  out.ledgerMissing = codeOf(function () { nk.walletLedgerUpdate("999999", {}); });
+  out.ledgerBad = codeOf(function () { nk.walletLedgerUpdate("x", {}); });
+  return JSON.stringify(out);
 }
 
 var STREAM = { mode: 123, label: "lobby" };
@@ -95,7 +182,12 @@ function matched(ctx, logger, nk, entries) {
 
 /// A server running [`MODULE`] with `vms` VMs at start.
 async fn server(vms: usize) -> (TestServer, Database, tempfile::TempDir) {
-    let db = Database::new(Backend::Sqlite).await;
+    server_on(Backend::Sqlite, vms).await
+}
+
+/// [`server`] on `backend`.
+async fn server_on(backend: Backend, vms: usize) -> (TestServer, Database, tempfile::TempDir) {
+    let db = Database::new(backend).await;
     let dir = tempfile::tempdir().expect("dir");
     std::fs::write(dir.path().join("index.js"), MODULE).expect("module");
     let mut config: Config = db.config();
@@ -257,7 +349,8 @@ async fn a_modules_stream_delivers_data_and_presence_to_its_sessions() {
     let own = a.event("stream_presence_event").await;
     assert_eq!(own["stream"], json!({"mode": 123, "label": "lobby"}));
     assert_eq!(own["joins"][0]["user_id"], json!(a.user_id));
-    assert_eq!(own["joins"][0]["status"], "here");
+    // As Nakama's tracker: an event names the session, not its status.
+    assert!(own["joins"][0].get("status").is_none(), "{own}");
     assert_eq!(payload(&rpc(&mut b, "stream_join").await)["count"], 2);
     let b_id = b.user_id.clone();
     for member in [&mut a, &mut b] {
@@ -288,4 +381,112 @@ async fn a_modules_stream_delivers_data_and_presence_to_its_sessions() {
     // A client may not send stream envelopes.
     let refused = a.request(json!({"stream_data": {"data": "forged"}})).await;
     assert_eq!(error_code(&refused), 1, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_follows_statuses_for_a_session() {
+    let (server, _db, _dir) = server(1).await;
+    let mut a = Client::connect(&server, "nk-status-a").await;
+    let mut b = Client::connect(&server, "nk-status-b").await;
+    let body = json!({"other": b.user_id}).to_string();
+    let followed = a
+        .request(json!({"rpc": {"id": "status_follow", "payload": body}}))
+        .await;
+    assert_eq!(
+        payload(&followed),
+        json!({"elsewhere": 5, "badUser": 3}),
+        "{followed}"
+    );
+    b.request(json!({"status_update": {"status": "playing"}}))
+        .await;
+    let event = a.event("status_presence_event").await;
+    assert_eq!(event["joins"][0]["user_id"], json!(b.user_id), "{event}");
+    assert_eq!(event["joins"][0]["status"], "playing", "{event}");
+    let body = json!({"other": b.user_id, "unfollow": true}).to_string();
+    let unfollowed = a
+        .request(json!({"rpc": {"id": "status_follow", "payload": body}}))
+        .await;
+    assert!(unfollowed.get("error").is_none(), "{unfollowed}");
+}
+
+on_both_backends!(the_newer_nk_functions_answer_as_nakamas_do);
+
+async fn the_newer_nk_functions_answer_as_nakamas_do(backend: Backend) {
+    let (server, _db, _dir) = server_on(backend, 1).await;
+    let mut a = Client::connect(&server, "nk-newer-a").await;
+    let b = Client::connect(&server, "nk-newer-b").await;
+    let body = json!({"other": b.user_id}).to_string();
+    let answer = a
+        .request(json!({"rpc": {"id": "newer_nk", "payload": body}}))
+        .await;
+    let out = payload(&answer);
+    let (me, other) = (json!(a.user_id), json!(b.user_id));
+
+    // Friends.
+    let status = out["friendStatus"].as_array().expect("friends");
+    assert_eq!(status.len(), 1, "{out}");
+    assert_eq!(status[0]["state"], 1, "an invite sent: {out}");
+    assert_eq!(status[0]["user"]["userId"], other);
+    assert_eq!(status[0]["metadata"], json!({}));
+    assert!(status[0]["updateTime"].is_i64(), "{out}");
+    assert_eq!(
+        out["friendAfter"][0]["metadata"],
+        json!({"note": "met in lobby"})
+    );
+    assert_eq!(out["friendNone"], json!([]));
+    assert_eq!(out["friendBadMetadata"], 3);
+
+    // Groups.
+    let groups = out["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), 1, "unknown ids left out, one each: {out}");
+    assert_eq!(groups[0]["name"], "newer nk group");
+    assert_eq!(groups[0]["creatorId"], me);
+    assert_eq!(groups[0]["edgeCount"], 1);
+    assert!(groups[0]["createTime"].is_i64(), "{out}");
+    assert_eq!(out["groupsMissing"], 3);
+
+    // Notifications.
+    let notification = &out["notification"][0];
+    assert_eq!(notification["userId"], other, "{out}");
+    assert_eq!(notification["subject"], "hello");
+    assert_eq!(notification["content"], json!({"a": 1}));
+    assert_eq!(notification["code"], 5);
+    assert_eq!(notification["sender"], "");
+    assert_eq!(notification["persistent"], true);
+    assert_eq!(out["notificationOfMe"], json!([]), "scoped to its user");
+    assert_eq!(out["notificationUpdated"][0]["subject"], "hello again");
+    assert_eq!(out["notificationUpdated"][0]["content"], json!({"b": 2}));
+    assert_eq!(out["notificationKept"], 1, "not the named user's: kept");
+    assert_eq!(out["notificationGone"], 0);
+    assert_eq!(out["notificationBadUpdate"], 3);
+    assert_eq!(out["notificationBadId"], 3);
+
+    // Leaderboards.
+    assert_eq!(out["boards"], json!(["newer-a", "newer-b", null]), "{out}");
+    assert_eq!(out["boardsBadLimit"], 3);
+    assert_eq!(out["fromRank1"], "");
+    assert_eq!(out["fromRank2"], json!([[other, 2]]), "{out}");
+    assert_eq!(out["fromRankPastEnd"], 3);
+    assert_eq!(out["fromRankZero"], 3);
+
+    // Tournaments.
+    assert_ne!(out["secondAttempt"], "ok", "one attempt only: {out}");
+    assert_eq!(out["addedAttempt"], "ok", "{out}");
+    assert_ne!(out["thirdAttempt"], "ok", "{out}");
+    assert_eq!(out["zeroAttempts"], 3);
+    assert_eq!(
+        out["haystack"],
+        json!([[me, 12, 1], [other, 5, 2]]),
+        "{out}"
+    );
+    assert_eq!(out["haystackOfBoard"], 5);
+
+    // The wallet ledger.
+    let ledger = &out["ledger"];
+    assert_eq!(ledger["userId"], me, "{out}");
+    assert_eq!(ledger["changeset"], json!({"gold": 5}));
+    assert_eq!(ledger["metadata"], json!({"why": "quest", "checked": true}));
+    assert!(ledger["createTime"].is_i64(), "{out}");
+    assert_eq!(out["ledgerMissing"], 5);
+    assert_eq!(out["ledgerBad"], 3);
 }

@@ -108,6 +108,12 @@ impl Module {
             max_vms = vms.1,
             "JavaScript module loaded"
         );
+        if !bundle.registered.unused.is_empty() {
+            tracing::warn!(
+                registered = ?bundle.registered.unused,
+                "the module registers functions Muster never calls (events it does not have)"
+            );
+        }
         Ok(Some(Arc::new(Module {
             bundle: RwLock::new(Arc::new(bundle)),
             pool: RwLock::new(Arc::new(pool)),

@@ -1,4 +1,5 @@
-//! Wallets and the ledger: `walletUpdate`, `walletsUpdate`, `walletLedgerList`. Every change
+//! Wallets and the ledger: `walletUpdate`, `walletsUpdate`, `walletLedgerList`,
+//! `walletLedgerUpdate` (a ledger item's id is the number `walletLedgerList` gives, as text). Every change
 //! is one atomic write of the economy (a ledger row included); a change that would take a
 //! balance below zero is refused whole.
 
@@ -11,7 +12,12 @@ use uuid::Uuid;
 use super::context::{invalid, json_text, parse_user, refused, Args, ServerHost};
 use crate::economy::Change;
 
-pub(super) const NAMES: &[&str] = &["walletUpdate", "walletsUpdate", "walletLedgerList"];
+pub(super) const NAMES: &[&str] = &[
+    "walletUpdate",
+    "walletsUpdate",
+    "walletLedgerList",
+    "walletLedgerUpdate",
+];
 
 /// Most wallets one `walletsUpdate` changes.
 const MAX_WALLETS: usize = 100;
@@ -61,18 +67,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             let items: Vec<Value> = page
                 .entries
                 .into_iter()
-                .map(|entry| {
-                    json!({
-                        "id": entry.id.to_string(),
-                        "userId": user.to_string(),
-                        "createTime": entry.create_time_ms / 1000,
-                        "updateTime": entry.create_time_ms / 1000,
-                        "changeset": entry.changes.wallet,
-                        "metadata": serde_json::from_str::<Value>(&entry.metadata)
-                            .unwrap_or_else(|_| json!({})),
-                        "reason": entry.reason,
-                    })
-                })
+                .map(|entry| ledger_item(user, entry))
                 .collect();
             let mut answer = json!({ "items": items });
             if let Some(cursor) = page.cursor {
@@ -80,8 +75,39 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             }
             Ok(answer)
         }
+        // walletLedgerUpdate(itemId, metadata): the item with its metadata replaced.
+        "walletLedgerUpdate" => {
+            let id = match args.get(0) {
+                Value::String(text) => text.parse::<i64>().ok(),
+                Value::Number(n) => n.as_i64(),
+                _ => None,
+            }
+            .filter(|id| *id > 0)
+            .ok_or_else(|| invalid("expects a valid id"))?;
+            if !args.get(1).is_object() {
+                return Err(invalid("expects metadata object"));
+            }
+            let metadata = args.get(1).to_string();
+            let (user, entry) = host
+                .wait(host.services.economy.set_ledger_metadata(id, &metadata))?
+                .map_err(refused)?;
+            Ok(ledger_item(user, entry))
+        }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }
+}
+
+/// A ledger row as Nakama's runtime gives a wallet ledger item.
+fn ledger_item(user: Uuid, entry: crate::economy::store::LedgerEntry) -> Value {
+    json!({
+        "id": entry.id.to_string(),
+        "userId": user.to_string(),
+        "createTime": entry.create_time_ms / 1000,
+        "updateTime": entry.create_time_ms / 1000,
+        "changeset": entry.changes.wallet,
+        "metadata": serde_json::from_str::<Value>(&entry.metadata).unwrap_or_else(|_| json!({})),
+        "reason": entry.reason,
+    })
 }
 
 /// A metadata argument as an object (a string is read as JSON).

@@ -2,7 +2,9 @@
 //! `leaderboardCreate`, `leaderboardDelete`, `leaderboardRecordWrite`,
 //! `leaderboardRecordDelete`, `leaderboardRecordsList`, `leaderboardRecordsHaystack`,
 //! `tournamentCreate`, `tournamentDelete`, `tournamentJoin`, `tournamentRecordWrite`,
-//! `tournamentRecordsList`, `tournamentList`, `leaderboardsGetId`, `tournamentsGetId`.
+//! `tournamentRecordsList`, `tournamentList`, `leaderboardsGetId`, `tournamentsGetId`,
+//! `leaderboardList`, `leaderboardRecordsListCursorFromRank`, `tournamentRecordsHaystack`,
+//! `tournamentAddAttempt`.
 
 use muster_js::JsError;
 use serde_json::{json, Value};
@@ -29,6 +31,10 @@ pub(super) const NAMES: &[&str] = &[
     "tournamentList",
     "leaderboardsGetId",
     "tournamentsGetId",
+    "leaderboardList",
+    "leaderboardRecordsListCursorFromRank",
+    "tournamentRecordsHaystack",
+    "tournamentAddAttempt",
 ];
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
@@ -192,6 +198,71 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                 }
             }
             Ok(Value::Array(found))
+        }
+        // leaderboardList(limit?, cursor?): {leaderboards, cursor} (cursor null on the last
+        // page); leaderboards by id, tournaments left out.
+        "leaderboardList" => {
+            let limit = match args.int(0, "limit")? {
+                None => 10,
+                Some(l) if (1..=100).contains(&l) => l as usize,
+                Some(_) => return Err(invalid("limit must be 1-100")),
+            };
+            let cursor = args.opt_string(1);
+            let (found, cursor) = boards
+                .list_boards(limit, cursor.as_deref())
+                .map_err(refused)?;
+            let leaderboards: Vec<Value> = found.iter().map(leaderboard).collect();
+            Ok(json!({ "leaderboards": leaderboards, "cursor": cursor }))
+        }
+        // leaderboardRecordsListCursorFromRank(id, rank, overrideExpiry?): a cursor for
+        // leaderboardRecordsList that lists from `rank` on ("" for rank 1).
+        "leaderboardRecordsListCursorFromRank" => {
+            let id = args
+                .opt_string(0)
+                .ok_or_else(|| invalid("invalid leaderboard id"))?;
+            let rank = args
+                .int(1, "rank")?
+                .ok_or_else(|| invalid("invalid rank - must be > 1"))?;
+            let expiry = args.int(2, "overrideExpiry")?.unwrap_or(0);
+            let cursor = host
+                .wait(boards.cursor_from_rank(&id, rank, expiry))?
+                .map_err(refused)?;
+            Ok(json!(cursor))
+        }
+        // tournamentRecordsHaystack(id, ownerId, limit?, cursor?, expiry?)
+        "tournamentRecordsHaystack" => {
+            let id = args
+                .opt_string(0)
+                .ok_or_else(|| invalid("expects a tournament ID string"))?;
+            let owner = args.user(1, "ownerId")?;
+            let limit = match args.int(2, "limit")? {
+                None => 10,
+                Some(l) if (1..=100).contains(&l) => l as usize,
+                Some(_) => return Err(invalid("limit must be 1-100")),
+            };
+            let page = PageAsk {
+                limit: Some(limit),
+                cursor: args.opt_string(3),
+                expiry: args.int(4, "expiry")?.unwrap_or(0),
+            };
+            let page = host
+                .wait(boards.tournament_around_owner(&id, owner, page))?
+                .map_err(refused)?;
+            Ok(shaped(list_of(page)))
+        }
+        // tournamentAddAttempt(id, ownerId, count)
+        "tournamentAddAttempt" => {
+            let id = args
+                .opt_string(0)
+                .ok_or_else(|| invalid("expects a tournament ID string"))?;
+            let owner = args.user(1, "ownerId")?;
+            let count = args
+                .int(2, "count")?
+                .filter(|c| *c != 0)
+                .ok_or_else(|| invalid("expects an attempt count number != 0"))?;
+            host.wait(boards.add_attempts(&id, owner, count))?
+                .map_err(refused)?;
+            Ok(Value::Null)
         }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }

@@ -16,6 +16,7 @@ pub(crate) use leaderboards::leaderboard;
 pub(crate) mod local_cache;
 mod matches;
 mod social;
+mod status;
 mod storage;
 mod streams;
 
@@ -37,6 +38,7 @@ pub(super) fn names() -> Vec<&'static str> {
         storage::NAMES,
         leaderboards::NAMES,
         social::NAMES,
+        status::NAMES,
         chat::NAMES,
         matches::NAMES,
         http::NAMES,
@@ -66,6 +68,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         leaderboards::call(host, name, args)
     } else if family(social::NAMES) {
         social::call(host, name, args)
+    } else if family(status::NAMES) {
+        status::call(host, name, args)
     } else if family(chat::NAMES) {
         chat::call(host, name, args)
     } else if family(matches::NAMES) {
@@ -84,5 +88,46 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         host.custom_metrics.call(name, args)
     } else {
         Err(JsError::new(format!("nk.{name} is not available"), 12))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    /// docs/runtime.md's table of Nakama's `nk` says what is true: every function the host
+    /// answers is listed as there (✔ or "differs"), or as refused by name; no function listed
+    /// as not supported is answered.
+    #[test]
+    fn the_parity_table_is_true() {
+        let doc = include_str!("../../../../../../docs/runtime.md");
+        let rows: HashMap<&str, &str> = doc
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("| `")?;
+                let (name, rest) = rest.split_once("` | ")?;
+                Some((name, rest.trim_end_matches(" |")))
+            })
+            .collect();
+        let served = super::names();
+        for name in &served {
+            let status = rows
+                .get(name)
+                .unwrap_or_else(|| panic!("nk.{name} is not in docs/runtime.md's table"));
+            assert!(
+                status.starts_with('✔')
+                    || status.starts_with("differs")
+                    || status.contains("refused by name"),
+                "nk.{name} is answered, but the table says: {status}"
+            );
+        }
+        for (name, status) in &rows {
+            if status.starts_with("not supported") && !status.contains("refused by name") {
+                assert!(
+                    !served.contains(name),
+                    "the table says nk.{name} is not supported, but it is answered"
+                );
+            }
+        }
     }
 }

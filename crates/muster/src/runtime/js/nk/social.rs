@@ -1,5 +1,6 @@
 //! Notifications, friends and groups, on any user's behalf: the `notification…`, `friends…`,
-//! `group…` and `userGroupsList` functions of Nakama's runtime.
+//! `friendMetadataUpdate`, `usersGetFriendStatus`, `group…`, `groupsGetId` and `userGroupsList`
+//! functions of Nakama's runtime.
 
 use muster_js::JsError;
 use muster_proto::api::{CreateGroupRequest, UpdateGroupRequest};
@@ -10,6 +11,7 @@ use super::context::{invalid, json_text, parse_user, refused, shaped, Args, Serv
 use crate::friends::Targets;
 use crate::groups::store::{Actor, GroupChanges, MemberChange};
 use crate::groups::GroupQuery;
+use crate::notifications::store::{NotificationRecord, NotificationUpdate};
 use crate::notifications::NewNotification;
 
 pub(super) const NAMES: &[&str] = &[
@@ -17,11 +19,16 @@ pub(super) const NAMES: &[&str] = &[
     "notificationsSend",
     "notificationsList",
     "notificationsDelete",
+    "notificationsGetId",
+    "notificationsDeleteId",
+    "notificationsUpdate",
     "friendsList",
     "friendsOfFriendsList",
     "friendsAdd",
     "friendsDelete",
     "friendsBlock",
+    "friendMetadataUpdate",
+    "usersGetFriendStatus",
     "groupCreate",
     "groupUpdate",
     "groupDelete",
@@ -35,6 +42,7 @@ pub(super) const NAMES: &[&str] = &[
     "groupUsersList",
     "userGroupsList",
     "groupsList",
+    "groupsGetId",
 ];
 
 /// Most notifications one `notificationsSend` sends.
@@ -43,7 +51,7 @@ const MAX_NOTIFICATIONS: usize = 1000;
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
     if name.starts_with("notification") {
         notifications(host, name, args)
-    } else if name.starts_with("friends") {
+    } else if name.starts_with("friend") || name == "usersGetFriendStatus" {
         friends(host, name, args)
     } else {
         groups(host, name, args)
@@ -104,8 +112,118 @@ fn notifications(host: &ServerHost, name: &str, args: &Args) -> Result<Value, Js
             }
             Ok(Value::Null)
         }
+        // notificationsGetId(ids, userId?): the stored ones found, in the order asked.
+        "notificationsGetId" => {
+            let ids = args.strings(0, "ids")?;
+            let user = args.opt_user(1, "userId")?;
+            let found = host.wait(service.get_by_id(&ids, user))?.map_err(refused)?;
+            Ok(Value::Array(found.into_iter().map(stored).collect()))
+        }
+        // notificationsDeleteId(ids, userId?); also [{userId, notificationId}] as
+        // notificationsDelete takes them.
+        "notificationsDeleteId" => {
+            let list = args
+                .get(0)
+                .as_array()
+                .ok_or_else(|| invalid("ids must be an array"))?;
+            if list.iter().all(Value::is_string) {
+                let ids = args.strings(0, "ids")?;
+                let user = args.opt_user(1, "userId")?;
+                host.wait(service.delete_by_id(&ids, user))?
+                    .map_err(refused)?;
+                return Ok(Value::Null);
+            }
+            if list.len() > MAX_NOTIFICATIONS {
+                return Err(invalid(format!(
+                    "At most {MAX_NOTIFICATIONS} notifications at once."
+                )));
+            }
+            let mut pairs = Vec::with_capacity(list.len());
+            for one in list {
+                if !one.is_object() {
+                    return Err(invalid(
+                        "ids must be notification ids, or {userId, notificationId} objects",
+                    ));
+                }
+                let user = parse_user(&one["userId"], "userId")?;
+                let id = one["notificationId"]
+                    .as_str()
+                    .ok_or_else(|| invalid("notificationId must be a string"))?
+                    .to_owned();
+                pairs.push((user, id));
+            }
+            for (user, id) in pairs {
+                host.wait(service.delete_by_id(&[id], Some(user)))?
+                    .map_err(refused)?;
+            }
+            Ok(Value::Null)
+        }
+        // notificationsUpdate([{id, subject?, content?, sender?}])
+        "notificationsUpdate" => {
+            let list = args
+                .get(0)
+                .as_array()
+                .ok_or_else(|| invalid("expects an array of notification updates objects"))?;
+            if list.len() > MAX_NOTIFICATIONS {
+                return Err(invalid(format!(
+                    "At most {MAX_NOTIFICATIONS} notification updates at once."
+                )));
+            }
+            let updates = list.iter().map(update).collect::<Result<Vec<_>, _>>()?;
+            host.wait(service.update(updates))?.map_err(refused)?;
+            Ok(Value::Null)
+        }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }
+}
+
+/// One of `notificationsUpdate`'s changes, checked as Nakama checks them.
+fn update(one: &Value) -> Result<NotificationUpdate, JsError> {
+    if !one.is_object() {
+        return Err(invalid("expects an array of notification updates objects"));
+    }
+    let id = one["id"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| invalid("expects 'id' value to be a non-empty string"))?;
+    let id = Uuid::parse_str(id).map_err(|_| invalid("expects 'id' value to be a valid id"))?;
+    let content = match &one["content"] {
+        Value::Null => None,
+        content @ Value::Object(_) => Some(content.to_string()),
+        _ => return Err(invalid("expects 'content' value to be a non-empty map")),
+    };
+    let subject = match &one["subject"] {
+        Value::Null => None,
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        _ => return Err(invalid("expects 'subject' value to be a non-empty string")),
+    };
+    let sender_id = match &one["sender"] {
+        Value::Null => None,
+        Value::String(s) if !s.is_empty() => Some(
+            Uuid::parse_str(s).map_err(|_| invalid("expects 'sender' value to be a user id"))?,
+        ),
+        _ => return Err(invalid("expects 'sender' value to be a non-empty string")),
+    };
+    Ok(NotificationUpdate {
+        id,
+        subject,
+        content,
+        sender_id,
+    })
+}
+
+/// A stored notification as Nakama's `notificationsGetId` gives one.
+fn stored(record: NotificationRecord) -> Value {
+    json!({
+        "id": record.id.to_string(),
+        "userId": record.user_id.to_string(),
+        "subject": record.subject,
+        "persistent": true,
+        "content": serde_json::from_str::<Value>(&record.content).unwrap_or_else(|_| json!({})),
+        "code": record.code,
+        "sender": record.sender_id.map(|id| id.to_string()).unwrap_or_default(),
+        "createTime": record.create_time_ms / 1000,
+    })
 }
 
 fn notification(one: &Value) -> Result<NewNotification, JsError> {
@@ -139,6 +257,26 @@ fn friends(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError>
             Ok(shaped(list))
         }
         // friendsOfFriendsList(userId, limit?, cursor?)
+        // usersGetFriendStatus(userId, userIds): userId's edges to those it has one to.
+        "usersGetFriendStatus" => {
+            let others = args.strings(1, "userIds")?;
+            let found = host
+                .wait(service.status_among(user, &others))?
+                .map_err(refused)?;
+            Ok(Value::Array(found.into_iter().map(shaped).collect()))
+        }
+        // friendMetadataUpdate(userId, friendUserId, metadata): replaces the metadata of
+        // userId's edge to friendUserId (none: nothing changes, as in Nakama).
+        "friendMetadataUpdate" => {
+            let friend = args.user(1, "friendUserId")?;
+            if !args.get(2).is_object() {
+                return Err(invalid("expects metadata to be an object"));
+            }
+            let metadata = args.get(2).to_string();
+            host.wait(service.set_metadata(user, friend, &metadata))?
+                .map_err(refused)?;
+            Ok(Value::Null)
+        }
         "friendsOfFriendsList" => {
             let limit = args.int(1, "limit")?.unwrap_or(10).clamp(1, 100) as usize;
             let cursor = args.opt_string(2).unwrap_or_default();
@@ -307,6 +445,15 @@ fn groups(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> 
             };
             let list = host.wait(service.list(query))?.map_err(refused)?;
             Ok(shaped(list))
+        }
+        // groupsGetId(groupIds): the groups found, in the order asked.
+        "groupsGetId" => {
+            if args.missing(0) {
+                return Err(invalid("expects an array of group ids"));
+            }
+            let ids = args.strings(0, "groupIds")?;
+            let found = host.wait(service.get_many(&ids))?.map_err(refused)?;
+            Ok(Value::Array(found.into_iter().map(shaped).collect()))
         }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }

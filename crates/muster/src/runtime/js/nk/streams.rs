@@ -53,7 +53,7 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                     "persistence": member.presence.persistence,
                     "username": member.presence.username,
                     "status": member.presence.status.clone().unwrap_or_default(),
-                    "reason": 0,
+                    "reason": member.reason,
                 }),
                 None => Value::Null,
             })
@@ -214,11 +214,10 @@ fn presence(member: &StreamMember, node: &str) -> Value {
         "userId": p.user_id,
         "sessionId": p.session_id,
         "nodeId": node,
-        "node": node,
         "hidden": member.hidden,
         "persistence": p.persistence,
         "username": p.username,
         "status": p.status.clone().unwrap_or_default(),
-        "reason": 0,
+        "reason": member.reason,
     })
 }
