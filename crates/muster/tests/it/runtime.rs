@@ -35,6 +35,9 @@ function InitModule(ctx, logger, nk, initializer) {
   initializer.registerMatchmakerMatched(matched);
   initializer.registerRpc("stream_join", rpcStreamJoin);
   initializer.registerRpc("stream_send", rpcStreamSend);
+  initializer.registerRpc("chat_edit", rpcChatEdit);
+  initializer.registerRpc("disconnect_me", rpcDisconnectMe);
+  initializer.registerRpc("logout", rpcLogout);
   initializer.registerRpc("status_follow", rpcStatusFollow);
   initializer.registerRpc("newer_nk", rpcNewerNk);
 }
@@ -177,6 +180,38 @@ function boomSignal(ctx, logger, nk, dispatcher, tick, state, data) {
 
 function matched(ctx, logger, nk, entries) {
   return nk.matchCreate("boom", {});
+}
+
+// Sends, edits, lists and removes a message of the system in the room the payload names.
+function rpcChatEdit(ctx, logger, nk, payload) {
+  var channel = nk.channelIdBuild(ctx.userId, payload, 1);
+  var sent = nk.channelMessageSend(channel, { text: "first" }, undefined, undefined, true);
+  nk.channelMessageUpdate(channel, sent.messageId, { text: "edited" });
+  var listed = nk.channelMessagesList(channel, 10, true);
+  nk.channelMessageRemove(channel, sent.messageId);
+  var after = nk.channelMessagesList(channel, 10, true);
+  var refused = "";
+  try {
+    nk.channelMessageUpdate(channel, sent.messageId, { text: "x" }, ctx.userId);
+  } catch (e) {
+    refused = e.message;
+  }
+  return JSON.stringify({
+    channel: channel,
+    listed: listed.messages.map(function (m) { return m.content; }),
+    after: (after.messages || []).length,
+    refused: refused,
+  });
+}
+
+function rpcDisconnectMe(ctx, logger, nk, payload) {
+  nk.sessionDisconnect(ctx.sessionId);
+  return "";
+}
+
+function rpcLogout(ctx, logger, nk, payload) {
+  nk.sessionLogout(ctx.userId, payload);
+  return "";
 }
 "#;
 
@@ -489,4 +524,45 @@ async fn the_newer_nk_functions_answer_as_nakamas_do(backend: Backend) {
     assert!(ledger["createTime"].is_i64(), "{out}");
     assert_eq!(out["ledgerMissing"], 5);
     assert_eq!(out["ledgerBad"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_edits_chat_and_ends_sessions() {
+    let (server, _db, _dir) = server(1).await;
+    let mut a = Client::connect(&server, "chat-edit-a").await;
+    let joined = a
+        .request(json!({"channel_join": {"target": "edits", "type": 1}}))
+        .await;
+    assert!(joined.get("channel").is_some(), "{joined}");
+    let edited = payload(&rpc_with(&mut a, "chat_edit", "edits").await);
+    assert_eq!(
+        edited["listed"],
+        json!([r#"{"text":"edited"}"#]),
+        "{edited}"
+    );
+    assert_eq!(edited["after"], 0, "{edited}");
+    assert!(
+        !edited["refused"].as_str().unwrap_or("").is_empty(),
+        "another sender's name does not edit the system's message: {edited}"
+    );
+    // The members saw the message, its edit (code 1) and its removal (code 2).
+    for code in [0, 1, 2] {
+        let message = a.event("channel_message").await;
+        assert_eq!(message["code"], code, "{message}");
+    }
+
+    // sessionLogout ends the token it is given; sessionDisconnect closes the socket.
+    let token = a.token.clone();
+    rpc_with(&mut a, "logout", &token).await;
+    let (status, _) = server.get_with_token("/v2/account", &token).await;
+    assert_eq!(status, 401, "the token is logged out");
+    let mut b = Client::connect(&server, "chat-edit-b").await;
+    b.send(json!({"rpc": {"id": "disconnect_me"}})).await;
+    b.until_closed().await;
+}
+
+async fn rpc_with(client: &mut Client, id: &str, body: &str) -> Value {
+    client
+        .request(json!({"rpc": {"id": id, "payload": body}}))
+        .await
 }

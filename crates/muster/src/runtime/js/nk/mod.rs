@@ -15,6 +15,7 @@ mod leaderboards;
 pub(crate) use leaderboards::leaderboard;
 pub(crate) mod local_cache;
 mod matches;
+mod sessions;
 mod social;
 mod status;
 mod storage;
@@ -44,6 +45,7 @@ pub(super) fn names() -> Vec<&'static str> {
         http::NAMES,
         crypto::NAMES,
         files::NAMES,
+        sessions::NAMES,
         streams::NAMES,
         local_cache::NAMES,
         custom_metrics::NAMES,
@@ -76,6 +78,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         matches::call(host, name, args)
     } else if family(http::NAMES) {
         http::call(host, name, args)
+    } else if family(sessions::NAMES) {
+        sessions::call(host, name, args)
     } else if family(files::NAMES) {
         files::call(host, name, args)
     } else if family(streams::NAMES) {
