@@ -196,11 +196,14 @@ PY
 }
 
 run_streams() {
-  local example="$root/target/release/examples/stream_send"
+  local example="$root/target/release/examples/stream_send" plain=$muster_bin
   (cd "$root" && cargo build --release -q -p muster --example stream_send)
+  # Not as a prefix of the call: that would put muster_bin in the server's environment, where
+  # every MUSTER_* variable is a setting.
+  muster_bin=$example
   for run in $(seq 1 "$RUNS"); do
     port=$(free_port)
-    muster_bin="$example" start_muster_on sqlite "$port" "$work/streams-$run"
+    start_muster_on sqlite "$port" "$work/streams-$run"
     hold_listeners "$port"
     CALLS=1000 sequential_calls "$port" stream_send_rust '"warm"' >/dev/null
     CALLS=1000 sequential_calls "$port" stream_send_js '"warm"' >/dev/null
@@ -216,6 +219,7 @@ run_streams() {
     wait "$LISTENERS_PID" 2>/dev/null || true
     stop_muster
   done
+  muster_bin=$plain
 }
 
 run_reload() {

@@ -566,3 +566,38 @@ async fn rpc_with(client: &mut Client, id: &str, body: &str) -> Value {
         .request(json!({"rpc": {"id": id, "payload": body}}))
         .await
 }
+
+/// Two nodes of a cluster on one database: each runs `InitModule` once, at start — the count
+/// the module keeps in storage is 2, whatever VMs and matches either loads afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs NATS and PostgreSQL"]
+async fn init_module_runs_once_per_node_of_a_cluster() {
+    let nats = support::nats_url();
+    support::postgres_url();
+    let db = Database::new(Backend::Postgres).await;
+    let module = tempfile::tempdir().expect("dir");
+    std::fs::write(module.path().join("index.js"), MODULE).expect("module");
+    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let mut nodes = Vec::new();
+    let mut dirs = Vec::new();
+    for name in ["a", "b"] {
+        let shared = Database {
+            dir: tempfile::tempdir().expect("dir"),
+            url: db.url.clone(),
+        };
+        let mut command = support::cluster_node_command(&shared, &nats, &prefix, name);
+        command
+            .env("MUSTER_RUNTIME__PATH", module.path())
+            .env("MUSTER_RUNTIME__JS_VMS", "3");
+        nodes.push(support::Binary::run(command, support::free_port()).await);
+        dirs.push(shared);
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        let addr = format!("127.0.0.1:{}", node.port);
+        let mut player = Client::connect_at(&addr, &format!("cluster-init-{i}")).await;
+        for _ in 0..2 {
+            rpc(&mut player, "boom_match").await;
+        }
+        assert_eq!(payload(&rpc(&mut player, "runs").await), json!({"runs": 2}));
+    }
+}
