@@ -9,6 +9,7 @@ import { mkdtempSync, copyFileSync, writeFileSync, readFileSync, rmSync, existsS
 import { tmpdir, homedir } from "node:os";
 import { execFileSync } from "node:child_process";
 import http from "node:http";
+import crypto from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { WebSocketAdapterPb } from "@heroiclabs/nakama-js-protobuf";
@@ -392,3 +393,57 @@ test("nk's streams, utilities, caches, metrics and sign-in answer a module as Na
   assert.match(metrics, /muster_custom_ts_calls\{route="utilities"\} 1/);
   assert.match(metrics, /muster_custom_ts_gauge 2.5/);
 });
+
+for (const engine of ENGINES) {
+  test(`the rest of nk answers a module, each function once (${engine})`, async () => {
+    const server = await start(engine);
+    const client = clientFor(server, { autoRefreshSession: false });
+    const me = await player(client);
+    const friend = await player(client);
+    const suffix = uniqName("e");
+    const { privateKey, publicKey } = crypto.generateKeyPairSync("rsa", {
+      modulusLength: 2048,
+      privateKeyEncoding: { type: "pkcs1", format: "pem" },
+      publicKeyEncoding: { type: "spki", format: "pem" },
+    });
+    const socket = client.createSocket(false, false);
+    await socket.connect(me, false);
+    const out = JSON.parse((await socket.rpc("everything_else", JSON.stringify({ friend: friend.user_id, suffix, rsaKey: privateKey }))).payload);
+
+    assert.equal(out.utils.stringToBinary, "héllo");
+    assert.equal(out.utils.base64Url, "a?b>c");
+    assert.equal(out.utils.base16, "hi");
+    assert.equal(out.utils.md5, "900150983cd24fb0d6963f7d28e17f72");
+    assert.equal(out.utils.random, 16);
+    assert.equal(out.utils.cronPrev, 86400);
+    assert.ok(crypto.verify("sha256", Buffer.from("signed text"), publicKey, Buffer.from(out.utils.rsa, "latin1")), "the RSA signature verifies");
+    assert.equal(out.utils.cleared, "gone");
+    assert.deepEqual(out.accounts, [true, true]);
+    assert.equal(out.deleted, 0);
+    assert.deepEqual(out.friendStatus, [[1, "ally"]]);
+    assert.equal(out.friendsOfFriends, true);
+    assert.deepEqual(out.blocked, [3]);
+    assert.deepEqual(out.group, [["changed", true, 1]]);
+    assert.equal(out.groupGone, 0);
+    assert.deepEqual(out.notification, [`updated ${suffix}`]);
+    assert.equal(out.notificationGone, 0);
+    assert.equal(out.secondGone, 0);
+    assert.equal(out.wallet, 5);
+    assert.equal(out.ledger, "checked");
+    assert.equal(out.counter, 2);
+    assert.equal(out.boards, true);
+    assert.deepEqual(out.fromRank, [2]);
+    assert.deepEqual(out.haystack.filter(Boolean).length, 1);
+    assert.equal(out.boardLeft, 1);
+    assert.deepEqual(out.cup, [[4, 2, 3]]);
+    assert.deepEqual(out.stream, { hidden: true, status: "hiding", visible: 0 });
+    assert.equal(out.streamCount, 0);
+    assert.deepEqual(out.chat, ['{"v":2}']);
+    await assert.rejects(client.getAccount({ ...me, token: out.loggedOut }), (e) => e.status === 401, "the logged-out token is refused");
+
+    // sessionDisconnect closes the caller's socket.
+    const closed = new Promise((resolve) => (socket.ondisconnect = resolve));
+    socket.rpc("disconnect_me", "").catch(() => {});
+    await closed;
+  });
+}

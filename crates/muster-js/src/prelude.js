@@ -184,6 +184,31 @@
       return answer === "" ? undefined : JSON.parse(answer);
     };
   }
+  // storageWriteRetry(keys, updateFn, maxRetries): read, let the module's function make the
+  // writes (with the versions it read), write; a write refused on a version is tried again from
+  // the read, at most maxRetries (0-10) more times — Nakama's loop, without its sleep between
+  // tries (a script cannot wait).
+  if (typeof nk.storageRead === "function") {
+    nk.storageWriteRetry = function (keys, updateFn, maxRetries) {
+      if (!Array.isArray(keys)) throw new TypeError("expects an array of keys");
+      if (keys.length === 0) return [];
+      if (typeof updateFn !== "function") throw new TypeError("expects a valid update function");
+      const retries = Math.trunc(Number(maxRetries) || 0);
+      if (retries < 0 || retries > 10) throw new TypeError("max retries must be a value between 0 and 10");
+      for (let attempt = 0; attempt <= retries; attempt++) {
+        const writes = updateFn(nk.storageRead(keys));
+        if (writes == null) return [];
+        if (!Array.isArray(writes)) throw new TypeError("expects a valid array of data");
+        if (writes.length === 0) return [];
+        try {
+          return nk.storageWrite(writes);
+        } catch (e) {
+          if (!(e && typeof e.message === "string" && e.message.indexOf("version check failed") >= 0)) throw e;
+        }
+      }
+      throw { message: "failed to write storage objects with retry: Storage write retries exhausted.", code: 13 };
+    };
+  }
   // A function of Nakama's nk that Muster does not have is refused by name (gRPC's
   // Unimplemented) when called, rather than failing as "not a function".
   const notForwarded = new Set(["then", "toJSON", "constructor", "prototype", "valueOf", "toString"]);

@@ -93,6 +93,8 @@ fn players_pan_claim_and_receive_the_worlds_updates_in_json_and_protobuf() {
     let start = || {
         Muster::start_with(|config| {
             config.world.map = pbf.display().to_string();
+            // Claims cost coins: the players start with some (the default wallet is empty).
+            config.economy.starting_wallet = [("coins".to_owned(), 1_000_000)].into();
             config.world.seed_towers_per_shard = 150;
         })
     };
