@@ -425,6 +425,8 @@ for (const engine of ENGINES) {
     assert.deepEqual(out.blocked, [3]);
     assert.deepEqual(out.group, [["changed", true, 1]]);
     assert.equal(out.groupGone, 0);
+    assert.equal(out.randomGroups, true);
+    assert.deepEqual(out.randomUsers, [true, true, -1], "every account (fewer than asked), the system user left out");
     assert.deepEqual(out.notification, [`updated ${suffix}`]);
     assert.equal(out.notificationGone, 0);
     assert.equal(out.secondGone, 0);

@@ -31,6 +31,9 @@ pub fn public_user(record: AccountRecord, online: bool) -> User {
     }
 }
 
+/// Most accounts one `usersGetRandom` reads (Nakama's bound).
+pub const MAX_RANDOM_USERS: usize = 1_000;
+
 impl Accounts {
     /// Links a device, custom id or email (with its password) to the caller's account; one that
     /// another account has is refused (`AlreadyExists`, Nakama's messages).
@@ -152,6 +155,31 @@ impl Accounts {
             return Ok(Vec::new());
         }
         let records = self.store.users(ids, usernames).await?;
+        Ok(records
+            .into_iter()
+            .map(|record| {
+                let online = online(record.id);
+                public_user(record, online)
+            })
+            .collect())
+    }
+
+    /// Up to `count` (at most [`MAX_RANDOM_USERS`]) accounts from a random place in the table, as
+    /// other players see them (Nakama's `usersGetRandom`).
+    pub async fn random_users(
+        &self,
+        count: usize,
+        online: impl Fn(Uuid) -> bool,
+    ) -> Result<Vec<User>, AccountError> {
+        if count > MAX_RANDOM_USERS {
+            return Err(AccountError::Invalid(format!(
+                "count must be 0 to {MAX_RANDOM_USERS}"
+            )));
+        }
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let records = self.store.random_users(Uuid::new_v4(), count).await?;
         Ok(records
             .into_iter()
             .map(|record| {

@@ -393,6 +393,35 @@ impl AccountStore for PostgresStore {
         self.users_by(ids, usernames).await
     }
 
+    async fn random_users(
+        &self,
+        pivot: Uuid,
+        count: usize,
+    ) -> Result<Vec<AccountRecord>, StoreError> {
+        let client = self.client().await?;
+        let mut found = Vec::with_capacity(count);
+        for sql in [
+            "SELECT id, username, display_name, avatar_url, lang_tag, location, timezone,
+                    metadata, disable_time_ms, create_time_ms, update_time_ms
+             FROM users WHERE id > $1 AND id <> $2 ORDER BY id LIMIT $3",
+            "SELECT id, username, display_name, avatar_url, lang_tag, location, timezone,
+                    metadata, disable_time_ms, create_time_ms, update_time_ms
+             FROM users WHERE id <= $1 AND id <> $2 ORDER BY id LIMIT $3",
+        ] {
+            let wanted = (count - found.len()) as i64;
+            if wanted == 0 {
+                break;
+            }
+            let statement = prepared(&client, sql).await?;
+            let rows = client
+                .query(&statement, &[&pivot, &Uuid::nil(), &wanted])
+                .await
+                .map_err(db_error)?;
+            found.extend(rows.iter().map(user_from));
+        }
+        Ok(found)
+    }
+
     async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
         self.delete_user(user_id, now_ms).await
     }

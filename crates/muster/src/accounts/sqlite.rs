@@ -183,6 +183,40 @@ pub(crate) fn users(
     Ok(found)
 }
 
+/// [`AccountStore::random_users`]: ids are stored as their text, which orders as the ids do.
+fn random_users(
+    conn: &Connection,
+    pivot: Uuid,
+    count: usize,
+) -> Result<Vec<AccountRecord>, StoreError> {
+    let system = Uuid::nil().to_string();
+    let pivot = pivot.to_string();
+    let mut found = Vec::with_capacity(count);
+    for sql in [
+        format!("SELECT {USER_COLUMNS} FROM users WHERE id > ?1 AND id <> ?2 ORDER BY id LIMIT ?3"),
+        format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE id <= ?1 AND id <> ?2 ORDER BY id LIMIT ?3"
+        ),
+    ] {
+        let wanted = (count - found.len()) as i64;
+        if wanted == 0 {
+            break;
+        }
+        let rows = conn
+            .prepare_cached(&sql)
+            .and_then(|mut s| {
+                s.query_map(params![pivot, system, wanted], user_from)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(db_error)?;
+        for (id, mut record) in rows {
+            record.id = parse_uuid(&id)?;
+            found.push(record);
+        }
+    }
+    Ok(found)
+}
+
 pub(crate) fn delete_account(
     conn: &Connection,
     user_id: Uuid,
@@ -485,6 +519,15 @@ impl AccountStore for SqliteStore {
         usernames: Vec<String>,
     ) -> Result<Vec<AccountRecord>, StoreError> {
         self.read("users", move |conn| users(conn, &ids, &usernames))
+            .await
+    }
+
+    async fn random_users(
+        &self,
+        pivot: Uuid,
+        count: usize,
+    ) -> Result<Vec<AccountRecord>, StoreError> {
+        self.read("random_users", move |conn| random_users(conn, pivot, count))
             .await
     }
 

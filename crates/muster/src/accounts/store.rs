@@ -154,6 +154,14 @@ pub trait AccountStore: Send + Sync {
         usernames: Vec<String>,
     ) -> Result<Vec<AccountRecord>, StoreError>;
 
+    /// Up to `count` accounts from a random place (Nakama's `usersGetRandom`): those whose id
+    /// follows `pivot`, then from the first id when they are fewer; the system user left out.
+    async fn random_users(
+        &self,
+        pivot: Uuid,
+        count: usize,
+    ) -> Result<Vec<AccountRecord>, StoreError>;
+
     /// Deletes the account and what it owns (devices, wallet, inventory and ledger, storage
     /// objects, leaderboard records) in one transaction, and records the deletion (see
     /// `disabled_users`); whether it existed.

@@ -370,6 +370,19 @@ impl Groups {
         Ok(found)
     }
 
+    /// Up to `count` (at most 1,000, as Nakama) groups from a random place (Nakama's
+    /// `groupsGetRandom`).
+    pub async fn random(&self, count: usize) -> Result<Vec<Group>, GroupError> {
+        if count > 1_000 {
+            return Err(invalid("count must be 0 to 1000".to_owned()));
+        }
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let records = self.store.random_groups(Uuid::new_v4(), count).await?;
+        Ok(records.into_iter().map(group_view).collect())
+    }
+
     /// Groups by name (`%` a wildcard; not with other filters), or by language, open or
     /// closed, and most members, largest first; `limit` 1–100 (1 when absent, as Nakama).
     pub async fn list(&self, query: GroupQuery) -> Result<GroupList, GroupError> {

@@ -346,6 +346,31 @@ impl GroupStore for PostgresStore {
             .map(group_from))
     }
 
+    async fn random_groups(
+        &self,
+        pivot: Uuid,
+        count: usize,
+    ) -> Result<Vec<GroupRecord>, StoreError> {
+        let client = self.client().await?;
+        let mut found = Vec::with_capacity(count);
+        for sql in [
+            format!("SELECT {GROUP_COLUMNS} FROM groups g WHERE g.id > $1 ORDER BY g.id LIMIT $2"),
+            format!("SELECT {GROUP_COLUMNS} FROM groups g WHERE g.id <= $1 ORDER BY g.id LIMIT $2"),
+        ] {
+            let wanted = (count - found.len()) as i64;
+            if wanted == 0 {
+                break;
+            }
+            let statement = prepared(&client, &sql).await?;
+            let rows = client
+                .query(&statement, &[&pivot, &wanted])
+                .await
+                .map_err(db_error)?;
+            found.extend(rows.iter().map(group_from));
+        }
+        Ok(found)
+    }
+
     async fn list_groups(
         &self,
         filter: GroupFilter,

@@ -55,6 +55,30 @@ fn group(conn: &Connection, id: Uuid) -> Result<Option<GroupRecord>, StoreError>
         .map_err(db_error)
 }
 
+/// [`GroupStore::random_groups`]: ids are stored as their text, which orders as the ids do.
+fn random(conn: &Connection, pivot: Uuid, count: usize) -> Result<Vec<GroupRecord>, StoreError> {
+    let pivot = pivot.to_string();
+    let mut found = Vec::with_capacity(count);
+    for sql in [
+        format!("SELECT {GROUP_COLUMNS} FROM groups WHERE id > ?1 ORDER BY id LIMIT ?2"),
+        format!("SELECT {GROUP_COLUMNS} FROM groups WHERE id <= ?1 ORDER BY id LIMIT ?2"),
+    ] {
+        let wanted = (count - found.len()) as i64;
+        if wanted == 0 {
+            break;
+        }
+        let rows = conn
+            .prepare_cached(&sql)
+            .and_then(|mut s| {
+                s.query_map(params![pivot, wanted], group_from)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(db_error)?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
 fn member_state(conn: &Connection, id: Uuid, user: Uuid) -> Result<Option<i32>, StoreError> {
     conn.prepare_cached("SELECT state FROM group_members WHERE group_id = ?1 AND user_id = ?2")
         .and_then(|mut s| {
@@ -440,6 +464,15 @@ impl GroupStore for SqliteStore {
 
     async fn group(&self, id: Uuid) -> Result<Option<GroupRecord>, StoreError> {
         self.read("group_get", move |conn| group(conn, id)).await
+    }
+
+    async fn random_groups(
+        &self,
+        pivot: Uuid,
+        count: usize,
+    ) -> Result<Vec<GroupRecord>, StoreError> {
+        self.read("group_random", move |conn| random(conn, pivot, count))
+            .await
     }
 
     async fn list_groups(

@@ -380,6 +380,14 @@ pub trait GroupStore: Send + Sync {
 
     async fn group(&self, id: Uuid) -> Result<Option<GroupRecord>, StoreError>;
 
+    /// Up to `count` groups from a random place (Nakama's `groupsGetRandom`): those whose id
+    /// follows `pivot`, then from the first id when they are fewer.
+    async fn random_groups(
+        &self,
+        pivot: Uuid,
+        count: usize,
+    ) -> Result<Vec<GroupRecord>, StoreError>;
+
     /// Groups passing `filter`, after `after`: by name for a name filter, else largest first.
     async fn list_groups(
         &self,

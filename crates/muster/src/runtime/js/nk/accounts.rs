@@ -1,5 +1,5 @@
 //! Accounts and users: `accountGetId`, `accountsGetId`, `accountUpdateId`, `accountDeleteId`,
-//! `usersGetId`, `usersGetUsername`, `usersBanId`, `usersUnbanId`.
+//! `usersGetId`, `usersGetUsername`, `usersGetRandom`, `usersBanId`, `usersUnbanId`.
 
 use muster_js::JsError;
 use muster_proto::api::UpdateAccountRequest;
@@ -17,6 +17,7 @@ pub(super) const NAMES: &[&str] = &[
     "usersGetUsername",
     "usersBanId",
     "usersUnbanId",
+    "usersGetRandom",
 ];
 
 /// Most accounts one `accountsGetId` reads.
@@ -93,6 +94,18 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             let router = host.services.router.clone();
             let users = host
                 .wait(accounts.users(&ids, usernames, |id| router.is_online(id)))?
+                .map_err(refused)?;
+            Ok(Value::Array(users.into_iter().map(user).collect()))
+        }
+        // usersGetRandom(count): at most 1,000.
+        "usersGetRandom" => {
+            let count = args
+                .int(0, "count")?
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| invalid("count must be a number of at least 0"))?;
+            let router = host.services.router.clone();
+            let users = host
+                .wait(accounts.random_users(count as usize, |id| router.is_online(id)))?
                 .map_err(refused)?;
             Ok(Value::Array(users.into_iter().map(user).collect()))
         }

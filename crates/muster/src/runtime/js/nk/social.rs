@@ -43,6 +43,7 @@ pub(super) const NAMES: &[&str] = &[
     "userGroupsList",
     "groupsList",
     "groupsGetId",
+    "groupsGetRandom",
 ];
 
 /// Most notifications one `notificationsSend` sends.
@@ -254,7 +255,7 @@ fn friends(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError>
             let list = host
                 .wait(service.list(user, limit, state, &cursor))?
                 .map_err(refused)?;
-            Ok(shaped(list))
+            Ok(with_list(shaped(list), "friends"))
         }
         // friendsOfFriendsList(userId, limit?, cursor?)
         // usersGetFriendStatus(userId, userIds): userId's edges to those it has one to.
@@ -283,7 +284,7 @@ fn friends(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError>
             let list = host
                 .wait(service.friends_of_friends(user, limit, &cursor))?
                 .map_err(refused)?;
-            Ok(shaped(list))
+            Ok(with_list(shaped(list), "friendsOfFriends"))
         }
         // friendsAdd / friendsDelete / friendsBlock(userId, username, ids, usernames)
         _ => {
@@ -455,6 +456,17 @@ fn groups(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> 
             let found = host.wait(service.get_many(&ids))?.map_err(refused)?;
             Ok(Value::Array(found.into_iter().map(shaped).collect()))
         }
+        // groupsGetRandom(count): at most 1,000.
+        "groupsGetRandom" => {
+            let count = args
+                .int(0, "count")?
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| invalid("count must be a number of at least 0"))?;
+            let found = host
+                .wait(service.random(count as usize))?
+                .map_err(refused)?;
+            Ok(Value::Array(found.into_iter().map(shaped).collect()))
+        }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }
 }
@@ -466,4 +478,15 @@ fn page(args: &Args) -> Result<(Option<usize>, Option<i32>, String), JsError> {
         args.int(2, "state")?.map(|s| s as i32),
         args.opt_string(3).unwrap_or_default(),
     ))
+}
+
+/// `answer` with its list `key` present, empty when the REST shape left it out: Nakama's
+/// runtime always gives the list.
+fn with_list(mut answer: Value, key: &str) -> Value {
+    if let Value::Object(object) = &mut answer {
+        object
+            .entry(key.to_owned())
+            .or_insert_with(|| Value::Array(Vec::new()));
+    }
+    answer
 }
