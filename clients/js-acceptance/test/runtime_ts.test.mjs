@@ -418,6 +418,7 @@ for (const engine of ENGINES) {
     assert.equal(out.utils.cronPrev, 86400);
     assert.ok(crypto.verify("sha256", Buffer.from("signed text"), publicKey, Buffer.from(out.utils.rsa, "latin1")), "the RSA signature verifies");
     assert.equal(out.utils.cleared, "gone");
+    assert.deepEqual(out.custom, [true, true]);
     assert.deepEqual(out.accounts, [true, true]);
     assert.equal(out.deleted, 0);
     assert.deepEqual(out.friendStatus, [[1, "ally"]]);

@@ -164,7 +164,7 @@ impl Accounts {
             .collect())
     }
 
-    /// Up to `count` (at most [`MAX_RANDOM_USERS`]) accounts from a random place in the table, as
+    /// Up to `count` (at most 1,000) accounts from a random place in the table, as
     /// other players see them (Nakama's `usersGetRandom`).
     pub async fn random_users(
         &self,

@@ -91,6 +91,9 @@ pub fn admitted(
                         let Ok(held) = counter.admit(peer.ip()) else {
                             continue;
                         };
+                        // Small HTTP/2 frames go out at once (tonic's own `tcp_nodelay` is for
+                        // the listeners it accepts on itself, not this stream).
+                        let _ = stream.set_nodelay(true);
                         let admitted = Admitted {
                             stream,
                             _held: held,
