@@ -138,7 +138,7 @@ test("hostile modules are contained: memory bombs, odd throws, missing nk functi
   assert.match(log, /out of memory/);
   assert.match(log, /just a string/);
   assert.match(log, /42/);
-  assert.match(log, /nk\.sqlQuery is not available in Muster/);
+  assert.match(log, /nk\.sqlQuery is not supported by Muster/);
   assert.deepEqual((await client.rpc(session, "no_fs", {})).payload, ["undefined", "undefined", "undefined", "undefined", "undefined"]);
   // Not on the allow-list: refused, whatever the address.
   const reentered = await expectHttpError(client.rpc(session, "reenter", { port }), 403);

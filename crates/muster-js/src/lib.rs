@@ -87,6 +87,8 @@ pub struct Registrations {
     /// The scheduler's hooks registered: `leaderboardReset`, `tournamentEnd`,
     /// `tournamentReset`.
     pub schedule: Vec<String>,
+    /// `registerEvent`'s function, when registered (its id: `event`).
+    pub event: Vec<String>,
     /// `register…` calls Muster keeps but never calls (no such event here).
     pub unused: Vec<String>,
     /// Every registration by the global name of its function (JSON), so that another VM of the
@@ -108,6 +110,8 @@ pub enum Hook {
     /// `registerLeaderboardReset`, `registerTournamentEnd`, `registerTournamentReset` (their
     /// ids: `leaderboardReset`, `tournamentEnd`, `tournamentReset`).
     Schedule,
+    /// `registerEvent`'s function (its id: `event`), called with each `nk.event`.
+    Event,
 }
 
 impl Hook {
@@ -120,6 +124,7 @@ impl Hook {
             Hook::RtAfter => "rtAfter",
             Hook::MatchmakerMatched => "matched",
             Hook::Schedule => "schedule",
+            Hook::Event => "event",
         }
     }
 }
@@ -380,6 +385,7 @@ fn registrations(ctx: &Ctx<'_>) -> rquickjs::Result<Registrations> {
         rt_after: keys("rtAfter")?,
         matchmaker_matched: matched.is_function(),
         schedule: keys("schedule")?,
+        event: keys("event")?,
         unused,
         by_name,
     })

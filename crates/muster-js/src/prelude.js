@@ -14,6 +14,8 @@
     matched: Object.create(null),
     // The scheduler's hooks, by event: leaderboardReset, tournamentEnd, tournamentReset.
     schedule: Object.create(null),
+    // registerEvent's function, under the id "event": called with each nk.event.
+    event: Object.create(null),
   };
   Object.defineProperty(global, "__muster_registry", { value: registry });
 
@@ -39,6 +41,7 @@
     registerLeaderboardReset: (fn) => named("leaderboard reset hook", registry.schedule)("leaderboardReset", fn),
     registerTournamentEnd: (fn) => named("tournament end hook", registry.schedule)("tournamentEnd", fn),
     registerTournamentReset: (fn) => named("tournament reset hook", registry.schedule)("tournamentReset", fn),
+    registerEvent: (fn) => named("event function", registry.event)("event", fn),
   };
   // Before and after hooks of Nakama's API calls, by the names Nakama gives them.
   const hooked = [
@@ -96,7 +99,7 @@
   // The registrations by the global names of their functions (JSON), for another VM of this
   // module to take without running InitModule again; null when a registered function is not
   // a property of the global object (an inline function, or a top-level let/const).
-  const tables = ["rpc", "before", "after", "rtBefore", "rtAfter", "matched", "schedule"];
+  const tables = ["rpc", "before", "after", "rtBefore", "rtAfter", "matched", "schedule", "event"];
   Object.defineProperty(global, "__muster_registry_names", {
     value() {
       const names = new Map();

@@ -422,6 +422,26 @@ impl AccountStore for PostgresStore {
         Ok(found)
     }
 
+    async fn user_ids_after(
+        &self,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let client = self.client().await?;
+        // The nil id (the system user's) orders first: after it is every other account.
+        let after = after.unwrap_or_else(Uuid::nil);
+        let statement = prepared(
+            &client,
+            "SELECT id FROM users WHERE id > $1 ORDER BY id LIMIT $2",
+        )
+        .await?;
+        let rows = client
+            .query(&statement, &[&after, &(limit as i64)])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(|row| row.get::<_, Uuid>(0)).collect())
+    }
+
     async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
         self.delete_user(user_id, now_ms).await
     }

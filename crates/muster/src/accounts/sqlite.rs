@@ -217,6 +217,24 @@ fn random_users(
     Ok(found)
 }
 
+/// [`AccountStore::user_ids_after`]: ids are stored as their text, which orders as the ids do
+/// (the system user's, the nil id, first of all).
+fn user_ids_after(
+    conn: &Connection,
+    after: Option<Uuid>,
+    limit: usize,
+) -> Result<Vec<Uuid>, StoreError> {
+    let after = after.unwrap_or_else(Uuid::nil).to_string();
+    let ids = conn
+        .prepare_cached("SELECT id FROM users WHERE id > ?1 ORDER BY id LIMIT ?2")
+        .and_then(|mut s| {
+            s.query_map(params![after, limit as i64], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(db_error)?;
+    ids.iter().map(|id| parse_uuid(id)).collect()
+}
+
 pub(crate) fn delete_account(
     conn: &Connection,
     user_id: Uuid,
@@ -529,6 +547,17 @@ impl AccountStore for SqliteStore {
     ) -> Result<Vec<AccountRecord>, StoreError> {
         self.read("random_users", move |conn| random_users(conn, pivot, count))
             .await
+    }
+
+    async fn user_ids_after(
+        &self,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.read("user_ids_after", move |conn| {
+            user_ids_after(conn, after, limit)
+        })
+        .await
     }
 
     async fn delete_account(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {

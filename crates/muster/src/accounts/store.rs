@@ -162,6 +162,14 @@ pub trait AccountStore: Send + Sync {
         count: usize,
     ) -> Result<Vec<AccountRecord>, StoreError>;
 
+    /// Up to `limit` user ids that follow `after` (from the first when `None`), in the order of
+    /// the ids; the system user left out. A walk of every account, a page at a time.
+    async fn user_ids_after(
+        &self,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Uuid>, StoreError>;
+
     /// Deletes the account and what it owns (devices, wallet, inventory and ledger, storage
     /// objects, leaderboard records) in one transaction, and records the deletion (see
     /// `disabled_users`); whether it existed.

@@ -34,6 +34,11 @@ impl LabelFields {
         fields
     }
 
+    /// Whether these fields satisfy `query` (its terms naming `label.KEY`).
+    pub fn satisfy(&self, query: &Query) -> bool {
+        query.matches(&self.strings, &self.numbers)
+    }
+
     fn add(
         &mut self,
         path: &str,

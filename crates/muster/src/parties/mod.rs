@@ -556,10 +556,65 @@ impl Parties {
             .collect()
     }
 
+    /// The parties this node owns whose ids follow `after` (all when `None`), in the order of
+    /// their ids, that `keep` accepts: at most `limit` of them, and whether more follow.
+    pub fn list_owned(
+        &self,
+        after: Option<Uuid>,
+        limit: usize,
+        keep: impl Fn(&OwnedParty) -> bool,
+    ) -> (Vec<OwnedParty>, bool) {
+        let mut ids: Vec<Uuid> = self
+            .owned
+            .iter()
+            .map(|p| *p.key())
+            .filter(|id| after.is_none_or(|after| *id > after))
+            .collect();
+        ids.sort_unstable();
+        let mut found = Vec::new();
+        for id in ids {
+            let Some(party) = self.owned.get(&id).map(|p| p.value().clone()) else {
+                continue;
+            };
+            let party = {
+                let party = party.lock();
+                OwnedParty {
+                    key: id,
+                    id: party.id.clone(),
+                    open: party.open,
+                    hidden: party.hidden,
+                    max_size: party.max_size,
+                    label: party.label.clone(),
+                }
+            };
+            if !keep(&party) {
+                continue;
+            }
+            if found.len() == limit {
+                return (found, true);
+            }
+            found.push(party);
+        }
+        (found, false)
+    }
+
     /// Parties this node owns now (metrics).
     pub fn owned_count(&self) -> usize {
         self.owned.len()
     }
+}
+
+/// One of this node's parties as a listing shows it ([`Parties::list_owned`]).
+#[derive(Debug, Clone)]
+pub struct OwnedParty {
+    /// The key this node holds it by (the first part of its id).
+    pub key: Uuid,
+    /// Its id, `{uuid}.{node}`.
+    pub id: String,
+    pub open: bool,
+    pub hidden: bool,
+    pub max_size: usize,
+    pub label: String,
 }
 
 /// A refusal as it travels back from the party's node.

@@ -40,6 +40,89 @@ function InitModule(ctx, logger, nk, initializer) {
   initializer.registerRpc("logout", rpcLogout);
   initializer.registerRpc("status_follow", rpcStatusFollow);
   initializer.registerRpc("newer_nk", rpcNewerNk);
+  initializer.registerRpc("multi_update", rpcMultiUpdate);
+  initializer.registerRpc("send_all", rpcSendAll);
+  initializer.registerRpc("party_list", rpcPartyList);
+  initializer.registerRpc("event_send", rpcEventSend);
+  initializer.registerRpc("event_read", rpcEventRead);
+  initializer.registerEvent(onEvent);
+}
+
+// multiUpdate: every part at once, and nothing applied when any input is bad.
+function rpcMultiUpdate(ctx, logger, nk, payload) {
+  var me = ctx.userId, out = {};
+  nk.storageWrite([{ collection: "multi", key: "old", userId: me, value: { v: 0 } }]);
+  out.result = nk.multiUpdate(
+    [{ userId: me, displayName: "Multi Me", metadata: { tier: "gold" } }],
+    [{ collection: "multi", key: "new", userId: me, value: { v: 1 }, permissionRead: 2 }],
+    [{ collection: "multi", key: "old", userId: me }],
+    [{ userId: me, changeset: { coins: 7 }, metadata: { why: "multi" } }],
+    true);
+  var account = nk.accountGetId(me);
+  out.displayName = account.user.displayName;
+  out.metadata = account.user.metadata;
+  out.coins = account.wallet.coins;
+  out.stored = nk.storageRead([
+    { collection: "multi", key: "new", userId: me },
+    { collection: "multi", key: "old", userId: me },
+  ]).map(function (o) { return [o.key, o.value.v]; });
+  // A bad wallet update refuses the call before the account update (earlier) is applied.
+  out.badWallet = codeOf(function () {
+    nk.multiUpdate([{ userId: me, displayName: "Never" }], null, null, [{ userId: me, changeset: { coins: "x" } }]);
+  });
+  out.badStorage = codeOf(function () {
+    nk.multiUpdate([{ userId: me, displayName: "Never" }], [{ collection: "", key: "k", value: {} }], null, null);
+  });
+  out.badAccount = codeOf(function () { nk.multiUpdate([{ userId: "nope" }], null, null, null); });
+  out.badPart = codeOf(function () { nk.multiUpdate("x", null, null, null); });
+  out.afterBad = nk.accountGetId(me).user.displayName;
+  out.empty = nk.multiUpdate(null, null, null, null);
+  return JSON.stringify(out);
+}
+
+function rpcSendAll(ctx, logger, nk, payload) {
+  var p = JSON.parse(payload);
+  nk.notificationSendAll(p.subject, { hello: "all" }, 101, p.persistent);
+  return JSON.stringify({
+    badSubject: codeOf(function () { nk.notificationSendAll("", {}, 1); }),
+    badCode: codeOf(function () { nk.notificationSendAll("s", {}, 0); }),
+    badContent: codeOf(function () { nk.notificationSendAll("s", "x", 1); }),
+  });
+}
+
+function rpcPartyList(ctx, logger, nk, payload) {
+  var p = JSON.parse(payload);
+  return JSON.stringify({
+    all: nk.partyList(10),
+    open: nk.partyList(10, true),
+    closed: nk.partyList(10, false),
+    byLabel: nk.partyList(10, null, "+label.mode:duo"),
+    otherLabel: nk.partyList(10, null, "+label.mode:raid"),
+    firstPage: nk.partyList(1),
+    badLimit: codeOf(function () { nk.partyList(0); }),
+    badQuery: codeOf(function () { nk.partyList(10, null, "mode:duo"); }),
+    badCursor: codeOf(function () { nk.partyList(10, null, "", "nope"); }),
+  });
+}
+
+function rpcEventSend(ctx, logger, nk, payload) {
+  nk.event(payload, { level: "3" }, 1700000000, true);
+  return JSON.stringify({
+    badProperties: codeOf(function () { nk.event("x", { n: 1 }); }),
+    badName: codeOf(function () { nk.event(null, {}); }),
+  });
+}
+
+function rpcEventRead(ctx, logger, nk, payload) {
+  var found = nk.storageRead([{ collection: "events", key: payload, userId: SYSTEM }]);
+  return JSON.stringify(found.length ? found[0].value : null);
+}
+
+// registerEvent's function: what it was given, kept in storage for the test to read.
+function onEvent(ctx, logger, nk, evt) {
+  nk.storageWrite([{ collection: "events", key: evt.name, userId: SYSTEM, value: {
+    properties: evt.properties, timestamp: evt.timestamp, external: evt.external, mode: ctx.executionMode,
+  } }]);
 }
 
 // The code an nk call throws, or "ok".
@@ -524,6 +607,208 @@ async fn the_newer_nk_functions_answer_as_nakamas_do(backend: Backend) {
     assert!(ledger["createTime"].is_i64(), "{out}");
     assert_eq!(out["ledgerMissing"], 5);
     assert_eq!(out["ledgerBad"], 3);
+}
+
+on_both_backends!(multi_update_applies_every_part_or_refuses_bad_input_first);
+
+async fn multi_update_applies_every_part_or_refuses_bad_input_first(backend: Backend) {
+    let (server, _db, _dir) = server_on(backend, 1).await;
+    let mut a = Client::connect(&server, "nk-multi-a").await;
+    let out = payload(&rpc(&mut a, "multi_update").await);
+    let me = json!(a.user_id);
+    let acks = &out["result"]["storageWriteAcks"];
+    assert_eq!(acks.as_array().map(Vec::len), Some(1), "{out}");
+    assert_eq!(acks[0]["collection"], "multi");
+    assert_eq!(acks[0]["key"], "new");
+    assert_eq!(acks[0]["userId"], me);
+    assert!(
+        !acks[0]["version"].as_str().unwrap_or("").is_empty(),
+        "{out}"
+    );
+    let wallets = &out["result"]["walletUpdateAcks"];
+    assert_eq!(wallets.as_array().map(Vec::len), Some(1), "{out}");
+    assert_eq!(wallets[0]["userId"], me);
+    assert_eq!(wallets[0]["updated"]["coins"], 7, "{out}");
+    assert_eq!(wallets[0]["previous"]["coins"], 0, "{out}");
+    // The effects.
+    assert_eq!(out["displayName"], "Multi Me", "{out}");
+    assert_eq!(out["metadata"], json!({"tier": "gold"}), "{out}");
+    assert_eq!(out["coins"], 7, "{out}");
+    assert_eq!(
+        out["stored"],
+        json!([["new", 1]]),
+        "written and deleted: {out}"
+    );
+    // Bad input: refused with code 3 before any part is applied.
+    assert_eq!(out["badWallet"], 3, "{out}");
+    assert_eq!(out["badStorage"], 3, "{out}");
+    assert_eq!(out["badAccount"], 3, "{out}");
+    assert_eq!(out["badPart"], 3, "{out}");
+    assert_eq!(out["afterBad"], "Multi Me", "nothing applied: {out}");
+    assert_eq!(
+        out["empty"],
+        json!({"storageWriteAcks": [], "walletUpdateAcks": []})
+    );
+}
+
+on_both_backends!(notification_send_all_reaches_sockets_and_stores_for_every_account);
+
+async fn notification_send_all_reaches_sockets_and_stores_for_every_account(backend: Backend) {
+    let (server, _db, _dir) = server_on(backend, 1).await;
+    // An account that is offline: no socket.
+    let (offline, _) = server.device_session("device-nk-all-offline").await;
+    let mut a = Client::connect(&server, "nk-all-a").await;
+    let mut b = Client::connect(&server, "nk-all-b").await;
+
+    // Not persistent: every connected socket, the sender's too.
+    let body = json!({"subject": "live", "persistent": false}).to_string();
+    let checks = payload(&rpc_with(&mut a, "send_all", &body).await);
+    assert_eq!(
+        checks,
+        json!({"badSubject": 3, "badCode": 3, "badContent": 3})
+    );
+    for socket in [&mut a, &mut b] {
+        let event = socket.event("notifications").await;
+        let one = &event["notifications"][0];
+        assert_eq!(one["subject"], "live", "{event}");
+        assert_eq!(one["code"], 101, "{event}");
+        assert_ne!(one["persistent"], true, "{event}");
+        assert_eq!(
+            serde_json::from_str::<Value>(one["content"].as_str().unwrap_or("")).ok(),
+            Some(json!({"hello": "all"})),
+            "{event}"
+        );
+    }
+    let (_, listed) = server
+        .get_with_token("/v2/notification?limit=100", &offline)
+        .await;
+    assert!(
+        listed["notifications"].as_array().is_none_or(Vec::is_empty),
+        "not stored: {listed}"
+    );
+
+    // Persistent: stored for every account (the offline one too), delivered to the online.
+    let body = json!({"subject": "stored", "persistent": true}).to_string();
+    rpc_with(&mut a, "send_all", &body).await;
+    let event = b.event("notifications").await;
+    assert_eq!(event["notifications"][0]["subject"], "stored", "{event}");
+    assert_eq!(event["notifications"][0]["persistent"], true, "{event}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, listed) = server
+            .get_with_token("/v2/notification?limit=100", &offline)
+            .await;
+        assert_eq!(status, 200, "{listed}");
+        let subjects: Vec<Value> = listed["notifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n["subject"].clone())
+            .collect();
+        if subjects == [json!("stored")] {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never stored for the offline account: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn party_list_lists_this_nodes_parties() {
+    let (server, _db, _dir) = server(1).await;
+    let mut a = Client::connect(&server, "nk-party-a").await;
+    let mut b = Client::connect(&server, "nk-party-b").await;
+    let duo = a
+        .ok(
+            "party_create",
+            json!({"open": true, "max_size": 2, "label": r#"{"mode":"duo"}"#}),
+            "party",
+        )
+        .await;
+    let closed = b
+        .ok(
+            "party_create",
+            json!({"open": false, "max_size": 4}),
+            "party",
+        )
+        .await;
+    let hidden = b
+        .ok(
+            "party_create",
+            json!({"open": true, "max_size": 4, "hidden": true}),
+            "party",
+        )
+        .await;
+    let out = payload(&rpc_with(&mut a, "party_list", "{}").await);
+    let ids = |list: &Value| -> Vec<Value> {
+        let mut ids: Vec<Value> = list["parties"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p["partyId"].clone())
+            .collect();
+        ids.sort_by_key(|id| id.to_string());
+        ids
+    };
+    let mut both = vec![duo["party_id"].clone(), closed["party_id"].clone()];
+    both.sort_by_key(|id| id.to_string());
+    assert_eq!(ids(&out["all"]), both, "hidden left out: {out}");
+    assert!(!ids(&out["all"]).contains(&hidden["party_id"]));
+    assert_eq!(ids(&out["open"]), vec![duo["party_id"].clone()], "{out}");
+    assert_eq!(
+        ids(&out["closed"]),
+        vec![closed["party_id"].clone()],
+        "{out}"
+    );
+    assert_eq!(ids(&out["byLabel"]), vec![duo["party_id"].clone()], "{out}");
+    assert_eq!(ids(&out["otherLabel"]), Vec::<Value>::new(), "{out}");
+    let listed = &out["byLabel"]["parties"][0];
+    assert_eq!(listed["open"], true);
+    assert_eq!(listed["maxSize"], 2);
+    assert_eq!(listed["label"], r#"{"mode":"duo"}"#);
+    assert_eq!(out["all"].get("cursor"), None, "one page: {out}");
+    assert_eq!(
+        out["firstPage"]["parties"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(out["firstPage"]["cursor"].is_string(), "{out}");
+    assert_eq!(out["badLimit"], 3);
+    assert_eq!(out["badQuery"], 3);
+    assert_eq!(out["badCursor"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_reaches_the_registered_event_function() {
+    let (server, _db, _dir) = server(1).await;
+    let mut a = Client::connect(&server, "nk-event-a").await;
+    let checks = payload(&rpc_with(&mut a, "event_send", "level_up").await);
+    assert_eq!(checks, json!({"badProperties": 3, "badName": 3}));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let seen = loop {
+        let seen = payload(&rpc_with(&mut a, "event_read", "level_up").await);
+        if !seen.is_null() {
+            break seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the event function never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        seen,
+        json!({
+            "properties": {"level": "3"},
+            "timestamp": 1_700_000_000,
+            "external": true,
+            "mode": "event",
+        })
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

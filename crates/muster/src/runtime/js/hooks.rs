@@ -41,6 +41,7 @@ impl Module {
             Hook::RtAfter => &bundle.registered.rt_after,
             Hook::MatchmakerMatched => return bundle.registered.matchmaker_matched,
             Hook::Schedule => &bundle.registered.schedule,
+            Hook::Event => &bundle.registered.event,
         };
         names.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
     }
@@ -78,17 +79,19 @@ impl Module {
     }
 
     /// Every registered hook and match handler with its calls on this node by outcome and its
-    /// last error (for the console): `{table, hook, calls, last_error}`.
+    /// last error (for the console): `{table, hook, calls, last_error}` (the event function's
+    /// with `dropped`, the events its full queue dropped).
     pub fn hooks_report(&self) -> Vec<Value> {
         let registered = self.registered();
         let mut calls = self.metrics.hook_calls();
         let errors = self.hook_errors.read();
-        let tables: [(Hook, &[String]); 5] = [
+        let tables: [(Hook, &[String]); 6] = [
             (Hook::Before, &registered.before),
             (Hook::After, &registered.after),
             (Hook::RtBefore, &registered.rt_before),
             (Hook::RtAfter, &registered.rt_after),
             (Hook::Schedule, &registered.schedule),
+            (Hook::Event, &registered.event),
         ];
         let matched = registered
             .matchmaker_matched
@@ -102,12 +105,17 @@ impl Module {
                 let last_error = errors.get(&(hook, name.clone())).map(|(at, code, message)| {
                     serde_json::json!({"time": at, "code": code, "message": message})
                 });
-                serde_json::json!({
+                let mut row = serde_json::json!({
                     "table": hook.table(),
                     "hook": name,
                     "calls": calls.remove(&(hook.table().to_owned(), name.clone())).unwrap_or_default(),
                     "last_error": last_error,
-                })
+                });
+                // The event function: also the events dropped, its queue full.
+                if hook == Hook::Event {
+                    row["dropped"] = serde_json::json!(self.host.events.dropped());
+                }
+                row
             })
             .collect();
         for name in &registered.matches {
@@ -121,6 +129,36 @@ impl Module {
         }
         report
     }
+}
+
+/// Starts the task that hands each `nk.event` to `registerEvent`'s function, one at a time in
+/// the order they were sent, on a pool VM (the bundle in force decides whether there is one:
+/// with none, the event is dropped). It ends with the module.
+pub(super) fn start_events(module: &Arc<Module>) {
+    let Some(mut queue) = module.host.events.open() else {
+        return;
+    };
+    let weak = Arc::downgrade(module);
+    module.host.spawn(async move {
+        while let Some(event) = queue.recv().await {
+            let Some(module) = weak.upgrade() else { return };
+            if !module.has_hook(Hook::Event, "event") {
+                continue;
+            }
+            let context = serde_json::json!({
+                "executionMode": "event",
+                "queryParams": {},
+                "headers": {},
+                "vars": {},
+            });
+            let answer = module
+                .call_hook(Hook::Event, "event", context, &event, None)
+                .await;
+            if let Err(error) = answer {
+                tracing::warn!(message = %error.message, "the JavaScript event function failed");
+            }
+        }
+    });
 }
 
 /// `registerMatchmakerMatched`: told of every group the matchmaker forms, it may answer the

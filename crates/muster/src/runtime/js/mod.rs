@@ -114,7 +114,7 @@ impl Module {
                 "the module registers functions Muster never calls (events it does not have)"
             );
         }
-        Ok(Some(Arc::new(Module {
+        let module = Arc::new(Module {
             bundle: RwLock::new(Arc::new(bundle)),
             pool: RwLock::new(Arc::new(pool)),
             host,
@@ -126,7 +126,9 @@ impl Module {
             reloading: Mutex::new(()),
             hook_costs: RwLock::default(),
             hook_errors: RwLock::default(),
-        })))
+        });
+        hooks::start_events(&module);
+        Ok(Some(module))
     }
 
     /// What the bundle in force registered.

@@ -50,21 +50,22 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         "accountUpdateId" => {
             let user = args.user(0, "userId")?;
             let text = |i: usize| args.get(i).as_str().map(str::to_owned);
-            let request = UpdateAccountRequest {
-                username: text(1).filter(|s| !s.is_empty()),
-                display_name: text(2),
-                timezone: text(3),
-                location: text(4),
-                lang_tag: text(5),
-                avatar_url: text(6),
+            let change = AccountChange {
+                user,
+                request: UpdateAccountRequest {
+                    username: text(1).filter(|s| !s.is_empty()),
+                    display_name: text(2),
+                    timezone: text(3),
+                    location: text(4),
+                    lang_tag: text(5),
+                    avatar_url: text(6),
+                },
+                metadata: match args.missing(7) {
+                    true => None,
+                    false => Some(args.json_text(7, "metadata")?),
+                },
             };
-            host.wait(accounts.update(user, request))?
-                .map_err(refused)?;
-            if !args.missing(7) {
-                let metadata = args.json_text(7, "metadata")?;
-                host.wait(accounts.set_metadata(user, &metadata))?
-                    .map_err(refused)?;
-            }
+            update(host, change)?;
             Ok(Value::Null)
         }
         "accountDeleteId" => {
@@ -121,6 +122,79 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }
+}
+
+/// One account's change, as `accountUpdateId` and `multiUpdate` make it.
+pub(super) struct AccountChange {
+    pub(super) user: Uuid,
+    pub(super) request: UpdateAccountRequest,
+    /// The metadata's new JSON text, when it changes.
+    pub(super) metadata: Option<String>,
+}
+
+impl AccountChange {
+    /// One of `multiUpdate`'s account updates (`{userId, username?, displayName?, timezone?,
+    /// location?, langTag?, avatarUrl?, metadata?}`), read and checked as far as can be before
+    /// anything is written: the username's form and the metadata's size.
+    pub(super) fn from_object(one: &Value) -> Result<AccountChange, JsError> {
+        if !one.is_object() {
+            return Err(invalid("expects an array of account updates"));
+        }
+        let user = match &one["userId"] {
+            Value::String(s) => Uuid::parse_str(s)
+                .map_err(|_| invalid("expects 'userId' value to be a valid id"))?,
+            _ => return Err(invalid("expects 'userId' value to be a string")),
+        };
+        let text = |field: &str| match &one[field] {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s.clone())),
+            _ => Err(invalid(format!("expects '{field}' value to be a string"))),
+        };
+        let request = UpdateAccountRequest {
+            username: text("username")?.filter(|s| !s.is_empty()),
+            display_name: text("displayName")?,
+            timezone: text("timezone")?,
+            location: text("location")?,
+            lang_tag: text("langTag")?,
+            avatar_url: text("avatarUrl")?,
+        };
+        if let Some(username) = &request.username {
+            crate::accounts::validate_username(username).map_err(refused)?;
+        }
+        let metadata = match &one["metadata"] {
+            Value::Null => None,
+            Value::Object(_) => Some(one["metadata"].to_string()),
+            _ => return Err(invalid("expects metadata to be a key value object")),
+        };
+        if metadata
+            .as_ref()
+            .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+        {
+            return Err(invalid(format!(
+                "Metadata must be at most {MAX_METADATA_BYTES} bytes."
+            )));
+        }
+        Ok(AccountChange {
+            user,
+            request,
+            metadata,
+        })
+    }
+}
+
+/// Largest account metadata, in bytes (the accounts service's bound).
+const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+/// Applies one account's change: its profile, then its metadata.
+pub(super) fn update(host: &ServerHost, change: AccountChange) -> Result<(), JsError> {
+    let accounts = &host.services.accounts;
+    host.wait(accounts.update(change.user, change.request))?
+        .map_err(refused)?;
+    if let Some(metadata) = change.metadata {
+        host.wait(accounts.set_metadata(change.user, &metadata))?
+            .map_err(refused)?;
+    }
+    Ok(())
 }
 
 fn account(host: &ServerHost, id: Uuid) -> Result<Value, JsError> {

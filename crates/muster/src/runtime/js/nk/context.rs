@@ -26,6 +26,8 @@ pub struct ServerHost {
     pub(crate) local_cache: super::local_cache::LocalCache,
     /// `nk.metrics*`: the module's own figures.
     pub(crate) custom_metrics: super::custom_metrics::CustomMetrics,
+    /// `nk.event`'s queue, to `registerEvent`'s function.
+    pub(crate) events: super::events::Events,
     handle: tokio::runtime::Handle,
 }
 
@@ -37,8 +39,15 @@ impl ServerHost {
             http,
             local_cache: Default::default(),
             custom_metrics: super::custom_metrics::CustomMetrics::new(registry),
+            events: Default::default(),
             handle: tokio::runtime::Handle::current(),
         }
+    }
+
+    /// Starts `task` in the background, on the server's runtime (a call that returns at once
+    /// and leaves work behind it).
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.handle.spawn(task);
     }
 
     /// Runs `future` to its end from a VM's thread (counted in [`waits`]).

@@ -31,29 +31,21 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
                 true => None,
                 false => Some(object(args.get(2))?),
             };
-            update(host, user, args.get(1), metadata)
+            let change = WalletChange::new(user, args.get(1), metadata)?;
+            let mut result = apply(host, change)?;
+            if let Some(result) = result.as_object_mut() {
+                result.remove("userId");
+            }
+            Ok(result)
         }
-        // walletsUpdate([{userId, changeset, metadata}], updateLedger?)
+        // walletsUpdate([{userId, changeset, metadata}], updateLedger?): every update read and
+        // checked before any is applied.
         "walletsUpdate" => {
-            let Some(updates) = args.get(0).as_array() else {
-                return Err(invalid("updates must be an array"));
-            };
-            if updates.len() > MAX_WALLETS {
-                return Err(invalid(format!(
-                    "At most {MAX_WALLETS} wallet updates at once."
-                )));
-            }
-            let mut results = Vec::with_capacity(updates.len());
-            for one in updates {
-                let user = parse_user(&one["userId"], "userId")?;
-                let metadata = match &one["metadata"] {
-                    Value::Null => None,
-                    other => Some(object(other)?),
-                };
-                let mut result = update(host, user, &one["changeset"], metadata)?;
-                result["userId"] = json!(user.to_string());
-                results.push(result);
-            }
+            let changes = wallet_changes(args.get(0))?;
+            let results = changes
+                .into_iter()
+                .map(|change| apply(host, change))
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(Value::Array(results))
         }
         // walletLedgerList(userId, limit?, cursor?)
@@ -116,34 +108,80 @@ fn object(value: &Value) -> Result<Value, JsError> {
         .map_err(|_| invalid("metadata must be an object"))
 }
 
-/// One wallet change: `{updated, previous}` as Nakama answers.
-fn update(
-    host: &ServerHost,
-    user: Uuid,
-    changeset: &Value,
-    metadata: Option<Value>,
-) -> Result<Value, JsError> {
-    let Some(changeset) = changeset.as_object() else {
-        return Err(invalid("changeset must be an object of currency to amount"));
+/// `walletsUpdate`'s (and `multiUpdate`'s) updates, `[{userId, changeset, metadata?}]`, read and
+/// checked: at most [`MAX_WALLETS`].
+pub(super) fn wallet_changes(updates: &Value) -> Result<Vec<WalletChange>, JsError> {
+    let Some(updates) = updates.as_array() else {
+        return Err(invalid("updates must be an array"));
     };
-    let mut amounts = BTreeMap::new();
-    let mut change = Change::new(user, "js");
-    for (currency, amount) in changeset {
-        let amount = amount
-            .as_f64()
-            .filter(|a| a.is_finite() && a.fract() == 0.0 && a.abs() < 9.0e15)
-            .ok_or_else(|| invalid(format!("the amount of {currency} must be an integer")))?
-            as i64;
-        change = if amount < 0 {
-            change.spend(currency, -amount)
-        } else {
-            change.grant(currency, amount)
+    if updates.len() > MAX_WALLETS {
+        return Err(invalid(format!(
+            "At most {MAX_WALLETS} wallet updates at once."
+        )));
+    }
+    updates
+        .iter()
+        .map(|one| {
+            let user = parse_user(&one["userId"], "userId")?;
+            let metadata = match &one["metadata"] {
+                Value::Null => None,
+                other => Some(object(other)?),
+            };
+            WalletChange::new(user, &one["changeset"], metadata)
+        })
+        .collect()
+}
+
+/// One wallet's change, read and checked, not yet applied.
+pub(super) struct WalletChange {
+    user: Uuid,
+    change: Change,
+    /// Each currency's amount, as given (negative: spent).
+    amounts: BTreeMap<String, i64>,
+}
+
+impl WalletChange {
+    fn new(
+        user: Uuid,
+        changeset: &Value,
+        metadata: Option<Value>,
+    ) -> Result<WalletChange, JsError> {
+        let Some(changeset) = changeset.as_object() else {
+            return Err(invalid("changeset must be an object of currency to amount"));
         };
-        amounts.insert(currency.clone(), amount);
+        let mut amounts = BTreeMap::new();
+        let mut change = Change::new(user, "js");
+        for (currency, amount) in changeset {
+            let amount = amount
+                .as_f64()
+                .filter(|a| a.is_finite() && a.fract() == 0.0 && a.abs() < 9.0e15)
+                .ok_or_else(|| invalid(format!("the amount of {currency} must be an integer")))?
+                as i64;
+            change = if amount < 0 {
+                change.spend(currency, -amount)
+            } else {
+                change.grant(currency, amount)
+            };
+            amounts.insert(currency.clone(), amount);
+        }
+        if let Some(metadata) = metadata {
+            change = change.metadata(&metadata);
+        }
+        Ok(WalletChange {
+            user,
+            change,
+            amounts,
+        })
     }
-    if let Some(metadata) = metadata {
-        change = change.metadata(&metadata);
-    }
+}
+
+/// Applies one wallet change: `{userId, updated, previous}` as Nakama answers.
+pub(super) fn apply(host: &ServerHost, change: WalletChange) -> Result<Value, JsError> {
+    let WalletChange {
+        user,
+        change,
+        amounts,
+    } = change;
     let receipt = host
         .wait(host.services.economy.apply(change))?
         .map_err(refused)?;
@@ -154,5 +192,5 @@ fn update(
             json!(balance - amounts.get(currency).copied().unwrap_or(0)),
         );
     }
-    Ok(json!({ "updated": receipt.wallet, "previous": previous }))
+    Ok(json!({ "userId": user.to_string(), "updated": receipt.wallet, "previous": previous }))
 }

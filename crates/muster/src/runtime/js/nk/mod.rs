@@ -8,6 +8,7 @@ pub(crate) mod context;
 mod crypto;
 pub(crate) mod custom_metrics;
 mod economy;
+pub(crate) mod events;
 mod files;
 pub mod http;
 pub mod http_rules;
@@ -15,6 +16,8 @@ mod leaderboards;
 pub(crate) use leaderboards::leaderboard;
 pub(crate) mod local_cache;
 mod matches;
+mod multi_update;
+mod parties;
 mod sessions;
 mod social;
 mod status;
@@ -49,6 +52,9 @@ pub(super) fn names() -> Vec<&'static str> {
         streams::NAMES,
         local_cache::NAMES,
         custom_metrics::NAMES,
+        events::NAMES,
+        multi_update::NAMES,
+        parties::NAMES,
     ]
     .concat()
 }
@@ -90,6 +96,12 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         host.local_cache.call(name, args)
     } else if family(custom_metrics::NAMES) {
         host.custom_metrics.call(name, args)
+    } else if family(events::NAMES) {
+        events::call(host, name, args)
+    } else if family(multi_update::NAMES) {
+        multi_update::call(host, name, args)
+    } else if family(parties::NAMES) {
+        parties::call(host, name, args)
     } else {
         Err(JsError::new(format!("nk.{name} is not available"), 12))
     }

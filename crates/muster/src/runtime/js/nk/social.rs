@@ -1,18 +1,31 @@
 //! Notifications, friends and groups, on any user's behalf: the `notification…`, `friends…`,
 //! `friendMetadataUpdate`, `usersGetFriendStatus`, `group…`, `groupsGetId` and `userGroupsList`
 //! functions of Nakama's runtime.
+//!
+//! `notificationSendAll(subject, content, code, persistent?)` returns at once and sends in a
+//! background task, as Nakama does, through the notifications service, [`SEND_ALL_PAGE`]
+//! recipients a send: a persistent one to every account (stored for each, and delivered to
+//! those online), walked in pages of ids in their order; one that is not persistent to every
+//! user with a socket open — on one node, this node's sessions' users; in a cluster (where a
+//! node knows which users are online elsewhere but cannot list them), the accounts walked in
+//! pages as for a persistent one and sent to each user online on any node. Nakama's router
+//! sends one envelope to every session instead; the notifications a player gets are the same.
 
 use muster_js::JsError;
 use muster_proto::api::{CreateGroupRequest, UpdateGroupRequest};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use super::context::{invalid, json_text, parse_user, refused, shaped, Args, ServerHost};
 use crate::friends::Targets;
 use crate::groups::store::{Actor, GroupChanges, MemberChange};
 use crate::groups::GroupQuery;
 use crate::notifications::store::{NotificationRecord, NotificationUpdate};
-use crate::notifications::NewNotification;
+use crate::notifications::{NewNotification, NotificationError, Notifications};
+use crate::services::Services;
 
 pub(super) const NAMES: &[&str] = &[
     "notificationSend",
@@ -22,6 +35,7 @@ pub(super) const NAMES: &[&str] = &[
     "notificationsGetId",
     "notificationsDeleteId",
     "notificationsUpdate",
+    "notificationSendAll",
     "friendsList",
     "friendsOfFriendsList",
     "friendsAdd",
@@ -48,6 +62,9 @@ pub(super) const NAMES: &[&str] = &[
 
 /// Most notifications one `notificationsSend` sends.
 const MAX_NOTIFICATIONS: usize = 1000;
+
+/// Recipients of one of `notificationSendAll`'s sends: a page of the accounts walked.
+const SEND_ALL_PAGE: usize = crate::notifications::MAX_PER_SEND;
 
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
     if name.starts_with("notification") {
@@ -174,7 +191,129 @@ fn notifications(host: &ServerHost, name: &str, args: &Args) -> Result<Value, Js
             host.wait(service.update(updates))?.map_err(refused)?;
             Ok(Value::Null)
         }
+        // notificationSendAll(subject, content, code, persistent?): from the system, to
+        // everyone, in the background (see the module's documentation).
+        "notificationSendAll" => {
+            let subject = args
+                .get(0)
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| invalid("expects subject to be a non empty string"))?;
+            if subject.len() > crate::notifications::MAX_SUBJECT_BYTES {
+                return Err(invalid(format!(
+                    "expects subject to be at most {} bytes",
+                    crate::notifications::MAX_SUBJECT_BYTES
+                )));
+            }
+            if !args.get(1).is_object() {
+                return Err(invalid("expects content to be an object"));
+            }
+            let content = args.get(1).to_string();
+            if content.len() > crate::notifications::MAX_CONTENT_BYTES {
+                return Err(invalid(format!(
+                    "expects content to be at most {} bytes",
+                    crate::notifications::MAX_CONTENT_BYTES
+                )));
+            }
+            let code = args
+                .int(2, "code")?
+                .filter(|c| (1..=i64::from(i32::MAX)).contains(c))
+                .ok_or_else(|| invalid("expects code number to be a positive integer"))?;
+            let persistent = match args.get(3) {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                _ => return Err(invalid("expects persistent to be a boolean")),
+            };
+            let template = NewNotification {
+                user_id: Uuid::nil(),
+                subject: subject.to_owned(),
+                content,
+                code: code as i32,
+                sender_id: None,
+                persistent,
+            };
+            host.spawn(send_all(host.services.clone(), template));
+            Ok(Value::Null)
+        }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
+    }
+}
+
+/// `notificationSendAll`'s work: `template` to every recipient (see the module's
+/// documentation), [`SEND_ALL_PAGE`] at a time.
+async fn send_all(services: Arc<Services>, template: NewNotification) {
+    let to = |user_id: Uuid| NewNotification {
+        user_id,
+        ..template.clone()
+    };
+    if !template.persistent && services.cluster.is_none() {
+        let users: BTreeSet<Uuid> = services
+            .registry
+            .all_sessions()
+            .into_iter()
+            .map(|(_, user)| user)
+            .collect();
+        let users: Vec<Uuid> = users.into_iter().collect();
+        for page in users.chunks(SEND_ALL_PAGE) {
+            deliver(
+                &services.notifications,
+                page.iter().copied().map(to).collect(),
+            )
+            .await;
+        }
+        return;
+    }
+    let mut after = None;
+    loop {
+        let ids = match services
+            .stores
+            .accounts
+            .user_ids_after(after, SEND_ALL_PAGE)
+            .await
+        {
+            Ok(ids) => ids,
+            Err(error) => {
+                tracing::error!(%error, subject = %template.subject, "nk.notificationSendAll: the accounts could not be read; the rest is not sent");
+                return;
+            }
+        };
+        let Some(last) = ids.last().copied() else {
+            return;
+        };
+        after = Some(last);
+        let batch: Vec<NewNotification> = ids
+            .iter()
+            .copied()
+            .filter(|id| template.persistent || services.router.is_online(*id))
+            .map(to)
+            .collect();
+        if !batch.is_empty() {
+            deliver(&services.notifications, batch).await;
+        }
+        if ids.len() < SEND_ALL_PAGE {
+            return;
+        }
+    }
+}
+
+/// Sends `batch`; when a recipient is gone (an account deleted since its id was read), the
+/// others one by one.
+async fn deliver(notifications: &Notifications, batch: Vec<NewNotification>) {
+    match notifications.send(batch.clone()).await {
+        Ok(()) => {}
+        Err(NotificationError::UserNotFound) => {
+            for one in batch {
+                match notifications.send(vec![one]).await {
+                    Ok(()) | Err(NotificationError::UserNotFound) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "nk.notificationSendAll: a notification was not sent")
+                    }
+                }
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, recipients = batch.len(), "nk.notificationSendAll: a page of notifications was not sent")
+        }
     }
 }
 

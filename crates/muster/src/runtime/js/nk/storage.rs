@@ -39,50 +39,12 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             ))
         }
         "storageWrite" => {
-            let objects = list(args, "objects")?
-                .iter()
-                .map(|one| {
-                    Ok(WriteObject {
-                        collection: text(one, "collection")?,
-                        key: text(one, "key")?,
-                        owner: owner(one)?,
-                        value: json_text(&one["value"], "value")?,
-                        version: one["version"].as_str().unwrap_or_default().to_owned(),
-                        read: permission(one, "permissionRead")?,
-                        write: permission(one, "permissionWrite")?,
-                    })
-                })
-                .collect::<Result<Vec<_>, JsError>>()?;
-            let acks = host
-                .wait(storage.write(Caller::Server, objects))?
-                .map_err(refused)?;
-            Ok(Value::Array(
-                acks.into_iter()
-                    .map(|ack| {
-                        json!({
-                            "collection": ack.collection,
-                            "key": ack.key,
-                            "userId": ack.owner.map(|o| o.to_string()).unwrap_or_default(),
-                            "version": ack.version,
-                        })
-                    })
-                    .collect(),
-            ))
+            let objects = write_objects(list(args, "objects")?)?;
+            write(host, objects)
         }
         "storageDelete" => {
-            let objects = list(args, "keys")?
-                .iter()
-                .map(|one| {
-                    Ok(DeleteObject {
-                        collection: text(one, "collection")?,
-                        key: text(one, "key")?,
-                        owner: owner(one)?,
-                        version: one["version"].as_str().unwrap_or_default().to_owned(),
-                    })
-                })
-                .collect::<Result<Vec<_>, JsError>>()?;
-            host.wait(storage.delete(Caller::Server, objects))?
-                .map_err(refused)?;
+            let objects = delete_objects(list(args, "keys")?)?;
+            delete(host, objects)?;
             Ok(Value::Null)
         }
         // storageList(userId | null, collection, limit?, cursor?)
@@ -107,6 +69,105 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         }
         _ => Err(JsError::new(format!("nk.{name} is not available"), 12)),
     }
+}
+
+/// `storageWrite`'s objects (`{collection, key, userId?, value, version?, permissionRead?,
+/// permissionWrite?}`), read.
+pub(super) fn write_objects(list: &[Value]) -> Result<Vec<WriteObject>, JsError> {
+    list.iter()
+        .map(|one| {
+            Ok(WriteObject {
+                collection: text(one, "collection")?,
+                key: text(one, "key")?,
+                owner: owner(one)?,
+                value: json_text(&one["value"], "value")?,
+                version: one["version"].as_str().unwrap_or_default().to_owned(),
+                read: permission(one, "permissionRead")?,
+                write: permission(one, "permissionWrite")?,
+            })
+        })
+        .collect()
+}
+
+/// Writes `objects` as the server: the acks as Nakama's runtime gives them.
+pub(super) fn write(host: &ServerHost, objects: Vec<WriteObject>) -> Result<Value, JsError> {
+    let acks = host
+        .wait(host.services.storage.write(Caller::Server, objects))?
+        .map_err(refused)?;
+    Ok(Value::Array(
+        acks.into_iter()
+            .map(|ack| {
+                json!({
+                    "collection": ack.collection,
+                    "key": ack.key,
+                    "userId": ack.owner.map(|o| o.to_string()).unwrap_or_default(),
+                    "version": ack.version,
+                })
+            })
+            .collect(),
+    ))
+}
+
+/// `storageDelete`'s keys (`{collection, key, userId?, version?}`), read.
+pub(super) fn delete_objects(list: &[Value]) -> Result<Vec<DeleteObject>, JsError> {
+    list.iter()
+        .map(|one| {
+            Ok(DeleteObject {
+                collection: text(one, "collection")?,
+                key: text(one, "key")?,
+                owner: owner(one)?,
+                version: one["version"].as_str().unwrap_or_default().to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Deletes `objects` as the server.
+pub(super) fn delete(host: &ServerHost, objects: Vec<DeleteObject>) -> Result<(), JsError> {
+    host.wait(host.services.storage.delete(Caller::Server, objects))?
+        .map_err(refused)
+}
+
+/// What the storage service would refuse in a batch of `len` objects named by `names`
+/// (a collection and key each), checked before anything is written: the batch's size, names
+/// set and bounded. (A version that no longer matches is found only as the batch is written.)
+pub(super) fn check_batch<'a>(
+    host: &ServerHost,
+    len: usize,
+    mut names: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<(), JsError> {
+    let most = host.services.config.storage.max_objects_per_request;
+    if len > most {
+        return Err(invalid(format!(
+            "Too many objects - at most {most} per request."
+        )));
+    }
+    let bad = |n: &str| n.is_empty() || n.len() > crate::storage::MAX_NAME_BYTES;
+    if names.any(|(collection, key)| bad(collection) || bad(key)) {
+        return Err(invalid(format!(
+            "Invalid collection or key value supplied. They must be set, and at most {} bytes.",
+            crate::storage::MAX_NAME_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// `storageWrite`'s permissions as the storage service takes them, checked before anything is
+/// written.
+pub(super) fn check_permissions(objects: &[WriteObject]) -> Result<(), JsError> {
+    for object in objects {
+        if !(0..=2).contains(&object.read.unwrap_or(1)) {
+            return Err(invalid(
+                "Invalid read permission supplied. It must be either 0, 1 or 2.",
+            ));
+        }
+        if !(0..=1).contains(&object.write.unwrap_or(1)) {
+            return Err(invalid(
+                "Invalid write permission supplied. It must be either 0 or 1.",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn list<'a>(args: &'a Args, what: &str) -> Result<&'a Vec<Value>, JsError> {
