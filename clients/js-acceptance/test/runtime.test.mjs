@@ -104,7 +104,7 @@ function InitModule(ctx, logger, nk, initializer) {
   });
   initializer.registerRpc("throw_string", function () { throw "just a string"; });
   initializer.registerRpc("throw_number", function () { throw 42; });
-  initializer.registerRpc("missing_nk", function (ctx, logger, nk) { return nk.sqlQuery("select 1"); });
+  initializer.registerRpc("missing_nk", function (ctx, logger, nk) { return nk.storageIndexList("no_index", "*", 10); });
   initializer.registerRpc("no_fs", function () { return JSON.stringify([typeof require, typeof process, typeof fetch, typeof std, typeof os]); });
   initializer.registerRpc("reenter", function (ctx, logger, nk, payload) {
     const port = JSON.parse(payload).port;
@@ -138,7 +138,7 @@ test("hostile modules are contained: memory bombs, odd throws, missing nk functi
   assert.match(log, /out of memory/);
   assert.match(log, /just a string/);
   assert.match(log, /42/);
-  assert.match(log, /nk\.sqlQuery is not supported by Muster/);
+  assert.match(log, /nk\.storageIndexList is not supported by Muster/);
   assert.deepEqual((await client.rpc(session, "no_fs", {})).payload, ["undefined", "undefined", "undefined", "undefined", "undefined"]);
   // Not on the allow-list: refused, whatever the address.
   const reentered = await expectHttpError(client.rpc(session, "reenter", { port }), 403);

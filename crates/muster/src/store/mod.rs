@@ -11,6 +11,7 @@
 pub mod config;
 pub mod migrations;
 pub(crate) mod postgres;
+pub mod sql;
 pub(crate) mod sqlite;
 
 use std::sync::Arc;

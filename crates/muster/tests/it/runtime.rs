@@ -45,6 +45,7 @@ function InitModule(ctx, logger, nk, initializer) {
   initializer.registerRpc("party_list", rpcPartyList);
   initializer.registerRpc("event_send", rpcEventSend);
   initializer.registerRpc("event_read", rpcEventRead);
+  initializer.registerRpc("sql", rpcSql);
   initializer.registerEvent(onEvent);
 }
 
@@ -116,6 +117,27 @@ function rpcEventSend(ctx, logger, nk, payload) {
 function rpcEventRead(ctx, logger, nk, payload) {
   var found = nk.storageRead([{ collection: "events", key: payload, userId: SYSTEM }]);
   return JSON.stringify(found.length ? found[0].value : null);
+}
+
+// sqlExec / sqlQuery: a table of the module's own, written and read with params.
+function rpcSql(ctx, logger, nk, payload) {
+  var out = {};
+  out.create = nk.sqlExec("CREATE TABLE IF NOT EXISTS js_scores (id TEXT PRIMARY KEY, score INTEGER, note TEXT)");
+  out.insert = nk.sqlExec("INSERT INTO js_scores (id, score, note) VALUES ($1, $2, $3), ($4, $5, NULL)",
+    ["a", 10, "first", "b", 20]);
+  out.update = nk.sqlExec("UPDATE js_scores SET score = score + $1 WHERE score >= $2", [5, 10]);
+  out.rows = nk.sqlQuery("SELECT id, score, note FROM js_scores WHERE score > $1 ORDER BY id", [0]);
+  out.reversed = nk.sqlQuery("SELECT $2 AS two, $1 AS one", ["x", "y"]);
+  out.types = nk.sqlQuery("SELECT CAST($1 AS DOUBLE PRECISION) AS f, CAST($2 AS INTEGER) AS i, CAST($3 AS NUMERIC) AS n",
+    [1.5, 7, 2.5]);
+  out.none = nk.sqlQuery("SELECT id FROM js_scores WHERE id = $1", ["zz"]);
+  out.returning = nk.sqlQuery("DELETE FROM js_scores WHERE id = $1 RETURNING id, score", ["b"]);
+  out.left = nk.sqlQuery("SELECT count(*) AS n FROM js_scores")[0].n;
+  out.cleanup = nk.sqlExec("DROP TABLE js_scores");
+  try { nk.sqlQuery("SELEC nonsense"); } catch (e) { out.bad = { code: e.code, message: e.message }; }
+  try { nk.sqlExec("COMMIT"); } catch (e) { out.commit = e.code; }
+  try { nk.sqlExec("SELECT 1", "not an array"); } catch (e) { out.notArray = e.code; }
+  return JSON.stringify(out);
 }
 
 // registerEvent's function: what it was given, kept in storage for the test to read.
@@ -525,6 +547,38 @@ async fn a_module_follows_statuses_for_a_session() {
         .request(json!({"rpc": {"id": "status_follow", "payload": body}}))
         .await;
     assert!(unfollowed.get("error").is_none(), "{unfollowed}");
+}
+
+on_both_backends!(sql_exec_and_query_run_a_modules_own_statements);
+
+async fn sql_exec_and_query_run_a_modules_own_statements(backend: Backend) {
+    let (server, _db, _dir) = server_on(backend, 1).await;
+    let mut a = Client::connect(&server, "nk-sql-a").await;
+    let out = payload(&rpc(&mut a, "sql").await);
+    assert_eq!(out["create"], json!({"rowsAffected": 0}), "{out}");
+    assert_eq!(out["insert"], json!({"rowsAffected": 2}), "{out}");
+    assert_eq!(out["update"], json!({"rowsAffected": 2}), "{out}");
+    assert_eq!(
+        out["rows"],
+        json!([
+            {"id": "a", "score": 15, "note": "first"},
+            {"id": "b", "score": 25, "note": null},
+        ]),
+        "{out}"
+    );
+    assert_eq!(out["reversed"], json!([{"two": "y", "one": "x"}]), "{out}");
+    assert_eq!(out["types"], json!([{"f": 1.5, "i": 7, "n": 2.5}]), "{out}");
+    assert_eq!(out["none"], json!([]), "{out}");
+    assert_eq!(out["returning"], json!([{"id": "b", "score": 25}]), "{out}");
+    assert_eq!(out["left"], 1, "{out}");
+    assert_eq!(out["bad"]["code"], 13, "{out}");
+    let message = out["bad"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("failed to exec db query: ") && message.contains("syntax error"),
+        "{out}"
+    );
+    assert_eq!(out["commit"], 3, "{out}");
+    assert_eq!(out["notArray"], 3, "{out}");
 }
 
 on_both_backends!(the_newer_nk_functions_answer_as_nakamas_do);

@@ -20,6 +20,7 @@ mod multi_update;
 mod parties;
 mod sessions;
 mod social;
+mod sql;
 mod status;
 mod storage;
 mod streams;
@@ -55,6 +56,7 @@ pub(super) fn names() -> Vec<&'static str> {
         events::NAMES,
         multi_update::NAMES,
         parties::NAMES,
+        sql::NAMES,
     ]
     .concat()
 }
@@ -102,6 +104,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         multi_update::call(host, name, args)
     } else if family(parties::NAMES) {
         parties::call(host, name, args)
+    } else if family(sql::NAMES) {
+        sql::call(host, name, args)
     } else {
         Err(JsError::new(format!("nk.{name} is not available"), 12))
     }
