@@ -150,7 +150,8 @@ impl Vm {
         host: Arc<dyn Host>,
         limits: Limits,
     ) -> Result<(Vm, Registrations), JsError> {
-        Vm::boot(name, bundle, host, limits, None)
+        let (vm, registered) = Vm::boot(name, bundle, host, limits, None)?;
+        Ok((vm, registered.unwrap_or_default()))
     }
 
     /// Another VM of a module one VM already loaded (`registered` is what that one's
@@ -166,15 +167,16 @@ impl Vm {
         Vm::boot(name, bundle, host, limits, registered.by_name.as_deref()).map(|(vm, _)| vm)
     }
 
-    /// A VM that ran the prelude and `bundle`, then `InitModule` — or, given `by_name`, took
-    /// the registrations it names instead.
+    /// A VM that ran the prelude and `bundle`, then `InitModule` (and what it registered) — or,
+    /// given `by_name`, took the registrations it names instead (`None`: nothing to read back,
+    /// the caller has them).
     fn boot(
         name: &str,
         bundle: &str,
         host: Arc<dyn Host>,
         limits: Limits,
         by_name: Option<&str>,
-    ) -> Result<(Vm, Registrations), JsError> {
+    ) -> Result<(Vm, Option<Registrations>), JsError> {
         let runtime = Runtime::new().map_err(engine)?;
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(1 << 20);
@@ -212,7 +214,7 @@ impl Vm {
                         .call::<_, ()>((names,))
                         .catch(&ctx)
                         .map_err(|e| thrown(e, &format!("{name}: the registrations")))?;
-                    return registrations(&ctx).map_err(engine);
+                    return Ok(None);
                 }
                 let init: Function = globals.get("InitModule").map_err(|_| {
                     JsError::new(format!("{name}: no global function InitModule"), INTERNAL)
@@ -224,7 +226,7 @@ impl Vm {
                 init.call::<_, ()>((context_object, logger, nk, initializer))
                     .catch(&ctx)
                     .map_err(|e| thrown(e, &format!("{name}: InitModule")))?;
-                registrations(&ctx).map_err(engine)
+                registrations(&ctx).map(Some).map_err(engine)
             })
         })?;
         Ok((vm, registrations))
