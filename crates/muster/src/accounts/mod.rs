@@ -4,6 +4,7 @@
 
 pub mod config;
 pub(crate) mod postgres;
+pub mod providers;
 pub(crate) mod sqlite;
 pub mod store;
 

@@ -72,6 +72,8 @@ pub struct Config {
     /// Threads running requests and sockets; 0: one per core (or `TOKIO_WORKER_THREADS`).
     pub worker_threads: usize,
     pub session: SessionConfig,
+    /// Sign-in with Apple, Google, Facebook, Steam and Game Center (docs/sign-in.md).
+    pub social: crate::accounts::providers::SocialConfig,
     pub socket: SocketConfig,
     pub limits: LimitsConfig,
     pub database: DatabaseConfig,
@@ -263,6 +265,7 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             worker_threads: 0,
             session: SessionConfig::default(),
+            social: Default::default(),
             socket: SocketConfig::default(),
             limits: LimitsConfig::default(),
             database: DatabaseConfig::default(),

@@ -73,6 +73,36 @@ pub const CALLS: &[Call] = &[
         Body::Field("account"),
     ),
     call(
+        "AuthenticateApple",
+        &[(Method::POST, "/v2/account/authenticate/apple")],
+        Body::Field("account"),
+    ),
+    call(
+        "AuthenticateFacebook",
+        &[(Method::POST, "/v2/account/authenticate/facebook")],
+        Body::Field("account"),
+    ),
+    call(
+        "AuthenticateFacebookInstantGame",
+        &[(Method::POST, "/v2/account/authenticate/facebookinstantgame")],
+        Body::Field("account"),
+    ),
+    call(
+        "AuthenticateGameCenter",
+        &[(Method::POST, "/v2/account/authenticate/gamecenter")],
+        Body::Field("account"),
+    ),
+    call(
+        "AuthenticateGoogle",
+        &[(Method::POST, "/v2/account/authenticate/google")],
+        Body::Field("account"),
+    ),
+    call(
+        "AuthenticateSteam",
+        &[(Method::POST, "/v2/account/authenticate/steam")],
+        Body::Field("account"),
+    ),
+    call(
         "SessionRefresh",
         &[(Method::POST, "/v2/account/session/refresh")],
         Body::Whole,
@@ -123,6 +153,66 @@ pub const CALLS: &[Call] = &[
         &[(Method::POST, "/v2/account/unlink/email")],
         Body::Whole,
     ),
+    call(
+        "LinkApple",
+        &[(Method::POST, "/v2/account/link/apple")],
+        Body::Whole,
+    ),
+    call(
+        "LinkFacebook",
+        &[(Method::POST, "/v2/account/link/facebook")],
+        Body::Field("account"),
+    ),
+    call(
+        "LinkFacebookInstantGame",
+        &[(Method::POST, "/v2/account/link/facebookinstantgame")],
+        Body::Whole,
+    ),
+    call(
+        "LinkGameCenter",
+        &[(Method::POST, "/v2/account/link/gamecenter")],
+        Body::Whole,
+    ),
+    call(
+        "LinkGoogle",
+        &[(Method::POST, "/v2/account/link/google")],
+        Body::Whole,
+    ),
+    call(
+        "LinkSteam",
+        &[(Method::POST, "/v2/account/link/steam")],
+        Body::Whole,
+    ),
+    call(
+        "UnlinkApple",
+        &[(Method::POST, "/v2/account/unlink/apple")],
+        Body::Whole,
+    ),
+    call(
+        "UnlinkFacebook",
+        &[(Method::POST, "/v2/account/unlink/facebook")],
+        Body::Whole,
+    ),
+    call(
+        "UnlinkFacebookInstantGame",
+        &[(Method::POST, "/v2/account/unlink/facebookinstantgame")],
+        Body::Whole,
+    ),
+    call(
+        "UnlinkGameCenter",
+        &[(Method::POST, "/v2/account/unlink/gamecenter")],
+        Body::Whole,
+    ),
+    call(
+        "UnlinkGoogle",
+        &[(Method::POST, "/v2/account/unlink/google")],
+        Body::Whole,
+    ),
+    call(
+        "UnlinkSteam",
+        &[(Method::POST, "/v2/account/unlink/steam")],
+        Body::Whole,
+    ),
     call("GetUsers", &[(Method::GET, "/v2/user")], Body::None),
     call("ListFriends", &[(Method::GET, "/v2/friend")], Body::None),
     call("AddFriends", &[(Method::POST, "/v2/friend")], Body::None),
@@ -140,6 +230,16 @@ pub const CALLS: &[Call] = &[
         "ListFriendsOfFriends",
         &[(Method::GET, "/v2/friend/friends")],
         Body::None,
+    ),
+    call(
+        "ImportFacebookFriends",
+        &[(Method::POST, "/v2/friend/facebook")],
+        Body::Field("account"),
+    ),
+    call(
+        "ImportSteamFriends",
+        &[(Method::POST, "/v2/friend/steam")],
+        Body::Field("account"),
     ),
     call("ListGroups", &[(Method::GET, "/v2/group")], Body::None),
     call("CreateGroup", &[(Method::POST, "/v2/group")], Body::Whole),
@@ -290,6 +390,46 @@ pub const CALLS: &[Call] = &[
             "/v2/tournament/{tournament_id}/owner/{owner_id}",
         )],
         Body::None,
+    ),
+    call(
+        "ValidatePurchaseApple",
+        &[(Method::POST, "/v2/iap/purchase/apple")],
+        Body::Whole,
+    ),
+    call(
+        "ValidateSubscriptionApple",
+        &[(Method::POST, "/v2/iap/subscription/apple")],
+        Body::Whole,
+    ),
+    call(
+        "ValidatePurchaseGoogle",
+        &[(Method::POST, "/v2/iap/purchase/google")],
+        Body::Whole,
+    ),
+    call(
+        "ValidateSubscriptionGoogle",
+        &[(Method::POST, "/v2/iap/subscription/google")],
+        Body::Whole,
+    ),
+    call(
+        "ValidatePurchaseHuawei",
+        &[(Method::POST, "/v2/iap/purchase/huawei")],
+        Body::Whole,
+    ),
+    call(
+        "ValidatePurchaseFacebookInstant",
+        &[(Method::POST, "/v2/iap/purchase/facebookinstant")],
+        Body::Whole,
+    ),
+    call(
+        "GetSubscription",
+        &[(Method::GET, "/v2/iap/subscription/{product_id}")],
+        Body::None,
+    ),
+    call(
+        "ListSubscriptions",
+        &[(Method::POST, "/v2/iap/subscription")],
+        Body::Whole,
     ),
     call(
         "RpcFunc",
