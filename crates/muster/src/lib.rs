@@ -41,6 +41,7 @@ pub mod matches;
 pub(crate) mod net;
 pub mod notifications;
 pub mod parties;
+pub mod purchases;
 pub mod rooms;
 pub(crate) mod runtime;
 pub mod services;

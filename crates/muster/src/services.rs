@@ -67,6 +67,7 @@ pub fn schema() -> Schema {
         crate::groups::store::MIGRATIONS,
         crate::console::store::MIGRATIONS,
         crate::world::store::MIGRATIONS,
+        crate::purchases::store::MIGRATIONS,
     ])
 }
 
@@ -82,6 +83,8 @@ pub struct Stores {
     pub storage: Arc<dyn StorageStore>,
     pub leaderboards: Arc<dyn LeaderboardStore>,
     pub notifications: Arc<dyn NotificationStore>,
+    /// Validated purchases and subscriptions.
+    pub purchases: Arc<dyn crate::purchases::store::PurchaseStore>,
     pub friends: Arc<dyn FriendStore>,
     pub groups: Arc<dyn GroupStore>,
     pub console: Arc<dyn ConsoleStore>,
@@ -109,6 +112,7 @@ impl Stores {
                 storage: sqlite.clone(),
                 leaderboards: sqlite.clone(),
                 notifications: sqlite.clone(),
+                purchases: sqlite.clone(),
                 friends: sqlite.clone(),
                 groups: sqlite.clone(),
                 console: sqlite.clone(),
@@ -126,6 +130,7 @@ impl Stores {
                 storage: postgres.clone(),
                 leaderboards: postgres.clone(),
                 notifications: postgres.clone(),
+                purchases: postgres.clone(),
                 friends: postgres.clone(),
                 groups: postgres.clone(),
                 console: postgres.clone(),
@@ -162,6 +167,8 @@ pub struct Services {
     pub storage: Arc<Storage>,
     pub leaderboards: Arc<Leaderboards>,
     pub notifications: Arc<Notifications>,
+    /// In-app purchases and subscriptions, validated with their stores.
+    pub purchases: Arc<crate::purchases::Purchases>,
     /// Friends, invites and blocks.
     pub friends: Arc<Friends>,
     pub groups: Arc<Groups>,
@@ -217,7 +224,12 @@ impl Services {
             Hasher::new()?,
             metrics.clone(),
         );
-        let accounts = Arc::new(accounts.with_starting_grant(grant));
+        let providers = crate::accounts::providers::Providers::new(config.social.clone());
+        let accounts = Arc::new(
+            accounts
+                .with_starting_grant(grant)
+                .with_providers(providers),
+        );
         // Sessions, and the router that reaches them wherever they are.
         let registry = Arc::new(SessionRegistry::new(metrics.clone()));
         let statuses = Arc::new(crate::status::presence::Statuses::new());
@@ -289,6 +301,14 @@ impl Services {
             router.clone(),
             config.notifications.max_per_user,
         ));
+        let purchases = crate::purchases::Purchases::new(
+            &config.iap,
+            stores.purchases.clone(),
+            clock.clone(),
+            metrics.registry(),
+        )
+        .map_err(|e| anyhow::anyhow!("configuration error: {e}"))?;
+        let purchases = Arc::new(purchases);
         let friends = Arc::new(Friends::new(
             stores.friends.clone(),
             accounts.clone(),
@@ -418,6 +438,7 @@ impl Services {
             storage,
             leaderboards,
             notifications,
+            purchases,
             friends,
             groups,
             status,

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// A 64-bit integer as protojson reads it: a JSON number or a string of one.
-fn int64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+pub(crate) fn int64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Int64 {

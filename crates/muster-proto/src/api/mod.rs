@@ -3,6 +3,7 @@
 
 mod group;
 mod leaderboard;
+mod social;
 mod storage;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ pub use group::{
 pub use leaderboard::{
     LeaderboardRecord, LeaderboardRecordList, LeaderboardRecordWrite, Tournament, TournamentList,
 };
+pub use social::{AccountFacebookInstantGame, AccountGameCenter, AccountToken};
 pub use storage::{
     DeleteStorageObjectId, DeleteStorageObjectsRequest, ReadStorageObjectId,
     ReadStorageObjectsRequest, StorageObject, StorageObjectAck, StorageObjectAcks,
@@ -103,6 +105,22 @@ pub struct User {
     /// RFC 3339 time the account was last changed.
     #[serde(alias = "updateTime")]
     pub update_time: String,
+    /// The account's ids at the identity providers (public, as in Nakama).
+    #[serde(skip_serializing_if = "String::is_empty", alias = "facebookId")]
+    pub facebook_id: String,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "googleId")]
+    pub google_id: String,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "gamecenterId")]
+    pub gamecenter_id: String,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "steamId")]
+    pub steam_id: String,
+    #[serde(
+        skip_serializing_if = "String::is_empty",
+        alias = "facebookInstantGameId"
+    )]
+    pub facebook_instant_game_id: String,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "appleId")]
+    pub apple_id: String,
 }
 
 /// A device identifier linked to an account; also the body of `POST /v2/account/link/device`
@@ -303,6 +321,7 @@ pub mod code {
     pub const RESOURCE_EXHAUSTED: i32 = 8;
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const INTERNAL: i32 = 13;
+    pub const DATA_LOSS: i32 = 15;
     pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;
 }

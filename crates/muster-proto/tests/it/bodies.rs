@@ -165,18 +165,15 @@ fn account_and_session_bodies_are_nakamas() {
         online: true,
         create_time: "t".into(),
         update_time: "t".into(),
+        facebook_id: "f".into(),
+        google_id: "g".into(),
+        gamecenter_id: "gc".into(),
+        steam_id: "s".into(),
+        facebook_instant_game_id: "fi".into(),
+        apple_id: "a".into(),
     };
-    // Muster has neither social logins nor friend counts yet.
-    let social = [
-        "facebook_id",
-        "google_id",
-        "gamecenter_id",
-        "steam_id",
-        "edge_count",
-        "facebook_instant_game_id",
-        "apple_id",
-    ];
-    check(&set, "User", &user, &social);
+    // Muster keeps no friend counts.
+    check(&set, "User", &user, &["edge_count"]);
     check(
         &set,
         "Users",
@@ -211,6 +208,36 @@ fn account_and_session_bodies_are_nakamas() {
         timezone: Some("t".into()),
     };
     check(&set, "UpdateAccountRequest", &update, &[]);
+    let token = api::AccountToken {
+        token: "t".into(),
+        vars: [("k".into(), "v".into())].into(),
+    };
+    for proto in [
+        "AccountApple",
+        "AccountGoogle",
+        "AccountFacebook",
+        "AccountSteam",
+    ] {
+        check(&set, proto, &token, &[]);
+    }
+    let instant = api::AccountFacebookInstantGame {
+        signed_player_info: "s".into(),
+        vars: [("k".into(), "v".into())].into(),
+    };
+    check(&set, "AccountFacebookInstantGame", &instant, &[]);
+    let gamecenter = api::AccountGameCenter {
+        player_id: "p".into(),
+        bundle_id: "b".into(),
+        timestamp_seconds: 1,
+        salt: "s".into(),
+        signature: "s".into(),
+        public_key_url: "u".into(),
+        vars: [("k".into(), "v".into())].into(),
+    };
+    check(&set, "AccountGameCenter", &gamecenter, &[]);
+    let numbered: api::AccountGameCenter =
+        serde_json::from_str(r#"{"player_id":"p","timestamp_seconds":"12"}"#).expect("parses");
+    assert_eq!(numbered.timestamp_seconds, 12);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::store::StoreError;
 /// Most ids and usernames one `GET /v2/user` names, together.
 pub const MAX_USERS_PER_REQUEST: usize = 1000;
 
-const LAST_CREDENTIAL: &str =
+pub(super) const LAST_CREDENTIAL: &str =
     "Cannot unlink last account identifier. Check profile exists and is not last link.";
 
 /// The public view of an account (no credentials, no wallet).
@@ -28,6 +28,12 @@ pub fn public_user(record: AccountRecord, online: bool) -> User {
         online,
         create_time: crate::base::clock::rfc3339(record.create_time_ms),
         update_time: crate::base::clock::rfc3339(record.update_time_ms),
+        facebook_id: record.social.facebook_id.unwrap_or_default(),
+        google_id: record.social.google_id.unwrap_or_default(),
+        gamecenter_id: record.social.gamecenter_id.unwrap_or_default(),
+        steam_id: record.social.steam_id.unwrap_or_default(),
+        facebook_instant_game_id: record.social.facebook_instant_game_id.unwrap_or_default(),
+        apple_id: record.social.apple_id.unwrap_or_default(),
     }
 }
 
@@ -39,6 +45,7 @@ impl Accounts {
     /// another account has is refused (`AlreadyExists`, Nakama's messages).
     pub async fn link(&self, user_id: Uuid, login: Login) -> Result<(), AccountError> {
         let (credential, password_hash, taken) = match login {
+            Login::Social(proof) => return self.link_social(user_id, proof).await.map(drop),
             Login::Device(id) => {
                 validate_id(&id, 10, "Device ID")?;
                 (Credential::Device(id), None, "Device ID already in use.")
@@ -79,6 +86,7 @@ impl Accounts {
     /// account's last credential (`PermissionDenied`, as Nakama).
     pub async fn unlink(&self, user_id: Uuid, login: Login) -> Result<(), AccountError> {
         let credential = match login {
+            Login::Social(proof) => return self.unlink_social(user_id, proof).await,
             Login::Device(id) if id.is_empty() => {
                 return Err(AccountError::Invalid(
                     "A device ID must be supplied.".into(),

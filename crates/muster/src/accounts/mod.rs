@@ -12,6 +12,7 @@ pub(crate) mod bans;
 pub(crate) mod cluster;
 pub(crate) mod lifecycle;
 pub mod password;
+mod social;
 pub mod tokens;
 
 use std::collections::HashMap;
@@ -56,6 +57,13 @@ pub enum AccountError {
     /// The store refused or failed (a taken username, a closed database).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A provider's settings are missing ("Apple authentication is not configured.").
+    #[error("{0}")]
+    NotConfigured(String),
+    /// A provider's signed data could not be read or checked (Nakama's answer to a bad
+    /// Facebook Instant Games sign-in).
+    #[error("{0}")]
+    DataLoss(String),
     /// Something on the server failed; the cause is logged, not shown.
     #[error("internal server error")]
     Internal,
@@ -65,7 +73,12 @@ pub enum AccountError {
 pub enum Login {
     Device(String),
     Custom(String),
-    Email { email: String, password: String },
+    Email {
+        email: String,
+        password: String,
+    },
+    /// A proof checked by an identity provider (Apple, Google, Facebook, Steam, Game Center).
+    Social(providers::ProviderProof),
 }
 
 impl Login {
@@ -74,8 +87,25 @@ impl Login {
             Login::Device(_) => "device",
             Login::Custom(_) => "custom",
             Login::Email { .. } => "email",
+            Login::Social(proof) => match proof.provider() {
+                providers::Provider::Apple => "apple",
+                providers::Provider::Google => "google",
+                providers::Provider::Facebook => "facebook",
+                providers::Provider::FacebookInstantGame => "facebookinstantgame",
+                providers::Provider::Steam => "steam",
+                providers::Provider::GameCenter => "gamecenter",
+            },
         }
     }
+}
+
+/// Who signed in, with their new session.
+pub struct SignedIn {
+    pub session: Session,
+    pub user_id: Uuid,
+    pub username: String,
+    /// What the identity provider told, for a sign-in with one.
+    pub profile: Option<providers::ProviderProfile>,
 }
 
 pub struct Accounts {
@@ -83,6 +113,8 @@ pub struct Accounts {
     tokens: Arc<TokenService>,
     hasher: Hasher,
     metrics: Arc<Metrics>,
+    /// The identity providers' checks.
+    providers: Arc<providers::Providers>,
     /// Given to every new account in the transaction creating it (the after-authenticate hook).
     starting_grant: Option<Arc<StartingGrant>>,
     /// Told of every ban and unban made here (the app ends the banned players' sockets, on
@@ -105,9 +137,21 @@ impl Accounts {
             tokens,
             hasher,
             metrics,
+            providers: providers::Providers::new(providers::SocialConfig::default()),
             starting_grant: None,
             ban_observer: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Checks identity providers' proofs with `providers`.
+    pub fn with_providers(mut self, providers: Arc<providers::Providers>) -> Self {
+        self.providers = providers;
+        self
+    }
+
+    /// The identity providers' checks (friends' lists for imports).
+    pub fn providers(&self) -> &Arc<providers::Providers> {
+        &self.providers
     }
 
     /// Gives every account created from now on `grant` (see `crate::economy::grant`).
@@ -124,10 +168,24 @@ impl Accounts {
         username: Option<String>,
         vars: HashMap<String, String>,
     ) -> Result<Session, AccountError> {
+        self.sign_in(login, create, username, vars)
+            .await
+            .map(|signed_in| signed_in.session)
+    }
+
+    /// Authenticates `login` as [`Accounts::authenticate`] does, answering who signed in too
+    /// (friends' imports need the account and the id at the provider).
+    pub async fn sign_in(
+        &self,
+        login: Login,
+        create: bool,
+        username: Option<String>,
+        vars: HashMap<String, String>,
+    ) -> Result<SignedIn, AccountError> {
         let method = login.method();
         let result = self.authenticate_inner(login, create, username, vars).await;
         let outcome = match &result {
-            Ok(session) if session.created => "created",
+            Ok(signed_in) if signed_in.session.created => "created",
             Ok(_) => "ok",
             Err(_) => "refused",
         };
@@ -147,11 +205,12 @@ impl Accounts {
         create: bool,
         username: Option<String>,
         vars: HashMap<String, String>,
-    ) -> Result<Session, AccountError> {
+    ) -> Result<SignedIn, AccountError> {
         validate_vars(&vars)?;
         if let Some(name) = &username {
             validate_username(name)?;
         }
+        let mut profile = None;
         let (identity, created) = match login {
             Login::Device(id) => {
                 validate_id(&id, 10, "Device ID")?;
@@ -178,6 +237,12 @@ impl Accounts {
             Login::Email { email, password } => {
                 self.email(email, password, create, username).await?
             }
+            Login::Social(proof) => {
+                let (identity, created, found) =
+                    self.social_identity(proof, create, username).await?;
+                profile = Some(found);
+                (identity, created)
+            }
         };
         if identity.disabled {
             return Err(AccountError::Banned);
@@ -185,10 +250,15 @@ impl Accounts {
         let pair = self
             .tokens
             .issue(identity.user_id, &identity.username, vars);
-        Ok(Session {
-            token: pair.token,
-            refresh_token: pair.refresh_token,
-            created,
+        Ok(SignedIn {
+            session: Session {
+                token: pair.token,
+                refresh_token: pair.refresh_token,
+                created,
+            },
+            user_id: identity.user_id,
+            username: identity.username,
+            profile,
         })
     }
 

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::accounts::store::{
     AccountRecord, AccountStore, AccountUpdate, Credential, Identity, NewUser, Revocation,
-    TokenStore,
+    SocialIds, TokenStore,
 };
 use crate::economy::store::STARTING_GRANT_REASON;
 use crate::store::postgres::writer::{key_of, Write};
@@ -33,9 +33,17 @@ use crate::store::StoreError;
 fn account_error(error: &tokio_postgres::Error) -> StoreError {
     match unique_violation(error) {
         Some("users_username_key") => StoreError::UsernameTaken,
-        Some("users_email_key" | "users_custom_id_key" | "user_devices_pkey") => {
-            StoreError::CredentialTaken
-        }
+        Some(
+            "users_email_key"
+            | "users_custom_id_key"
+            | "user_devices_pkey"
+            | "users_facebook_id_key"
+            | "users_google_id_key"
+            | "users_gamecenter_id_key"
+            | "users_steam_id_key"
+            | "users_apple_id_key"
+            | "users_facebook_instant_game_id_key",
+        ) => StoreError::CredentialTaken,
         _ => db_error_ref(error),
     }
 }
@@ -54,6 +62,10 @@ fn identity_sql(credential: &Credential) -> (String, &str) {
         ),
         Credential::Custom(id) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.custom_id = $1"), id),
         Credential::Email(email) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.email = $1"), email),
+        Credential::Social(provider, id) => (
+            format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.{} = $1", provider.column()),
+            id,
+        ),
     }
 }
 
@@ -67,7 +79,7 @@ fn identity_from(row: &Row) -> Identity {
 }
 
 /// Finds the account of a credential or creates it; see the module documentation. Parameters:
-/// `$1` credential kind (`device`, `custom`, `email`), `$2` the credential, `$3` new id,
+/// `$1` credential kind (`device`, `custom`, `email`, or a provider's column), `$2` the credential, `$3` new id,
 /// `$4` username, `$5` password hash, `$6` now (ms), `$7`/`$8` starting currencies and amounts,
 /// `$9`..`$11` starting item ids, kinds and counts, `$12` the grant's changes JSON (NULL: no
 /// grant), `$13` the grant's ledger reason. One row: the account, and whether it is new.
@@ -81,10 +93,30 @@ WITH existing AS (
     UNION ALL
     SELECT u.id, u.username, u.disable_time_ms, u.password_hash
     FROM users u WHERE $1 = 'email' AND u.email = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'facebook_id' AND u.facebook_id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'google_id' AND u.google_id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'gamecenter_id' AND u.gamecenter_id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'steam_id' AND u.steam_id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'apple_id' AND u.apple_id = $2
+    UNION ALL
+    SELECT u.id, u.username, u.disable_time_ms, u.password_hash
+    FROM users u WHERE $1 = 'facebook_instant_game_id' AND u.facebook_instant_game_id = $2
 ),
 new_user AS (
-    INSERT INTO users (id, username, email, custom_id, password_hash, create_time_ms, update_time_ms)
-    SELECT $3, $4, CASE WHEN $1 = 'email' THEN $2 END, CASE WHEN $1 = 'custom' THEN $2 END, $5, $6, $6
+    INSERT INTO users (id, username, email, custom_id, password_hash, create_time_ms, update_time_ms,
+                       facebook_id, google_id, gamecenter_id, steam_id, apple_id, facebook_instant_game_id)
+    SELECT $3, $4, CASE WHEN $1 = 'email' THEN $2 END, CASE WHEN $1 = 'custom' THEN $2 END, $5, $6, $6,
+           CASE WHEN $1 = 'facebook_id' THEN $2 END, CASE WHEN $1 = 'google_id' THEN $2 END, CASE WHEN $1 = 'gamecenter_id' THEN $2 END, CASE WHEN $1 = 'steam_id' THEN $2 END, CASE WHEN $1 = 'apple_id' THEN $2 END, CASE WHEN $1 = 'facebook_instant_game_id' THEN $2 END
     WHERE NOT EXISTS (SELECT 1 FROM existing)
     RETURNING id
 ),
@@ -142,6 +174,7 @@ impl FindOrCreate {
             Credential::Device(id) => ("device", id),
             Credential::Custom(id) => ("custom", id),
             Credential::Email(email) => ("email", email),
+            Credential::Social(provider, id) => (provider.column(), id),
         };
         let grant = user.grant.as_ref();
         let wallet = grant.map(|g| g.wallet.as_slice()).unwrap_or_default();
@@ -271,9 +304,9 @@ impl AccountStore for PostgresStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                &prepared(&client, "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
-                        email, custom_id, disable_time_ms, create_time_ms, update_time_ms
-                 FROM users WHERE id = $1").await?,
+                &prepared(&client, &format!("SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
+                        email, custom_id, disable_time_ms, create_time_ms, update_time_ms, {}
+                 FROM users WHERE id = $1", SocialIds::columns(""))).await?,
                 &[&user_id],
             )
             .await
@@ -307,6 +340,7 @@ impl AccountStore for PostgresStore {
             email: r.get(7),
             custom_id: r.get(8),
             devices,
+            social: SocialIds::from_values((12..18).map(|i| r.get::<_, Option<String>>(i))),
             wallet,
             disable_time_ms: r.get(9),
             create_time_ms: r.get(10),
@@ -383,6 +417,20 @@ impl AccountStore for PostgresStore {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         self.unlink_credential(user_id, credential, now_ms).await
+    }
+
+    async fn users_by_social(
+        &self,
+        provider: crate::accounts::providers::Provider,
+        ids: Vec<String>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("SELECT id FROM users WHERE {} = ANY($1)", provider.column());
+        let rows = client
+            .query(&prepared(&client, &sql).await?, &[&ids])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
     async fn users(
@@ -648,6 +696,15 @@ impl PostgresStore {
                 .await
                 .map_err(db_error)?;
             }
+            Credential::Social(provider, social_id) => {
+                let column = provider.column();
+                tx.execute(
+                    &format!("UPDATE users SET {column} = $2, update_time_ms = $3 WHERE id = $1"),
+                    &[&user_id, social_id, &now_ms],
+                )
+                .await
+                .map_err(db_error)?;
+            }
         }
         tx.commit().await.map_err(db_error)
     }
@@ -668,9 +725,16 @@ impl PostgresStore {
         }
         let count = tx
             .query_opt(
-                "SELECT (SELECT COUNT(*) FROM user_devices WHERE user_id = $1)
-                      + (custom_id IS NOT NULL)::int + (email IS NOT NULL)::int
-                 FROM users WHERE id = $1",
+                &format!(
+                    "SELECT (SELECT COUNT(*) FROM user_devices WHERE user_id = $1)
+                          + (custom_id IS NOT NULL)::int + (email IS NOT NULL)::int + {}
+                     FROM users WHERE id = $1",
+                    SocialIds::columns("")
+                        .split(", ")
+                        .map(|c| format!("({c} IS NOT NULL)::int"))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                ),
                 &[&user_id],
             )
             .await
@@ -703,6 +767,17 @@ impl PostgresStore {
                 )
                 .await
             }
+            Credential::Social(provider, social_id) => {
+                let column = provider.column();
+                tx.execute(
+                    &format!(
+                        "UPDATE users SET {column} = NULL, update_time_ms = $3
+                         WHERE id = $1 AND {column} = $2"
+                    ),
+                    &[&user_id, social_id, &now_ms],
+                )
+                .await
+            }
         }
         .map_err(db_error)?;
         if changed > 0 && matches!(credential, Credential::Device(_)) {
@@ -723,18 +798,28 @@ impl PostgresStore {
         usernames: Vec<String>,
     ) -> Result<Vec<AccountRecord>, StoreError> {
         let client = self.client().await?;
+        // The public columns, then the ids at the identity providers (shown to everyone).
         let statement = prepared(
             &client,
-            "SELECT id, username, display_name, avatar_url, lang_tag, location, timezone,
-                    metadata, disable_time_ms, create_time_ms, update_time_ms
-             FROM users WHERE id = ANY($1) OR username = ANY($2)",
+            &format!(
+                "SELECT id, username, display_name, avatar_url, lang_tag, location, timezone,
+                        metadata, disable_time_ms, create_time_ms, update_time_ms, {}
+                 FROM users WHERE id = ANY($1) OR username = ANY($2)",
+                SocialIds::columns("")
+            ),
         )
         .await?;
         let rows = client
             .query(&statement, &[&ids, &usernames])
             .await
             .map_err(db_error)?;
-        Ok(rows.iter().map(user_from).collect())
+        Ok(rows
+            .iter()
+            .map(|row| AccountRecord {
+                social: SocialIds::from_values((11..17).map(|i| row.get::<_, Option<String>>(i))),
+                ..user_from(row)
+            })
+            .collect())
     }
 
     pub(super) async fn delete_user(&self, user_id: Uuid, now_ms: i64) -> Result<bool, StoreError> {

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::accounts::store::{
     AccountRecord, AccountStore, AccountUpdate, Credential, Identity, NewUser, Revocation,
-    TokenStore,
+    SocialIds, TokenStore,
 };
 use crate::economy::sqlite as sqlite_economy;
 
@@ -20,7 +20,17 @@ use crate::store::StoreError;
 fn db_error(error: rusqlite::Error) -> StoreError {
     match unique_violation(&error) {
         Some("users.username") => StoreError::UsernameTaken,
-        Some("users.email" | "users.custom_id" | "user_devices.id") => StoreError::CredentialTaken,
+        Some(
+            "users.email"
+            | "users.custom_id"
+            | "user_devices.id"
+            | "users.facebook_id"
+            | "users.google_id"
+            | "users.gamecenter_id"
+            | "users.steam_id"
+            | "users.apple_id"
+            | "users.facebook_instant_game_id",
+        ) => StoreError::CredentialTaken,
         _ => crate::store::sqlite::db_error(error),
     }
 }
@@ -77,17 +87,31 @@ pub(crate) fn link(
             .and_then(|mut s| s.execute(params![id, email, password_hash, now_ms]))
             .map_err(db_error)?;
         }
+        Credential::Social(provider, social_id) => {
+            let column = provider.column();
+            conn.prepare_cached(&format!(
+                "UPDATE users SET {column} = ?2, update_time_ms = ?3 WHERE id = ?1"
+            ))
+            .and_then(|mut s| s.execute(params![id, social_id, now_ms]))
+            .map_err(db_error)?;
+        }
     }
     Ok(())
 }
 
-/// How many credentials the account has: its devices, a custom id, an email.
+/// How many credentials the account has: its devices, a custom id, an email, its ids at the
+/// identity providers.
 fn credentials(conn: &Connection, id: &str) -> Result<i64, StoreError> {
-    conn.prepare_cached(
+    conn.prepare_cached(&format!(
         "SELECT (SELECT COUNT(*) FROM user_devices WHERE user_id = ?1)
-              + (custom_id IS NOT NULL) + (email IS NOT NULL)
+              + (custom_id IS NOT NULL) + (email IS NOT NULL) + {}
          FROM users WHERE id = ?1",
-    )
+        crate::accounts::store::SocialIds::columns("")
+            .split(", ")
+            .map(|c| format!("({c} IS NOT NULL)"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    ))
     .and_then(|mut s| s.query_row([id], |r| r.get::<_, i64>(0)).optional())
     .map_err(db_error)
     .map(Option::unwrap_or_default)
@@ -119,6 +143,14 @@ pub(crate) fn unlink(
                  WHERE id = ?1 AND email IS NOT NULL AND (?2 = '' OR email = ?2)",
             )
             .and_then(|mut s| s.execute(params![id, email, now_ms])),
+        Credential::Social(provider, social_id) => {
+            let column = provider.column();
+            conn.prepare_cached(&format!(
+                "UPDATE users SET {column} = NULL, update_time_ms = ?3
+                 WHERE id = ?1 AND {column} = ?2"
+            ))
+            .and_then(|mut s| s.execute(params![id, social_id, now_ms]))
+        }
     }
     .map_err(db_error)?;
     if changed > 0 && matches!(credential, Credential::Device(_)) {
@@ -161,8 +193,17 @@ pub(crate) fn users(
 ) -> Result<Vec<AccountRecord>, StoreError> {
     let mut found: Vec<AccountRecord> = Vec::with_capacity(ids.len() + usernames.len());
     let mut seen = std::collections::HashSet::new();
-    let by_id = format!("SELECT {USER_COLUMNS} FROM users WHERE id = ?1");
-    let by_name = format!("SELECT {USER_COLUMNS} FROM users WHERE username = ?1");
+    // The public columns, then the ids at the identity providers (shown to everyone).
+    let social = SocialIds::columns("");
+    let by_id = format!("SELECT {USER_COLUMNS}, {social} FROM users WHERE id = ?1");
+    let by_name = format!("SELECT {USER_COLUMNS}, {social} FROM users WHERE username = ?1");
+    let read = |row: &rusqlite::Row| {
+        let (id, mut record) = user_from(row)?;
+        record.social = SocialIds::from_values(
+            (11..17).map(|i| row.get::<_, Option<String>>(i).ok().flatten()),
+        );
+        Ok((id, record))
+    };
     let lookups = ids.iter().map(|id| (by_id.as_str(), id.to_string())).chain(
         usernames
             .iter()
@@ -171,7 +212,7 @@ pub(crate) fn users(
     for (sql, key) in lookups {
         let row = conn
             .prepare_cached(sql)
-            .and_then(|mut s| s.query_row([&key], user_from).optional())
+            .and_then(|mut s| s.query_row([&key], read).optional())
             .map_err(db_error)?;
         if let Some((id, mut record)) = row {
             record.id = parse_uuid(&id)?;
@@ -306,6 +347,10 @@ fn find_identity(
         ),
         Credential::Custom(id) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.custom_id = ?1"), id),
         Credential::Email(email) => (format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.email = ?1"), email),
+        Credential::Social(provider, id) => (
+            format!("SELECT {IDENTITY_COLUMNS} FROM users u WHERE u.{} = ?1", provider.column()),
+            id,
+        ),
     };
     let mut statement = conn.prepare_cached(&sql).map_err(db_error)?;
     statement
@@ -353,7 +398,7 @@ impl AccountStore for SqliteStore {
             let (email, custom_id) = match &credential {
                 Credential::Email(email) => (Some(email.as_str()), None),
                 Credential::Custom(id) => (None, Some(id.as_str())),
-                Credential::Device(_) => (None, None),
+                Credential::Device(_) | Credential::Social(..) => (None, None),
             };
             let id = new_user.id.to_string();
             conn.prepare_cached(
@@ -367,6 +412,12 @@ impl AccountStore for SqliteStore {
             if let Credential::Device(device_id) = &credential {
                 conn.prepare_cached("INSERT INTO user_devices (id, user_id) VALUES (?1, ?2)")
                     .and_then(|mut s| s.execute(params![device_id, id]))
+                    .map_err(db_error)?;
+            }
+            if let Credential::Social(provider, social_id) = &credential {
+                let column = provider.column();
+                conn.prepare_cached(&format!("UPDATE users SET {column} = ?2 WHERE id = ?1"))
+                    .and_then(|mut s| s.execute(params![id, social_id]))
                     .map_err(db_error)?;
             }
             // The starting wallet and inventory, in the same savepoint as the account: an
@@ -391,11 +442,12 @@ impl AccountStore for SqliteStore {
         self.read("account", move |conn| {
             let id = user_id.to_string();
             let record = conn
-                .prepare_cached(
+                .prepare_cached(&format!(
                     "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
-                            email, custom_id, disable_time_ms, create_time_ms, update_time_ms
+                            email, custom_id, disable_time_ms, create_time_ms, update_time_ms, {}
                      FROM users WHERE id = ?1",
-                )
+                    SocialIds::columns("")
+                ))
                 .and_then(|mut s| {
                     s.query_row([&id], |r| {
                         Ok(AccountRecord {
@@ -410,6 +462,9 @@ impl AccountStore for SqliteStore {
                             email: r.get(7)?,
                             custom_id: r.get(8)?,
                             devices: Vec::new(),
+                            social: SocialIds::from_values(
+                                (12..18).map(|i| r.get::<_, Option<String>>(i).ok().flatten()),
+                            ),
                             wallet: Vec::new(),
                             disable_time_ms: r.get(9)?,
                             create_time_ms: r.get(10)?,
@@ -527,6 +582,30 @@ impl AccountStore for SqliteStore {
     ) -> Result<bool, StoreError> {
         self.write("unlink", move |conn| {
             unlink(conn, user_id, &credential, now_ms)
+        })
+        .await
+    }
+
+    async fn users_by_social(
+        &self,
+        provider: crate::accounts::providers::Provider,
+        ids: Vec<String>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.read("users_by_social", move |conn| {
+            let ids =
+                serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+            let sql = format!(
+                "SELECT id FROM users WHERE {} IN (SELECT value FROM json_each(?1))",
+                provider.column()
+            );
+            let found: Vec<String> = conn
+                .prepare_cached(&sql)
+                .and_then(|mut s| {
+                    s.query_map([ids], |r| r.get(0))?
+                        .collect::<Result<Vec<String>, _>>()
+                })
+                .map_err(db_error)?;
+            found.iter().map(|id| parse_uuid(id)).collect()
         })
         .await
     }

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use std::sync::Arc;
 
+use crate::accounts::providers::Provider;
 use crate::economy::store::StartingGrant;
 use crate::store::StoreError;
 
@@ -15,6 +16,58 @@ pub enum Credential {
     Device(String),
     Custom(String),
     Email(String),
+    /// The player's id at an identity provider (checked by the provider before it gets here).
+    Social(Provider, String),
+}
+
+/// An account's ids at the identity providers (Nakama's `User` shows them to everyone).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SocialIds {
+    pub facebook_id: Option<String>,
+    pub google_id: Option<String>,
+    pub gamecenter_id: Option<String>,
+    pub steam_id: Option<String>,
+    pub apple_id: Option<String>,
+    pub facebook_instant_game_id: Option<String>,
+}
+
+impl SocialIds {
+    /// The columns, in [`Provider::ALL`]'s order, for a `SELECT` (each prefixed by `prefix`).
+    pub fn columns(prefix: &str) -> String {
+        Provider::ALL
+            .iter()
+            .map(|p| format!("{prefix}{}", p.column()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// From the values of [`SocialIds::columns`], in order.
+    pub fn from_values(mut values: impl Iterator<Item = Option<String>>) -> SocialIds {
+        let mut next = || values.next().flatten();
+        SocialIds {
+            facebook_id: next(),
+            google_id: next(),
+            gamecenter_id: next(),
+            steam_id: next(),
+            apple_id: next(),
+            facebook_instant_game_id: next(),
+        }
+    }
+
+    /// How many are set.
+    pub fn count(&self) -> usize {
+        [
+            &self.facebook_id,
+            &self.google_id,
+            &self.gamecenter_id,
+            &self.steam_id,
+            &self.apple_id,
+            &self.facebook_instant_game_id,
+        ]
+        .iter()
+        .filter(|id| id.is_some())
+        .count()
+    }
 }
 
 /// The part of an account authentication needs.
@@ -53,6 +106,9 @@ pub struct AccountRecord {
     pub email: Option<String>,
     pub custom_id: Option<String>,
     pub devices: Vec<String>,
+    /// Ids at the identity providers (filled by `account` and `users`, not by listings of
+    /// friends or group members).
+    pub social: SocialIds,
     /// Balances by currency, sorted by currency.
     pub wallet: Vec<(String, i64)>,
     pub disable_time_ms: Option<i64>,
@@ -136,6 +192,13 @@ pub trait AccountStore: Send + Sync {
         now_ms: i64,
     ) -> Result<(), StoreError>;
 
+    /// The accounts whose id at `provider` is one of `ids` (at most a few thousand ids).
+    async fn users_by_social(
+        &self,
+        provider: Provider,
+        ids: Vec<String>,
+    ) -> Result<Vec<Uuid>, StoreError>;
+
     /// Unlinks `credential` from the account, unless it is the account's last one; whether it
     /// did (false: not linked to this account, or the last). For a custom id or email, an empty
     /// value means whichever the account has.
@@ -207,4 +270,5 @@ pub const MIGRATIONS: &[crate::store::migrations::Migration] = &[
     crate::migration!(7, "revocation_changes", "0007_revocation_changes"),
     crate::migration!(12, "banned_users", "0012_banned_users"),
     crate::migration!(13, "deleted_users", "0013_deleted_users"),
+    crate::migration!(21, "social_ids", "0021_social_ids"),
 ];

@@ -112,6 +112,8 @@ pub struct Config {
     pub world: WorldConfig,
     /// The operator's console (docs/console.md); off until `console.admin_password` is set.
     pub console: ConsoleConfig,
+    /// In-app purchase and subscription validation (docs/purchases.md).
+    pub iap: crate::purchases::config::IapConfig,
 }
 
 /// How log lines are written.
@@ -290,6 +292,7 @@ impl Default for Config {
             fleet: FleetConfig::default(),
             world: WorldConfig::default(),
             console: ConsoleConfig::default(),
+            iap: Default::default(),
             gateway: Default::default(),
         }
     }

@@ -32,6 +32,13 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 pub const MAX_METADATA_BYTES: usize = 16 * 1024;
 /// Most friends of friends one listing returns (Nakama's bound); 10 when not given.
 pub const MAX_FRIENDS_OF_FRIENDS_LIMIT: usize = 100;
+/// Most accounts one import of a player's friends at an identity provider names (Facebook and
+/// Steam bound their friends lists; and each new friend gets a notification, at most
+/// [`crate::notifications::MAX_PER_SEND`] at once).
+pub const MAX_IMPORT: usize = 1000;
+/// The subject of the notification a player's friend gets when the player's import made them
+/// friends (Nakama's).
+pub const FRIEND_JOIN_GAME_SUBJECT: &str = "Your friend has just joined the game";
 
 #[derive(Debug, thiserror::Error)]
 pub enum FriendError {
@@ -135,6 +142,52 @@ impl Friends {
                     code::FRIEND_ACCEPT,
                     format!("{username} accepted your friend request"),
                 ),
+            })
+            .collect();
+        self.tell(user, username, notices).await;
+        Ok(())
+    }
+
+    /// `user` (named `username`) imports their friends at `provider` (`"facebook"` or
+    /// `"steam"`) who play here, `friends` (their accounts; at most [`MAX_IMPORT`], `user`
+    /// itself and repeats dropped), as Nakama's Facebook and Steam imports: each becomes a
+    /// friend at once (an invite either way is accepted), unless blocked either way or past
+    /// `friends.max_per_user` (skipped). With `reset`, `user`'s friends and invites both ways go
+    /// first (blocks stay). Each new friend gets a persistent `FRIEND_JOIN_GAME` notification
+    /// from `user`.
+    pub async fn import(
+        &self,
+        user: Uuid,
+        username: &str,
+        provider: &'static str,
+        friends: Vec<Uuid>,
+        reset: bool,
+    ) -> Result<(), FriendError> {
+        if friends.len() > MAX_IMPORT {
+            return Err(FriendError::Invalid(format!(
+                "At most {MAX_IMPORT} friends imported at once."
+            )));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(friends.len());
+        let friends: Vec<Uuid> = friends
+            .into_iter()
+            .filter(|friend| *friend != user && seen.insert(*friend))
+            .collect();
+        if friends.is_empty() && !reset {
+            return Ok(());
+        }
+        let made = self
+            .store
+            .import_friends(user, friends, provider, reset, now_us(), self.max_per_user)
+            .await?;
+        let notices = made
+            .into_iter()
+            .map(|friend| {
+                (
+                    friend,
+                    code::FRIEND_JOIN_GAME,
+                    FRIEND_JOIN_GAME_SUBJECT.to_string(),
+                )
             })
             .collect();
         self.tell(user, username, notices).await;

@@ -3,6 +3,8 @@
 //! and then reads their edges: the second of two crossing adds sees the first's invite and
 //! accepts it, as it would one after the other.
 
+use std::collections::{HashMap, HashSet};
+
 use async_trait::async_trait;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -11,7 +13,7 @@ use crate::accounts::postgres::user_from;
 use crate::friends::store::friend_state::{
     add_action, AddAction, BLOCKED, FRIEND, INVITE_RECEIVED, INVITE_SENT,
 };
-use crate::friends::store::{FriendAdded, FriendRecord, FriendStore};
+use crate::friends::store::{plan_import, FriendAdded, FriendRecord, FriendStore, ImportCandidate};
 use crate::store::postgres::{db_error, prepared, PostgresStore};
 use crate::store::StoreError;
 
@@ -77,6 +79,28 @@ async fn remove(tx: &Tx<'_>, from: Uuid, to: Uuid) -> Result<u64, StoreError> {
     )
     .await
     .map_err(db_error)
+}
+
+/// Edges between `user` and each of `others` in one direction, by the other user: `user`'s
+/// own (`outgoing`) or theirs to `user`; each state and metadata.
+async fn edges_among(
+    tx: &Tx<'_>,
+    user: Uuid,
+    others: &[Uuid],
+    outgoing: bool,
+) -> Result<HashMap<Uuid, (i32, String)>, StoreError> {
+    let sql = if outgoing {
+        "SELECT destination_id, state, metadata FROM user_edges
+         WHERE source_id = $1 AND destination_id = ANY($2)"
+    } else {
+        "SELECT source_id, state, metadata FROM user_edges
+         WHERE destination_id = $1 AND source_id = ANY($2)"
+    };
+    let rows = tx.query(sql, &[&user, &others]).await.map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|row| (row.get(0), (row.get(1), row.get(2))))
+        .collect())
 }
 
 fn record_from(row: &Row) -> FriendRecord {
@@ -299,5 +323,100 @@ impl FriendStore for PostgresStore {
             .await
             .map_err(db_error)?
             .map(|row| row.get(0)))
+    }
+
+    async fn import_friends(
+        &self,
+        user: Uuid,
+        friends: Vec<Uuid>,
+        provider: &'static str,
+        reset: bool,
+        now_us: i64,
+        max_edges: usize,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let now_ms = now_us / 1000;
+        let mut seen = HashSet::with_capacity(friends.len());
+        let friends: Vec<Uuid> = friends
+            .into_iter()
+            .filter(|friend| *friend != user && seen.insert(*friend))
+            .collect();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // The user's row and every friend's, at once in id order (as `lock_pair`, so that no
+        // other change between the user and any of them, or to a friend's edges, runs
+        // meanwhile); those found exist.
+        let mut ids = friends.clone();
+        ids.push(user);
+        let existing: HashSet<Uuid> = tx
+            .query(
+                "SELECT id FROM users WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                &[&ids],
+            )
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if reset {
+            for sql in [
+                "DELETE FROM user_edges WHERE source_id = $1 AND state <> 3",
+                "DELETE FROM user_edges WHERE destination_id = $1 AND state <> 3",
+            ] {
+                tx.execute(sql, &[&user]).await.map_err(db_error)?;
+            }
+        }
+        let friends: Vec<Uuid> = friends
+            .into_iter()
+            .filter(|friend| existing.contains(friend))
+            .collect();
+        let mut mine = edges_among(&tx, user, &friends, true).await?;
+        let mut theirs = edges_among(&tx, user, &friends, false).await?;
+        let counts: HashMap<Uuid, i64> = tx
+            .query(
+                "SELECT source_id, COUNT(*) FROM user_edges WHERE source_id = ANY($1)
+                 GROUP BY source_id",
+                &[&friends],
+            )
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        let candidates = friends
+            .iter()
+            .map(|friend| ImportCandidate {
+                friend: *friend,
+                mine: mine.remove(friend),
+                theirs: theirs.remove(friend),
+                friend_edges: counts.get(friend).copied().unwrap_or(0) as usize,
+            })
+            .collect();
+        let plan = plan_import(
+            user,
+            edges(&tx, user).await?,
+            candidates,
+            provider,
+            max_edges,
+        );
+        if !plan.edges.is_empty() {
+            let from: Vec<Uuid> = plan.edges.iter().map(|edge| edge.from).collect();
+            let to: Vec<Uuid> = plan.edges.iter().map(|edge| edge.to).collect();
+            let metadata: Vec<&str> = plan.edges.iter().map(|e| e.metadata.as_str()).collect();
+            tx.execute(
+                "INSERT INTO user_edges (source_id, destination_id, state, position, update_time_ms,
+                                         metadata)
+                 SELECT e.source_id, e.destination_id, $3::int4, $4::int8, $5::int8, e.metadata
+                 FROM UNNEST($1::uuid[], $2::uuid[], $6::text[])
+                      AS e(source_id, destination_id, metadata)
+                 ON CONFLICT (source_id, destination_id) DO UPDATE
+                 SET state = EXCLUDED.state, update_time_ms = EXCLUDED.update_time_ms,
+                     metadata = EXCLUDED.metadata",
+                &[&from, &to, &FRIEND, &now_us, &now_ms, &metadata],
+            )
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(plan.friends)
     }
 }

@@ -11,7 +11,7 @@ use crate::accounts::store::AccountRecord;
 use crate::friends::store::friend_state::{
     add_action, AddAction, BLOCKED, FRIEND, INVITE_RECEIVED, INVITE_SENT,
 };
-use crate::friends::store::{FriendAdded, FriendRecord, FriendStore};
+use crate::friends::store::{plan_import, FriendAdded, FriendRecord, FriendStore, ImportCandidate};
 use crate::store::sqlite::{db_error, parse_uuid, SqliteStore};
 use crate::store::StoreError;
 
@@ -141,6 +141,78 @@ fn block(
         }
     }
     Ok(())
+}
+
+/// `from`'s edge to `to`: its state and metadata.
+fn edge(conn: &Connection, from: &str, to: &str) -> Result<Option<(i32, String)>, StoreError> {
+    conn.prepare_cached(
+        "SELECT state, metadata FROM user_edges WHERE source_id = ?1 AND destination_id = ?2",
+    )
+    .and_then(|mut s| {
+        s.query_row([from, to], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+    })
+    .map_err(db_error)
+}
+
+fn import(
+    conn: &Connection,
+    user: Uuid,
+    friends: &[Uuid],
+    provider: &str,
+    reset: bool,
+    now_us: i64,
+    max_edges: usize,
+) -> Result<Vec<Uuid>, StoreError> {
+    let me = user.to_string();
+    let now_ms = now_us / 1000;
+    if reset {
+        for sql in [
+            "DELETE FROM user_edges WHERE source_id = ?1 AND state <> 3",
+            "DELETE FROM user_edges WHERE destination_id = ?1 AND state <> 3",
+        ] {
+            conn.prepare_cached(sql)
+                .and_then(|mut s| s.execute([&me]))
+                .map_err(db_error)?;
+        }
+    }
+    let mut candidates = Vec::with_capacity(friends.len());
+    let mut seen = std::collections::HashSet::with_capacity(friends.len());
+    for friend in friends {
+        let other = friend.to_string();
+        if *friend == user || !seen.insert(*friend) || !exists(conn, &other)? {
+            continue;
+        }
+        candidates.push(ImportCandidate {
+            friend: *friend,
+            mine: edge(conn, &me, &other)?,
+            theirs: edge(conn, &other, &me)?,
+            friend_edges: edges(conn, &other)?,
+        });
+    }
+    let plan = plan_import(user, edges(conn, &me)?, candidates, provider, max_edges);
+    let mut upsert = conn
+        .prepare_cached(
+            "INSERT INTO user_edges (source_id, destination_id, state, position, update_time_ms,
+                                     metadata)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (source_id, destination_id) DO UPDATE
+             SET state = ?3, update_time_ms = ?5, metadata = ?6",
+        )
+        .map_err(db_error)?;
+    for edge in &plan.edges {
+        upsert
+            .execute(params![
+                edge.from.to_string(),
+                edge.to.to_string(),
+                FRIEND,
+                now_us,
+                now_ms,
+                edge.metadata
+            ])
+            .map_err(db_error)?;
+    }
+    Ok(plan.friends)
 }
 
 fn list(
@@ -361,6 +433,21 @@ impl FriendStore for SqliteStore {
     async fn friend_state(&self, user: Uuid, other: Uuid) -> Result<Option<i32>, StoreError> {
         self.read("friend_state", move |conn| {
             state(conn, &user.to_string(), &other.to_string())
+        })
+        .await
+    }
+
+    async fn import_friends(
+        &self,
+        user: Uuid,
+        friends: Vec<Uuid>,
+        provider: &'static str,
+        reset: bool,
+        now_us: i64,
+        max_edges: usize,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.write("friend_import", move |conn| {
+            import(conn, user, &friends, provider, reset, now_us, max_edges)
         })
         .await
     }

@@ -151,6 +151,8 @@ impl From<AccountError> for RpcError {
         let code = match &error {
             AccountError::Invalid(_) => RpcCode::InvalidArgument,
             AccountError::NotFound(_) => RpcCode::NotFound,
+            AccountError::NotConfigured(_) => RpcCode::FailedPrecondition,
+            AccountError::DataLoss(_) => RpcCode::InvalidArgument,
             AccountError::AlreadyExists(_) => RpcCode::AlreadyExists,
             AccountError::Unauthenticated(_)
             | AccountError::Banned

@@ -33,6 +33,8 @@ mod matches;
 mod matchmaker;
 mod notifications;
 mod power_cut;
+mod providers;
+mod purchases;
 mod quotas;
 mod realtime;
 mod rooms;

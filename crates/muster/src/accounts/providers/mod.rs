@@ -7,7 +7,16 @@
 //! provider: a provider that is down fails that provider's logins quickly with a clear error,
 //! never the node.
 
+mod apple;
+pub mod breaker;
 pub mod config;
+mod facebook;
+pub mod facebook_instant;
+pub mod gamecenter;
+mod google;
+mod http;
+pub mod jwks;
+mod steam;
 
 use std::sync::Arc;
 
@@ -36,6 +45,28 @@ impl Provider {
             Provider::GameCenter => "GameCenter",
         }
     }
+
+    /// The account's column holding the player's id at this provider (Nakama's names).
+    pub fn column(self) -> &'static str {
+        match self {
+            Provider::Apple => "apple_id",
+            Provider::Google => "google_id",
+            Provider::Facebook => "facebook_id",
+            Provider::FacebookInstantGame => "facebook_instant_game_id",
+            Provider::Steam => "steam_id",
+            Provider::GameCenter => "gamecenter_id",
+        }
+    }
+
+    /// Every provider, in the order of [`SocialIds`](crate::accounts::store::SocialIds)'s fields.
+    pub const ALL: [Provider; 6] = [
+        Provider::Facebook,
+        Provider::Google,
+        Provider::GameCenter,
+        Provider::Steam,
+        Provider::Apple,
+        Provider::FacebookInstantGame,
+    ];
 }
 
 /// What a player presents to prove who they are at a provider, as received.
@@ -105,27 +136,112 @@ pub enum ProviderError {
 /// The providers' checks, with their clients, key caches and breakers.
 pub struct Providers {
     config: SocialConfig,
+    http: http::Http,
+    gates: Gates,
+    jwks: jwks::JwksCache,
+    gamecenter_keys: gamecenter::KeyCache,
+}
+
+/// Each remote provider's bound on calls in flight and breaker (Instant Games is offline).
+struct Gates {
+    apple: http::Gate,
+    google: http::Gate,
+    facebook: http::Gate,
+    steam: http::Gate,
+    gamecenter: http::Gate,
 }
 
 impl Providers {
     pub fn new(config: SocialConfig) -> Arc<Self> {
-        Arc::new(Providers { config })
+        let gate = |provider| http::Gate::new(provider, &config);
+        let gates = Gates {
+            apple: gate(Provider::Apple),
+            google: gate(Provider::Google),
+            facebook: gate(Provider::Facebook),
+            steam: gate(Provider::Steam),
+            gamecenter: gate(Provider::GameCenter),
+        };
+        Arc::new(Providers {
+            http: http::Http::new(&config),
+            jwks: jwks::JwksCache::new(&config),
+            gamecenter_keys: gamecenter::KeyCache::new(&config),
+            gates,
+            config,
+        })
     }
 
     /// Checks `proof` with its provider: the player it names.
     pub async fn verify(&self, proof: &ProviderProof) -> Result<ProviderProfile, ProviderError> {
-        let _ = &self.config;
-        Err(ProviderError::NotConfigured(proof.provider()))
+        match proof {
+            ProviderProof::Apple { token } => apple::verify(self, token).await,
+            ProviderProof::Google { token } => google::verify(self, token).await,
+            ProviderProof::Facebook { token } => facebook::verify(self, token).await,
+            ProviderProof::FacebookInstantGame { signed_player_info } => {
+                facebook_instant::verify(self, signed_player_info)
+            }
+            ProviderProof::Steam { token } => steam::verify(self, token).await,
+            ProviderProof::GameCenter {
+                player_id,
+                bundle_id,
+                timestamp_seconds,
+                salt,
+                signature,
+                public_key_url,
+            } => {
+                let proof = gamecenter::Proof {
+                    player_id,
+                    bundle_id,
+                    timestamp: *timestamp_seconds,
+                    salt,
+                    signature,
+                    public_key_url,
+                };
+                gamecenter::verify(self, proof).await
+            }
+        }
     }
 
     /// The Facebook ids of the friends of the player whose access token this is (Graph API
     /// `/me/friends`, every page up to a bound).
-    pub async fn facebook_friends(&self, _token: &str) -> Result<Vec<String>, ProviderError> {
-        Err(ProviderError::NotConfigured(Provider::Facebook))
+    pub async fn facebook_friends(&self, token: &str) -> Result<Vec<String>, ProviderError> {
+        facebook::friends(self, token).await
     }
 
     /// The Steam ids of the friends of `steam_id` (Steam Web API `GetFriendList`).
-    pub async fn steam_friends(&self, _steam_id: &str) -> Result<Vec<String>, ProviderError> {
-        Err(ProviderError::NotConfigured(Provider::Steam))
+    pub async fn steam_friends(&self, steam_id: &str) -> Result<Vec<String>, ProviderError> {
+        steam::friends(self, steam_id).await
     }
+}
+
+/// Longest id kept (Nakama's columns hold 128 characters).
+const MAX_ID_CHARS: usize = 128;
+/// Longest email and display name kept (as Nakama, a longer one is not imported).
+const MAX_NAME_CHARS: usize = 255;
+/// Longest avatar URL kept (as Nakama).
+const MAX_AVATAR_CHARS: usize = 512;
+
+/// The profile a provider answered: its id must be there and fit; an email, name or avatar that
+/// is empty or too long is left out.
+fn profile(
+    provider: Provider,
+    id: String,
+    email: Option<String>,
+    display_name: Option<String>,
+    avatar_url: Option<String>,
+) -> Result<ProviderProfile, ProviderError> {
+    if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
+        return Err(ProviderError::Refused(
+            provider,
+            format!("the provider's player id is empty or longer than {MAX_ID_CHARS} characters"),
+        ));
+    }
+    let keep = |value: Option<String>, max: usize| {
+        value.filter(|v| !v.is_empty() && v.chars().count() <= max)
+    };
+    Ok(ProviderProfile {
+        id,
+        email: keep(email, MAX_NAME_CHARS),
+        display_name: keep(display_name, MAX_NAME_CHARS),
+        avatar_url: keep(avatar_url, MAX_AVATAR_CHARS),
+    })
 }

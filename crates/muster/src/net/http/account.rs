@@ -1,6 +1,6 @@
 //! The caller's own account — `GET`, `PUT` and `DELETE /v2/account`, credentials linked and
 //! unlinked (`POST /v2/account/link/{device,custom,email}`, `/unlink/…`) — and other players'
-//! public view of accounts, `GET /v2/user?ids=&usernames=` (repeatable, as Nakama's gateway reads
+//! public view of accounts, `GET /v2/user?ids=&usernames=&facebook_ids=` (repeatable, as Nakama's gateway reads
 //! a repeated field).
 
 use axum::extract::RawQuery;
@@ -8,6 +8,8 @@ use axum::Json;
 use muster_proto::api::{
     Account, AccountCustom, AccountDevice, AccountEmail, UpdateAccountRequest, Users,
 };
+
+use uuid::Uuid;
 
 use super::auth::Player;
 use super::extract::{ApiJson, AuthRateLimit, UserRefs};
@@ -35,8 +37,22 @@ pub async fn delete(Player(caller, services, _): Player) -> Done {
 }
 
 pub async fn users(Player(_, services, _): Player, RawQuery(raw): RawQuery) -> Answer<Users> {
-    // `facebook_ids` is ignored: Muster has no Facebook logins, so no account has one.
-    let refs = UserRefs::from_query(raw.as_deref());
+    let mut refs = UserRefs::from_query(raw.as_deref());
+    let facebook_ids = super::extract::repeated(raw.as_deref(), "facebook_ids");
+    if !facebook_ids.is_empty() {
+        // As many as the other lists may name; Nakama's bound for each is 100.
+        if facebook_ids.len() > 100 {
+            return Err(super::error::ApiError::InvalidArgument(
+                "At most 100 Facebook IDs at once.".into(),
+            ));
+        }
+        let provider = crate::accounts::providers::Provider::Facebook;
+        let found = services
+            .accounts
+            .ids_by_social(provider, facebook_ids)
+            .await?;
+        refs.ids.extend(found.iter().map(Uuid::to_string));
+    }
     let router = services.router.clone();
     let users = services
         .accounts

@@ -37,6 +37,9 @@ pub enum ApiError {
     /// The client did not send its request (its body) in time.
     #[error("{0}")]
     RequestTimeout(String),
+    /// Signed data that could not be read or checked, where Nakama answers DataLoss.
+    #[error("{0}")]
+    DataLoss(String),
     #[error("internal server error")]
     Internal,
     /// A server function's own failure (an exception in a module): 500, code 13, its message
@@ -63,6 +66,7 @@ impl ApiError {
             }
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, code::UNAVAILABLE),
             ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, code::DEADLINE_EXCEEDED),
+            ApiError::DataLoss(_) => (StatusCode::INTERNAL_SERVER_ERROR, code::DATA_LOSS),
             ApiError::Internal | ApiError::FunctionFailed(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL)
             }
@@ -130,6 +134,24 @@ impl From<crate::links::LinkError> for ApiError {
     }
 }
 
+impl From<crate::purchases::PurchaseError> for ApiError {
+    fn from(error: crate::purchases::PurchaseError) -> Self {
+        use crate::purchases::PurchaseError;
+        let message = error.to_string();
+        match error {
+            PurchaseError::NotConfigured(_) | PurchaseError::Precondition(_) => {
+                ApiError::FailedPrecondition(message)
+            }
+            PurchaseError::Invalid(_) | PurchaseError::Refused(_) => {
+                ApiError::InvalidArgument(message)
+            }
+            PurchaseError::NotFound(_) => ApiError::NotFound(message),
+            PurchaseError::Unavailable(_) => ApiError::Unavailable(message),
+            PurchaseError::Store(error) => error.into(),
+        }
+    }
+}
+
 impl From<crate::functions::RpcError> for ApiError {
     fn from(error: crate::functions::RpcError) -> Self {
         use crate::functions::RpcCode;
@@ -190,6 +212,8 @@ impl From<crate::accounts::AccountError> for ApiError {
             AccountError::AlreadyExists(message) => ApiError::AlreadyExists(message),
             AccountError::PermissionDenied(message) => ApiError::PermissionDenied(message),
             AccountError::Store(error) => error.into(),
+            AccountError::NotConfigured(message) => ApiError::FailedPrecondition(message),
+            AccountError::DataLoss(message) => ApiError::DataLoss(message),
             AccountError::Internal => ApiError::Internal,
         }
     }

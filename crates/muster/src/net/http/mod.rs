@@ -12,6 +12,7 @@ pub mod extract;
 mod friend;
 mod group;
 mod hooks;
+mod iap;
 mod leaderboard;
 mod match_list;
 mod notification;
@@ -20,6 +21,7 @@ pub mod rooms;
 mod rpc;
 mod runtime;
 mod session;
+mod social;
 mod storage;
 mod tournament;
 
@@ -31,7 +33,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use muster_proto::api::{AccountCustom, AccountDevice, AccountEmail, AuthenticateEmailRequest};
+use muster_proto::api::{
+    AccountCustom, AccountDevice, AccountEmail, AccountFacebookInstantGame, AccountGameCenter,
+    AuthenticateEmailRequest,
+};
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
@@ -55,6 +60,30 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v2/account/authenticate/custom",
             post(authenticate::authenticate::<authenticate::Custom>),
+        )
+        .route(
+            "/v2/account/authenticate/apple",
+            post(social::authenticate::<social::Apple>),
+        )
+        .route(
+            "/v2/account/authenticate/google",
+            post(social::authenticate::<social::Google>),
+        )
+        .route(
+            "/v2/account/authenticate/facebook",
+            post(social::authenticate::<social::Facebook>),
+        )
+        .route(
+            "/v2/account/authenticate/facebookinstantgame",
+            post(social::authenticate::<AccountFacebookInstantGame>),
+        )
+        .route(
+            "/v2/account/authenticate/steam",
+            post(social::authenticate::<social::Steam>),
+        )
+        .route(
+            "/v2/account/authenticate/gamecenter",
+            post(social::authenticate::<AccountGameCenter>),
         )
         .route("/v2/account/session/refresh", post(session::refresh))
         .route("/v2/session/logout", post(session::logout))
@@ -84,6 +113,56 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v2/account/unlink/email",
             post(account::unlink::<AccountEmail>),
+        )
+        .route(
+            "/v2/account/link/apple",
+            post(social::link::<social::Apple>),
+        )
+        .route(
+            "/v2/account/link/google",
+            post(social::link::<social::Google>),
+        )
+        .route("/v2/account/link/facebook", post(social::link_facebook))
+        .route(
+            "/v2/account/link/facebookinstantgame",
+            post(social::link::<AccountFacebookInstantGame>),
+        )
+        .route("/v2/account/link/steam", post(social::link_steam))
+        .route(
+            "/v2/account/link/gamecenter",
+            post(social::link::<AccountGameCenter>),
+        )
+        .route(
+            "/v2/account/unlink/apple",
+            post(social::unlink::<social::Apple>),
+        )
+        .route(
+            "/v2/account/unlink/google",
+            post(social::unlink::<social::Google>),
+        )
+        .route(
+            "/v2/account/unlink/facebook",
+            post(social::unlink::<social::Facebook>),
+        )
+        .route(
+            "/v2/account/unlink/facebookinstantgame",
+            post(social::unlink::<AccountFacebookInstantGame>),
+        )
+        .route(
+            "/v2/account/unlink/steam",
+            post(social::unlink::<social::Steam>),
+        )
+        .route(
+            "/v2/account/unlink/gamecenter",
+            post(social::unlink::<AccountGameCenter>),
+        )
+        .route(
+            "/v2/friend/facebook",
+            post(social::import_friends::<social::Facebook>),
+        )
+        .route(
+            "/v2/friend/steam",
+            post(social::import_friends::<social::Steam>),
         )
         .route("/v2/user", get(account::users))
         .route(
@@ -153,6 +232,37 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/economy/wallet", get(economy::wallet))
         .route("/v2/economy/inventory", get(economy::inventory))
         .route("/v2/economy/ledger", get(economy::ledger))
+        .route("/v2/iap/purchase", get(iap::purchases))
+        .route("/v2/iap/purchase/apple", post(iap::purchase_apple))
+        .route("/v2/iap/purchase/google", post(iap::purchase_google))
+        .route("/v2/iap/purchase/huawei", post(iap::purchase_huawei))
+        .route(
+            "/v2/iap/purchase/facebookinstant",
+            post(iap::purchase_facebook_instant),
+        )
+        .route("/v2/iap/subscription", post(iap::subscriptions))
+        .route("/v2/iap/subscription/apple", post(iap::subscription_apple))
+        .route(
+            "/v2/iap/subscription/google",
+            post(iap::subscription_google),
+        )
+        .route("/v2/iap/subscription/{product_id}", get(iap::subscription))
+        .route(
+            "/v2/console/apple/notifications/{id}",
+            post(iap::apple_notification),
+        )
+        .route(
+            "/v2/console/apple/subscriptions/{id}",
+            post(iap::apple_notification),
+        )
+        .route(
+            "/v2/console/google/notifications/{id}",
+            post(iap::google_notification),
+        )
+        .route(
+            "/v2/console/google/subscriptions/{id}",
+            post(iap::google_notification),
+        )
         .route("/ws", get(crate::net::ws_upgrade::upgrade))
         .route(
             "/graphql",

@@ -5,7 +5,8 @@
 //! - [`client`]: the JSON WebSocket client and the native TCP client;
 //! - [`enet`]: an ENet client (rusty_enet) and a lossy UDP relay;
 //! - [`metrics`]: one metric read from `/metrics`;
-//! - [`crash`]: the real binary as a process, to `kill -9` and restart.
+//! - [`crash`]: the real binary as a process, to `kill -9` and restart;
+//! - [`stores`]: stand-ins for the app stores' servers (purchase validation).
 //!
 
 pub mod client;
@@ -13,8 +14,10 @@ pub mod crash;
 pub mod enet;
 pub mod metrics;
 pub mod postgres;
+pub mod providers;
 #[macro_use]
 pub mod server;
+pub mod stores;
 pub mod wait;
 
 pub use client::{next_json, Client};
