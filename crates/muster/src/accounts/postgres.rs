@@ -772,7 +772,7 @@ impl PostgresStore {
                 tx.execute(
                     &format!(
                         "UPDATE users SET {column} = NULL, update_time_ms = $3
-                         WHERE id = $1 AND {column} = $2"
+                         WHERE id = $1 AND {column} IS NOT NULL AND ($2 = '' OR {column} = $2)"
                     ),
                     &[&user_id, social_id, &now_ms],
                 )

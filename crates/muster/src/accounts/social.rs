@@ -220,14 +220,19 @@ impl Accounts {
     }
 
     /// Unlinks the player a proof names from `user_id`'s account (the proof is checked, as in
-    /// Nakama); refused when that id is not the account's or is its last way in.
+    /// Nakama; an empty proof unlinks whichever id the account has there); refused when that
+    /// id is not the account's or is its last way in.
     pub async fn unlink_social(
         &self,
         user_id: Uuid,
         proof: ProviderProof,
     ) -> Result<(), AccountError> {
-        let profile = self.verify_proof(&proof, false).await?;
-        let credential = Credential::Social(proof.provider(), profile.id);
+        let id = if missing(&proof).is_some() {
+            String::new()
+        } else {
+            self.verify_proof(&proof, false).await?.id
+        };
+        let credential = Credential::Social(proof.provider(), id);
         let now = crate::base::clock::now_ms();
         if self.store.unlink(user_id, credential, now).await? {
             Ok(())

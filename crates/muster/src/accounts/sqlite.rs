@@ -147,7 +147,7 @@ pub(crate) fn unlink(
             let column = provider.column();
             conn.prepare_cached(&format!(
                 "UPDATE users SET {column} = NULL, update_time_ms = ?3
-                 WHERE id = ?1 AND {column} = ?2"
+                 WHERE id = ?1 AND {column} IS NOT NULL AND (?2 = '' OR {column} = ?2)"
             ))
             .and_then(|mut s| s.execute(params![id, social_id, now_ms]))
         }

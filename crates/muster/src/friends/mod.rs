@@ -10,6 +10,9 @@ pub(crate) mod sqlite;
 pub mod store;
 
 pub(crate) mod cursor;
+mod import;
+
+pub use import::ImportError;
 
 use std::sync::Arc;
 

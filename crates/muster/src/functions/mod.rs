@@ -177,6 +177,18 @@ impl From<NotificationError> for RpcError {
     }
 }
 
+impl From<crate::friends::ImportError> for RpcError {
+    fn from(error: crate::friends::ImportError) -> Self {
+        use crate::friends::ImportError;
+        match error {
+            ImportError::Refused(_) => RpcError::new(RpcCode::PermissionDenied, error.to_string()),
+            ImportError::NoFriendsList => RpcError::invalid(error.to_string()),
+            ImportError::Accounts(error) => error.into(),
+            ImportError::Friends(error) => error.into(),
+        }
+    }
+}
+
 impl From<FriendError> for RpcError {
     fn from(error: FriendError) -> Self {
         let code = match &error {

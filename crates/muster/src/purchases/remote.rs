@@ -138,11 +138,11 @@ impl Remote {
 }
 
 /// The HTTP client every store's calls share: TLS through rustls, no redirects (a store never
-/// sends one; following one could take a receipt elsewhere), connections kept alive.
+/// sends one; following one could take a receipt elsewhere), connections kept alive. Calls are
+/// bounded by [`Remote::send`]'s deadline, not by the client.
 pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .connect_timeout(timeout)
-        .timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent("muster")
         .build()

@@ -20,6 +20,7 @@ use super::extract::{ApiJson, ApiQuery, AuthRateLimit};
 use super::response::{done, Answer, Done};
 use crate::accounts::providers::{Provider, ProviderProof};
 use crate::accounts::Login;
+use crate::friends::ImportError;
 use crate::net::state::AppState;
 use crate::services::Services;
 
@@ -111,7 +112,7 @@ pub async fn authenticate<B: SocialBody>(
     if query.sync == Some(true) {
         if let (Some(profile), Some(token)) = (&signed_in.profile, token) {
             let (user, name) = (signed_in.user_id, signed_in.username.clone());
-            sync_friends(services, user, &name, token, &profile.id, false).await;
+            sync_friends(services, user, &name, token, &profile.id).await;
         }
     }
     Ok(Json(signed_in.session))
@@ -126,62 +127,33 @@ fn proof_token(proof: &ProviderProof) -> Option<(Provider, String)> {
     }
 }
 
-/// Imports friends after a sign-in or link with `sync`: failures are logged, not answered.
+/// Imports friends after a sign-in or link with `sync`: failures are logged, not answered, as
+/// in Nakama.
 async fn sync_friends(
     services: &Arc<Services>,
     user: Uuid,
     username: &str,
-    (provider, token): (Provider, String),
+    token: (Provider, String),
     provider_id: &str,
-    reset: bool,
 ) {
-    if let Err(error) = import(
-        services,
-        user,
-        username,
-        provider,
-        &token,
-        provider_id,
-        reset,
-    )
-    .await
-    {
+    let provider = token.0;
+    let imported = services
+        .friends
+        .import_from_provider(user, username, token, provider_id, false);
+    if let Err(error) = imported.await {
         tracing::warn!(%error, provider = provider.name(), "could not import friends");
     }
 }
 
-/// Makes the player's friends at `provider` who have accounts here their friends.
-async fn import(
-    services: &Arc<Services>,
-    user: Uuid,
-    username: &str,
-    provider: Provider,
-    token: &str,
-    provider_id: &str,
-    reset: bool,
-) -> Result<(), ApiError> {
-    let providers = services.accounts.providers();
-    let friends = match provider {
-        Provider::Facebook => providers.facebook_friends(token).await,
-        _ => providers.steam_friends(provider_id).await,
+impl From<ImportError> for ApiError {
+    fn from(error: ImportError) -> Self {
+        match error {
+            ImportError::Refused(_) => ApiError::Unauthenticated(error.to_string()),
+            ImportError::NoFriendsList => ApiError::InvalidArgument(error.to_string()),
+            ImportError::Accounts(error) => error.into(),
+            ImportError::Friends(error) => error.into(),
+        }
     }
-    .map_err(|error| {
-        tracing::info!(%error, "friends' import refused by the provider");
-        ApiError::Unauthenticated(format!(
-            "Could not authenticate {} profile.",
-            provider.name()
-        ))
-    })?;
-    let ids = services.accounts.ids_by_social(provider, friends).await?;
-    let label = match provider {
-        Provider::Facebook => "facebook",
-        _ => "steam",
-    };
-    services
-        .friends
-        .import(user, username, label, ids, reset)
-        .await?;
-    Ok(())
 }
 
 /// `POST /v2/account/link/{provider}` for the bodies that are the whole request.
@@ -216,7 +188,6 @@ pub async fn link_facebook(
             &caller.usn,
             token,
             &profile.id,
-            false,
         )
         .await;
     }
@@ -246,7 +217,6 @@ pub async fn link_steam(
             &caller.usn,
             token,
             &profile.id,
-            false,
         )
         .await;
     }
@@ -289,15 +259,9 @@ pub async fn import_friends<B: SocialBody>(
     }
     let profile = services.accounts.verify_proof(&proof, false).await?;
     let reset = query.reset.unwrap_or(false);
-    import(
-        &services,
-        caller.uid,
-        &caller.usn,
-        provider,
-        &token,
-        &profile.id,
-        reset,
-    )
-    .await?;
+    services
+        .friends
+        .import_from_provider(caller.uid, &caller.usn, (provider, token), &profile.id, reset)
+        .await?;
     done()
 }

@@ -202,7 +202,6 @@ pub fn apple_subscription_transaction(
 pub struct AppleReceipts {
     pub url: String,
     pub sandbox_url: String,
-    pub password: String,
     /// receipt-data → (a sandbox receipt, the answer's `receipt` and `latest_receipt_info`).
     receipts: Arc<Mutex<HashMap<String, (bool, Value)>>>,
     /// Calls to production and to the sandbox.
@@ -233,7 +232,6 @@ impl AppleReceipts {
         AppleReceipts {
             url: format!("{base}/production/verifyReceipt"),
             sandbox_url: format!("{base}/sandbox/verifyReceipt"),
-            password: password.to_owned(),
             receipts: state.receipts,
             production_calls: state.production_calls,
             sandbox_calls: state.sandbox_calls,
@@ -413,7 +411,8 @@ impl GooglePlay {
                 "autoRenewingPlan": { "autoRenewEnabled": true } }],
         });
         if let Some(account) = account {
-            answer["externalAccountIdentifiers"] = json!({ "obfuscatedExternalAccountId": account });
+            answer["externalAccountIdentifiers"] =
+                json!({ "obfuscatedExternalAccountId": account });
         }
         self.state
             .subscriptions
@@ -500,7 +499,9 @@ fn google_answer(
         Some(answer) => (StatusCode::OK, Json(answer)),
         None => (
             StatusCode::NOT_FOUND,
-            Json(json!({ "error": { "code": 404, "message": "The purchase token was not found." } })),
+            Json(
+                json!({ "error": { "code": 404, "message": "The purchase token was not found." } }),
+            ),
         ),
     }
 }
@@ -616,7 +617,7 @@ pub fn huawei_purchase(token: &str, product_id: &str, purchase_ms: i64) -> Strin
 pub struct HuaweiOrders {
     pub url: String,
     known: Arc<Mutex<Vec<String>>>,
-    pub verifies: Arc<AtomicUsize>,
+    verifies: Arc<AtomicUsize>,
 }
 
 #[derive(Clone)]
@@ -652,6 +653,11 @@ impl HuaweiOrders {
 
     pub fn know(&self, token: &str) {
         self.known.lock().push(token.to_owned());
+    }
+
+    /// Verify calls the Order service answered.
+    pub fn verifies(&self) -> usize {
+        self.verifies.load(Ordering::SeqCst)
     }
 }
 

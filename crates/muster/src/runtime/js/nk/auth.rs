@@ -1,8 +1,8 @@
 //! Sign-in from server code: `authenticateDevice`, `authenticateCustom`, `authenticateEmail`
 //! (`{userId, username, created}`), `authenticateTokenGenerate` (`{token, exp}`), and
-//! `linkDevice`/`linkCustom`/`linkEmail`, `unlinkDevice`/`unlinkCustom`/`unlinkEmail`. The
-//! stores' and social providers' identities (Apple, Facebook, Game Center, Google, Steam) are
-//! refused by name: Muster does not verify them.
+//! `linkDevice`/`linkCustom`/`linkEmail`, `unlinkDevice`/`unlinkCustom`/`unlinkEmail`, and the
+//! same with the identity providers (Apple, Facebook, Facebook Instant Games, Game Center,
+//! Google, Steam), their proofs checked as the REST routes check them.
 
 use std::collections::HashMap;
 
@@ -10,6 +10,7 @@ use muster_js::JsError;
 use serde_json::{json, Value};
 
 use super::context::{invalid, refused, Args, ServerHost};
+use crate::accounts::providers::{Provider, ProviderProof};
 use crate::accounts::tokens::Claims;
 use crate::accounts::Login;
 
@@ -155,28 +156,127 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
             host.wait(accounts.unlink(user, login))?.map_err(refused)?;
             Ok(Value::Null)
         }
-        _ => Err(JsError::new(
-            format!(
-                "nk.{name} is not supported by Muster: it does not verify {} identities",
-                provider(name)
-            ),
-            12,
-        )),
+        _ => social(host, name, args),
     }
 }
 
-fn provider(name: &str) -> &'static str {
-    let name = name
+/// A provider's proof from the arguments at `at` on (Nakama's order for each provider), and
+/// the index of the first argument after it. `optional`: an absent token is an empty one (the
+/// unlink calls, which then unlink whatever id the account has there).
+fn proof(
+    name: &str,
+    args: &Args,
+    at: usize,
+    optional: bool,
+) -> Result<(ProviderProof, usize), JsError> {
+    let text = |i: usize, what: &str| -> Result<String, JsError> {
+        match args.opt_string(i) {
+            Some(value) => Ok(value),
+            None if optional => Ok(String::new()),
+            None => args.string(i, what),
+        }
+    };
+    let provider = name
         .trim_start_matches("authenticate")
         .trim_start_matches("unlink")
         .trim_start_matches("link");
-    match name {
-        "Apple" => "Apple",
-        "Facebook" => "Facebook",
-        "FacebookInstantGame" => "Facebook Instant Games",
-        "GameCenter" => "Game Center",
-        "Google" => "Google",
-        "Steam" => "Steam",
-        _ => "such",
+    Ok(match provider {
+        "Apple" => (ProviderProof::Apple { token: text(at, "token")? }, at + 1),
+        "Google" => (ProviderProof::Google { token: text(at, "token")? }, at + 1),
+        "Facebook" => (ProviderProof::Facebook { token: text(at, "token")? }, at + 1),
+        "Steam" => (ProviderProof::Steam { token: text(at, "token")? }, at + 1),
+        "FacebookInstantGame" => (
+            ProviderProof::FacebookInstantGame {
+                signed_player_info: text(at, "signedPlayerInfo")?,
+            },
+            at + 1,
+        ),
+        "GameCenter" => (
+            ProviderProof::GameCenter {
+                player_id: text(at, "playerId")?,
+                bundle_id: text(at + 1, "bundleId")?,
+                timestamp_seconds: match args.int(at + 2, "ts")? {
+                    Some(ts) => ts,
+                    None if optional => 0,
+                    None => return Err(invalid("ts must be a number")),
+                },
+                salt: text(at + 3, "salt")?,
+                signature: text(at + 4, "signature")?,
+                public_key_url: text(at + 5, "publicKeyURL")?,
+            },
+            at + 6,
+        ),
+        _ => return Err(JsError::new(format!("nk.{name} is not a function"), 12)),
+    })
+}
+
+/// The providers' sign-in, link and unlink, with Nakama's argument orders:
+/// `authenticateApple(token, username?, create?)`, `authenticateFacebook(token,
+/// importFriends?, username?, create?)`, `authenticateGameCenter(playerId, bundleId, ts, salt,
+/// signature, publicKeyURL, username?, create?)`, `linkApple(userId, token)`,
+/// `linkFacebook(userId, username, token, importFriends?)`, `linkSteam(userId, username, token,
+/// importFriends)`, `unlinkApple(userId, token?)`, and the same for the others.
+fn social(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
+    let accounts = &host.services.accounts;
+    if name.starts_with("authenticate") {
+        let (proof, mut rest) = proof(name, args, 0, false)?;
+        let import = if name == "authenticateFacebook" {
+            rest += 1;
+            args.bool(1).unwrap_or(true)
+        } else {
+            false
+        };
+        let username = args.opt_string(rest).filter(|u| !u.is_empty());
+        let create = args.bool(rest + 1).unwrap_or(true);
+        let token = friends_token(&proof);
+        let signed_in = host
+            .wait(accounts.sign_in(Login::Social(proof), create, username, HashMap::new()))?
+            .map_err(refused)?;
+        if let (true, Some(token), Some(profile)) = (import, token, &signed_in.profile) {
+            let friends = &host.services.friends;
+            let (user, name) = (signed_in.user_id, signed_in.username.as_str());
+            host.wait(friends.import_from_provider(user, name, token, &profile.id, false))?
+                .map_err(refused)?;
+        }
+        return Ok(json!({
+            "userId": signed_in.user_id.to_string(),
+            "username": signed_in.username,
+            "created": signed_in.session.created,
+        }));
+    }
+    let user = args.user(0, "userId")?;
+    if name.starts_with("unlink") {
+        let (proof, _) = proof(name, args, 1, true)?;
+        host.wait(accounts.unlink_social(user, proof))?
+            .map_err(refused)?;
+        return Ok(Value::Null);
+    }
+    // linkFacebook and linkSteam take the username before the token, and importFriends after.
+    let with_username = matches!(name, "linkFacebook" | "linkSteam");
+    let username = if with_username {
+        args.string(1, "username")?
+    } else {
+        String::new()
+    };
+    let (proof, rest) = proof(name, args, if with_username { 2 } else { 1 }, false)?;
+    let import = with_username && args.bool(rest).unwrap_or(name == "linkFacebook");
+    let token = friends_token(&proof);
+    let profile = host
+        .wait(accounts.link_social(user, proof))?
+        .map_err(refused)?;
+    if let (true, Some(token)) = (import, token) {
+        let friends = &host.services.friends;
+        host.wait(friends.import_from_provider(user, &username, token, &profile.id, false))?
+            .map_err(refused)?;
+    }
+    Ok(Value::Null)
+}
+
+/// The provider and token a proof carries, for the providers whose friends can be imported.
+fn friends_token(proof: &ProviderProof) -> Option<(Provider, String)> {
+    match proof {
+        ProviderProof::Facebook { token } => Some((Provider::Facebook, token.clone())),
+        ProviderProof::Steam { token } => Some((Provider::Steam, token.clone())),
+        _ => None,
     }
 }
