@@ -45,7 +45,9 @@ impl Friends {
             tracing::info!(%error, "a friends' list was refused by its provider");
             ImportError::Refused(provider)
         })?;
-        let ids = self.accounts.ids_by_social(provider, friends).await?;
+        let mut ids = self.accounts.ids_by_social(provider, friends).await?;
+        // A provider's list may name more players than one import takes: the first ones.
+        ids.truncate(super::MAX_IMPORT);
         self.import(user, username, label, ids, reset).await?;
         Ok(())
     }

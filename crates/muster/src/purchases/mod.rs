@@ -564,13 +564,12 @@ impl Purchases {
         })
     }
 
-    /// A new purchase record for `user`, now.
+    /// A new purchase record for `user`, now: `ids` its transaction and product ids.
     fn purchase_record(
         &self,
         user: Option<Uuid>,
         store: StoreProvider,
-        transaction_id: String,
-        product_id: String,
+        (transaction_id, product_id): (String, String),
         purchase_time_ms: i64,
         sandbox: bool,
         raw_response: String,
@@ -695,8 +694,7 @@ impl Purchases {
             let mut record = self.purchase_record(
                 Some(user),
                 StoreProvider::AppleAppStore,
-                info.transaction_id.0.clone(),
-                info.product_id.0.clone(),
+                (info.transaction_id.0.clone(), info.product_id.0.clone()),
                 *info.purchase_date,
                 *info.environment == "Sandbox",
                 serde_json::json!({ "jws": receipt }).to_string(),
@@ -726,8 +724,7 @@ impl Purchases {
             let mut record = self.purchase_record(
                 Some(user),
                 StoreProvider::AppleAppStore,
-                item.transaction_id.0.clone(),
-                item.product_id.0.clone(),
+                (item.transaction_id.0.clone(), item.product_id.0.clone()),
                 apple::millis(&item.purchase_date_ms),
                 sandbox,
                 raw.clone(),
@@ -823,7 +820,7 @@ impl Purchases {
                     "Purchase Receipt. Use the appropriate function instead.".into(),
                 ));
             }
-            records.sort_by(|a, b| b.expire_time_ms.cmp(&a.expire_time_ms));
+            records.sort_by_key(|r| std::cmp::Reverse(r.expire_time_ms));
             (records, true)
         };
         self.answer_subscription(subscriptions, answer_raw, persist)
@@ -951,8 +948,10 @@ impl Purchases {
         let record = self.purchase_record(
             Some(user),
             StoreProvider::GooglePlayStore,
-            receipt.purchase_token.0.clone(),
-            receipt.product_id.0.clone(),
+            (
+                receipt.purchase_token.0.clone(),
+                receipt.product_id.0.clone(),
+            ),
             purchase_time,
             product.purchase_type == Some(0),
             raw.clone(),
@@ -1085,8 +1084,7 @@ impl Purchases {
         let record = self.purchase_record(
             Some(user),
             StoreProvider::HuaweiAppGallery,
-            data.purchase_token.0.clone(),
-            data.product_id.0.clone(),
+            (data.purchase_token.0.clone(), data.product_id.0.clone()),
             data.purchase_time.0,
             data.purchase_type == Some(0),
             raw.clone(),
@@ -1122,8 +1120,10 @@ impl Purchases {
         let record = self.purchase_record(
             Some(user),
             StoreProvider::FacebookInstantStore,
-            payment.purchase_token.0.clone(),
-            payment.product_id.0.clone(),
+            (
+                payment.purchase_token.0.clone(),
+                payment.product_id.0.clone(),
+            ),
             (*payment.purchase_time * 1000.0) as i64,
             false,
             text.clone(),

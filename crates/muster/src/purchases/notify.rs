@@ -259,8 +259,7 @@ impl Purchases {
         let mut record = self.purchase_record(
             user,
             StoreProvider::AppleAppStore,
-            info.transaction_id.0.clone(),
-            info.product_id.0.clone(),
+            (info.transaction_id.0.clone(), info.product_id.0.clone()),
             *info.purchase_date,
             *info.environment == "Sandbox",
             body.to_owned(),
@@ -528,8 +527,7 @@ impl Purchases {
                 let mut record = self.purchase_record(
                     Some(user),
                     StoreProvider::GooglePlayStore,
-                    token.to_owned(),
-                    product,
+                    (token.to_owned(), product),
                     google::rfc3339_ms(&purchase.purchase_completion_time),
                     purchase.test_purchase_context.is_some(),
                     answer.text(),

@@ -37,6 +37,7 @@ on_both_backends!(
     notification_endpoints_answer_only_at_their_secret_path,
     an_apple_refund_marks_the_purchase_and_tells_the_observer,
     a_google_renewal_moves_the_expiry_and_tells_the_observer,
+    the_calls_answer_over_grpc_as_over_rest,
 );
 
 const APPLE_PASSWORD: &str = "apple-shared-secret";
@@ -541,7 +542,11 @@ async fn huawei_purchases_need_their_signature(backend: Backend) {
         assert_error(&refused, 400, 3),
         "inAppPurchaseData invalid signature"
     );
-    assert_eq!(s.huawei.verifies(), verifies, "refused before asking Huawei");
+    assert_eq!(
+        s.huawei.verifies(),
+        verifies,
+        "refused before asking Huawei"
+    );
     // Signed data changed after signing.
     let genuine = stores::huawei_sign(&data);
     let altered = data.replace("gems_100", "gems_9999");
@@ -869,14 +874,21 @@ async fn subscriptions_are_validated_listed_and_got_by_product(backend: Backend)
 
     // Two hours on (the server's clock), the monthly has expired; the yearly has not.
     server.clock.advance(Duration::from_millis(2 * hour as u64));
-    let (_, monthly) = server
+    // (A new session: the first one has expired meanwhile.)
+    let (me, _) = server.device_session("device-iap-subs-1").await;
+    let (status, monthly) = server
         .get_with_token("/v2/iap/subscription/monthly", &me)
         .await;
+    assert_eq!(status, 200, "{monthly}");
     assert_eq!(monthly.get("active"), None, "expired: {monthly}");
-    let (_, yearly) = server
+    let (status, yearly) = server
         .get_with_token("/v2/iap/subscription/yearly", &me)
         .await;
-    assert_eq!(yearly["active"], json!(true));
+    assert_eq!(
+        (status, yearly["active"].clone()),
+        (200, json!(true)),
+        "{yearly}"
+    );
 
     // A purchase's transaction is not a subscription.
     let purchase = s
@@ -1494,4 +1506,102 @@ async fn a_replay_on_another_node_is_seen_before() {
     let on_b = purchases_of(&post(&b, "/v2/iap/purchase/apple", &me, &receipt).await);
     assert!(seen_before(&on_b[0]), "the other node finds it stored");
     assert_eq!(all_purchases(&b, &me).await.len(), 2);
+}
+
+/// The same calls over gRPC: transcoded onto the REST routes, answered alike, errors as gRPC
+/// statuses.
+async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
+    use muster_proto::grpc as api;
+    use muster_proto::grpc::nakama_client::NakamaClient;
+
+    let (_db, s, server) = start(backend).await;
+    let (me, _) = server.device_session("device-iap-grpc-1").await;
+    let addr = server.grpc_addr.expect("grpc.listen is set");
+    let mut client = NakamaClient::connect(format!("http://{addr}"))
+        .await
+        .expect("the gRPC edge answers");
+    let authorized = |message| {
+        let mut request = tonic::Request::new(message);
+        request.metadata_mut().insert(
+            "authorization",
+            tonic::metadata::MetadataValue::try_from(format!("Bearer {me}")).expect("ascii"),
+        );
+        request
+    };
+    let payment = stores::facebook_payment("fbtok-grpc", "gems_100", now_ms() / 1000);
+    let request = api::ValidatePurchaseFacebookInstantRequest {
+        signed_request: stores::facebook_signed_request(FACEBOOK_SECRET, &payment),
+        persist: None,
+    };
+    let first = client
+        .validate_purchase_facebook_instant(authorized(request.clone()))
+        .await
+        .expect("validated")
+        .into_inner();
+    let purchase = &first.validated_purchases[0];
+    assert_eq!(
+        (purchase.transaction_id.as_str(), purchase.seen_before),
+        ("fbtok-grpc", false)
+    );
+    assert_eq!(purchase.store, StoreProvider::FacebookInstantStore as i32);
+    let replay = client
+        .validate_purchase_facebook_instant(authorized(request))
+        .await
+        .expect("validated")
+        .into_inner();
+    assert!(replay.validated_purchases[0].seen_before);
+
+    let jws = s.chain.sign(&stores::apple_subscription_transaction(
+        "9100000002",
+        "9100000001",
+        "monthly",
+        now_ms() - 1000,
+        now_ms() + 3_600_000,
+    ));
+    let subscription = client
+        .validate_subscription_apple(authorized(api::ValidateSubscriptionAppleRequest {
+            receipt: jws,
+            persist: None,
+        }))
+        .await
+        .expect("validated")
+        .into_inner()
+        .validated_subscription
+        .expect("a subscription");
+    assert!(subscription.active);
+    let got = client
+        .get_subscription(authorized(api::GetSubscriptionRequest {
+            product_id: "monthly".into(),
+        }))
+        .await
+        .expect("got")
+        .into_inner();
+    assert_eq!(got.original_transaction_id, "9100000001");
+    let listed = client
+        .list_subscriptions(authorized(api::ListSubscriptionsRequest {
+            limit: Some(pbjson_types::Int32Value { value: 10 }),
+            cursor: String::new(),
+        }))
+        .await
+        .expect("listed")
+        .into_inner();
+    assert_eq!(listed.validated_subscriptions.len(), 1);
+    let missing = client
+        .get_subscription(authorized(api::GetSubscriptionRequest {
+            product_id: "weekly".into(),
+        }))
+        .await
+        .expect_err("not found");
+    assert_eq!(
+        (missing.code(), missing.message()),
+        (tonic::Code::NotFound, "subscription not found")
+    );
+    let forged = client
+        .validate_purchase_apple(authorized(api::ValidatePurchaseAppleRequest {
+            receipt: AppleChain::new().sign(&stores::apple_transaction("9100000009", "gems", 1)),
+            persist: None,
+        }))
+        .await
+        .expect_err("refused");
+    assert_eq!(forged.code(), tonic::Code::InvalidArgument);
 }

@@ -112,6 +112,7 @@ pub struct FacebookConfig {
     pub max_friend_pages: usize,
     /// The app id a Limited Login token's audience must be. Empty: Limited Login is not
     /// configured (Graph access tokens work without it).
+    #[serde(deserialize_with = "text_or_number")]
     pub app_id: String,
     /// Facebook's Limited Login key set (JWKS).
     pub limited_login_keys_url: String,
@@ -191,4 +192,19 @@ impl Default for GameCenterConfig {
             max_age_sec: 3600,
         }
     }
+}
+
+/// A setting that is text but often written as a number (Facebook's app ids): an environment
+/// variable `MUSTER_SOCIAL__FACEBOOK__APP_ID=4242` reads as a number.
+fn text_or_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Number(u64),
+    }
+    Ok(match Either::deserialize(deserializer)? {
+        Either::Text(text) => text,
+        Either::Number(number) => number.to_string(),
+    })
 }
