@@ -1508,6 +1508,16 @@ async fn a_replay_on_another_node_is_seen_before() {
     assert_eq!(all_purchases(&b, &me).await.len(), 2);
 }
 
+/// `message` with the session token `token`.
+fn with_token<T>(token: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        tonic::metadata::MetadataValue::try_from(format!("Bearer {token}")).expect("ascii"),
+    );
+    request
+}
+
 /// The same calls over gRPC: transcoded onto the REST routes, answered alike, errors as gRPC
 /// statuses.
 async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
@@ -1520,21 +1530,13 @@ async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
     let mut client = NakamaClient::connect(format!("http://{addr}"))
         .await
         .expect("the gRPC edge answers");
-    let authorized = |message| {
-        let mut request = tonic::Request::new(message);
-        request.metadata_mut().insert(
-            "authorization",
-            tonic::metadata::MetadataValue::try_from(format!("Bearer {me}")).expect("ascii"),
-        );
-        request
-    };
     let payment = stores::facebook_payment("fbtok-grpc", "gems_100", now_ms() / 1000);
     let request = api::ValidatePurchaseFacebookInstantRequest {
         signed_request: stores::facebook_signed_request(FACEBOOK_SECRET, &payment),
         persist: None,
     };
     let first = client
-        .validate_purchase_facebook_instant(authorized(request.clone()))
+        .validate_purchase_facebook_instant(with_token(&me, request.clone()))
         .await
         .expect("validated")
         .into_inner();
@@ -1545,7 +1547,7 @@ async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
     );
     assert_eq!(purchase.store, StoreProvider::FacebookInstantStore as i32);
     let replay = client
-        .validate_purchase_facebook_instant(authorized(request))
+        .validate_purchase_facebook_instant(with_token(&me, request))
         .await
         .expect("validated")
         .into_inner();
@@ -1559,10 +1561,13 @@ async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
         now_ms() + 3_600_000,
     ));
     let subscription = client
-        .validate_subscription_apple(authorized(api::ValidateSubscriptionAppleRequest {
-            receipt: jws,
-            persist: None,
-        }))
+        .validate_subscription_apple(with_token(
+            &me,
+            api::ValidateSubscriptionAppleRequest {
+                receipt: jws,
+                persist: None,
+            },
+        ))
         .await
         .expect("validated")
         .into_inner()
@@ -1570,26 +1575,35 @@ async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
         .expect("a subscription");
     assert!(subscription.active);
     let got = client
-        .get_subscription(authorized(api::GetSubscriptionRequest {
-            product_id: "monthly".into(),
-        }))
+        .get_subscription(with_token(
+            &me,
+            api::GetSubscriptionRequest {
+                product_id: "monthly".into(),
+            },
+        ))
         .await
         .expect("got")
         .into_inner();
     assert_eq!(got.original_transaction_id, "9100000001");
     let listed = client
-        .list_subscriptions(authorized(api::ListSubscriptionsRequest {
-            limit: Some(pbjson_types::Int32Value { value: 10 }),
-            cursor: String::new(),
-        }))
+        .list_subscriptions(with_token(
+            &me,
+            api::ListSubscriptionsRequest {
+                limit: Some(pbjson_types::Int32Value { value: 10 }),
+                cursor: String::new(),
+            },
+        ))
         .await
         .expect("listed")
         .into_inner();
     assert_eq!(listed.validated_subscriptions.len(), 1);
     let missing = client
-        .get_subscription(authorized(api::GetSubscriptionRequest {
-            product_id: "weekly".into(),
-        }))
+        .get_subscription(with_token(
+            &me,
+            api::GetSubscriptionRequest {
+                product_id: "weekly".into(),
+            },
+        ))
         .await
         .expect_err("not found");
     assert_eq!(
@@ -1597,10 +1611,17 @@ async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
         (tonic::Code::NotFound, "subscription not found")
     );
     let forged = client
-        .validate_purchase_apple(authorized(api::ValidatePurchaseAppleRequest {
-            receipt: AppleChain::new().sign(&stores::apple_transaction("9100000009", "gems", 1)),
-            persist: None,
-        }))
+        .validate_purchase_apple(with_token(
+            &me,
+            api::ValidatePurchaseAppleRequest {
+                receipt: AppleChain::new().sign(&stores::apple_transaction(
+                    "9100000009",
+                    "gems",
+                    1,
+                )),
+                persist: None,
+            },
+        ))
         .await
         .expect_err("refused");
     assert_eq!(forged.code(), tonic::Code::InvalidArgument);

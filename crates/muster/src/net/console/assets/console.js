@@ -370,6 +370,9 @@ async function accountPage(id) {
     el("h3", {}, user.username), el("p", {}, "Display name: ", user.display_name || "–"),
     el("p", {}, "Id: ", user.id), el("p", {}, "Email: ", account.email || "–", " · Custom id: ", account.custom_id || "–"),
     el("p", {}, "Devices: ", (account.devices || []).map((d) => d.id).join(", ") || "–"),
+    el("p", { id: "identities" }, "Linked identities: ", [["Apple", "apple_id"], ["Google", "google_id"], ["Facebook", "facebook_id"],
+      ["Facebook Instant Games", "facebook_instant_game_id"], ["Steam", "steam_id"], ["Game Center", "gamecenter_id"]]
+      .filter(([, field]) => user[field]).map(([name, field]) => `${name} ${user[field]}`).join(" · ") || "–"),
     el("p", {}, "Created: ", user.create_time || "", account.disable_time ? ` · banned ${account.disable_time}` : ""),
     el("p", {}, data.online ? "Online" : "Offline"));
   const sessions = el("div", { class: "card", id: "sessions" }, el("h3", {}, "Sockets on this node"),
