@@ -435,6 +435,7 @@ impl Config {
         self.links.validate()?;
         self.storage.validate()?;
         self.notifications.validate()?;
+        self.iap.validate()?;
         self.friends.validate()?;
         self.groups.validate()?;
         self.status.validate()?;

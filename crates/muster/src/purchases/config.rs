@@ -154,11 +154,11 @@ pub struct FacebookInstantIapConfig {
 
 impl IapConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if self.timeout_ms == 0 {
-            return Err("iap.timeout_ms must be at least 1".into());
+        if !(1..=600_000).contains(&self.timeout_ms) {
+            return Err("iap.timeout_ms must be 1-600000".into());
         }
-        if self.max_calls_per_store == 0 {
-            return Err("iap.max_calls_per_store must be at least 1".into());
+        if !(1..=100_000).contains(&self.max_calls_per_store) {
+            return Err("iap.max_calls_per_store must be 1-100000".into());
         }
         if self.max_receipt_bytes < 1024 {
             return Err("iap.max_receipt_bytes must be at least 1024".into());
@@ -197,5 +197,36 @@ impl IapConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_settings_are_named() {
+        assert_eq!(IapConfig::default().validate(), Ok(()));
+        let mut config = IapConfig::default();
+        config.apple.notifications_endpoint_id = "a/b".into();
+        let error = config.validate().unwrap_err();
+        assert!(
+            error.contains("iap.apple.notifications_endpoint_id"),
+            "{error}"
+        );
+        let mut config = IapConfig::default();
+        config.google.publisher_url = "ftp://example.com".into();
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("iap.google.publisher_url"), "{error}");
+        for calls in [0, 1_000_000] {
+            let config = IapConfig {
+                max_calls_per_store: calls,
+                ..IapConfig::default()
+            };
+            assert!(config
+                .validate()
+                .unwrap_err()
+                .contains("max_calls_per_store"));
+        }
     }
 }

@@ -177,3 +177,28 @@ impl Orders {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEM: &str = "-----BEGIN PUBLIC KEY-----
+MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu4+clmOJ3gSpsVXxO4qv
+mhHBDk2HW/Ysaf9DLLOb0psPWT8GWoCaFw4/Sy/VrJAokoOY4+qtWdA3XK5TaiJq
+K70qozwDcGzABw4lDy5IV5mqblU6rxiKjv3Q/pPEq8TZaxDlUnCxQTgr1hiKewma
+Lzw5Bcr6OvY3bHhemUCfSHC1QmXFwWzCCYmht5EqKneCEi52Bzrv/aizv3l9njW5
+p0sfuA7Be6twNi67NHjFlGqfhf1vbNHt9w1GKCl659xGyTCuSdiFtb9HvJxDImJH
+PfXiQif4CcuYnlJmbSk7YufXAPvarP5nBzw+cVd3U9qNgz93E+fxXWx+Fu6CT3tl
+6wIDAQAB
+-----END PUBLIC KEY-----";
+
+    #[test]
+    fn a_public_key_reads_as_pem_or_as_appgallery_shows_it() {
+        let from_pem = load_public_key(PEM).expect("PEM");
+        let base64: String = PEM.lines().filter(|l| !l.starts_with("-----")).collect();
+        assert_eq!(load_public_key(&base64).expect("base64 DER"), from_pem);
+        assert!(load_public_key("not a key").is_err());
+        assert!(!signature_holds(&from_pem, "{}", "not base64"));
+        assert!(!signature_holds(&from_pem, "{}", "c2lnbmF0dXJl"));
+    }
+}

@@ -187,7 +187,7 @@ pub(crate) const B64_STD: GeneralPurpose = GeneralPurpose::new(
 
 /// A field of a store's JSON read as its type, `null` or absent as the type's default.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Lenient<T>(pub T);
+pub(crate) struct Lenient<T>(pub T);
 
 impl<T> std::ops::Deref for Lenient<T> {
     type Target = T;
@@ -213,7 +213,7 @@ impl<T: Serialize> Serialize for Lenient<T> {
 /// Milliseconds (or seconds, as the field says) given as a JSON number or a decimal string;
 /// 0 when absent or unreadable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Millis(pub i64);
+pub(crate) struct Millis(pub i64);
 
 impl<'de> Deserialize<'de> for Millis {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -199,7 +199,7 @@ pub fn check_timestamp(timestamp: i64, now: i64, max_age_sec: u64) -> Result<(),
 }
 
 /// The public key URL if it may be fetched: HTTPS (or plain HTTP to a listed loopback
-/// address), a host in `hosts` or under one of them, no credentials, a path.
+/// address), a host in `hosts` or under one of them, no credentials, a path, no query.
 pub fn allowed_key_url(raw: &str, hosts: &[String]) -> Result<Url, String> {
     let url = Url::parse(raw).map_err(|e| format!("public key URL unreadable: {e}"))?;
     if !url.username().is_empty() || url.password().is_some() {
@@ -207,6 +207,11 @@ pub fn allowed_key_url(raw: &str, hosts: &[String]) -> Result<Url, String> {
     }
     if url.path().is_empty() || url.path() == "/" {
         return Err("public key URL has no path".into());
+    }
+    // Apple's URLs have none; refusing them keeps one certificate from filling the cache under
+    // many names.
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("public key URL has a query or a fragment".into());
     }
     let host = url
         .host()
@@ -317,6 +322,8 @@ mod tests {
             "https://static.gc.apple.com/",
             "https://user:pw@static.gc.apple.com/key.cer",
             "https://127.0.0.1/key.cer",
+            "https://static.gc.apple.com/public-key/gc-prod-10.cer?v=1",
+            "https://static.gc.apple.com/public-key/gc-prod-10.cer#x",
             "file:///etc/passwd",
             "not a url",
         ] {
@@ -333,8 +340,23 @@ mod tests {
     }
 
     #[test]
-    fn certificates_must_parse_and_be_valid_now() {
+    fn certificates_must_parse_hold_an_rsa_key_and_be_valid_now() {
         assert!(parse_certificate(b"garbage", 0).is_err());
         assert!(parse_certificate(b"-----BEGIN CERTIFICATE-----\nAAAA\n", 0).is_err());
+
+        // rcgen makes ECDSA keys: read (DER and PEM alike), then refused for not being RSA.
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(vec!["gc.example".into()]).expect("params");
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2030, 1, 1);
+        let certificate = params.self_signed(&key).expect("certificate");
+        let in_2025 = 1_750_000_000;
+        for body in [certificate.der().to_vec(), certificate.pem().into_bytes()] {
+            let error = parse_certificate(&body, in_2025).unwrap_err();
+            assert!(error.contains("not RSA"), "{error}");
+        }
+        let in_2031 = 1_930_000_000;
+        let error = parse_certificate(certificate.der(), in_2031).unwrap_err();
+        assert!(error.contains("not valid now"), "{error}");
     }
 }
