@@ -41,6 +41,12 @@
     registerLeaderboardReset: (fn) => named("leaderboard reset hook", registry.schedule)("leaderboardReset", fn),
     registerTournamentEnd: (fn) => named("tournament end hook", registry.schedule)("tournamentEnd", fn),
     registerTournamentReset: (fn) => named("tournament reset hook", registry.schedule)("tournamentReset", fn),
+    // The stores' server notifications, kept with the scheduler's hooks (events the server
+    // raises, not calls a client makes).
+    registerPurchaseNotificationApple: (fn) => named("purchase notification hook", registry.schedule)("purchaseNotificationApple", fn),
+    registerPurchaseNotificationGoogle: (fn) => named("purchase notification hook", registry.schedule)("purchaseNotificationGoogle", fn),
+    registerSubscriptionNotificationApple: (fn) => named("subscription notification hook", registry.schedule)("subscriptionNotificationApple", fn),
+    registerSubscriptionNotificationGoogle: (fn) => named("subscription notification hook", registry.schedule)("subscriptionNotificationGoogle", fn),
     registerEvent: (fn) => named("event function", registry.event)("event", fn),
   };
   // Before and after hooks of Nakama's API calls, by the names Nakama gives them.
@@ -71,8 +77,6 @@
   registry.unused = [];
   for (const name of [
     "registerShutdown",
-    "registerPurchaseNotificationApple", "registerPurchaseNotificationGoogle",
-    "registerSubscriptionNotificationApple", "registerSubscriptionNotificationGoogle",
     "registerStorageIndex", "registerStorageIndexFilter",
   ]) {
     initializer[name] = function () {

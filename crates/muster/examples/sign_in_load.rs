@@ -33,9 +33,9 @@ fn percentiles(mut samples: Vec<Duration>) -> Value {
 
 /// The key set the stand-in serves: the public half of [`KEY_PEM`].
 fn jwks() -> Result<Value, Error> {
+    use base64::Engine as _;
     use rsa::pkcs8::DecodePrivateKey as _;
     use rsa::traits::PublicKeyParts as _;
-    use base64::Engine as _;
     let key = rsa::RsaPrivateKey::from_pkcs8_pem(KEY_PEM)?;
     let b64 = |bytes: Vec<u8>| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
     Ok(json!({"keys": [{
@@ -68,14 +68,18 @@ fn cpu_time(pid: u32) -> Result<Duration, Error> {
 }
 
 fn free_port() -> Result<u16, Error> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     let [_, bin, provider, seconds, concurrency, rest @ ..] = args.as_slice() else {
-        return Err("usage: sign_in_load MUSTER_BIN apple|google SECONDS CONCURRENCY [PLAYERS]".into());
+        return Err(
+            "usage: sign_in_load MUSTER_BIN apple|google SECONDS CONCURRENCY [PLAYERS]".into(),
+        );
     };
     let seconds: u64 = seconds.parse()?;
     let concurrency: usize = concurrency.parse()?;
@@ -102,7 +106,11 @@ async fn main() -> Result<(), Error> {
     // The server.
     let data = tempfile::tempdir()?;
     let port = free_port()?;
-    let audience_key = if section == "APPLE" { "BUNDLE_IDS" } else { "CLIENT_IDS" };
+    let audience_key = if section == "APPLE" {
+        "BUNDLE_IDS"
+    } else {
+        "CLIENT_IDS"
+    };
     let mut child = tokio::process::Command::new(bin)
         .args(["--listen", &format!("127.0.0.1:{port}"), "--log", "warn"])
         .arg("--data-dir")
@@ -113,7 +121,10 @@ async fn main() -> Result<(), Error> {
         .env("MUSTER_LINKS__LISTEN", "127.0.0.1:0")
         .env("MUSTER_GRPC__LISTEN", "127.0.0.1:0")
         .env(format!("MUSTER_SOCIAL__{section}__KEYS_URL"), &keys_url)
-        .env(format!("MUSTER_SOCIAL__{section}__{audience_key}"), format!("[\"{AUDIENCE}\"]"))
+        .env(
+            format!("MUSTER_SOCIAL__{section}__{audience_key}"),
+            format!("[\"{AUDIENCE}\"]"),
+        )
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
@@ -121,7 +132,12 @@ async fn main() -> Result<(), Error> {
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let started = Instant::now();
-    while http.get(format!("{base}/healthcheck")).send().await.is_err() {
+    while http
+        .get(format!("{base}/healthcheck"))
+        .send()
+        .await
+        .is_err()
+    {
         if started.elapsed() > Duration::from_secs(30) {
             return Err("muster did not start".into());
         }

@@ -78,6 +78,19 @@ async fn build(config: Config, game: GameLogic, clock: Clock) -> anyhow::Result<
             let hook = Arc::new(crate::runtime::js::hooks::JsMatched(module.clone()));
             services.matches.set_matched_hook(hook);
         }
+        // Told of every store notification; the hooks in force at the time decide (a reload
+        // may add or remove them).
+        let notifications =
+            crate::runtime::js::purchase_hooks::JsPurchaseNotifications(module.clone());
+        if services
+            .purchases
+            .observe_notifications(Arc::new(notifications))
+            .is_err()
+        {
+            tracing::warn!(
+                "store notifications already have an observer: the module's hooks are not called"
+            );
+        }
         if crate::runtime::js::schedule::JsSchedule::registered(module) {
             let schedule = Arc::new(crate::runtime::js::schedule::JsSchedule(module.clone()));
             services.leaderboards.start_schedule(schedule);

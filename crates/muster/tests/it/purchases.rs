@@ -38,6 +38,7 @@ on_both_backends!(
     an_apple_refund_marks_the_purchase_and_tells_the_observer,
     a_google_renewal_moves_the_expiry_and_tells_the_observer,
     the_calls_answer_over_grpc_as_over_rest,
+    the_store_keeps_one_row_per_transaction_on_both_engines,
 );
 
 const APPLE_PASSWORD: &str = "apple-shared-secret";
@@ -1625,4 +1626,257 @@ async fn the_calls_answer_over_grpc_as_over_rest(backend: Backend) {
         .await
         .expect_err("refused");
     assert_eq!(forged.code(), tonic::Code::InvalidArgument);
+}
+
+/// The store itself, on each engine: a validation's rows in one upsert (answered in the order
+/// given), a replay found with its owner and fields kept, a refund taken, pages both ways.
+async fn the_store_keeps_one_row_per_transaction_on_both_engines(backend: Backend) {
+    use muster::purchases::store::{Page, PurchaseRecord, SubscriptionRecord};
+
+    let db = Database::new(backend).await;
+    let metrics = Arc::new(muster::base::metrics::Metrics::new());
+    let stores = muster::services::Stores::open(&db.config(), metrics)
+        .await
+        .expect("the database");
+    let store = stores.purchases.clone();
+    let record = |id: &str, time: i64| PurchaseRecord {
+        user_id: None,
+        store: StoreProvider::GooglePlayStore as i32,
+        transaction_id: id.to_owned(),
+        product_id: "gems_100".into(),
+        purchase_time_ms: time,
+        refund_time_ms: 0,
+        environment: 2,
+        raw_response: format!("{{\"id\": \"{id}\"}}"),
+        create_time_ms: 1_000,
+        update_time_ms: 1_000,
+    };
+    let ids = ["tx-c", "tx-a", "tx-e", "tx-b", "tx-d"];
+    let first = store
+        .upsert_purchases(ids.iter().zip(10..).map(|(id, t)| record(id, t)).collect())
+        .await
+        .expect("stored");
+    let answered: Vec<&str> = first
+        .iter()
+        .map(|p| p.record.transaction_id.as_str())
+        .collect();
+    assert_eq!(answered, ids, "answered in the order given");
+    assert!(first.iter().all(|p| !p.seen_before));
+
+    // A replay: found, its fields kept but the update time; a refund is taken, and a later
+    // store without one keeps it.
+    let mut replay = record("tx-a", 99);
+    replay.product_id = "gems_9999".into();
+    replay.update_time_ms = 2_000;
+    replay.refund_time_ms = 1_500;
+    let again = store
+        .upsert_purchases(vec![replay, record("tx-f", 5)])
+        .await
+        .expect("stored");
+    assert!(again[0].seen_before && !again[1].seen_before);
+    let kept = &again[0].record;
+    assert_eq!(
+        (
+            kept.product_id.as_str(),
+            kept.purchase_time_ms,
+            kept.create_time_ms
+        ),
+        ("gems_100", 11, 1_000)
+    );
+    assert_eq!((kept.update_time_ms, kept.refund_time_ms), (2_000, 1_500));
+    let later = store
+        .upsert_purchases(vec![record("tx-a", 11)])
+        .await
+        .expect("stored");
+    assert_eq!(later[0].record.refund_time_ms, 1_500);
+    assert_eq!(
+        store
+            .purchase("tx-a".into())
+            .await
+            .expect("read")
+            .map(|p| p.refund_time_ms),
+        Some(1_500)
+    );
+
+    // Pages, newest first, then back.
+    let page = |after: Option<(i64, String)>, backward: bool| Page {
+        user_id: None,
+        after,
+        backward,
+        limit: 2,
+    };
+    let ids_of = |rows: Vec<PurchaseRecord>| -> Vec<String> {
+        rows.into_iter().map(|r| r.transaction_id).collect()
+    };
+    let newest = store.list_purchases(page(None, false)).await.expect("page");
+    assert_eq!(ids_of(newest), ["tx-d", "tx-b"]);
+    let older = store
+        .list_purchases(page(Some((13, "tx-b".into())), false))
+        .await
+        .expect("page");
+    assert_eq!(ids_of(older), ["tx-e", "tx-a"]);
+    let newer = store
+        .list_purchases(page(Some((11, "tx-a".into())), true))
+        .await
+        .expect("page");
+    assert_eq!(ids_of(newer), ["tx-e", "tx-b"], "nearest first");
+
+    // Subscriptions: updated in place, a non-empty notification and a refund taken.
+    let subscription = |expire: i64, notification: &str, refund: i64| SubscriptionRecord {
+        user_id: None,
+        store: StoreProvider::AppleAppStore as i32,
+        original_transaction_id: "otx-1".into(),
+        product_id: "monthly".into(),
+        purchase_time_ms: 100,
+        expire_time_ms: expire,
+        refund_time_ms: refund,
+        environment: 1,
+        raw_response: String::new(),
+        raw_notification: notification.into(),
+        create_time_ms: 1_000,
+        update_time_ms: 1_000,
+    };
+    store
+        .upsert_subscriptions(vec![subscription(5_000, "", 0)])
+        .await
+        .expect("stored");
+    store
+        .upsert_subscriptions(vec![subscription(9_000, "{\"n\": 1}", 0)])
+        .await
+        .expect("stored");
+    let stored = store
+        .upsert_subscriptions(vec![subscription(9_000, "", 7_000)])
+        .await
+        .expect("stored");
+    assert_eq!(
+        (
+            stored[0].expire_time_ms,
+            stored[0].raw_notification.as_str(),
+            stored[0].refund_time_ms
+        ),
+        (9_000, "{\"n\": 1}", 7_000)
+    );
+    let listed = store
+        .list_subscriptions(Page {
+            user_id: None,
+            after: None,
+            backward: false,
+            limit: 10,
+        })
+        .await
+        .expect("page");
+    assert_eq!(listed.len(), 1);
+    stores.close().await;
+}
+
+/// A module that validates and lists purchases from server code, and records the App Store's
+/// refund notifications it is told of in storage.
+const IAP_MODULE: &str = r#"
+function InitModule(ctx, logger, nk, initializer) {
+  initializer.registerRpc("validate", rpcValidate);
+  initializer.registerRpc("listed", rpcListed);
+  initializer.registerPurchaseNotificationApple(onAppleNotification);
+}
+
+function rpcValidate(ctx, logger, nk, payload) {
+  var answer = nk.purchaseValidateApple(ctx.userId, payload);
+  var again = nk.purchaseValidateApple(ctx.userId, payload);
+  var refused = "";
+  try {
+    nk.purchaseValidateApple(ctx.userId, payload, true, "an-override");
+  } catch (e) {
+    refused = e.message;
+  }
+  return JSON.stringify({ first: answer.validatedPurchases, again: again.validatedPurchases, refused: refused });
+}
+
+function rpcListed(ctx, logger, nk, payload) {
+  var page = nk.purchasesList(ctx.userId, 10);
+  var one = nk.purchaseGetByTransactionId(payload);
+  var none = nk.purchaseGetByTransactionId("no-such-transaction");
+  return JSON.stringify({ page: page, one: one, none: none });
+}
+
+function onAppleNotification(ctx, logger, nk, purchase, providerPayload) {
+  nk.storageWrite([{
+    collection: "refunds", key: purchase.transactionId, userId: purchase.userId,
+    value: { refundTime: purchase.refundTime || 0, mode: ctx.executionMode,
+             namesTransaction: providerPayload.indexOf(purchase.transactionId) >= 0 },
+    permissionRead: 1, permissionWrite: 0,
+  }]);
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_validates_lists_and_hears_of_refunds() {
+    let db = Database::new(Backend::Sqlite).await;
+    let s = stand_ins().await;
+    let mut config = configured(&db, &s);
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("index.js"), IAP_MODULE).expect("module");
+    config.runtime.path = dir.path().display().to_string();
+    let server = TestServer::start(config).await;
+    let (me, _) = server.device_session("device-iap-module-1").await;
+    let t = now_ms() - 60_000;
+    let jws = s
+        .chain
+        .sign(&stores::apple_transaction("9100000001", "gems_500", t));
+
+    let call = |id: &'static str, body: String| {
+        let (server, me) = (&server, me.clone());
+        async move {
+            let answer = post(server, &format!("/v2/rpc/{id}"), &me, &json!(body)).await;
+            assert_eq!(answer.0, 200, "{id}: {}", answer.1);
+            let text = answer.1["payload"].as_str().expect("payload").to_owned();
+            serde_json::from_str::<Value>(&text).expect("JSON")
+        }
+    };
+    let validated = call("validate", jws).await;
+    let first = &validated["first"][0];
+    assert_eq!(first["transactionId"], json!("9100000001"));
+    assert_eq!(first["productId"], json!("gems_500"));
+    assert_eq!(first["store"], json!("APPLE_APP_STORE"));
+    assert_eq!(first["userId"], json!(user_id(&me)));
+    assert_eq!(first["purchaseTime"], json!(t / 1000));
+    assert_eq!(first["seenBefore"], json!(false));
+    assert_eq!(validated["again"][0]["seenBefore"], json!(true));
+    assert!(
+        validated["refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("overriding the store's credentials")),
+        "{validated}"
+    );
+
+    let listed = call("listed", "9100000001".into()).await;
+    let page = listed["page"]["validatedPurchases"]
+        .as_array()
+        .expect("a list");
+    assert_eq!(page.len(), 1);
+    assert_eq!(listed["page"]["cursor"], Value::Null);
+    assert_eq!(listed["one"]["transactionId"], json!("9100000001"));
+    assert_eq!(listed["none"], Value::Null);
+
+    // The App Store refunds it: the module's hook hears of it, with the refund time.
+    let mut refunded = stores::apple_transaction("9100000001", "gems_500", t);
+    refunded["revocationDate"] = json!(t + 30_000);
+    refunded["revocationReason"] = json!(0);
+    let note = apple_notification(&s.chain, "REFUND", "", &refunded);
+    let apple = format!("/v2/console/apple/notifications/{APPLE_ENDPOINT}");
+    assert_eq!(post(&server, &apple, "", &note).await.0, 200);
+    let read = json!({"object_ids": [{"collection": "refunds", "key": "9100000001", "user_id": user_id(&me)}]});
+    let recorded = || async {
+        let answer = post(&server, "/v2/storage", &me, &read).await;
+        answer.1["objects"]
+            .as_array()
+            .is_some_and(|o| !o.is_empty())
+    };
+    support::wait::eventually("the refund hook's record", recorded).await;
+    let answer = post(&server, "/v2/storage", &me, &read).await;
+    let value: Value =
+        serde_json::from_str(answer.1["objects"][0]["value"].as_str().expect("value"))
+            .expect("JSON");
+    assert_eq!(value["refundTime"], json!((t + 30_000) / 1000));
+    assert_eq!(value["mode"], json!("purchase_notification_apple"));
+    assert_eq!(value["namesTransaction"], json!(true));
+    server.stop().await.expect("stop");
 }

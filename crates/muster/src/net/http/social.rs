@@ -182,14 +182,7 @@ pub async fn link_facebook(
     let token = proof_token(&proof);
     let profile = services.accounts.link_social(caller.uid, proof).await?;
     if let (Some(true), Some(token)) = (query.sync, token) {
-        sync_friends(
-            &services,
-            caller.uid,
-            &caller.usn,
-            token,
-            &profile.id,
-        )
-        .await;
+        sync_friends(&services, caller.uid, &caller.usn, token, &profile.id).await;
     }
     done()
 }
@@ -211,14 +204,7 @@ pub async fn link_steam(
     let token = proof_token(&proof);
     let profile = services.accounts.link_social(caller.uid, proof).await?;
     if let (Some(true), Some(token)) = (body.sync, token) {
-        sync_friends(
-            &services,
-            caller.uid,
-            &caller.usn,
-            token,
-            &profile.id,
-        )
-        .await;
+        sync_friends(&services, caller.uid, &caller.usn, token, &profile.id).await;
     }
     done()
 }
@@ -261,7 +247,13 @@ pub async fn import_friends<B: SocialBody>(
     let reset = query.reset.unwrap_or(false);
     services
         .friends
-        .import_from_provider(caller.uid, &caller.usn, (provider, token), &profile.id, reset)
+        .import_from_provider(
+            caller.uid,
+            &caller.usn,
+            (provider, token),
+            &profile.id,
+            reset,
+        )
         .await?;
     done()
 }

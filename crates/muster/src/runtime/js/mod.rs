@@ -19,6 +19,7 @@ mod matches;
 mod metrics;
 mod nk;
 mod pool;
+pub mod purchase_hooks;
 pub mod schedule;
 
 use std::collections::HashMap;

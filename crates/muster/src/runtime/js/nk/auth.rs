@@ -181,10 +181,30 @@ fn proof(
         .trim_start_matches("unlink")
         .trim_start_matches("link");
     Ok(match provider {
-        "Apple" => (ProviderProof::Apple { token: text(at, "token")? }, at + 1),
-        "Google" => (ProviderProof::Google { token: text(at, "token")? }, at + 1),
-        "Facebook" => (ProviderProof::Facebook { token: text(at, "token")? }, at + 1),
-        "Steam" => (ProviderProof::Steam { token: text(at, "token")? }, at + 1),
+        "Apple" => (
+            ProviderProof::Apple {
+                token: text(at, "token")?,
+            },
+            at + 1,
+        ),
+        "Google" => (
+            ProviderProof::Google {
+                token: text(at, "token")?,
+            },
+            at + 1,
+        ),
+        "Facebook" => (
+            ProviderProof::Facebook {
+                token: text(at, "token")?,
+            },
+            at + 1,
+        ),
+        "Steam" => (
+            ProviderProof::Steam {
+                token: text(at, "token")?,
+            },
+            at + 1,
+        ),
         "FacebookInstantGame" => (
             ProviderProof::FacebookInstantGame {
                 signed_player_info: text(at, "signedPlayerInfo")?,

@@ -18,6 +18,8 @@ pub(crate) mod local_cache;
 mod matches;
 mod multi_update;
 mod parties;
+mod purchases;
+pub(crate) use purchases::{purchase as purchase_json, subscription as subscription_json};
 mod sessions;
 mod social;
 mod sql;
@@ -57,6 +59,7 @@ pub(super) fn names() -> Vec<&'static str> {
         multi_update::NAMES,
         parties::NAMES,
         sql::NAMES,
+        purchases::NAMES,
     ]
     .concat()
 }
@@ -106,6 +109,8 @@ pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, 
         parties::call(host, name, args)
     } else if family(sql::NAMES) {
         sql::call(host, name, args)
+    } else if family(purchases::NAMES) {
+        purchases::call(host, name, args)
     } else {
         Err(JsError::new(format!("nk.{name} is not available"), 12))
     }
