@@ -1880,3 +1880,72 @@ async fn a_module_validates_lists_and_hears_of_refunds() {
     assert_eq!(value["namesTransaction"], json!(true));
     server.stop().await.expect("stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_players_purchases_and_finds_one_by_transaction() {
+    let db = Database::new(Backend::Sqlite).await;
+    let s = stand_ins().await;
+    let mut config = configured(&db, &s);
+    config.console.admin_password = "console-admin-password".into();
+    let server = TestServer::start(config).await;
+    let (me, _) = server.device_session("device-iap-console-1").await;
+    let jws = s.chain.sign(&stores::apple_transaction(
+        "9200000001",
+        "gems_900",
+        now_ms() - 60_000,
+    ));
+    let body = json!({ "receipt": jws });
+    assert_eq!(
+        post(&server, "/v2/iap/purchase/apple", &me, &body).await.0,
+        200
+    );
+
+    let login = server
+        .http
+        .post(server.console_url("/api/login"))
+        .json(&json!({"username": "admin", "password": "console-admin-password"}))
+        .send()
+        .await
+        .expect("login");
+    assert!(login.status().is_success());
+    let cookie = login.headers()[reqwest::header::SET_COOKIE]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("cookie")
+        .to_owned();
+    let get = |path: String| {
+        let (server, cookie) = (&server, cookie.clone());
+        async move {
+            status_and_json(
+                server
+                    .http
+                    .get(server.console_url(&path))
+                    .header(reqwest::header::COOKIE, cookie)
+                    .send()
+                    .await
+                    .expect("console"),
+            )
+            .await
+        }
+    };
+    let (status, page) = get(format!("/api/accounts/{}", user_id(&me))).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        page["purchases"]["validated_purchases"][0]["transaction_id"],
+        json!("9200000001")
+    );
+    assert_eq!(
+        page["account"]["user"]["id"],
+        json!(user_id(&me)),
+        "the account page"
+    );
+    let (status, found) = get("/api/purchases/9200000001".into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(found["product_id"], json!("gems_900"));
+    assert_eq!(found["user_id"], json!(user_id(&me)));
+    let (status, _) = get("/api/purchases/no-such-transaction".into()).await;
+    assert_eq!(status, 404);
+    server.stop().await.expect("stop");
+}

@@ -103,6 +103,7 @@ pub fn router(state: AppState) -> Router {
             post(players::end_sessions),
         )
         .route("/api/accounts/{id}/{action}", post(players::ban))
+        .route("/api/purchases/{transaction_id}", get(players::purchase))
         .route("/api/storage", get(data::list))
         .route("/api/storage/object", get(data::read).post(data::write))
         .route("/api/leaderboards", get(boards::list))

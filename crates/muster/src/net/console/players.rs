@@ -133,6 +133,15 @@ async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiErr
         .collect();
     let (storage, storage_cursor) = player_data::storage_page(state, id, None, true).await?;
     let (messages, messages_before) = player_data::messages_page(state, id, None).await?;
+    let purchases_service = &state.services.purchases;
+    let purchases = purchases_service
+        .list_purchases(Some(id), PAGE, "")
+        .await
+        .map_err(domain)?;
+    let subscriptions = purchases_service
+        .list_subscriptions(Some(id), PAGE, "")
+        .await
+        .map_err(domain)?;
     Ok(json!({
         "account": account,
         "online": online,
@@ -148,7 +157,25 @@ async fn account_json(state: &AppState, id: Uuid) -> Result<Value, ConsoleApiErr
         "storage_cursor": storage_cursor,
         "messages": messages,
         "messages_before": messages_before,
+        "purchases": purchases,
+        "subscriptions": subscriptions,
     }))
+}
+
+/// `GET /api/purchases/{transaction_id}`: a validated purchase, whoever made it.
+pub async fn purchase(
+    As { state, .. }: As<Readonly>,
+    Path(transaction_id): Path<String>,
+) -> Answer {
+    let found = state
+        .services
+        .purchases
+        .purchase_by_transaction_id(&transaction_id)
+        .await
+        .map_err(domain)?;
+    found
+        .map(|p| Json(json!(p)))
+        .ok_or(ConsoleApiError::NotFound)
 }
 
 /// `GET /api/accounts/{id}`.

@@ -432,7 +432,27 @@ async function accountPage(id) {
     pagedTable("player-message-list", ["When", "Channel", "Content"], data.messages, data.messages_before,
       (m) => el("tr", {}, el("td", {}, m.create_time || ""), el("td", {}, el("a", { href: "#chat", on: { click: () => sessionStorage.setItem("channel", m.channel_id) } }, m.channel_id)), el("td", {}, el("pre", {}, m.content))),
       async (before) => { const page = await api("GET", `${base}/messages?before=${encodeURIComponent(before)}`); return [page.messages, page.before]; }));
-  root.replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, storage, messages, friends, groups, notifications, manage);
+  // Validated purchases and subscriptions (times as pbjson writes them: RFC 3339), and a
+  // lookup of any purchase by its transaction id.
+  const when = (time) => time || "–";
+  const lookupResult = el("pre", { id: "purchase-found" });
+  const lookup = el("form", { id: "purchase-lookup", on: { submit: async (e) => {
+    e.preventDefault();
+    try {
+      const found = await api("GET", `/api/purchases/${encodeURIComponent(e.target.transaction.value)}`);
+      lookupResult.textContent = JSON.stringify(found, null, 2);
+    } catch (err) {
+      lookupResult.textContent = err.status === 404 ? "No purchase has that transaction id." : String(err.message || err);
+    }
+  } } }, el("label", {}, "Transaction id", el("input", { name: "transaction", required: "" })), el("button", { type: "submit" }, "Look up"));
+  const purchases = el("div", { class: "card", id: "player-purchases" }, el("h3", {}, "Purchases"),
+    table("purchase-list", ["Transaction", "Product", "Store", "Purchased", "Refunded", "Environment"], (data.purchases.validated_purchases || []).map((p) => el("tr", {},
+      el("td", {}, p.transaction_id), el("td", {}, p.product_id), el("td", {}, p.store || "APPLE_APP_STORE"), el("td", {}, when(p.purchase_time)), el("td", {}, when(p.refund_time)), el("td", {}, p.environment || "UNKNOWN")))),
+    lookup, lookupResult);
+  const subscriptions = el("div", { class: "card", id: "player-subscriptions" }, el("h3", {}, "Subscriptions"),
+    table("subscription-list", ["Original transaction", "Product", "Store", "Expires", "Active", "Refunded"], (data.subscriptions.validated_subscriptions || []).map((s) => el("tr", {},
+      el("td", {}, s.original_transaction_id), el("td", {}, s.product_id), el("td", {}, s.store || "APPLE_APP_STORE"), el("td", {}, when(s.expiry_time)), el("td", {}, s.active ? "yes" : "no"), el("td", {}, when(s.refund_time))))));
+  root.replaceChildren(el("h2", {}, "Player ", user.username), profile, sessions, walletCard, ledger, inventory, storage, messages, friends, groups, notifications, purchases, subscriptions, manage);
 }
 
 // A table of rows with a "More" button while `next` (a cursor) says there are more.
