@@ -172,8 +172,7 @@ export class StoreStandIn {
       if (!this.huaweiKnown.has(request.purchaseToken)) {
         return json(200, { responseCode: "5", responseMessage: "invalid purchaseToken" });
       }
-      const data = JSON.stringify({ purchaseToken: request.purchaseToken, productId: request.productId, purchaseState: 0 });
-      return json(200, { responseCode: "0", purchaseTokenData: data, dataSignature: this.huaweiSign(data), signatureAlgorithm: "SHA256WithRSA" });
+      return json(200, this.huaweiOrderAnswer(request.purchaseToken, request.productId));
     }
     return json(404, {});
   }
@@ -193,11 +192,17 @@ export class StoreStandIn {
     const known = this.receipts.get(request["receipt-data"]);
     if (!known) return { status: 21002 };
     if (known.sandbox && !sandbox) return { status: 21007 };
+    return this.receiptAnswer(request["receipt-data"]);
+  }
+
+  /** verifyReceipt's answer (status 0) for a known receipt, from the environment it is of. */
+  receiptAnswer(receipt) {
+    const known = this.receipts.get(receipt);
     return {
       ...known.body,
       status: 0,
-      environment: sandbox ? "Sandbox" : "Production",
-      latest_receipt: request["receipt-data"],
+      environment: known.sandbox ? "Sandbox" : "Production",
+      latest_receipt: receipt,
     };
   }
 
@@ -267,6 +272,12 @@ export class StoreStandIn {
   }
 
   // ---- Huawei ---------------------------------------------------------------------------
+
+  /** The Order service's answer for a purchase token it knows (SHA256withRSA is deterministic). */
+  huaweiOrderAnswer(purchaseToken, productId) {
+    const data = JSON.stringify({ purchaseToken, productId, purchaseState: 0 });
+    return { responseCode: "0", purchaseTokenData: data, dataSignature: this.huaweiSign(data), signatureAlgorithm: "SHA256WithRSA" };
+  }
 
   /** `data` signed with the app's IAP key (SHA256withRSA), base64; or with a forger's key. */
   huaweiSign(data, { forged = false } = {}) {
