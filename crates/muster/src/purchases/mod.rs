@@ -1,7 +1,7 @@
 //! In-app purchases and subscriptions, as Nakama has them: a client sends its store's proof of
 //! purchase (an App Store receipt or signed transaction, a Google Play purchase token, Huawei's
 //! signed purchase data, a Facebook Instant payment's signed request); the proof is checked with
-//! its store ([`apple`], [`google`], [`huawei`], [`facebook`]) and the purchase stored once.
+//! its store (`apple`, `google`, `huawei`, `facebook`) and the purchase stored once.
 //!
 //! **Once.** A purchase is keyed by its transaction id across the whole database: the first
 //! validation stores it for its caller; any later one — a replay, on any node, by anyone —
@@ -16,10 +16,10 @@
 //! refunded, at the time of asking.
 //!
 //! **Notifications** from the stores (App Store Server Notifications v2, Google Real-time
-//! Developer Notifications) update the records ([`notify`]) and are then told to the
+//! Developer Notifications) update the records (`notify`) and are then told to the
 //! [`NotificationObserver`] (a module's hooks), if one is set.
 //!
-//! Each store's calls go through their own [`remote::Remote`]: a timeout, a bound on calls in
+//! Each store's calls go through their own `remote::Remote`: a timeout, a bound on calls in
 //! flight, a bound on answers; a store that is down fails its own validations quickly with
 //! 503 and nothing else.
 

@@ -180,47 +180,32 @@ fn cursor(text: &str) -> Value {
 pub(super) fn call(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> {
     let purchases_service = &host.services.purchases;
     match name {
-        "purchaseValidateApple" | "subscriptionValidateApple" => {
+        // (userId, receipt, persist?, the credentials' overrides?) for both stores and kinds.
+        "purchaseValidateApple"
+        | "subscriptionValidateApple"
+        | "purchaseValidateGoogle"
+        | "subscriptionValidateGoogle" => {
             let user = args.user(0, "userId")?;
             let receipt = args.string(1, "receipt")?;
-            no_overrides(name, args, 3, 3)?;
-            if name == "purchaseValidateApple" {
-                let answer = host
-                    .wait(purchases_service.validate_apple(user, &receipt, persist(args, 2)))?
-                    .map_err(refused)?;
-                Ok(purchases(&answer))
-            } else {
-                let answer = host
-                    .wait(purchases_service.validate_subscription_apple(
-                        user,
-                        &receipt,
-                        persist(args, 2),
-                    ))?
-                    .map_err(refused)?;
-                Ok(json!({ "validatedSubscription":
-                    answer.validated_subscription.as_ref().map(subscription) }))
+            let apple = name.ends_with("Apple");
+            no_overrides(name, args, 3, if apple { 3 } else { 4 })?;
+            let keep = persist(args, 2);
+            if name.starts_with("purchase") {
+                let answer = if apple {
+                    host.wait(purchases_service.validate_apple(user, &receipt, keep))?
+                } else {
+                    host.wait(purchases_service.validate_google(user, &receipt, keep))?
+                };
+                return Ok(purchases(&answer.map_err(refused)?));
             }
-        }
-        "purchaseValidateGoogle" | "subscriptionValidateGoogle" => {
-            let user = args.user(0, "userId")?;
-            let receipt = args.string(1, "receipt")?;
-            no_overrides(name, args, 3, 4)?;
-            if name == "purchaseValidateGoogle" {
-                let answer = host
-                    .wait(purchases_service.validate_google(user, &receipt, persist(args, 2)))?
-                    .map_err(refused)?;
-                Ok(purchases(&answer))
+            let answer = if apple {
+                host.wait(purchases_service.validate_subscription_apple(user, &receipt, keep))?
             } else {
-                let answer = host
-                    .wait(purchases_service.validate_subscription_google(
-                        user,
-                        &receipt,
-                        persist(args, 2),
-                    ))?
-                    .map_err(refused)?;
-                Ok(json!({ "validatedSubscription":
-                    answer.validated_subscription.as_ref().map(subscription) }))
-            }
+                host.wait(purchases_service.validate_subscription_google(user, &receipt, keep))?
+            };
+            let answer = answer.map_err(refused)?;
+            Ok(json!({ "validatedSubscription":
+                answer.validated_subscription.as_ref().map(subscription) }))
         }
         "purchaseValidateHuawei" => {
             let user = args.user(0, "userId")?;
