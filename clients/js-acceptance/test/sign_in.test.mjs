@@ -4,6 +4,9 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Session } from "@heroiclabs/nakama-js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { startServer, clientFor, uniq, expectHttpError, GRPC } from "./helpers.mjs";
 import { ProviderStandIn, FACEBOOK_APP_ID } from "./providers.mjs";
 
@@ -244,5 +247,39 @@ test("a provider without settings answers FailedPrecondition", async () => {
     assert.equal(body.message, "Apple authentication is not configured.");
   } finally {
     await bare.stop();
+  }
+});
+
+test("a module's before and after hooks run around the providers' routes", async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "muster-module-"));
+  writeFileSync(path.join(dir, "index.js"), `
+function InitModule(ctx, logger, nk, initializer) {
+  initializer.registerBeforeAuthenticateApple(beforeApple);
+  initializer.registerAfterLinkGoogle(afterGoogle);
+}
+// Refuses one Apple player; lets the others through unchanged.
+function beforeApple(ctx, logger, nk, request) {
+  var claims = JSON.parse(nk.binaryToString(nk.base64UrlDecode(request.account.token.split(".")[1], false)));
+  if (claims.sub === "apple-refused") throw { message: "Not this player.", code: 7 };
+  return request;
+}
+// Records who linked Google.
+function afterGoogle(ctx, logger, nk, answer, request) {
+  nk.storageWrite([{ collection: "linked", key: "google", userId: ctx.userId, value: { token: request.token.length > 0 }, permissionRead: 1, permissionWrite: 0 }]);
+}
+`);
+  const hooked = await startServer({ ...providers.env(), MUSTER_RUNTIME__PATH: dir });
+  try {
+    const c = clientFor(hooked);
+    const { body } = await expectHttpError(c.authenticateApple(providers.appleToken("apple-refused"), true), 403);
+    assert.deepEqual([body.code, body.message], [GRPC.PERMISSION_DENIED, "Not this player."]);
+    assert.equal((await c.authenticateApple(providers.appleToken(uniq("apple")), true)).created, true);
+    const session = await c.authenticateDevice(uniq("device"), true);
+    assert.equal(await c.linkGoogle(session, { token: providers.googleToken(uniq("google")) }), true);
+    const read = await c.readStorageObjects(session, { object_ids: [{ collection: "linked", key: "google", user_id: session.user_id }] });
+    assert.deepEqual(JSON.parse(JSON.stringify(read.objects[0].value)), { token: true });
+  } finally {
+    await hooked.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -680,7 +680,7 @@ async fn authentication_and_errors_are_nakamas(backend: Backend) {
     let unserved: Result<tonic::Response<Empty>, tonic::Status> = raw
         .unary(
             with_auth(Empty {}, &bearer(&session.token)),
-            "/nakama.api.Nakama/ValidatePurchaseHuawei"
+            "/nakama.api.Nakama/ValidatePurchaseSamsung"
                 .parse()
                 .expect("a path"),
             tonic_prost::ProstCodec::default(),
@@ -689,7 +689,7 @@ async fn authentication_and_errors_are_nakamas(backend: Backend) {
     let unserved = unserved.expect_err("not served");
     assert_eq!(unserved.code(), Code::Unimplemented);
     assert!(
-        unserved.message().contains("ValidatePurchaseHuawei"),
+        unserved.message().contains("ValidatePurchaseSamsung"),
         "{}",
         unserved.message()
     );
