@@ -158,11 +158,18 @@ def test_errors_carry_nakamas_codes(server):
             api_pb2.AuthenticateDeviceRequest(account=api_pb2.AccountDevice(id="python-grpc-3")))
     assert no_key.value.code() == grpc.StatusCode.UNAUTHENTICATED
     token = session(server, "python-grpc-device-4").token
+    # A purchase call of a store without its settings: Nakama's FailedPrecondition.
+    with pytest.raises(grpc.RpcError) as unconfigured:
+        server.nakama.ValidatePurchaseHuawei(
+            api_pb2.ValidatePurchaseHuaweiRequest(purchase="{}", signature="c2ln"),
+            metadata=bearer(token))
+    assert unconfigured.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert unconfigured.value.details() == "Huawei IAP is not configured."
     with pytest.raises(grpc.RpcError) as unserved:
-        server.nakama.ValidatePurchaseHuawei(api_pb2.ValidatePurchaseHuaweiRequest(),
-                                             metadata=bearer(token))
+        server.nakama.ValidatePurchaseSamsung(api_pb2.ValidatePurchaseSamsungRequest(),
+                                              metadata=bearer(token))
     assert unserved.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "ValidatePurchaseHuawei" in unserved.value.details()
+    assert "ValidatePurchaseSamsung" in unserved.value.details()
 
 
 def test_reflection_lists_nakamas_service(server):
