@@ -17,6 +17,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
+        // Times as Nakama's gateway writes them in JSON (`Z`, 0/3/6/9 fraction digits):
+        // pbjson_types' Timestamp writes `+00:00`.
+        .extern_path(".google.protobuf.Timestamp", "crate::wire::Timestamp")
         .compile_fds(descriptors)?;
     pbjson_build::Builder::new()
         .register_descriptors(&encoded)?

@@ -304,9 +304,10 @@ impl AccountStore for PostgresStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                &prepared(&client, &format!("SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
-                        email, custom_id, disable_time_ms, create_time_ms, update_time_ms, {}
-                 FROM users WHERE id = $1", SocialIds::columns(""))).await?,
+                &prepared(&client, "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
+                        email, custom_id, disable_time_ms, create_time_ms, update_time_ms,
+                        facebook_id, google_id, gamecenter_id, steam_id, apple_id, facebook_instant_game_id
+                 FROM users WHERE id = $1").await?,
                 &[&user_id],
             )
             .await
@@ -725,16 +726,12 @@ impl PostgresStore {
         }
         let count = tx
             .query_opt(
-                &format!(
-                    "SELECT (SELECT COUNT(*) FROM user_devices WHERE user_id = $1)
-                          + (custom_id IS NOT NULL)::int + (email IS NOT NULL)::int + {}
-                     FROM users WHERE id = $1",
-                    SocialIds::columns("")
-                        .split(", ")
-                        .map(|c| format!("({c} IS NOT NULL)::int"))
-                        .collect::<Vec<_>>()
-                        .join(" + ")
-                ),
+                "SELECT (SELECT COUNT(*) FROM user_devices WHERE user_id = $1)
+                      + (custom_id IS NOT NULL)::int + (email IS NOT NULL)::int
+                      + (facebook_id IS NOT NULL)::int + (google_id IS NOT NULL)::int
+                      + (gamecenter_id IS NOT NULL)::int + (steam_id IS NOT NULL)::int
+                      + (apple_id IS NOT NULL)::int + (facebook_instant_game_id IS NOT NULL)::int
+                 FROM users WHERE id = $1",
                 &[&user_id],
             )
             .await
@@ -801,12 +798,10 @@ impl PostgresStore {
         // The public columns, then the ids at the identity providers (shown to everyone).
         let statement = prepared(
             &client,
-            &format!(
-                "SELECT id, username, display_name, avatar_url, lang_tag, location, timezone,
-                        metadata, disable_time_ms, create_time_ms, update_time_ms, {}
-                 FROM users WHERE id = ANY($1) OR username = ANY($2)",
-                SocialIds::columns("")
-            ),
+            "SELECT id, username, display_name, avatar_url, lang_tag, location, timezone,
+                    metadata, disable_time_ms, create_time_ms, update_time_ms,
+                    facebook_id, google_id, gamecenter_id, steam_id, apple_id, facebook_instant_game_id
+             FROM users WHERE id = ANY($1) OR username = ANY($2)",
         )
         .await?;
         let rows = client

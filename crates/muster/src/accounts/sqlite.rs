@@ -102,16 +102,14 @@ pub(crate) fn link(
 /// How many credentials the account has: its devices, a custom id, an email, its ids at the
 /// identity providers.
 fn credentials(conn: &Connection, id: &str) -> Result<i64, StoreError> {
-    conn.prepare_cached(&format!(
+    conn.prepare_cached(
         "SELECT (SELECT COUNT(*) FROM user_devices WHERE user_id = ?1)
-              + (custom_id IS NOT NULL) + (email IS NOT NULL) + {}
+              + (custom_id IS NOT NULL) + (email IS NOT NULL)
+              + (facebook_id IS NOT NULL) + (google_id IS NOT NULL) + (gamecenter_id IS NOT NULL)
+              + (steam_id IS NOT NULL) + (apple_id IS NOT NULL)
+              + (facebook_instant_game_id IS NOT NULL)
          FROM users WHERE id = ?1",
-        crate::accounts::store::SocialIds::columns("")
-            .split(", ")
-            .map(|c| format!("({c} IS NOT NULL)"))
-            .collect::<Vec<_>>()
-            .join(" + ")
-    ))
+    )
     .and_then(|mut s| s.query_row([id], |r| r.get::<_, i64>(0)).optional())
     .map_err(db_error)
     .map(Option::unwrap_or_default)
@@ -194,9 +192,8 @@ pub(crate) fn users(
     let mut found: Vec<AccountRecord> = Vec::with_capacity(ids.len() + usernames.len());
     let mut seen = std::collections::HashSet::new();
     // The public columns, then the ids at the identity providers (shown to everyone).
-    let social = SocialIds::columns("");
-    let by_id = format!("SELECT {USER_COLUMNS}, {social} FROM users WHERE id = ?1");
-    let by_name = format!("SELECT {USER_COLUMNS}, {social} FROM users WHERE username = ?1");
+    let by_id = format!("SELECT {USER_COLUMNS}, {SOCIAL_COLUMNS} FROM users WHERE id = ?1");
+    let by_name = format!("SELECT {USER_COLUMNS}, {SOCIAL_COLUMNS} FROM users WHERE username = ?1");
     let read = |row: &rusqlite::Row| {
         let (id, mut record) = user_from(row)?;
         record.social = SocialIds::from_values(
@@ -334,6 +331,10 @@ pub(crate) fn disabled_users(
     ids.iter().map(|id| parse_uuid(id)).collect()
 }
 
+/// An account's ids at the identity providers, in [`SocialIds::from_values`]'s order.
+const SOCIAL_COLUMNS: &str =
+    "facebook_id, google_id, gamecenter_id, steam_id, apple_id, facebook_instant_game_id";
+
 const IDENTITY_COLUMNS: &str = "u.id, u.username, u.disable_time_ms, u.password_hash";
 
 fn find_identity(
@@ -442,12 +443,12 @@ impl AccountStore for SqliteStore {
         self.read("account", move |conn| {
             let id = user_id.to_string();
             let record = conn
-                .prepare_cached(&format!(
+                .prepare_cached(
                     "SELECT username, display_name, avatar_url, lang_tag, location, timezone, metadata,
-                            email, custom_id, disable_time_ms, create_time_ms, update_time_ms, {}
+                            email, custom_id, disable_time_ms, create_time_ms, update_time_ms,
+                            facebook_id, google_id, gamecenter_id, steam_id, apple_id, facebook_instant_game_id
                      FROM users WHERE id = ?1",
-                    SocialIds::columns("")
-                ))
+                )
                 .and_then(|mut s| {
                     s.query_row([&id], |r| {
                         Ok(AccountRecord {

@@ -32,16 +32,8 @@ pub struct SocialIds {
 }
 
 impl SocialIds {
-    /// The columns, in [`Provider::ALL`]'s order, for a `SELECT` (each prefixed by `prefix`).
-    pub fn columns(prefix: &str) -> String {
-        Provider::ALL
-            .iter()
-            .map(|p| format!("{prefix}{}", p.column()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// From the values of [`SocialIds::columns`], in order.
+    /// From the values of the columns `facebook_id, google_id, gamecenter_id, steam_id,
+    /// apple_id, facebook_instant_game_id`, in that order.
     pub fn from_values(mut values: impl Iterator<Item = Option<String>>) -> SocialIds {
         let mut next = || values.next().flatten();
         SocialIds {
@@ -52,21 +44,6 @@ impl SocialIds {
             apple_id: next(),
             facebook_instant_game_id: next(),
         }
-    }
-
-    /// How many are set.
-    pub fn count(&self) -> usize {
-        [
-            &self.facebook_id,
-            &self.google_id,
-            &self.gamecenter_id,
-            &self.steam_id,
-            &self.apple_id,
-            &self.facebook_instant_game_id,
-        ]
-        .iter()
-        .filter(|id| id.is_some())
-        .count()
     }
 }
 

@@ -5,11 +5,13 @@
 //! - [`clock`]: wall-clock seconds for tokens and records;
 //! - [`ratelimit`]: per-IP token buckets at the edge;
 //! - [`rpc`]: the coded error (a gRPC status code and a message) of Nakama's convention;
-//! - [`client_ip`]: which address a request counts against (trusted proxies, IPv6 per /64).
+//! - [`client_ip`]: which address a request counts against (trusted proxies, IPv6 per /64);
+//! - [`http_answer`]: an answer from a server Muster calls, read up to a size bound.
 
 pub mod client_ip;
 pub mod clock;
 pub mod cursor;
+pub mod http_answer;
 pub mod metrics;
 pub mod names;
 pub mod ratelimit;

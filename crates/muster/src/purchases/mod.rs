@@ -46,7 +46,7 @@ use muster_proto::grpc::{
     StoreEnvironment, StoreProvider, SubscriptionList, ValidatePurchaseResponse,
     ValidateSubscriptionResponse, ValidatedPurchase, ValidatedSubscription,
 };
-use pbjson_types::Timestamp;
+use muster_proto::wire::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use uuid::Uuid;
 
@@ -231,10 +231,7 @@ impl<'de> Deserialize<'de> for Millis {
 
 /// A time for the wire: Unix milliseconds as a protobuf Timestamp (RFC 3339 in JSON).
 pub(crate) fn timestamp(ms: i64) -> Option<Timestamp> {
-    Some(Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
-    })
+    Some(Timestamp::from_unix_ms(ms))
 }
 
 fn environment(sandbox: bool) -> i32 {
@@ -280,6 +277,15 @@ fn purchase_wire(
         environment: record.environment,
         seen_before,
     }
+}
+
+/// A purchase as a validation answers it: a refund time never set is left out, as Nakama's
+/// validations do (its listings show the epoch).
+fn as_validated(mut purchase: ValidatedPurchase) -> ValidatedPurchase {
+    if purchase.refund_time.is_some_and(|t| t.unix_ms() == 0) {
+        purchase.refund_time = None;
+    }
+    purchase
 }
 
 /// A subscription for the wire, its `active` as of `now_ms`.
@@ -536,6 +542,7 @@ impl Purchases {
             let validated_purchases = purchases
                 .iter()
                 .map(|p| purchase_wire(p, Some(user), false, provider_response(p), false))
+                .map(as_validated)
                 .collect();
             return Ok(ValidatePurchaseResponse {
                 validated_purchases,
@@ -558,6 +565,7 @@ impl Purchases {
                     )
                 },
             )
+            .map(as_validated)
             .collect();
         Ok(ValidatePurchaseResponse {
             validated_purchases,

@@ -9,6 +9,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 use tokio::sync::Semaphore;
 
 use super::PurchaseError;
+use crate::base::http_answer::read_bounded;
 
 /// Largest answer read from a store (verifyReceipt answers carry the whole receipt again).
 pub const MAX_ANSWER_BYTES: usize = 8 << 20;
@@ -92,30 +93,24 @@ impl Remote {
                 .acquire()
                 .await
                 .map_err(|_| self.unavailable("shutting down"))?;
-            let mut response = request.send().await.map_err(|error| {
+            let response = request.send().await.map_err(|error| {
                 tracing::warn!(store = self.store, %error, "store call failed");
                 self.count("failed");
                 self.unavailable("cannot be reached")
             })?;
             let status = response.status().as_u16();
-            let mut body = Vec::new();
-            loop {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => {
-                        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-                            self.count("failed");
-                            return Err(self.unavailable("answer too large"));
-                        }
-                        body.extend_from_slice(&chunk);
-                    }
-                    Ok(None) => break,
-                    Err(error) => {
-                        tracing::warn!(store = self.store, %error, "store answer broken off");
-                        self.count("failed");
-                        return Err(self.unavailable("answer broken off"));
-                    }
+            let body = match read_bounded(response, MAX_ANSWER_BYTES).await {
+                Ok(Some(body)) => body.to_vec(),
+                Ok(None) => {
+                    self.count("failed");
+                    return Err(self.unavailable("answer too large"));
                 }
-            }
+                Err(error) => {
+                    tracing::warn!(store = self.store, %error, "store answer broken off");
+                    self.count("failed");
+                    return Err(self.unavailable("answer broken off"));
+                }
+            };
             self.count(match status {
                 200..=299 => "ok",
                 400..=499 => "refused",

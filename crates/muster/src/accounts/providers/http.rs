@@ -8,11 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::Semaphore;
 
 use super::breaker::Breaker;
 use super::{Provider, ProviderError, SocialConfig};
+use crate::base::http_answer::read_bounded;
 
 /// One provider's bound on calls in flight, and its breaker.
 pub struct Gate {
@@ -125,7 +126,7 @@ impl Http {
                 self.timeout.as_millis()
             ))),
             Ok(Err(error)) => Err(failed(error.without_url().to_string())),
-            Ok(Ok((status, Body::TooLarge))) => {
+            Ok(Ok((status, None))) => {
                 gate.breaker.success();
                 Err(unavailable(format!(
                     "answer ({status}) larger than {} bytes",
@@ -135,37 +136,12 @@ impl Http {
             Ok(Ok((status, _))) if status >= 500 || status == 429 => {
                 Err(failed(format!("answered {status}")))
             }
-            Ok(Ok((status, Body::Read(body)))) => {
+            Ok(Ok((status, Some(body)))) => {
                 gate.breaker.success();
                 Ok(Reply { status, body })
             }
         }
     }
-}
-
-enum Body {
-    Read(Bytes),
-    TooLarge,
-}
-
-async fn read_bounded(
-    mut response: reqwest::Response,
-    max_bytes: usize,
-) -> Result<Body, reqwest::Error> {
-    if response
-        .content_length()
-        .is_some_and(|length| length > max_bytes as u64)
-    {
-        return Ok(Body::TooLarge);
-    }
-    let mut body = BytesMut::new();
-    while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > max_bytes {
-            return Ok(Body::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Body::Read(body.freeze()))
 }
 
 /// `base` (a configured URL, trailing slash or not) followed by `path`, with `query`.

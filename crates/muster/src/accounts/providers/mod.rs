@@ -57,16 +57,6 @@ impl Provider {
             Provider::GameCenter => "gamecenter_id",
         }
     }
-
-    /// Every provider, in the order of [`SocialIds`](crate::accounts::store::SocialIds)'s fields.
-    pub const ALL: [Provider; 6] = [
-        Provider::Facebook,
-        Provider::Google,
-        Provider::GameCenter,
-        Provider::Steam,
-        Provider::Apple,
-        Provider::FacebookInstantGame,
-    ];
 }
 
 /// What a player presents to prove who they are at a provider, as received.
@@ -94,6 +84,16 @@ pub enum ProviderProof {
 }
 
 impl ProviderProof {
+    /// The provider and token of a proof whose provider has a friends' list to import
+    /// (Facebook, Steam).
+    pub fn friends_token(&self) -> Option<(Provider, String)> {
+        match self {
+            ProviderProof::Facebook { token } => Some((Provider::Facebook, token.clone())),
+            ProviderProof::Steam { token } => Some((Provider::Steam, token.clone())),
+            _ => None,
+        }
+    }
+
     pub fn provider(&self) -> Provider {
         match self {
             ProviderProof::Apple { .. } => Provider::Apple,

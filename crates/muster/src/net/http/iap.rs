@@ -22,9 +22,10 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::Json;
 use muster_proto::grpc::{
-    ListSubscriptionsRequest, ValidatePurchaseAppleRequest, ValidatePurchaseFacebookInstantRequest,
-    ValidatePurchaseGoogleRequest, ValidatePurchaseHuaweiRequest, ValidateSubscriptionAppleRequest,
-    ValidateSubscriptionGoogleRequest,
+    ListSubscriptionsRequest, SubscriptionList, ValidatePurchaseAppleRequest,
+    ValidatePurchaseFacebookInstantRequest, ValidatePurchaseGoogleRequest,
+    ValidatePurchaseHuaweiRequest, ValidatePurchaseResponse, ValidateSubscriptionAppleRequest,
+    ValidateSubscriptionGoogleRequest, ValidateSubscriptionResponse, ValidatedSubscription,
 };
 
 use super::auth::{constant_time_eq, Player};
@@ -32,54 +33,7 @@ use super::error::ApiError;
 use super::extract::{body_error, parsed, ApiJson, AuthRateLimit};
 use super::response::Answer;
 use crate::net::state::AppState;
-use serde_json::Value;
-
-use crate::purchases::Handled;
-
-/// An answer as Nakama's gateway (protojson) writes it: pbjson writes a time's UTC offset as
-/// `+00:00` where protojson writes `Z`, with the same fraction digits (0, 3, 6 or 9).
-fn protojson(answer: &impl serde::Serialize) -> Answer<Value> {
-    let mut value = serde_json::to_value(answer).map_err(|error| {
-        tracing::error!(%error, "an answer did not serialize");
-        ApiError::Internal
-    })?;
-    rewrite_times(&mut value, false);
-    Ok(Json(value))
-}
-
-/// A purchase validation's answer: as [`protojson`], and a purchase never refunded has no
-/// `refund_time` (Nakama's validations leave it out; its listings show the epoch).
-fn validated(answer: &impl serde::Serialize) -> Answer<Value> {
-    let Json(mut value) = protojson(answer)?;
-    rewrite_times(&mut value, true);
-    Ok(Json(value))
-}
-
-fn rewrite_times(value: &mut Value, drop_unrefunded: bool) {
-    match value {
-        Value::Object(map) => {
-            if drop_unrefunded
-                && map.get("refund_time").and_then(Value::as_str) == Some("1970-01-01T00:00:00Z")
-            {
-                map.remove("refund_time");
-            }
-            for (key, field) in map.iter_mut() {
-                match field {
-                    Value::String(text) if key.ends_with("_time") => {
-                        if let Some(utc) = text.strip_suffix("+00:00") {
-                            *text = format!("{utc}Z");
-                        }
-                    }
-                    _ => rewrite_times(field, drop_unrefunded),
-                }
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| rewrite_times(item, drop_unrefunded)),
-        _ => {}
-    }
-}
+use crate::purchases::{Handled, PurchaseList};
 
 /// `persist` as sent; Nakama stores unless told not to.
 fn persist(value: Option<pbjson_types::BoolValue>) -> bool {
@@ -89,29 +43,29 @@ fn persist(value: Option<pbjson_types::BoolValue>) -> bool {
 pub async fn purchase_apple(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ValidatePurchaseAppleRequest>,
-) -> Answer<Value> {
+) -> Answer<ValidatePurchaseResponse> {
     let answer = services
         .purchases
         .validate_apple(caller.uid, &request.receipt, persist(request.persist))
         .await?;
-    validated(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn purchase_google(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ValidatePurchaseGoogleRequest>,
-) -> Answer<Value> {
+) -> Answer<ValidatePurchaseResponse> {
     let answer = services
         .purchases
         .validate_google(caller.uid, &request.purchase, persist(request.persist))
         .await?;
-    validated(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn purchase_huawei(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ValidatePurchaseHuaweiRequest>,
-) -> Answer<Value> {
+) -> Answer<ValidatePurchaseResponse> {
     let answer = services
         .purchases
         .validate_huawei(
@@ -121,13 +75,13 @@ pub async fn purchase_huawei(
             persist(request.persist),
         )
         .await?;
-    validated(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn purchase_facebook_instant(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ValidatePurchaseFacebookInstantRequest>,
-) -> Answer<Value> {
+) -> Answer<ValidatePurchaseResponse> {
     let answer = services
         .purchases
         .validate_facebook_instant(
@@ -136,46 +90,46 @@ pub async fn purchase_facebook_instant(
             persist(request.persist),
         )
         .await?;
-    validated(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn subscription_apple(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ValidateSubscriptionAppleRequest>,
-) -> Answer<Value> {
+) -> Answer<ValidateSubscriptionResponse> {
     let answer = services
         .purchases
         .validate_subscription_apple(caller.uid, &request.receipt, persist(request.persist))
         .await?;
-    protojson(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn subscription_google(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ValidateSubscriptionGoogleRequest>,
-) -> Answer<Value> {
+) -> Answer<ValidateSubscriptionResponse> {
     let answer = services
         .purchases
         .validate_subscription_google(caller.uid, &request.receipt, persist(request.persist))
         .await?;
-    protojson(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn subscription(
     Player(caller, services, _): Player,
     Path(product_id): Path<String>,
-) -> Answer<Value> {
+) -> Answer<ValidatedSubscription> {
     let answer = services
         .purchases
         .subscription_by_product_id(caller.uid, &product_id)
         .await?;
-    protojson(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn subscriptions(
     Player(caller, services, _): Player,
     ApiJson(request): ApiJson<ListSubscriptionsRequest>,
-) -> Answer<Value> {
+) -> Answer<SubscriptionList> {
     let limit = match request.limit {
         None => 0,
         Some(limit) if (1..=100).contains(&limit.value) => limit.value as usize,
@@ -189,13 +143,13 @@ pub async fn subscriptions(
         .purchases
         .list_subscriptions(Some(caller.uid), limit, &request.cursor)
         .await?;
-    protojson(&answer)
+    Ok(Json(answer))
 }
 
 pub async fn purchases(
     Player(caller, services, _): Player,
     RawQuery(raw): RawQuery,
-) -> Answer<Value> {
+) -> Answer<PurchaseList> {
     let (mut limit, mut cursor) = (0usize, String::new());
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
@@ -215,7 +169,7 @@ pub async fn purchases(
         .purchases
         .list_purchases(Some(caller.uid), limit, &cursor)
         .await?;
-    protojson(&answer)
+    Ok(Json(answer))
 }
 
 /// Whether `id` is the configured endpoint id (none configured: never).

@@ -97,7 +97,7 @@ pub async fn authenticate<B: SocialBody>(
     ApiJson(body): ApiJson<B>,
 ) -> Answer<Session> {
     let (proof, vars) = body.proof();
-    let token = proof_token(&proof);
+    let token = proof.friends_token();
     let username = query.username.filter(|u| !u.is_empty());
     let services = &state.services;
     let signed_in = services
@@ -116,15 +116,6 @@ pub async fn authenticate<B: SocialBody>(
         }
     }
     Ok(Json(signed_in.session))
-}
-
-/// The token a proof carries, for the providers whose friends can be imported.
-fn proof_token(proof: &ProviderProof) -> Option<(Provider, String)> {
-    match proof {
-        ProviderProof::Facebook { token } => Some((Provider::Facebook, token.clone())),
-        ProviderProof::Steam { token } => Some((Provider::Steam, token.clone())),
-        _ => None,
-    }
 }
 
 /// Imports friends after a sign-in or link with `sync`: failures are logged, not answered, as
@@ -179,7 +170,7 @@ pub async fn link_facebook(
     ApiJson(body): ApiJson<Facebook>,
 ) -> Done {
     let (proof, _) = body.proof();
-    let token = proof_token(&proof);
+    let token = proof.friends_token();
     let profile = services.accounts.link_social(caller.uid, proof).await?;
     if let (Some(true), Some(token)) = (query.sync, token) {
         sync_friends(&services, caller.uid, &caller.usn, token, &profile.id).await;
@@ -201,7 +192,7 @@ pub async fn link_steam(
     ApiJson(body): ApiJson<LinkSteamRequest>,
 ) -> Done {
     let (proof, _) = Steam(body.account).proof();
-    let token = proof_token(&proof);
+    let token = proof.friends_token();
     let profile = services.accounts.link_social(caller.uid, proof).await?;
     if let (Some(true), Some(token)) = (body.sync, token) {
         sync_friends(&services, caller.uid, &caller.usn, token, &profile.id).await;
@@ -232,7 +223,7 @@ pub async fn import_friends<B: SocialBody>(
     ApiJson(body): ApiJson<B>,
 ) -> Done {
     let (proof, _) = body.proof();
-    let Some((provider, token)) = proof_token(&proof) else {
+    let Some((provider, token)) = proof.friends_token() else {
         return Err(ApiError::InvalidArgument(
             "Friends are imported from Facebook and Steam only.".into(),
         ));

@@ -10,7 +10,7 @@ use muster_js::JsError;
 use serde_json::{json, Value};
 
 use super::context::{invalid, refused, Args, ServerHost};
-use crate::accounts::providers::{Provider, ProviderProof};
+use crate::accounts::providers::ProviderProof;
 use crate::accounts::tokens::Claims;
 use crate::accounts::Login;
 
@@ -248,7 +248,7 @@ fn social(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> 
         };
         let username = args.opt_string(rest).filter(|u| !u.is_empty());
         let create = args.bool(rest + 1).unwrap_or(true);
-        let token = friends_token(&proof);
+        let token = proof.friends_token();
         let signed_in = host
             .wait(accounts.sign_in(Login::Social(proof), create, username, HashMap::new()))?
             .map_err(refused)?;
@@ -280,7 +280,7 @@ fn social(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> 
     };
     let (proof, rest) = proof(name, args, if with_username { 2 } else { 1 }, false)?;
     let import = with_username && args.bool(rest).unwrap_or(name == "linkFacebook");
-    let token = friends_token(&proof);
+    let token = proof.friends_token();
     let profile = host
         .wait(accounts.link_social(user, proof))?
         .map_err(refused)?;
@@ -290,13 +290,4 @@ fn social(host: &ServerHost, name: &str, args: &Args) -> Result<Value, JsError> 
             .map_err(refused)?;
     }
     Ok(Value::Null)
-}
-
-/// The provider and token a proof carries, for the providers whose friends can be imported.
-fn friends_token(proof: &ProviderProof) -> Option<(Provider, String)> {
-    match proof {
-        ProviderProof::Facebook { token } => Some((Provider::Facebook, token.clone())),
-        ProviderProof::Steam { token } => Some((Provider::Steam, token.clone())),
-        _ => None,
-    }
 }

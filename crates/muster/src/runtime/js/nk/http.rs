@@ -49,7 +49,7 @@ pub(super) fn call(host: &ServerHost, _name: &str, args: &Args) -> Result<Value,
     }
     let max_bytes = rules.max_bytes;
     let answer = host.wait(async move {
-        let mut response = request.send().await?;
+        let response = request.send().await?;
         let code = response.status().as_u16();
         let mut headers = BTreeMap::new();
         for (name, value) in response.headers() {
@@ -58,14 +58,10 @@ pub(super) fn call(host: &ServerHost, _name: &str, args: &Args) -> Result<Value,
                 String::from_utf8_lossy(value.as_bytes()).into_owned(),
             );
         }
-        let mut body: Vec<u8> = Vec::new();
-        while let Some(chunk) = response.chunk().await? {
-            if body.len() + chunk.len() > max_bytes {
-                return Ok(Err(max_bytes));
-            }
-            body.extend_from_slice(&chunk);
+        match crate::base::http_answer::read_bounded(response, max_bytes).await? {
+            Some(body) => Ok::<_, reqwest::Error>(Ok((code, headers, body))),
+            None => Ok(Err(max_bytes)),
         }
-        Ok::<_, reqwest::Error>(Ok((code, headers, body)))
     })?;
     match answer {
         Ok(Ok((code, headers, body))) => Ok(json!({

@@ -58,7 +58,7 @@ fn refused(error: PurchaseError) -> JsError {
     super::context::refused(error)
 }
 
-fn seconds(time: &Option<pbjson_types::Timestamp>) -> Option<i64> {
+fn seconds(time: &Option<muster_proto::wire::Timestamp>) -> Option<i64> {
     time.as_ref().map(|t| t.seconds)
 }
 
